@@ -1,0 +1,106 @@
+"""Control-plane errors: one type per stable code, each carrying its HTTP status.
+
+Front ends (REST handlers, magics, CLI) map these to responses without tables of their own:
+`{"error": err.code, "message": str(err)}` with status `err.http_status`.
+"""
+
+from __future__ import annotations
+
+
+class DittoError(Exception):
+    """Base of every expected control-plane error; the message is one plain sentence."""
+
+    code: str = "DittoError"
+    http_status: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_body(self) -> dict[str, str]:
+        """The JSON error body of the REST contract."""
+        return {"error": self.code, "message": self.message}
+
+
+class InvalidRequest(DittoError):
+    """The request body or an argument is malformed, missing a field, or has an unknown one."""
+
+    code = "InvalidRequest"
+    http_status = 400
+
+
+class RuntimeNotFound(DittoError):
+    """No runtime with that id."""
+
+    code = "RuntimeNotFound"
+    http_status = 404
+
+
+class CheckpointNotFound(DittoError):
+    """No checkpoint with that id."""
+
+    code = "CheckpointNotFound"
+    http_status = 404
+
+
+class SessionBusy(DittoError):
+    """The kernel is busy, or another control operation on this runtime is in flight."""
+
+    code = "SessionBusy"
+    http_status = 409
+
+
+class RuntimePaused(DittoError):
+    """The operation needs a live runtime but this one is paused."""
+
+    code = "RuntimePaused"
+    http_status = 409
+
+
+class RuntimeNotPaused(DittoError):
+    """Resume was asked of a runtime that is not paused."""
+
+    code = "RuntimeNotPaused"
+    http_status = 409
+
+
+class RuntimeClosed(DittoError):
+    """The runtime is closed and refuses every operation."""
+
+    code = "RuntimeClosed"
+    http_status = 409
+
+
+class UnsupportedBackend(DittoError):
+    """The checkpoint's backend cannot do what was asked."""
+
+    code = "UnsupportedBackend"
+    http_status = 422
+
+
+class BackendError(DittoError):
+    """The provider (E2B, the local workspace, a kernel) failed; the message carries why."""
+
+    code = "BackendError"
+    http_status = 502
+
+
+class RateLimited(DittoError):
+    """The provider refused for rate or concurrency limits."""
+
+    code = "RateLimited"
+    http_status = 429
+
+
+ERROR_TYPES: tuple[type[DittoError], ...] = (
+    InvalidRequest,
+    RuntimeNotFound,
+    CheckpointNotFound,
+    SessionBusy,
+    RuntimePaused,
+    RuntimeNotPaused,
+    RuntimeClosed,
+    UnsupportedBackend,
+    BackendError,
+    RateLimited,
+)

@@ -1,0 +1,278 @@
+"""Pydantic models of the control plane: records, checkpoints, and every route's request/result.
+
+Requests refuse unknown fields and wrong types (strict), so a front end that validates a
+body with them answers 400 `InvalidRequest` naming the field. `RuntimeRecord` is exactly the
+public shape of the seed; backend placement stays inside `SessionRecord` and never leaks.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch, the unit of every `*_at_ms` field."""
+    return time.time_ns() // 1_000_000
+
+
+class _Strict(BaseModel):
+    """Unknown fields refused, no silent type coercion, values immutable once built."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SessionLifecycleStatus(str, Enum):
+    """Where a runtime is in its life: the public `status` of a RuntimeRecord."""
+
+    IDLE = "idle"
+    BUSY = "busy"
+    PAUSED = "paused"
+    CLOSED = "closed"
+
+
+class RuntimeRecord(_Strict):
+    """The public face of a runtime (seed: derived from SessionRecord, no backend ids)."""
+
+    runtime_id: str
+    conversation_id: str
+    sender_id: str
+    status: SessionLifecycleStatus
+    created_at_ms: int
+    updated_at_ms: int
+
+
+class SessionRecord(_Strict):
+    """Internal runtime state: lifecycle, identity, kernel and backend binding.
+
+    `runtime_id == session_id` (seed v1). `handle_state` holds host-specific handles (for
+    example the live kernel id); `backend_kind` says which provider carries the runtime.
+    """
+
+    session_id: str
+    conversation_id: str
+    sender_id: str
+    status: SessionLifecycleStatus = SessionLifecycleStatus.IDLE
+    kernel_name: str = "python3"
+    backend_kind: str = "local"
+    backend_instance: str | None = None
+    handle_state: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at_ms: int = Field(default_factory=now_ms)
+    updated_at_ms: int = Field(default_factory=now_ms)
+
+    def to_runtime(self) -> RuntimeRecord:
+        """The public RuntimeRecord of this session."""
+        return RuntimeRecord(
+            runtime_id=self.session_id,
+            conversation_id=self.conversation_id,
+            sender_id=self.sender_id,
+            status=self.status,
+            created_at_ms=self.created_at_ms,
+            updated_at_ms=self.updated_at_ms,
+        )
+
+
+class BackendCheckpointRef(_Strict):
+    """Internal reference to a backend snapshot; never returned by a route.
+
+    `provider_snapshot_id` is the E2B snapshot id, or the blob-store manifest id of a
+    local workspace snapshot; `None` once delete-snapshot has cleared it.
+    """
+
+    backend_kind: str
+    backend_id: str
+    provider_snapshot_id: str | None
+    created_at_ms: int = Field(default_factory=now_ms)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class UnrestorableValue(_Strict):
+    """A kernel variable a checkpoint could not keep, shown at checkpoint and at restore."""
+
+    name: str
+    type: str
+    reason: str
+
+
+class ContextCapture(_Strict):
+    """What a session-context capture produced: its signed manifest and what it cost."""
+
+    manifest_id: str
+    bytes_written: int = 0
+    unrestorable: list[UnrestorableValue] = Field(default_factory=list)
+    execution_count: int | None = None
+
+
+class RuntimeCheckpoint(_Strict):
+    """One checkpoint of a runtime: session snapshot, backend ref, session-context manifest."""
+
+    checkpoint_id: str
+    runtime_id: str
+    parent_checkpoint_id: str | None
+    session: SessionRecord
+    backend_ref: BackendCheckpointRef | None = None
+    context_manifest_id: str | None = None
+    unrestorable: list[UnrestorableValue] = Field(default_factory=list)
+    bytes_written: int = 0
+    created_at_ms: int = Field(default_factory=now_ms)
+    name: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def summary(self) -> CheckpointSummary:
+        """The public listing shape of this checkpoint."""
+        return CheckpointSummary(
+            checkpoint_id=self.checkpoint_id,
+            runtime_id=self.runtime_id,
+            parent_checkpoint_id=self.parent_checkpoint_id,
+            name=self.name,
+            metadata=self.metadata,
+            created_at_ms=self.created_at_ms,
+            has_provider_snapshot=bool(
+                self.backend_ref is not None and self.backend_ref.provider_snapshot_id
+            ),
+            unrestorable=self.unrestorable,
+        )
+
+
+# ---- route requests -------------------------------------------------------------------
+
+
+class RuntimeCheckpointRequest(_Strict):
+    """POST /api/v1/runtimes/checkpoint."""
+
+    runtime_id: str
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class RuntimeCheckpointSnapshotDeleteRequest(_Strict):
+    """POST /api/v1/runtimes/checkpoint/delete-snapshot."""
+
+    checkpoint_id: str
+
+
+class RuntimeCheckoutRequest(_Strict):
+    """POST /api/v1/runtimes/checkout."""
+
+    checkpoint_id: str
+    conversation_id: str | None = None
+    sender_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class RuntimePauseRequest(_Strict):
+    """POST /api/v1/runtimes/pause."""
+
+    runtime_id: str
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class RuntimeResumeRequest(_Strict):
+    """POST /api/v1/runtimes/resume."""
+
+    runtime_id: str
+    metadata: dict[str, Any] | None = None
+
+
+class RuntimeCloseRequest(_Strict):
+    """POST /api/v1/runtimes/close."""
+
+    runtime_id: str
+
+
+# ---- route results --------------------------------------------------------------------
+
+
+class RuntimeCheckpointResult(_Strict):
+    """Result of checkpoint: the new id, the runtime, and the head it replaced."""
+
+    checkpoint_id: str
+    runtime: RuntimeRecord
+    previous_checkpoint_id: str | None
+
+
+class RuntimeCheckpointSnapshotDeleteResult(_Strict):
+    """Result of delete-snapshot: idempotent; `already_deleted` when nothing was left."""
+
+    checkpoint_id: str
+    deleted: bool
+    already_deleted: bool
+
+
+class RuntimeCheckoutResult(_Strict):
+    """Result of checkout: the new child runtime, its kernel and notebook copy."""
+
+    runtime: RuntimeRecord
+    checkpoint_id: str
+    source_runtime_id: str
+    kernel_id: str | None = None
+    notebook_path: str | None = None
+
+
+class RuntimePauseResult(_Strict):
+    """Result of pause: the paused runtime and the checkpoint that holds its state."""
+
+    runtime: RuntimeRecord
+    checkpoint_id: str
+
+
+class RuntimeResumeResult(_Strict):
+    """Result of resume: same runtime id, the checkpoint resumed from, the new kernel."""
+
+    runtime: RuntimeRecord
+    checkpoint_id: str
+    kernel_id: str | None = None
+
+
+class RuntimeCloseResult(_Strict):
+    """Result of close."""
+
+    runtime: RuntimeRecord
+    backend_released: bool
+    provider_sandbox_deleted: bool
+
+
+class RuntimeListResult(_Strict):
+    """GET /api/v1/runtimes."""
+
+    runtimes: list[RuntimeRecord]
+
+
+class CheckpointSummary(_Strict):
+    """One row of GET /api/v1/runtimes/{runtime_id}/checkpoints."""
+
+    checkpoint_id: str
+    runtime_id: str
+    parent_checkpoint_id: str | None
+    name: str | None
+    metadata: dict[str, Any]
+    created_at_ms: int
+    has_provider_snapshot: bool
+    unrestorable: list[UnrestorableValue]
+
+
+class CheckpointListResult(_Strict):
+    """GET /api/v1/runtimes/{runtime_id}/checkpoints."""
+
+    checkpoints: list[CheckpointSummary]
+
+
+class ErrorBody(_Strict):
+    """The body of every error answer."""
+
+    error: str
+    message: str
+
+
+class BackendBinding(_Strict):
+    """Which backend carries a runtime, and how to find it again after a restart."""
+
+    runtime_id: str
+    backend_id: str
+    kind: str
+    details: dict[str, Any] = Field(default_factory=dict)
