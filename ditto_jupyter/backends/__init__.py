@@ -1,0 +1,1 @@
+"""Backends: the substrate for files, exec and snapshots (local workspaces, E2B sandboxes)."""

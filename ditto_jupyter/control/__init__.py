@@ -1,0 +1,1 @@
+"""The runtime control plane: RuntimeService over a persistent store, blobs and backends."""
