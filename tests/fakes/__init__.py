@@ -1,0 +1,1 @@
+"""Test-only fakes of external services (never imported by the package itself)."""
