@@ -1,0 +1,41 @@
+"""The worker API (seed 2), pure Python with no Jupyter imports: portable state, BranchStore."""
+
+from __future__ import annotations
+
+from ditto_jupyter.worker.canonical import JSONValue, canonical_json, sha256_digest
+from ditto_jupyter.worker.errors import (
+    BranchClosedError,
+    BranchConflictError,
+    BranchError,
+    StateDigestError,
+    StateError,
+    StateScopeError,
+    StateValidationError,
+    StateVersionError,
+)
+from ditto_jupyter.worker.state import (
+    STATE_FORMAT,
+    checkpoint_state,
+    copy_state,
+    restore_state,
+    validate_state,
+)
+
+__all__ = [
+    "STATE_FORMAT",
+    "BranchClosedError",
+    "BranchConflictError",
+    "BranchError",
+    "JSONValue",
+    "StateDigestError",
+    "StateError",
+    "StateScopeError",
+    "StateValidationError",
+    "StateVersionError",
+    "canonical_json",
+    "checkpoint_state",
+    "copy_state",
+    "restore_state",
+    "sha256_digest",
+    "validate_state",
+]

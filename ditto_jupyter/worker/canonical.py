@@ -1,0 +1,259 @@
+"""JSON state rules and RFC 8785 (JCS) canonical JSON, fast.
+
+`check_json` is the reference validator: a plain walk that names the JSON path of the first
+offending value. `encode_json` does the same job at C speed for the common case: orjson
+serialises (rejecting unknown types, cycles, deep nesting, big integers and bad strings),
+marshal rejects subclasses such as `IntEnum` members that orjson would accept, and comparing
+the parsed copy with the input catches tuples, NaN and infinities (which orjson turns into
+arrays and `null`). Whenever the fast path refuses a value, the reference walk runs to name
+the path, so both always agree.
+
+Canonical bytes come from orjson's sorted output where it is byte-identical to RFC 8785:
+strings and integers always are; floats differ only in a few recognisable shapes (`1.0`,
+`-0.0`, `1e+16`..`1e+20`, `1e-6`), which are rewritten token by token with `rfc8785`'s own
+float formatting; object keys differ only when a key holds a non-BMP character and another
+key a character in U+E000..U+FFFF (UTF-16 code units sort surrogates lower), in which case
+the whole value goes through `rfc8785.dumps`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import marshal
+import math
+import re
+import types
+from typing import NamedTuple, TypeAlias, cast
+
+import orjson
+import rfc8785
+
+from ditto_jupyter.worker.errors import StateValidationError
+
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""Largest integer allowed (JavaScript's Number.MAX_SAFE_INTEGER; RFC 8785's limit too)."""
+
+MAX_DEPTH = 200
+"""Deepest nesting of arrays and objects allowed (orjson's own limit is 254)."""
+
+_ORJSON_OPTIONS = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_STRICT_INTEGER
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+# Byte shapes in which orjson's float text can differ from ECMAScript's; a float token is
+# always followed by one of `,]}` inside a container.
+_FLOAT_SIGNATURES = (b".0,", b".0]", b".0}", b"e+1", b"e+2", b"e-6")
+_FLOAT_TOKEN = re.compile(rb"-?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]?\d+)")
+_ASTRAL_BYTE = re.compile(rb"[\xf0-\xf4]")
+_HIGH_BMP_BYTE = re.compile(rb"[\xee\xef]")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class EncodedJSON(NamedTuple):
+    """A validated value: orjson bytes (round-trip Python types), a fresh copy, JCS bytes."""
+
+    data: bytes
+    copy: JSONValue
+    canonical: bytes
+
+
+def _refuse(value: object) -> object:
+    raise TypeError(type(value).__name__)
+
+
+def child_path(path: str, key: str | int) -> str:
+    """JSON path of an array index or object key below `path` (`$.a[3]`, `$["a b"]`)."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if _IDENTIFIER.match(key):
+        return f"{path}.{key}"
+    return f"{path}[{orjson.dumps(key, option=orjson.OPT_NON_STR_KEYS).decode()}]"
+
+
+def _describe(value: object) -> str:
+    """Why a value of an unsupported type is not JSON state, in a few words."""
+    import datetime
+    import enum
+
+    kind = type(value)
+    if isinstance(value, enum.Enum):
+        return f"enum member {value!s} is not JSON state (store its value)"
+    if kind is tuple:
+        return "tuple is not JSON state (use a list)"
+    if isinstance(value, (set, frozenset)):
+        return f"{kind.__name__} is not JSON state (use a list)"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"{kind.__name__} is not JSON state (decode or base64-encode it)"
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta)):
+        return f"{kind.__name__} is not JSON state (store an ISO 8601 string)"
+    if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType, types.CoroutineType)):
+        return f"{kind.__name__} is not JSON state"
+    if callable(value) and isinstance(
+        value,
+        (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial),
+    ):
+        return f"function {getattr(value, '__qualname__', kind.__name__)} is not JSON state"
+    if isinstance(value, type):
+        return f"class {value.__qualname__} is not JSON state"
+    if isinstance(value, (dict, list, str, int, float)):
+        base = next(t for t in (dict, list, str, int, float) if isinstance(value, t))
+        return f"{kind.__qualname__} (a {base.__name__} subclass) is not JSON state"
+    return f"{kind.__qualname__} instance is not JSON state"
+
+
+def _check_str(text: str, path: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise StateValidationError(
+            path, f"{what} contains a lone surrogate (not valid Unicode)"
+        ) from None
+
+
+def check_json(value: object, path: str = "$") -> None:
+    """Raise StateValidationError naming the first value below `path` that is not JSON state."""
+    _check(value, path, {}, 0)
+
+
+def _check(value: object, path: str, active: dict[int, str], depth: int) -> None:
+    kind = type(value)
+    if value is None or kind is bool:
+        return
+    if kind is str:
+        _check_str(value, path, "string")  # type: ignore[arg-type]
+        return
+    if kind is int:
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:  # type: ignore[operator]
+            raise StateValidationError(
+                path, f"integer {value} is outside the safe range +-(2**53 - 1)"
+            )
+        return
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise StateValidationError(path, f"{value} is not JSON state (only finite numbers)")
+        return
+    if kind is dict or kind is list:
+        ident = id(value)
+        if ident in active:
+            raise StateValidationError(
+                path, f"cycle: this {kind.__name__} already appears at {active[ident]}"
+            )
+        if depth >= MAX_DEPTH:
+            raise StateValidationError(path, f"nesting is deeper than {MAX_DEPTH} levels")
+        active[ident] = path
+        if kind is dict:
+            for key, item in cast("dict[object, object]", value).items():
+                if type(key) is not str:
+                    raise StateValidationError(
+                        path, f"object key {key!r} is a {type(key).__name__}, not a string"
+                    )
+                _check_str(key, path, f"object key {key!r}")
+                _check(item, child_path(path, key), active, depth + 1)
+        else:
+            for index, item in enumerate(cast("list[object]", value)):
+                _check(item, child_path(path, index), active, depth + 1)
+        del active[ident]
+        return
+    raise StateValidationError(path, _describe(value))
+
+
+def _plain_copy(value: JSONValue) -> JSONValue:
+    """Deep copy of a value already checked by `check_json`."""
+    if type(value) is dict:
+        return {key: _plain_copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_plain_copy(item) for item in value]
+    return value
+
+
+def _slow_encode(value: object, path: str) -> EncodedJSON:
+    """Reference path: walk, copy and rfc8785. Raises StateValidationError on bad input."""
+    check_json(value, path)
+    copy = _plain_copy(value)  # type: ignore[arg-type]
+    data = orjson.dumps(copy, option=orjson.OPT_SORT_KEYS)
+    return EncodedJSON(data, copy, rfc8785.dumps(copy))
+
+
+def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> EncodedJSON:
+    """Validate `value` and return its orjson bytes, a fresh deep copy and (if asked) JCS bytes.
+
+    Raises StateValidationError naming the offending path. With `canonical=False` the
+    `canonical` field is empty (callers that only need the validated copy skip that work).
+    """
+    try:
+        data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
+        marshal.dumps(value)  # type: ignore[arg-type]  # exact built-in types only: refuses IntEnum and other subclasses
+    except (TypeError, ValueError):
+        return _slow_encode(value, path)
+    copy = orjson.loads(data)
+    if copy != value:  # tuples, NaN and infinities survive orjson but not this comparison
+        return _slow_encode(value, path)
+    if not canonical:
+        return EncodedJSON(data, copy, b"")
+    return EncodedJSON(data, copy, _canonicalize(data, value))
+
+
+def _canonicalize(data: bytes, value: object) -> bytes:
+    """RFC 8785 bytes for a validated value whose sorted orjson bytes are `data`."""
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return rfc8785.dumps(value)  # type: ignore[arg-type]
+    if not data.isascii() and _has_key_order_hazard(data):
+        return rfc8785.dumps(value)  # type: ignore[arg-type]
+    if any(signature in data for signature in _FLOAT_SIGNATURES):
+        return _rewrite_floats(data)
+    return data
+
+
+def _split_strings(data: bytes) -> list[bytes]:
+    """Split compact JSON at its string quotes: odd items are string bodies (escapes masked)."""
+    # orjson escapes every control character, so NUL and SOH never occur in its output and
+    # can stand in for the escaped backslash and escaped quote while splitting at quotes.
+    return data.replace(b"\\\\", b"\x00").replace(b'\\"', b"\x01").split(b'"')
+
+
+def _join_strings(parts: list[bytes]) -> bytes:
+    return b'"'.join(parts).replace(b"\x01", b'\\"').replace(b"\x00", b"\\\\")
+
+
+def _has_key_order_hazard(data: bytes) -> bool:
+    """True when code point order and UTF-16 order could differ for some object's keys."""
+    if _ASTRAL_BYTE.search(data) is None or _HIGH_BMP_BYTE.search(data) is None:
+        return False
+    parts = _split_strings(data)
+    keys = [parts[i] for i in range(1, len(parts) - 1, 2) if parts[i + 1].startswith(b":")]
+    astral = any(_ASTRAL_BYTE.search(key) for key in keys)
+    return astral and any(_HIGH_BMP_BYTE.search(key) for key in keys)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ecmascript_float(token: bytes) -> bytes:
+    return rfc8785.dumps(float(token))
+
+
+def _rewrite_floats(data: bytes) -> bytes:
+    """Replace each float token outside strings by its ECMAScript form (RFC 8785 3.2.2.3)."""
+    parts = _split_strings(data)
+    outside = b'"'.join(parts[0::2])
+    fixed = _FLOAT_TOKEN.sub(lambda match: _ecmascript_float(match.group()), outside)
+    if fixed == outside:
+        return data
+    parts[0::2] = fixed.split(b'"')
+    return _join_strings(parts)
+
+
+def canonical_json(value: object) -> bytes:
+    """RFC 8785 canonical JSON bytes of a JSON state value (validated first)."""
+    return encode_json(value).canonical
+
+
+def sha256_digest(value: object) -> str:
+    """`"sha256:" + hex` over the RFC 8785 canonical JSON of a JSON state value."""
+    return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()
