@@ -1,0 +1,55 @@
+"""Open a RuntimeService on an embedded data directory (SQLite file + blob store + workspaces).
+
+This is how every front end gets its service: the server extension, the magics with no
+server behind them, the CLI in local mode and the tests. The context capture is
+pluggable; the kernel package passes its kernel implementation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ditto_jupyter.backends.base import BackendProvider
+from ditto_jupyter.backends.local import LocalProvider
+from ditto_jupyter.backends.manager import BackendManager
+from ditto_jupyter.control.blobs import BlobStore
+from ditto_jupyter.control.context import InMemoryContextCapture, SessionContextCapture
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.control.store import open_store
+
+ContextFactory = Callable[[BlobStore], SessionContextCapture]
+
+
+def default_data_dir() -> Path:
+    """`$DITTO_DATA_DIR`, else `$XDG_DATA_HOME/ditto-jupyter` (~/.local/share by default)."""
+    explicit = os.environ.get("DITTO_DATA_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ditto-jupyter"
+
+
+def open_runtime_service(
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    store_url: str | None = None,
+    context_factory: ContextFactory | None = None,
+    extra_providers: Mapping[str, BackendProvider] | None = None,
+    default_backend: str = "local",
+) -> RuntimeService:
+    """A RuntimeService over `data_dir` (created if missing)."""
+    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    blobs = BlobStore(root / "blobs")
+    providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
+    providers.update(extra_providers or {})
+    context = (context_factory or InMemoryContextCapture)(blobs)
+    return RuntimeService(
+        open_store(store_url, root),
+        blobs,
+        BackendManager(providers),
+        context,
+        default_backend=default_backend,
+    )
