@@ -682,7 +682,7 @@ class _FakeFilesystem(filesystem_connect.Filesystem):
     ) -> filesystem_pb.StatResponse:
         path = _box_from_ctx(self.cloud, ctx).resolve(request.path)
         if not os.path.lexists(path):
-            raise ConnectError(Code.NOT_FOUND, f"no such file or directory: {request.path}")
+            raise ConnectError(Code.NOT_FOUND, f"file not found: {request.path}")
         return filesystem_pb.StatResponse(entry=_entry_info(path))
 
     async def make_dir(
@@ -704,7 +704,7 @@ class _FakeFilesystem(filesystem_connect.Filesystem):
     ) -> filesystem_pb.ListDirResponse:
         path = _box_from_ctx(self.cloud, ctx).resolve(request.path)
         if not path.is_dir():
-            raise ConnectError(Code.NOT_FOUND, f"no such directory: {request.path}")
+            raise ConnectError(Code.NOT_FOUND, f"directory not found: {request.path}")
         depth = request.depth or 1
         entries: list[filesystem_pb.EntryInfo] = []
 
@@ -722,7 +722,7 @@ class _FakeFilesystem(filesystem_connect.Filesystem):
     ) -> filesystem_pb.RemoveResponse:
         path = _box_from_ctx(self.cloud, ctx).resolve(request.path)
         if not os.path.lexists(path):
-            raise ConnectError(Code.NOT_FOUND, f"no such file or directory: {request.path}")
+            raise ConnectError(Code.NOT_FOUND, f"file not found: {request.path}")
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
@@ -735,7 +735,7 @@ class _FakeFilesystem(filesystem_connect.Filesystem):
         box = _box_from_ctx(self.cloud, ctx)
         source, destination = box.resolve(request.source), box.resolve(request.destination)
         if not os.path.lexists(source):
-            raise ConnectError(Code.NOT_FOUND, f"no such file or directory: {request.source}")
+            raise ConnectError(Code.NOT_FOUND, f"file not found: {request.source}")
         destination.parent.mkdir(parents=True, exist_ok=True)
         os.replace(source, destination)
         return filesystem_pb.MoveResponse(entry=_entry_info(destination))

@@ -1,0 +1,504 @@
+"""The E2B backend's whole life cycle on the real `e2b` SDK, against the FAKE E2B cloud.
+
+The fake (tests/fakes/e2b_cloud.py) serves E2B's control-plane REST API and the envd
+Connect-RPC services on 127.0.0.1; each fake sandbox is a real directory and commands are
+real subprocesses, so what the backend reads back is what the SDK really moved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tarfile
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ditto_jupyter.backends.base import Backend, BackendLocator, BackendProvider
+from ditto_jupyter.backends.e2b import E2B_KIND, E2BBackend, E2BConfig, E2BProvider, _normalize
+from ditto_jupyter.control.errors import (
+    BackendError,
+    InvalidRequest,
+    RateLimited,
+    UnsupportedBackend,
+)
+from ditto_jupyter.control.models import BackendCheckpointRef
+from tests.fakes.e2b_cloud import (
+    ROUTE_CONNECT_SANDBOX,
+    ROUTE_CREATE_SANDBOX,
+    ROUTE_CREATE_SNAPSHOT,
+    ROUTE_DELETE_TEMPLATE,
+    ROUTE_FILES_READ,
+    ROUTE_FILES_WRITE,
+    ROUTE_FS_STAT,
+    ROUTE_KILL_SANDBOX,
+    ROUTE_PROCESS_START,
+    FakeE2BCloud,
+)
+
+pytest_plugins = ["tests.fakes.e2b_fixtures"]  # the `fake_e2b` fixture
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine on a fresh event loop (the SDK's transports are loop-independent)."""
+    return asyncio.run(coro)
+
+
+def provider(**overrides: Any) -> E2BProvider:
+    """A provider with no SDK retries unless asked, so an injected fault surfaces at once."""
+    return E2BProvider(E2BConfig(**{"retries": 0, **overrides}))
+
+
+async def make(prov: E2BProvider, runtime_id: str = "rt-1") -> E2BBackend:
+    backend = await prov.create(runtime_id)
+    assert isinstance(backend, E2BBackend)
+    return backend
+
+
+# ---- the life cycle -----------------------------------------------------------------------
+
+
+def test_protocols_are_implemented() -> None:
+    prov = E2BProvider()
+    assert isinstance(prov, BackendProvider)
+    assert prov.kind == E2B_KIND
+    ref = BackendCheckpointRef(backend_kind="e2b", backend_id="x", provider_snapshot_id="s")
+    assert prov.referenced_manifests(ref) == []
+
+
+def test_full_life_cycle(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        prov = provider()
+        parent = await make(prov, "rt-parent")
+        assert isinstance(parent, Backend)
+        assert parent.kind == "e2b" and parent.local_path is None
+        assert fake_e2b.running_sandbox_ids() == [parent.backend_id]
+        # files: write, read, stat, nested dirs
+        await parent.write_bytes("notes/a.txt", b"alpha\nbeta\n")
+        await parent.create_dir_all("data/deep/er")
+        await parent.write_bytes("data/deep/er/b.bin", bytes(range(256)))
+        assert await parent.read_bytes("notes/a.txt") == b"alpha\nbeta\n"
+        assert await parent.read_bytes("data/deep/er/b.bin") == bytes(range(256))
+        st_file = await parent.stat("notes/a.txt")
+        assert (st_file.path, st_file.kind, st_file.size) == ("notes/a.txt", "file", 11)
+        assert st_file.mtime_ns > 0
+        assert (await parent.stat("data/deep")).kind == "dir"
+        # the files really are in the fake sandbox's workspace
+        home = fake_e2b.sandbox_home(parent.backend_id)
+        assert (home / "workspace" / "notes" / "a.txt").read_bytes() == b"alpha\nbeta\n"
+        # exec: a non-zero exit is a result, not an error; cwd and env are honoured
+        res = await parent.exec("cat a.txt; echo oops >&2; exit 3", cwd="notes")
+        assert (res.exit_code, res.stdout, res.stderr) == (3, "alpha\nbeta\n", "oops\n")
+        assert not res.timed_out and not res.truncated
+        res = await parent.exec('printf %s "$GREETING" > greet.txt', env={"GREETING": "hi"})
+        assert res.exit_code == 0
+        assert await parent.read_bytes("greet.txt") == b"hi"
+        # search
+        matches = await parent.search(r"^b\w+")
+        assert [(m.path, m.line_number, m.line) for m in matches] == [("notes/a.txt", 2, "beta")]
+        assert await parent.search("nothing-matches-this") == []
+        # export: a tar of the tree
+        with tarfile.open(fileobj=io.BytesIO(await parent.export("notes"))) as tar:
+            member = tar.extractfile("notes/a.txt")
+            assert member is not None and member.read() == b"alpha\nbeta\n"
+        # temp path: relative, inside the workspace, exists
+        tmp = await parent.temp_path(".json")
+        assert tmp.endswith(".json") and not tmp.startswith("/")
+        assert (await parent.stat(tmp)).kind == "file"
+
+        # checkpoint -> provider snapshot
+        ref = await parent.checkpoint()
+        assert ref.backend_kind == "e2b" and ref.backend_id == parent.backend_id
+        assert ref.provider_snapshot_id in fake_e2b.snapshot_ids()
+        assert ref.details["workdir"] == "workspace"
+
+        # checkout -> a new sandbox holding the files
+        child = await prov.checkout(ref, "rt-child")
+        assert child.backend_id != parent.backend_id
+        assert await child.read_bytes("notes/a.txt") == b"alpha\nbeta\n"
+        assert await child.read_bytes("data/deep/er/b.bin") == bytes(range(256))
+        assert await child.read_bytes("greet.txt") == b"hi"
+
+        # independence: changes on either side stay on that side, the snapshot is untouched
+        await child.write_bytes("notes/a.txt", b"child\n")
+        await parent.write_bytes("parent-only.txt", b"p")
+        assert await parent.read_bytes("notes/a.txt") == b"alpha\nbeta\n"
+        with pytest.raises(BackendError, match="not found"):
+            await child.read_bytes("parent-only.txt")
+        second = await prov.checkout(ref, "rt-child-2")
+        assert await second.read_bytes("notes/a.txt") == b"alpha\nbeta\n"
+
+        # delete-snapshot: once deleted, then reported already deleted
+        assert await prov.delete_snapshot(ref) is True
+        assert ref.provider_snapshot_id not in fake_e2b.snapshot_ids()
+        assert await prov.delete_snapshot(ref) is False
+        # sandboxes made from it live on
+        assert await child.read_bytes("notes/a.txt") == b"child\n"
+        # a checkpoint whose snapshot id was cleared cannot be checked out
+        cleared = ref.model_copy(update={"provider_snapshot_id": None})
+        with pytest.raises(UnsupportedBackend, match="deleted"):
+            await prov.checkout(cleared, "rt-x")
+        assert await prov.delete_snapshot(cleared) is False
+
+        # release kills the sandbox; a second release reports nothing deleted
+        assert await child.release() is True
+        assert child.backend_id not in fake_e2b.running_sandbox_ids()
+        assert child.backend_id in fake_e2b.killed
+        assert await child.release() is False
+        with pytest.raises(BackendError, match="released"):
+            await child.read_bytes("notes/a.txt")
+        for other in (parent, second):
+            assert await other.release() is True
+        assert fake_e2b.running_sandbox_ids() == []
+
+    run(scenario())
+
+
+def test_attach_after_restart(fake_e2b: FakeE2BCloud) -> None:
+    """A new provider (as in a new process, on a new event loop) re-attaches by locator."""
+
+    async def first_process() -> BackendLocator:
+        backend = await make(provider(workdir="proj"))
+        await backend.write_bytes("keep.txt", b"kept")
+        return backend.locator()
+
+    locator = run(first_process())
+    assert locator.kind == "e2b" and locator.details["workdir"] == "proj"
+
+    async def second_process() -> None:
+        prov = provider()  # default workdir differs: the locator's workdir wins
+        backend = await prov.attach(locator)
+        assert backend.backend_id == locator.backend_id
+        assert await backend.read_bytes("keep.txt") == b"kept"
+        res = await backend.exec("cat keep.txt")
+        assert res.stdout == "kept"
+        assert await backend.release() is True
+        with pytest.raises(BackendError, match="not found"):
+            await prov.attach(locator)
+
+    run(second_process())
+    assert fake_e2b.count_calls(ROUTE_CONNECT_SANDBOX, 200) == 1
+    assert fake_e2b.count_calls(ROUTE_CONNECT_SANDBOX, 404) == 1
+
+
+def test_exec_timeout_kills_the_command(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider())
+        script = "sleep 30 & echo $! > sleep.pid; echo started; wait; echo never"
+        res = await backend.exec(script, timeout=0.5)
+        assert res.timed_out is True
+        assert res.exit_code != 0
+        assert res.stdout == "started\n"
+        # the command and its child were killed (gone, or a zombie waiting to be reaped)
+        sleep_pid = int((await backend.read_bytes("sleep.pid")).decode())
+        assert not _process_alive(sleep_pid)
+        assert fake_e2b.sandboxes[backend.backend_id].processes == {}
+        assert (await backend.exec("echo after")).stdout == "after\n"
+
+    run(scenario())
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_exec_output_is_capped(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider(max_output_bytes=1000))
+        res = await backend.exec("head -c 5000 /dev/zero | tr '\\0' a; echo -n e >&2")
+        assert res.exit_code == 0
+        assert res.truncated is True
+        assert res.stdout == "a" * 1000
+        assert res.stderr == "e"
+
+    run(scenario())
+
+
+def test_search_and_export_details(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider())
+        for i in range(5):
+            await backend.write_bytes(f"src/m{i}.py", f"x = {i}\ny = {i}\n".encode())
+        await backend.write_bytes("src/blob.bin", b"\x00\x01x = binary\x00")
+        hits = await backend.search(r"x = \d", "src")
+        assert sorted((m.path, m.line_number) for m in hits) == [
+            (f"src/m{i}.py", 1) for i in range(5)
+        ]
+        assert len(await backend.search(r"[xy] = \d", max_results=3)) == 3
+        assert await backend.search("y = 4", "src/m4.py") == [
+            hits[0].__class__(path="src/m4.py", line_number=2, line="y = 4")
+        ]
+        with pytest.raises(InvalidRequest, match="not a valid regex"):
+            await backend.search("(unclosed")
+        with pytest.raises(InvalidRequest, match="max_results"):
+            await backend.search("x", max_results=0)
+        # export of the whole workspace holds every file; a missing path is a clear error
+        with tarfile.open(fileobj=io.BytesIO(await backend.export())) as tar:
+            names = {n.lstrip("./") for n in tar.getnames()}
+        assert {f"src/m{i}.py" for i in range(5)} <= names
+        with pytest.raises(BackendError, match="stat of 'missing'"):
+            await backend.export("missing")
+        # the export's temp archive was removed from the sandbox
+        box = fake_e2b.sandboxes[backend.backend_id]
+        assert list(box.tmp.iterdir()) == []
+
+    run(scenario())
+
+
+def test_bad_paths_are_refused_before_any_provider_call(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider())
+        before = len(fake_e2b.calls)
+        for bad in ("/etc/passwd", "../outside", "a/../../b", "~/x", "bad\x00name"):
+            with pytest.raises(InvalidRequest):
+                await backend.read_bytes(bad)
+            with pytest.raises(InvalidRequest):
+                await backend.write_bytes(bad, b"x")
+        with pytest.raises(InvalidRequest, match="cwd"):
+            await backend.exec("true", cwd="../..")
+        with pytest.raises(InvalidRequest, match="suffix"):
+            await backend.temp_path("/x")
+        with pytest.raises(InvalidRequest, match="workspace root"):
+            await backend.write_bytes(".", b"x")
+        assert len(fake_e2b.calls) == before
+
+    run(scenario())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", ".", "..", "", "c.txt"]), min_size=1, max_size=6))
+def test_normalize_never_escapes(parts: list[str]) -> None:
+    path = "/".join(parts)
+    try:
+        normal = _normalize(path)
+    except InvalidRequest:
+        return
+    assert not normal.startswith("/") and normal != ".." and not normal.startswith("../")
+    assert ".." not in normal.split("/")
+
+
+def test_bad_config_is_refused() -> None:
+    with pytest.raises(InvalidRequest, match="workdir"):
+        E2BConfig(workdir="/abs")
+    with pytest.raises(InvalidRequest, match="retries"):
+        E2BConfig(retries=-1)
+    with pytest.raises(InvalidRequest, match="template"):
+        E2BConfig(template="")
+
+
+def test_foreign_refs_are_unsupported(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        prov = provider()
+        local = BackendCheckpointRef(backend_kind="local", backend_id="w", provider_snapshot_id="m")
+        with pytest.raises(UnsupportedBackend):
+            await prov.checkout(local, "rt")
+        with pytest.raises(UnsupportedBackend):
+            await prov.delete_snapshot(local)
+        with pytest.raises(UnsupportedBackend):
+            await prov.attach(BackendLocator(kind="local", backend_id="w"))
+        assert fake_e2b.calls == []
+
+    run(scenario())
+
+
+# ---- injected provider failures ----------------------------------------------------------
+
+
+def test_create_rate_limited_then_retried(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        fake_e2b.fail_next(ROUTE_CREATE_SANDBOX, 429, message="concurrent sandboxes: 20 of 20")
+        with pytest.raises(RateLimited, match="concurrent sandboxes: 20 of 20") as info:
+            await provider().create("rt")
+        assert info.value.http_status == 429 and info.value.code == "RateLimited"
+        assert fake_e2b.running_sandbox_ids() == []
+        # with SDK retries on, one 429 is absorbed (Retry-After: 0) and the create succeeds
+        fake_e2b.fail_next(ROUTE_CREATE_SANDBOX, 429)
+        backend = await provider(retries=2).create("rt")
+        assert fake_e2b.running_sandbox_ids() == [backend.backend_id]
+        assert fake_e2b.count_calls(ROUTE_CREATE_SANDBOX, 429) == 2
+
+    run(scenario())
+
+
+def test_create_server_error_and_unknown_template(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        fake_e2b.fail_next(ROUTE_CREATE_SANDBOX, 500, message="placement failed on node 7")
+        with pytest.raises(BackendError, match="placement failed on node 7") as info:
+            await provider().create("rt")
+        assert info.value.http_status == 502
+        with pytest.raises(BackendError, match="template 'no-such-template' not found"):
+            await provider(template="no-such-template").create("rt")
+        assert fake_e2b.running_sandbox_ids() == []
+
+    run(scenario())
+
+
+def test_failed_workspace_setup_kills_the_new_sandbox(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        fake_e2b.fail_next(ROUTE_FS_STAT, 500, message="envd stat broke")
+        with pytest.raises(BackendError, match="envd stat broke"):
+            await provider().create("rt")
+        assert fake_e2b.running_sandbox_ids() == []
+        assert len(fake_e2b.killed) == 1
+
+    run(scenario())
+
+
+def test_checkpoint_failures_leave_things_as_they_were(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        prov = provider()
+        backend = await make(prov)
+        await backend.write_bytes("f.txt", b"v1")
+        fake_e2b.fail_next(ROUTE_CREATE_SNAPSHOT, 500, message="snapshot storage unavailable")
+        with pytest.raises(BackendError, match="snapshot storage unavailable"):
+            await backend.checkpoint()
+        fake_e2b.fail_next(ROUTE_CREATE_SNAPSHOT, 429)
+        with pytest.raises(RateLimited, match="injected rate limit"):
+            await backend.checkpoint()
+        fake_e2b.fail_next(ROUTE_CREATE_SNAPSHOT, 404, message="sandbox paused elsewhere")
+        with pytest.raises(BackendError, match="not found"):
+            await backend.checkpoint()
+        assert fake_e2b.snapshot_ids() == []
+        assert await backend.read_bytes("f.txt") == b"v1"
+        ref = await backend.checkpoint()
+        assert fake_e2b.snapshot_ids() == [ref.provider_snapshot_id]
+
+    run(scenario())
+
+
+def test_checkout_failures(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        prov = provider()
+        backend = await make(prov)
+        await backend.write_bytes("f.txt", b"v1")
+        ref = await backend.checkpoint()
+        fake_e2b.fail_next(ROUTE_CREATE_SANDBOX, 404, message="snapshot build missing")
+        with pytest.raises(BackendError, match="snapshot build missing"):
+            await prov.checkout(ref, "rt-child")
+        fake_e2b.fail_next(ROUTE_CREATE_SANDBOX, 429)
+        with pytest.raises(RateLimited):
+            await prov.checkout(ref, "rt-child")
+        assert fake_e2b.running_sandbox_ids() == [backend.backend_id]
+        # the snapshot is still there and a retry works
+        child = await prov.checkout(ref, "rt-child")
+        assert await child.read_bytes("f.txt") == b"v1"
+        # a snapshot deleted behind our back: E2B answers 404 for the template
+        assert await prov.delete_snapshot(ref) is True
+        with pytest.raises(BackendError, match="not found"):
+            await prov.checkout(ref, "rt-child-2")
+
+    run(scenario())
+
+
+def test_delete_snapshot_failures(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        prov = provider()
+        backend = await make(prov)
+        ref = await backend.checkpoint()
+        fake_e2b.fail_next(ROUTE_DELETE_TEMPLATE, 500, message="template store is read-only")
+        with pytest.raises(BackendError, match="template store is read-only"):
+            await prov.delete_snapshot(ref)
+        fake_e2b.fail_next(ROUTE_DELETE_TEMPLATE, 429)
+        with pytest.raises(RateLimited):
+            await prov.delete_snapshot(ref)
+        assert fake_e2b.snapshot_ids() == [ref.provider_snapshot_id]
+        fake_e2b.fail_next(ROUTE_DELETE_TEMPLATE, 404)
+        assert await prov.delete_snapshot(ref) is False  # a 404 means already deleted
+        assert await prov.delete_snapshot(ref) is True
+        assert fake_e2b.snapshot_ids() == []
+
+    run(scenario())
+
+
+def test_release_failures_keep_the_sandbox(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider())
+        fake_e2b.fail_next(ROUTE_KILL_SANDBOX, 429)
+        with pytest.raises(RateLimited):
+            await backend.release()
+        fake_e2b.fail_next(ROUTE_KILL_SANDBOX, 500, message="kill queue full")
+        with pytest.raises(BackendError, match="kill queue full"):
+            await backend.release()
+        assert fake_e2b.running_sandbox_ids() == [backend.backend_id]
+        assert (await backend.exec("echo alive")).stdout == "alive\n"
+        fake_e2b.fail_next(ROUTE_KILL_SANDBOX, 404)
+        assert await backend.release() is False  # E2B says it is already gone
+        assert await backend.release() is False
+
+    run(scenario())
+
+
+def test_envd_failures_map_and_change_nothing(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider())
+        await backend.write_bytes("f.txt", b"v1")
+        fake_e2b.fail_next(ROUTE_FILES_WRITE, 429)
+        with pytest.raises(RateLimited, match="injected rate limit"):
+            await backend.write_bytes("f.txt", b"v2")
+        fake_e2b.fail_next(ROUTE_FILES_WRITE, 500, message="disk controller reset")
+        with pytest.raises(BackendError, match="disk controller reset"):
+            await backend.write_bytes("f.txt", b"v2")
+        fake_e2b.fail_next(ROUTE_FILES_READ, 500, message="read path broken")
+        with pytest.raises(BackendError, match="read path broken"):
+            await backend.read_bytes("f.txt")
+        fake_e2b.fail_next(ROUTE_FS_STAT, 404, message="vanished")
+        with pytest.raises(BackendError, match="vanished"):
+            await backend.stat("f.txt")
+        fake_e2b.fail_next(ROUTE_PROCESS_START, 429)
+        with pytest.raises(RateLimited):
+            await backend.exec("echo hi > g.txt")
+        fake_e2b.fail_next(ROUTE_PROCESS_START, 500, message="process table full")
+        with pytest.raises(BackendError, match="process table full"):
+            await backend.exec("echo hi > g.txt")
+        # nothing changed
+        assert await backend.read_bytes("f.txt") == b"v1"
+        with pytest.raises(BackendError, match="not found"):
+            await backend.stat("g.txt")
+        home = fake_e2b.sandbox_home(backend.backend_id) / "workspace"
+        assert sorted(p.name for p in home.iterdir()) == ["f.txt"]
+
+    run(scenario())
+
+
+def test_attach_failures(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider())
+        locator = backend.locator()
+        fake_e2b.fail_next(ROUTE_CONNECT_SANDBOX, 500, message="orchestrator down")
+        with pytest.raises(BackendError, match="orchestrator down"):
+            await provider().attach(locator)
+        fake_e2b.fail_next(ROUTE_CONNECT_SANDBOX, 429)
+        with pytest.raises(RateLimited):
+            await provider().attach(locator)
+        again = await provider().attach(locator)
+        assert await again.exec("true") is not None
+
+    run(scenario())
+
+
+def test_sandbox_killed_behind_our_back(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider())
+        await fake_e2b_kill(fake_e2b, backend.backend_id)
+        with pytest.raises(BackendError, match=r"not running|not found"):
+            await backend.read_bytes("x")
+        assert await backend.release() is False
+
+    run(scenario())
+
+
+async def fake_e2b_kill(cloud: FakeE2BCloud, sandbox_id: str) -> None:
+    """Kill a sandbox through the fake's own API, as the E2B dashboard would."""
+    other = E2BProvider(E2BConfig(retries=0))
+    victim = await other.attach(BackendLocator(kind="e2b", backend_id=sandbox_id))
+    assert await victim.release() is True
+    assert sandbox_id not in cloud.running_sandbox_ids()
