@@ -79,11 +79,24 @@ CREATE TABLE IF NOT EXISTS token_budget_ledger (
     owner_pid INTEGER NOT NULL,
     reserved_at_ms INTEGER NOT NULL,
     settled_at_ms INTEGER,
-    CHECK ((status IS NULL) = (charge IS NULL))
+    seq INTEGER,
+    CHECK ((status IS NULL) = (charge IS NULL)),
+    CHECK ((status IS NULL) = (seq IS NULL))
 );
+CREATE UNIQUE INDEX IF NOT EXISTS token_budget_ledger_seq ON token_budget_ledger (budget, seq);
 CREATE INDEX IF NOT EXISTS token_budget_ledger_open
     ON token_budget_ledger (budget) WHERE status IS NULL;
 """
+
+
+def _next_seq(name_parameter: int) -> str:
+    """SQL for the next settlement number of the budget bound to `?name_parameter`
+    (records are listed in this order; the unique index makes the MAX a quick lookup)."""
+    return (
+        "(SELECT COALESCE(MAX(seq), 0) + 1 FROM token_budget_ledger "
+        f"WHERE budget = ?{name_parameter})"
+    )
+
 
 _SYNCHRONOUS: Final = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 
@@ -276,9 +289,9 @@ class SharedTokenBudget(BudgetAuthority):
         """Close the ledger row of an open reservation and move its tokens from reserved
         to charged, in the caller's transaction."""
         row = connection.execute(
-            "UPDATE token_budget_ledger SET status = ?, charge = ?, usage = ?, detail = ?, "
-            "settled_at_ms = ? WHERE id = ? AND budget = ? AND status IS NULL "
-            "RETURNING reservation",
+            "UPDATE token_budget_ledger SET status = ?1, charge = ?2, usage = ?3, detail = ?4, "
+            "settled_at_ms = ?5, seq = " + _next_seq(7) + " "
+            "WHERE id = ?6 AND budget = ?7 AND status IS NULL RETURNING reservation",
             (status, charge, _json(usage), detail, _now_ms(), reservation.id, self.name),
         ).fetchone()
         if row is None:
@@ -360,8 +373,8 @@ class SharedTokenBudget(BudgetAuthority):
         with self._transaction() as connection:
             cursor = connection.execute(
                 "INSERT INTO token_budget_ledger (budget, reservation, charge, replayed, status, "
-                "usage, scope, detail, owner_host, owner_pid, reserved_at_ms, settled_at_ms) "
-                "VALUES (?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "usage, scope, detail, owner_host, owner_pid, reserved_at_ms, settled_at_ms, seq) "
+                "VALUES (?1, 0, 0, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, " + _next_seq(1) + ")",
                 (
                     self.name,
                     tokens,
@@ -420,7 +433,7 @@ class SharedTokenBudget(BudgetAuthority):
                 .execute(
                     "SELECT id, status, reservation, charge, usage, scope, replayed, detail "
                     "FROM token_budget_ledger WHERE budget = ? AND status IS NOT NULL "
-                    "ORDER BY settled_at_ms, id",
+                    "ORDER BY seq",
                     (self.name,),
                 )
                 .fetchall()
