@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-HEADER = "# Benchmark results\n\nEach section is written by the script it names; re-run it to refresh.\n"
+HEADER = (
+    "# Benchmark results\n\nEach section is written by the script it names; re-run it to refresh.\n"
+)
 
 
 def machine_line() -> str:
@@ -41,10 +43,16 @@ def write_section(key: str, title: str, body: str) -> None:
     """Replace (or append) the section `key` of RESULTS.md, atomically."""
     start, end = f"<!-- {key}:start -->", f"<!-- {key}:end -->"
     command = " ".join([Path(sys.executable).name, *sys.argv])
-    block = f"{start}\n## {title}\n\n{machine_line()}; command: `{command}`\n\n{body.strip()}\n{end}"
+    block = (
+        f"{start}\n## {title}\n\n{machine_line()}; command: `{command}`\n\n{body.strip()}\n{end}"
+    )
     text = RESULTS.read_text() if RESULTS.exists() else HEADER
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    text = (
+        pattern.sub(lambda _: block, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + block + "\n"
+    )
     fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, prefix=".RESULTS.")
     with os.fdopen(fd, "w") as handle:
         handle.write(text)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ditto_jupyter.backends.base import BackendLocator, BackendProvider
+from ditto_jupyter.backends.base import BackendLocator
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.blobs import BlobStore, GcReport
@@ -96,9 +96,7 @@ class RuntimeService:
         """Hold the control-operation slot of each runtime, or refuse with SessionBusy."""
         for runtime_id in runtime_ids:
             if runtime_id in self._in_flight:
-                raise SessionBusy(
-                    f"runtime {runtime_id} has another control operation in flight"
-                )
+                raise SessionBusy(f"runtime {runtime_id} has another control operation in flight")
         self._in_flight.update(runtime_ids)
         try:
             yield
@@ -167,9 +165,7 @@ class RuntimeService:
         merged.update(extra or {})
         return merged
 
-    async def _discard_new_ref(
-        self, runtime_id: str, ref: BackendCheckpointRef | None
-    ) -> None:
+    async def _discard_new_ref(self, runtime_id: str, ref: BackendCheckpointRef | None) -> None:
         """Undo a snapshot taken by an operation that then failed (a reused ref is kept).
 
         The backend is marked dirty, so its next checkpoint never reuses the discarded ref.
@@ -282,9 +278,7 @@ class RuntimeService:
             session = self._live_session(runtime_id)
             if precaptured is None:
                 await self._require_idle(session)
-            checkpoint, session = await self._take_checkpoint(
-                session, name, metadata, precaptured
-            )
+            checkpoint, session = await self._take_checkpoint(session, name, metadata, precaptured)
             previous = self.store.get_head(runtime_id)
             try:
                 with self.store.transaction():
@@ -349,7 +343,9 @@ class RuntimeService:
         """The internal checkpoint record (manifest ids included)."""
         return self._checkpoint(checkpoint_id)
 
-    def resolve_checkpoint(self, reference: str, runtime_id: str | None = None) -> RuntimeCheckpoint:
+    def resolve_checkpoint(
+        self, reference: str, runtime_id: str | None = None
+    ) -> RuntimeCheckpoint:
         """A checkpoint named by id, unique id prefix, or name within `runtime_id`."""
         exact = self.store.get_checkpoint(reference)
         if exact is not None:
@@ -608,12 +604,43 @@ class RuntimeService:
             provider_sandbox_deleted=deleted,
         )
 
+    async def mark_lost(self, runtime_id: str) -> RuntimeRecord:
+        """Record that a live runtime's context ended outside the control plane.
+
+        A kernel that died, or a server restart, loses the unsaved state; the runtime is
+        paused at its head checkpoint when it has one (resume restores that), otherwise
+        closed. Its backend is released either way. Paused or closed runtimes are left
+        as they are.
+        """
+        async with self._operation(runtime_id):
+            session = self._session(runtime_id)
+            if session.status in (SessionLifecycleStatus.PAUSED, SessionLifecycleStatus.CLOSED):
+                return session.to_runtime()
+            with contextlib.suppress(Exception):
+                await self.context.stop(session)
+            if await self._backend(session) is not None:
+                await self.backends.release(runtime_id)
+            head = self.store.get_head(runtime_id)
+            status = SessionLifecycleStatus.PAUSED if head else SessionLifecycleStatus.CLOSED
+            session = session.model_copy(
+                update={
+                    "status": status,
+                    "backend_instance": None,
+                    "handle_state": {},
+                    "updated_at_ms": now_ms(),
+                }
+            )
+            with self.store.transaction():
+                self.store.put_session(session)
+                self.store.delete_binding(runtime_id)
+        return session.to_runtime()
+
     async def delete_snapshot(self, checkpoint_id: str) -> RuntimeCheckpointSnapshotDeleteResult:
         """Delete the provider snapshot a checkpoint records; idempotent; the record stays.
 
         Clean re-checkpoints share one snapshot, so every checkpoint that records the same
         snapshot loses its id too, and live backends whose last ref it was become dirty
-        (their next checkpoint takes a new snapshot instead of reusing a deleted one).
+        (the manager makes their next checkpoint take a new snapshot, never reuse it).
         """
         checkpoint = self._checkpoint(checkpoint_id)
         ref = checkpoint.backend_ref
@@ -630,13 +657,6 @@ class RuntimeService:
                     if other_ref is not None and other_ref.provider_snapshot_id == snapshot_id:
                         cleared = other_ref.model_copy(update={"provider_snapshot_id": None})
                         self.store.put_checkpoint(other.model_copy(update={"backend_ref": cleared}))
-            for runtime_id in self.backends.runtimes_bound_to(ref.backend_id):
-                backend = self.backends.get(runtime_id)
-                last = backend.last_ref if backend is not None else None
-                if backend is not None and last is not None and (
-                    last.provider_snapshot_id == snapshot_id
-                ):
-                    backend.mark_dirty()
         self.gc()
         return RuntimeCheckpointSnapshotDeleteResult(
             checkpoint_id=checkpoint_id, deleted=deleted, already_deleted=not deleted
@@ -652,9 +672,7 @@ class RuntimeService:
                 live.add(checkpoint.context_manifest_id)
             ref = checkpoint.backend_ref
             if ref is not None and ref.provider_snapshot_id:
-                provider: BackendProvider | None = self.backends.providers.get(ref.backend_kind)
-                if provider is not None:
-                    live.update(provider.referenced_manifests(ref))
+                live.update(self.backends.referenced_manifests(ref))
         return live
 
     def gc(self, *, grace_seconds: float = 60.0) -> GcReport:
