@@ -36,20 +36,19 @@ JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, J
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer allowed (JavaScript's Number.MAX_SAFE_INTEGER; RFC 8785's limit too)."""
 
-MAX_DEPTH = 200
-"""Deepest nesting of arrays and objects allowed (orjson's own limit is 254)."""
+MAX_DEPTH = 254
+"""Deepest nesting of arrays and objects allowed: orjson's own limit, which the fast path uses."""
 
 _ORJSON_OPTIONS = (
-    orjson.OPT_SORT_KEYS
-    | orjson.OPT_STRICT_INTEGER
+    orjson.OPT_STRICT_INTEGER
     | orjson.OPT_PASSTHROUGH_DATACLASS
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
 
-# Byte shapes in which orjson's float text can differ from ECMAScript's; a float token is
-# always followed by one of `,]}` inside a container.
-_FLOAT_SIGNATURES = (b".0,", b".0]", b".0}", b"e+1", b"e+2", b"e-6")
+# Byte shapes in which orjson's float text can differ from ECMAScript's (`1.0`, `-0.0`,
+# `1e+16`..`1e+20`, `1e-6`); in a container a number is always followed by one of `,]}`.
+_FLOAT_SHAPES = (b".0,", b".0]", b".0}", b"e+1", b"e+2", b"e-6")
 _FLOAT_TOKEN = re.compile(rb"-?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]?\d+)")
 _ASTRAL_BYTE = re.compile(rb"[\xf0-\xf4]")
 _HIGH_BMP_BYTE = re.compile(rb"[\xee\xef]")
@@ -57,7 +56,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class EncodedJSON(NamedTuple):
-    """A validated value: orjson bytes (round-trip Python types), a fresh copy, JCS bytes."""
+    """A validated value: its JSON bytes (keys in insertion order), a fresh copy, JCS bytes."""
 
     data: bytes
     copy: JSONValue
@@ -173,41 +172,43 @@ def _plain_copy(value: JSONValue) -> JSONValue:
     return value
 
 
-def _slow_encode(value: object, path: str) -> EncodedJSON:
+def _slow_encode(value: object, path: str, canonical: bool) -> EncodedJSON:
     """Reference path: walk, copy and rfc8785. Raises StateValidationError on bad input."""
     check_json(value, path)
     copy = _plain_copy(value)  # type: ignore[arg-type]
-    data = orjson.dumps(copy, option=orjson.OPT_SORT_KEYS)
-    return EncodedJSON(data, copy, rfc8785.dumps(copy))
+    jcs = rfc8785.dumps(copy) if canonical else b""
+    return EncodedJSON(orjson.dumps(copy), copy, jcs)
 
 
 def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> EncodedJSON:
-    """Validate `value` and return its orjson bytes, a fresh deep copy and (if asked) JCS bytes.
+    """Validate `value` and return its JSON bytes, a fresh deep copy and (if asked) JCS bytes.
 
-    Raises StateValidationError naming the offending path. With `canonical=False` the
-    `canonical` field is empty (callers that only need the validated copy skip that work).
+    Raises StateValidationError naming the offending path. The copy keeps each object's key
+    order. With `canonical=False` the `canonical` field is empty (callers that only need the
+    validated copy skip that work).
     """
     try:
         data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
-        marshal.dumps(value)  # type: ignore[arg-type]  # exact built-in types only: refuses IntEnum and other subclasses
+        marshal.dumps(value)  # type: ignore[arg-type]  # exact built-in types only (no IntEnum)
     except (TypeError, ValueError):
-        return _slow_encode(value, path)
+        return _slow_encode(value, path, canonical)
     copy = orjson.loads(data)
     if copy != value:  # tuples, NaN and infinities survive orjson but not this comparison
-        return _slow_encode(value, path)
+        return _slow_encode(value, path, canonical)
     if not canonical:
         return EncodedJSON(data, copy, b"")
-    return EncodedJSON(data, copy, _canonicalize(data, value))
+    return EncodedJSON(data, copy, jcs_of_valid(copy))
 
 
-def _canonicalize(data: bytes, value: object) -> bytes:
-    """RFC 8785 bytes for a validated value whose sorted orjson bytes are `data`."""
+def jcs_of_valid(value: JSONValue) -> bytes:
+    """RFC 8785 bytes of a value already known to be JSON state (no validation)."""
     kind = type(value)
     if kind is not dict and kind is not list:
-        return rfc8785.dumps(value)  # type: ignore[arg-type]
+        return rfc8785.dumps(value)
+    data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     if not data.isascii() and _has_key_order_hazard(data):
-        return rfc8785.dumps(value)  # type: ignore[arg-type]
-    if any(signature in data for signature in _FLOAT_SIGNATURES):
+        return rfc8785.dumps(value)
+    if any(shape in data for shape in _FLOAT_SHAPES):
         return _rewrite_floats(data)
     return data
 
@@ -216,11 +217,17 @@ def _split_strings(data: bytes) -> list[bytes]:
     """Split compact JSON at its string quotes: odd items are string bodies (escapes masked)."""
     # orjson escapes every control character, so NUL and SOH never occur in its output and
     # can stand in for the escaped backslash and escaped quote while splitting at quotes.
-    return data.replace(b"\\\\", b"\x00").replace(b'\\"', b"\x01").split(b'"')
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"\x00").replace(b'\\"', b"\x01")
+    return data.split(b'"')
 
 
 def _join_strings(parts: list[bytes]) -> bytes:
-    return b'"'.join(parts).replace(b"\x01", b'\\"').replace(b"\x00", b"\\\\")
+    """Inverse of _split_strings."""
+    data = b'"'.join(parts)
+    if b"\x00" in data or b"\x01" in data:
+        data = data.replace(b"\x01", b'\\"').replace(b"\x00", b"\\\\")
+    return data
 
 
 def _has_key_order_hazard(data: bytes) -> bool:
@@ -238,11 +245,31 @@ def _ecmascript_float(token: bytes) -> bytes:
     return rfc8785.dumps(float(token))
 
 
+_ZERO_FRACTION = (b".0,", b".0]", b".0}", b"-0,", b"-0]", b"-0}")
+
+
+def _fix_zero_fractions(text: bytes) -> bytes:
+    """Drop the ".0" of integral floats and the sign of -0.0, as ECMAScript prints them."""
+    # An integral float below 1e16 is the only token orjson ends in ".0", and no integer
+    # token is ever "-0", so outside strings these shapes are float tokens only.
+    for end in (b",", b"]", b"}"):
+        text = text.replace(b".0" + end, end)
+    for end in (b",", b"]", b"}"):
+        text = text.replace(b"-0" + end, b"0" + end)
+    return text
+
+
 def _rewrite_floats(data: bytes) -> bytes:
     """Replace each float token outside strings by its ECMAScript form (RFC 8785 3.2.2.3)."""
     parts = _split_strings(data)
     outside = b'"'.join(parts[0::2])
-    fixed = _FLOAT_TOKEN.sub(lambda match: _ecmascript_float(match.group()), outside)
+    exponents = b"e+1" in outside or b"e+2" in outside or b"e-6" in outside
+    if not exponents and all(data.count(shape) == outside.count(shape) for shape in _ZERO_FRACTION):
+        # No string holds any of the shapes: rewrite the whole text in place, no re-join.
+        return _fix_zero_fractions(data)
+    fixed = _fix_zero_fractions(outside) if b".0" in outside else outside
+    if exponents:
+        fixed = _FLOAT_TOKEN.sub(lambda match: _ecmascript_float(match.group()), fixed)
     if fixed == outside:
         return data
     parts[0::2] = fixed.split(b'"')

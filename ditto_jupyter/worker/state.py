@@ -10,7 +10,7 @@ where the digest is SHA-256 over the RFC 8785 canonical JSON of
 corruption, not malicious modification: authenticate untrusted stored state separately.
 
 JSON state is `None`, `bool`, `int` within +-(2**53 - 1), finite `float`, `str`, `list` and
-`dict` with `str` keys, nested at most 200 levels, without cycles. Everything else
+`dict` with `str` keys, nested at most 254 levels, without cycles. Everything else
 (tuples, sets, bytes, dates, NaN, functions, class instances, generators, subclasses of the
 built-in types such as `IntEnum` members) is refused with a StateValidationError naming the
 JSON path of the offending value.
