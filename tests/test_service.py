@@ -331,3 +331,18 @@ def test_tampered_context_manifest_is_refused(service: RuntimeService, data_dir:
 def test_blob_store_is_shared_with_the_context(service: RuntimeService) -> None:
     assert isinstance(service.blobs, BlobStore)
     assert ctx(service).blobs is service.blobs
+
+
+def test_exec_runs_in_the_workspace_and_marks_it_dirty(service: RuntimeService) -> None:
+    rid = run(service.create_runtime("nb.ipynb")).runtime_id
+    first = service.get_checkpoint(run(service.checkpoint(rid)).checkpoint_id)
+    result = run(service.exec(rid, "echo made > made.txt; echo out; exit 3"))
+    assert (result.exit_code, result.stdout.strip()) == (3, "out")
+    second = service.get_checkpoint(run(service.checkpoint(rid)).checkpoint_id)
+    assert second.backend_ref != first.backend_ref
+    child = run(service.checkout(second.checkpoint_id)).runtime.runtime_id
+    workspace = service.workspace_path(child)
+    assert workspace is not None and (workspace / "made.txt").read_text() == "made\n"
+    run(service.pause(rid))
+    with pytest.raises(RuntimePaused):
+        run(service.exec(rid, "true"))

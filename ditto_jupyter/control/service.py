@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ditto_jupyter.backends.base import BackendLocator
+from ditto_jupyter.backends.base import BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.blobs import BlobStore, GcReport
@@ -257,6 +257,16 @@ class RuntimeService:
         """The local workspace directory of a live runtime, if it has one."""
         backend = self.backends.get(runtime_id)
         return backend.local_path if backend is not None else None
+
+    async def exec(
+        self, runtime_id: str, command: str, *, timeout: float | None = None
+    ) -> ExecResult:
+        """Run a shell command in the runtime's backend (marks it dirty, as the seed says)."""
+        session = self._live_session(runtime_id)
+        backend = await self._backend(session)
+        if backend is None:
+            raise UnsupportedBackend(f"runtime {runtime_id} has no backend to run commands in")
+        return await backend.exec(command, timeout=timeout)
 
     # ---- checkpoints ----------------------------------------------------------------
 
