@@ -1,0 +1,193 @@
+"""The ditto_jupyter Jupyter server extension: the runtime REST API, events, kernel env.
+
+Enabled by `jupyter-config/jupyter_server_config.d/ditto_jupyter.json`. Configure with
+`--DittoJupyterApp.data_dir=...` (or `c.DittoJupyterApp.*` in jupyter_server_config.py):
+`data_dir` (SQLite store, blob store, workspaces), `store_url` (SQLAlchemy URL, for
+PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`.
+
+Kernels the server starts get `DITTO_SERVER_URL`, `DITTO_TOKEN` and `DITTO_DATA_DIR` in
+their environment, and `DITTO_RUNTIME_ID` (their session id) so the magics can call back.
+Kernels of ordinary Jupyter sessions get them through the session manager's own
+`get_kernel_env` hook (wrapped on the server's instance, the session id taken from the
+`start_kernel_for_session` / `update_session` call it runs in); kernels started by the
+extension itself (checkout, resume) through `ServerKernelHost`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Enum, Float, Unicode, default
+
+from ditto_jupyter.backends.base import BackendProvider
+from ditto_jupyter.control.blobs import BlobStore
+from ditto_jupyter.control.context import InMemoryContextCapture, SessionContextCapture
+from ditto_jupyter.control.embedded import default_data_dir, open_runtime_service
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.server.events import RuntimeEvents
+from ditto_jupyter.server.handlers import route_table
+from ditto_jupyter.server.kernel_host import ServerKernelHost
+from ditto_jupyter.server.sessions import RuntimeSessions, ServerContextCapture
+
+#: The Jupyter session whose kernel the session manager is starting or updating.
+_session_in_progress: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "ditto_session_in_progress", default=None
+)
+
+
+class DittoJupyterApp(ExtensionApp):
+    """Checkpoint, restore, branch and pause live Jupyter runtimes over REST."""
+
+    name = "ditto_jupyter"
+    description = "Git-like checkpoint, checkout, pause and resume of live Jupyter runtimes."
+    load_other_extensions = True
+
+    data_dir = Unicode(
+        config=True,
+        help="Directory of the checkpoint store, blob store and local workspaces "
+        "(default: $DITTO_DATA_DIR, else $XDG_DATA_HOME/ditto-jupyter).",
+    )
+    store_url = Unicode(
+        None,
+        allow_none=True,
+        config=True,
+        help="SQLAlchemy URL of the checkpoint store (default: SQLite file in data_dir).",
+    )
+    default_backend = Enum(
+        ["local", "e2b"], default_value="local", config=True, help="Backend of new runtimes."
+    )
+    e2b_template = Unicode("base", config=True, help="E2B template of new E2B sandboxes.")
+    context_capture = Enum(
+        ["kernel", "memory"],
+        default_value="kernel",
+        config=True,
+        help="What a checkpoint captures: the kernel namespace ('kernel'), or a JSON "
+        "namespace held by the server ('memory', for kernel-less deployments and tests).",
+    )
+    kernel_call_timeout = Float(
+        600.0, config=True, help="Seconds a capture or restore call into a kernel may take."
+    )
+
+    @default("data_dir")
+    def _default_data_dir(self) -> str:
+        return str(default_data_dir())
+
+    service: RuntimeService | None = None
+    host: ServerKernelHost | None = None
+    runtime_sessions: RuntimeSessions | None = None
+
+    def kernel_env(self) -> dict[str, str]:
+        """What every kernel the server starts gets in its environment (besides its id)."""
+        assert self.serverapp is not None
+        token = getattr(self.serverapp.identity_provider, "token", "") or ""
+        return {
+            "DITTO_SERVER_URL": self.serverapp.connection_url,
+            "DITTO_TOKEN": str(token),
+            "DITTO_DATA_DIR": str(Path(self.data_dir).resolve()),
+        }
+
+    def _context_factory(
+        self, host: ServerKernelHost
+    ) -> Callable[[BlobStore], SessionContextCapture]:
+        def build(blobs: BlobStore) -> SessionContextCapture:
+            if self.context_capture == "memory":
+                return ServerContextCapture(InMemoryContextCapture(blobs))
+            from ditto_jupyter.kernel.kernel_context import KernelContextCapture
+
+            return ServerContextCapture(KernelContextCapture(host, blobs.root))
+
+        return build
+
+    def _providers(self) -> dict[str, BackendProvider]:
+        try:
+            from ditto_jupyter.backends.e2b import E2BConfig, E2BProvider
+        except ImportError as error:  # the e2b SDK missing: local runtimes still work
+            self.log.warning("ditto_jupyter: E2B backend unavailable (%s)", error)
+            return {}
+        return {"e2b": E2BProvider(E2BConfig(template=self.e2b_template))}
+
+    def initialize_settings(self) -> None:
+        """Open the RuntimeService and wire it to the server's kernels, sessions and events."""
+        assert self.serverapp is not None
+        serverapp = self.serverapp
+        host = ServerKernelHost(
+            serverapp.kernel_manager,
+            env_provider=self.kernel_env,
+            call_timeout=self.kernel_call_timeout,
+        )
+        service = open_runtime_service(
+            self.data_dir,
+            store_url=self.store_url,
+            context_factory=self._context_factory(host),
+            extra_providers=self._providers(),
+            default_backend=self.default_backend,
+        )
+        events = RuntimeEvents(serverapp.event_logger)
+        sessions = RuntimeSessions(
+            service, serverapp.session_manager, serverapp.contents_manager, events, host
+        )
+        self.host, self.service, self.runtime_sessions = host, service, sessions
+        self.settings["ditto_runtime_sessions"] = sessions
+        install_kernel_env(serverapp.session_manager, self.kernel_env)
+        self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(route_table())
+
+    async def stop_extension(self) -> None:
+        """Close kernel clients and the store."""
+        if self.host is not None:
+            await self.host.wait_deferred()
+            await self.host.close()
+        if self.service is not None:
+            self.service.close_store()
+
+
+def install_kernel_env(session_manager: Any, env_provider: Callable[[], dict[str, str]]) -> None:
+    """Give kernels of Jupyter sessions the DITTO_* variables, their session id included.
+
+    Wraps three methods on the server's session-manager instance (not its class):
+    `start_kernel_for_session` and `update_session` record which session they work for,
+    and `get_kernel_env` (which both call) adds the variables for that session.
+    """
+    if getattr(session_manager, "_ditto_env_installed", False):
+        return
+    original_env = session_manager.get_kernel_env
+    original_start = session_manager.start_kernel_for_session
+    original_update = session_manager.update_session
+
+    @functools.wraps(original_env)
+    def get_kernel_env(path: str | None, name: Any = None) -> dict[str, str]:
+        env = dict(original_env(path, name))
+        env.update(env_provider())
+        session_id = _session_in_progress.get()
+        if session_id:
+            env["DITTO_RUNTIME_ID"] = session_id
+        return env
+
+    @functools.wraps(original_start)
+    async def start_kernel_for_session(session_id: str, *args: Any, **kwargs: Any) -> str:
+        token = _session_in_progress.set(session_id)
+        try:
+            kernel_id: str = await original_start(session_id, *args, **kwargs)
+            return kernel_id
+        finally:
+            _session_in_progress.reset(token)
+
+    @functools.wraps(original_update)
+    async def update_session(session_id: str, **kwargs: Any) -> None:
+        token = _session_in_progress.set(session_id)
+        try:
+            await original_update(session_id, **kwargs)
+        finally:
+            _session_in_progress.reset(token)
+
+    session_manager.get_kernel_env = get_kernel_env
+    session_manager.start_kernel_for_session = start_kernel_for_session
+    session_manager.update_session = update_session
+    session_manager._ditto_env_installed = True

@@ -1,0 +1,363 @@
+"""The Jupyter-session <-> runtime mapping: a runtime IS a Jupyter session.
+
+`runtime_id == session id`. A Jupyter session the RuntimeService does not know yet is
+registered the first time a route (or the runtime list) touches it: its notebook path is
+the conversation, the identity provider's user the sender, its kernel the handle.
+
+The runtime work itself is RuntimeService's; this module adds the Jupyter side around it:
+checkout copies the notebook beside the original and saves a Jupyter session for the child
+(so it opens like any other), pause and close drop the Jupyter session row of the stopped
+kernel, resume saves a new row with the same id for the new kernel. Every operation emits
+one runtime event. When a Jupyter-side step fails after the service succeeded, the service
+step is not undone (the runtime stays consistent in the store) but the error propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jupyter_server.utils import ensure_async
+from tornado.web import HTTPError
+
+from ditto_jupyter.control.context import SessionContextCapture
+from ditto_jupyter.control.errors import BackendError, InvalidRequest, RuntimeNotFound
+from ditto_jupyter.control.models import (
+    ContextCapture,
+    RuntimeCheckoutResult,
+    RuntimeCheckpointResult,
+    RuntimeCheckpointSnapshotDeleteResult,
+    RuntimeCloseResult,
+    RuntimeListResult,
+    RuntimePauseResult,
+    RuntimeRecord,
+    RuntimeResumeResult,
+    SessionRecord,
+    UnrestorableValue,
+)
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.server.events import RuntimeEvents
+from ditto_jupyter.server.kernel_host import ServerKernelHost, starting_runtime
+
+if TYPE_CHECKING:
+    from jupyter_server.services.contents.manager import ContentsManager
+    from jupyter_server.services.sessions.sessionmanager import SessionManager
+
+
+class ServerContextCapture:
+    """Wraps the kernel context capture so a kernel it starts knows its runtime id.
+
+    `start` publishes the session id in `starting_runtime`, which `ServerKernelHost`
+    turns into the kernel's `DITTO_RUNTIME_ID` (checkout children and resumed runtimes).
+    """
+
+    def __init__(self, inner: SessionContextCapture) -> None:
+        self.inner = inner
+
+    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
+        token = starting_runtime.set(session.session_id)
+        try:
+            return await self.inner.start(session, cwd)
+        finally:
+            starting_runtime.reset(token)
+
+    async def stop(self, session: SessionRecord) -> None:
+        await self.inner.stop(session)
+
+    async def is_busy(self, session: SessionRecord) -> bool:
+        return await self.inner.is_busy(session)
+
+    async def capture(self, session: SessionRecord) -> ContextCapture:
+        return await self.inner.capture(session)
+
+    async def restore(
+        self, session: SessionRecord, manifest_id: str | None
+    ) -> list[UnrestorableValue]:
+        return await self.inner.restore(session, manifest_id)
+
+
+def sibling_notebook_path(path: str, suffix: str) -> str:
+    """`dir/name.ipynb` -> `dir/name-<suffix>.ipynb` (the checkout's notebook copy)."""
+    directory, name = posixpath.split(path.strip("/"))
+    stem, dot, ext = name.rpartition(".")
+    new_name = f"{stem}-{suffix}.{ext}" if dot and stem else f"{name}-{suffix}"
+    return posixpath.join(directory, new_name) if directory else new_name
+
+
+class RuntimeSessions:
+    """Runs runtime operations for the REST handlers, keeping Jupyter sessions in step."""
+
+    def __init__(
+        self,
+        service: RuntimeService,
+        session_manager: SessionManager,
+        contents_manager: ContentsManager,
+        events: RuntimeEvents,
+        host: ServerKernelHost | None = None,
+    ) -> None:
+        self.service = service
+        self.session_manager = session_manager
+        self.contents_manager = contents_manager
+        self.events = events
+        self.host = host
+        self._register_lock = asyncio.Lock()
+
+    # ---- Jupyter sessions --------------------------------------------------------------
+
+    async def _jupyter_session(self, session_id: str) -> dict[str, Any] | None:
+        """The Jupyter session model with this id, or None (also when its kernel died)."""
+        try:
+            model = await ensure_async(self.session_manager.get_session(session_id=session_id))
+        except HTTPError:
+            return None
+        return dict(model)
+
+    def _forget_jupyter_session(self, session_id: str) -> None:
+        """Drop the Jupyter session row of a runtime whose kernel is stopped (not the runtime).
+
+        `SessionManager.delete_session` would shut the kernel down again; the service already
+        did that, so the row is removed the way the manager removes rows of culled kernels.
+        """
+        self.session_manager.cursor.execute("DELETE FROM session WHERE session_id=?", (session_id,))
+
+    async def _save_jupyter_session(self, session_id: str, path: str, kernel_id: str) -> None:
+        self._forget_jupyter_session(session_id)
+        await ensure_async(
+            self.session_manager.save_session(
+                session_id=session_id,
+                path=path,
+                name=posixpath.basename(path),
+                type="notebook",
+                kernel_id=kernel_id,
+            )
+        )
+
+    async def ensure_runtime(self, runtime_id: str, user: str) -> None:
+        """Register a live Jupyter session the service does not know yet; else nothing.
+
+        Raises RuntimeNotFound when neither the store nor the session manager has the id.
+        A known runtime whose Jupyter session switched kernels gets its kernel handle updated.
+        """
+        async with self._register_lock:
+            known = self.service.store.get_session(runtime_id)
+            if known is not None:
+                await self._sync_kernel(known)
+                return
+            model = await self._jupyter_session(runtime_id)
+            if model is None or not model.get("kernel"):
+                raise RuntimeNotFound(f"no runtime or Jupyter session with id {runtime_id!r}")
+            with self.events.operation("register", runtime_id) as event:
+                record = await self.service.create_runtime(
+                    conversation_id=str(model.get("path") or model.get("name") or runtime_id),
+                    sender_id=user,
+                    runtime_id=runtime_id,
+                    kernel_name=str(model["kernel"].get("name") or "python3"),
+                    handle_state={"kernel_id": model["kernel"]["id"]},
+                )
+                event.status = record.status.value
+
+    async def _sync_kernel(self, session: SessionRecord) -> None:
+        """Follow a kernel change made in JupyterLab (a live runtime's session, new kernel)."""
+        if session.status.value in ("paused", "closed"):
+            return
+        model = await self._jupyter_session(session.session_id)
+        if model is None or not model.get("kernel"):
+            return
+        kernel_id = model["kernel"]["id"]
+        if session.handle_state.get("kernel_id") != kernel_id:
+            handle_state = {**session.handle_state, "kernel_id": kernel_id}
+            self.service.store.put_session(
+                session.model_copy(update={"handle_state": handle_state})
+            )
+
+    async def register_live_sessions(self, user: str) -> None:
+        """Register every live Jupyter session with a kernel (before listing runtimes)."""
+        models = await ensure_async(self.session_manager.list_sessions())
+        for model in models:
+            if model.get("kernel") and model.get("id"):
+                try:
+                    await self.ensure_runtime(str(model["id"]), user)
+                except RuntimeNotFound:  # the kernel died between listing and registering
+                    continue
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    async def list_runtimes(self, user: str) -> RuntimeListResult:
+        await self.register_live_sessions(user)
+        return await self.service.list_runtimes()
+
+    async def get_runtime(self, runtime_id: str, user: str) -> RuntimeRecord:
+        await self.ensure_runtime(runtime_id, user)
+        return await self.service.get_runtime(runtime_id)
+
+    # ---- operations ----------------------------------------------------------------------
+
+    async def checkpoint(
+        self,
+        runtime_id: str,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        user: str,
+        *,
+        precaptured: ContextCapture | None = None,
+    ) -> RuntimeCheckpointResult:
+        with self.events.operation("checkpoint", runtime_id) as event:
+            await self.ensure_runtime(runtime_id, user)
+            if precaptured is not None:
+                self._check_manifest(precaptured.manifest_id)
+            result = await self.service.checkpoint(
+                runtime_id, name, metadata, precaptured=precaptured
+            )
+            event.checkpoint_id = result.checkpoint_id
+            event.status = result.runtime.status.value
+        return result
+
+    def _check_manifest(self, manifest_id: str) -> None:
+        """A self-captured manifest must exist in this server's blob store, correctly signed."""
+        try:
+            self.service.blobs.get_manifest(manifest_id)
+        except Exception as error:
+            raise InvalidRequest(
+                f"capture.manifest_id {manifest_id!r} is not a valid manifest of this server's "
+                f"store ({error})"
+            ) from error
+
+    async def delete_snapshot(self, checkpoint_id: str) -> RuntimeCheckpointSnapshotDeleteResult:
+        checkpoint = self.service.get_checkpoint(checkpoint_id)
+        with self.events.operation("delete-snapshot", checkpoint.runtime_id) as event:
+            event.checkpoint_id = checkpoint_id
+            return await self.service.delete_snapshot(checkpoint_id)
+
+    async def checkout(
+        self,
+        checkpoint_id: str,
+        conversation_id: str | None,
+        sender_id: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> RuntimeCheckoutResult:
+        """Branch a new runtime, copy its notebook beside the original, open it as a session."""
+        checkpoint = self.service.get_checkpoint(checkpoint_id)
+        with self.events.operation("checkout", checkpoint.runtime_id) as event:
+            event.checkpoint_id = checkpoint_id
+            event.source_runtime_id = checkpoint.runtime_id
+            source_path = checkpoint.session.conversation_id
+            target = conversation_id or sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
+            copied = await self._copy_notebook(source_path, target)
+            try:
+                result = await self.service.checkout(checkpoint_id, target, sender_id, metadata)
+            except BaseException:
+                if copied:
+                    await ensure_async(self.contents_manager.delete(target))
+                raise
+            event.runtime_id = result.runtime.runtime_id
+            event.status = result.runtime.status.value
+            kernel_id = result.kernel_id
+            if kernel_id is not None:
+                await self._save_jupyter_session(result.runtime.runtime_id, target, kernel_id)
+            notebook = target if await self._is_file(target) else None
+            return result.model_copy(update={"notebook_path": notebook})
+
+    async def _is_file(self, path: str) -> bool:
+        try:
+            return bool(await ensure_async(self.contents_manager.file_exists(path)))
+        except HTTPError:
+            return False
+
+    async def _copy_notebook(self, source: str, target: str) -> bool:
+        """Copy `source` to `target` when the source exists and the target does not."""
+        if not await self._is_file(source) or await self._is_file(target):
+            return False
+        try:
+            await ensure_async(self.contents_manager.copy(source, target))
+        except HTTPError as error:
+            raise InvalidRequest(
+                f"cannot copy notebook {source!r} to {target!r}: {error.log_message}"
+            ) from error
+        return True
+
+    async def restore(
+        self, runtime_id: str, checkpoint_id: str, user: str
+    ) -> tuple[str, list[UnrestorableValue]]:
+        """Restore a checkpoint into the runtime's idle kernel, in place."""
+        with self.events.operation("restore", runtime_id) as event:
+            await self.ensure_runtime(runtime_id, user)
+            checkpoint = self.service.resolve_checkpoint(checkpoint_id, runtime_id)
+            event.checkpoint_id = checkpoint.checkpoint_id
+            _, unrestorable = await self.service.restore(runtime_id, checkpoint.checkpoint_id)
+            event.status = (await self.service.get_runtime(runtime_id)).status.value
+            return checkpoint.checkpoint_id, unrestorable
+
+    async def record_restore(self, runtime_id: str, checkpoint_id: str, user: str) -> None:
+        """A kernel restored itself (the magic): make the checkpoint its head."""
+        with self.events.operation("restore", runtime_id) as event:
+            await self.ensure_runtime(runtime_id, user)
+            event.checkpoint_id = checkpoint_id
+            self.service.record_restore(runtime_id, checkpoint_id)
+            event.status = (await self.service.get_runtime(runtime_id)).status.value
+
+    async def pause(
+        self,
+        runtime_id: str,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        user: str,
+        *,
+        precaptured: ContextCapture | None = None,
+    ) -> RuntimePauseResult:
+        """Snapshot and stop the runtime; its Jupyter session row goes with its kernel.
+
+        With `precaptured` (a kernel pausing itself from a magic) the kernel is shut down
+        only after the cell running the magic has finished, so the magic gets the answer.
+        """
+        with self.events.operation("pause", runtime_id) as event:
+            await self.ensure_runtime(runtime_id, user)
+            kernel_id = self.service.session(runtime_id).handle_state.get("kernel_id")
+            if precaptured is not None:
+                self._check_manifest(precaptured.manifest_id)
+                if self.host is not None and kernel_id:
+                    self.host.defer_shutdown(str(kernel_id))
+            try:
+                result = await self.service.pause(
+                    runtime_id, name, metadata, precaptured=precaptured
+                )
+            finally:
+                if self.host is not None and kernel_id:
+                    self.host.cancel_deferred_shutdown(str(kernel_id))
+            self._forget_jupyter_session(runtime_id)
+            event.checkpoint_id = result.checkpoint_id
+            event.status = result.runtime.status.value
+        return result
+
+    async def resume(
+        self, runtime_id: str, metadata: dict[str, Any] | None, user: str
+    ) -> RuntimeResumeResult:
+        """Start a kernel from the paused checkpoint and bind it to the same session id."""
+        with self.events.operation("resume", runtime_id) as event:
+            await self.ensure_runtime(runtime_id, user)
+            result = await self.service.resume(runtime_id, metadata)
+            event.checkpoint_id = result.checkpoint_id
+            event.status = result.runtime.status.value
+            if result.kernel_id is not None:
+                await self._save_jupyter_session(
+                    runtime_id, result.runtime.conversation_id, result.kernel_id
+                )
+        return result
+
+    async def close(self, runtime_id: str, user: str) -> RuntimeCloseResult:
+        """Shut the runtime down for good; its checkpoints stay."""
+        with self.events.operation("close", runtime_id) as event:
+            await self.ensure_runtime(runtime_id, user)
+            result = await self.service.close(runtime_id)
+            self._forget_jupyter_session(runtime_id)
+            event.status = result.runtime.status.value
+        return result
+
+    def require_kernel(self, runtime_id: str) -> str:
+        """The live kernel id of a runtime (BackendError when it has none)."""
+        kernel_id = self.service.session(runtime_id).handle_state.get("kernel_id")
+        if not kernel_id:
+            raise BackendError(f"runtime {runtime_id} has no live kernel")
+        return str(kernel_id)
