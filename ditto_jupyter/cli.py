@@ -1,0 +1,359 @@
+"""`ditto`: drive a Jupyter server's runtime API from a shell.
+
+    ditto runtimes
+    ditto checkpoints RUNTIME
+    ditto checkpoint RUNTIME [--name NAME] [-m KEY=VALUE ...]
+    ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME]
+    ditto restore RUNTIME CHECKPOINT
+    ditto pause RUNTIME [--name NAME] | resume RUNTIME | close RUNTIME
+    ditto delete-snapshot CHECKPOINT
+
+The server is `--url`/`--token`, else `DITTO_SERVER_URL`/`DITTO_TOKEN`, else the running
+Jupyter server found the way `jupyter server list` finds it. Output is for people by
+default, `--json` prints the server's JSON. Exit codes: 0 done, 2 usage error, 3 the
+server refused the operation (a 4xx answer), 4 server or connection error (5xx,
+unreachable, no server found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NoReturn, TextIO
+
+import httpx
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_SERVER = 4
+
+API = "api/v1/runtimes"
+
+
+class CliError(Exception):
+    """A failure to report in one line, with its exit code."""
+
+    def __init__(self, message: str, exit_code: int, body: Any = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.body = body
+
+
+class UsageError(CliError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_USAGE)
+
+
+def parse_metadata(pairs: Sequence[str] | None) -> dict[str, str] | None:
+    """`["owner=ana", "k=v=w"]` -> `{"owner": "ana", "k": "v=w"}`; None when none given."""
+    if not pairs:
+        return None
+    metadata: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"metadata must be KEY=VALUE, got {pair!r}")
+        metadata[key] = value
+    return metadata
+
+
+def find_server(url: str | None, token: str | None) -> tuple[str, str]:
+    """The server URL and token: flags, then environment, then a running Jupyter server."""
+    url = url or os.environ.get("DITTO_SERVER_URL")
+    token = token if token is not None else os.environ.get("DITTO_TOKEN")
+    if url:
+        return url, token or ""
+    from jupyter_server.serverapp import list_running_servers
+
+    for info in list_running_servers():
+        found = str(info.get("url") or "")
+        if found:
+            return found, token if token is not None else str(info.get("token") or "")
+    raise CliError(
+        "no Jupyter server found: start one (make lab) or pass --url/--token "
+        "(or set DITTO_SERVER_URL/DITTO_TOKEN)",
+        EXIT_SERVER,
+    )
+
+
+class RuntimeClient:
+    """A small synchronous client of the runtime API."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 600.0) -> None:
+        self.base_url = base_url.rstrip("/") + "/"
+        headers = {"Authorization": f"token {token}"} if token else {}
+        self.http = httpx.Client(headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        url = self.base_url + f"{API}/{path}".rstrip("/")
+        try:
+            response = self.http.request(method, url, json=body)
+        except httpx.HTTPError as error:
+            raise CliError(
+                f"cannot reach the server at {self.base_url}: {error}", EXIT_SERVER
+            ) from None
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if response.status_code < 400:
+            return payload
+        code = payload.get("error") if isinstance(payload, dict) else None
+        message = payload.get("message") if isinstance(payload, dict) else None
+        text = f"{code}: {message}" if code else f"HTTP {response.status_code}"
+        if response.status_code == 403 and not code:
+            text = "HTTP 403: not authorized (check --token / DITTO_TOKEN)"
+        exit_code = EXIT_REFUSED if response.status_code < 500 else EXIT_SERVER
+        raise CliError(text, exit_code, payload)
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", path, {k: v for k, v in body.items() if v is not None})
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(), file=out)
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+def _runtime_line(runtime: dict[str, Any]) -> str:
+    return f"{runtime['runtime_id']} ({runtime['status']}, {runtime['conversation_id']})"
+
+
+def render(command: str, result: Any, out: TextIO) -> None:
+    """Human output of one command's result."""
+    if command == "runtimes":
+        rows = [
+            [
+                r["runtime_id"],
+                r["status"],
+                r["conversation_id"],
+                r["sender_id"],
+                _when(r["updated_at_ms"]),
+            ]
+            for r in result["runtimes"]
+        ]
+        if not rows:
+            print("no runtimes", file=out)
+            return
+        _table(rows, ["RUNTIME", "STATUS", "CONVERSATION", "SENDER", "UPDATED"], out)
+    elif command == "runtime":
+        print(_runtime_line(result), file=out)
+    elif command == "checkpoints":
+        rows = [
+            [
+                c["checkpoint_id"][:12],
+                c["name"] or "",
+                (c["parent_checkpoint_id"] or "")[:12],
+                _when(c["created_at_ms"]),
+                "yes" if c["has_provider_snapshot"] else "no",
+                ", ".join(u["name"] for u in c["unrestorable"]),
+            ]
+            for c in result["checkpoints"]
+        ]
+        if not rows:
+            print("no checkpoints", file=out)
+            return
+        _table(rows, ["CHECKPOINT", "NAME", "PARENT", "CREATED", "SNAPSHOT", "UNRESTORABLE"], out)
+    elif command == "checkpoint":
+        previous = result["previous_checkpoint_id"]
+        tail = f" (previous {previous})" if previous else ""
+        print(
+            f"checkpoint {result['checkpoint_id']} of {_runtime_line(result['runtime'])}{tail}",
+            file=out,
+        )
+    elif command == "checkout":
+        print(
+            f"checked out {result['checkpoint_id']} into {_runtime_line(result['runtime'])}",
+            file=out,
+        )
+        if result.get("kernel_id"):
+            print(f"  kernel {result['kernel_id']}", file=out)
+        if result.get("notebook_path"):
+            print(f"  notebook {result['notebook_path']}", file=out)
+    elif command == "restore":
+        print(
+            f"restored {result['checkpoint_id']} into {_runtime_line(result['runtime'])}", file=out
+        )
+        for value in result["unrestorable"]:
+            print(f"  not restored: {value['name']} ({value['type']}): {value['reason']}", file=out)
+    elif command == "pause":
+        print(
+            f"paused {_runtime_line(result['runtime'])} at checkpoint {result['checkpoint_id']}",
+            file=out,
+        )
+    elif command == "resume":
+        kernel = f", kernel {result['kernel_id']}" if result.get("kernel_id") else ""
+        print(
+            f"resumed {_runtime_line(result['runtime'])} from {result['checkpoint_id']}{kernel}",
+            file=out,
+        )
+    elif command == "close":
+        extra = ", provider sandbox deleted" if result["provider_sandbox_deleted"] else ""
+        print(f"closed {_runtime_line(result['runtime'])}{extra}", file=out)
+    elif command == "delete-snapshot":
+        state = "deleted" if result["deleted"] else "already deleted"
+        print(f"snapshot of checkpoint {result['checkpoint_id']}: {state}", file=out)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"ditto: usage error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ditto", description="Checkpoint, branch and pause live Jupyter runtimes."
+    )
+    parser.add_argument(
+        "--url", help="server URL with base_url (default: $DITTO_SERVER_URL or the running server)"
+    )
+    parser.add_argument(
+        "--token", help="server token (default: $DITTO_TOKEN or the running server's)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the server's JSON answer")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for an answer"
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+
+    sub.add_parser("runtimes", help="list runtimes (live Jupyter sessions included)")
+    p = sub.add_parser("runtime", help="show one runtime")
+    p.add_argument("runtime")
+    p = sub.add_parser("checkpoints", help="list a runtime's checkpoints")
+    p.add_argument("runtime")
+
+    def metadata(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "-m", "--metadata", action="append", metavar="KEY=VALUE", help="metadata (repeatable)"
+        )
+
+    p = sub.add_parser("checkpoint", help="checkpoint an idle runtime")
+    p.add_argument("runtime")
+    p.add_argument("--name")
+    metadata(p)
+    p = sub.add_parser("checkout", help="branch a new runtime from a checkpoint")
+    p.add_argument("checkpoint", help="checkpoint id (or name / id prefix with --runtime)")
+    p.add_argument("--runtime", help="resolve CHECKPOINT as a name or id prefix in this runtime")
+    p.add_argument("--conversation", help="conversation (notebook path) of the new runtime")
+    p.add_argument("--sender", help="sender of the new runtime")
+    metadata(p)
+    p = sub.add_parser("restore", help="restore a checkpoint into an idle runtime, in place")
+    p.add_argument("runtime")
+    p.add_argument("checkpoint", help="checkpoint id, id prefix or name")
+    p = sub.add_parser("pause", help="snapshot a runtime and free its kernel")
+    p.add_argument("runtime")
+    p.add_argument("--name")
+    metadata(p)
+    p = sub.add_parser("resume", help="resume a paused runtime under the same id")
+    p.add_argument("runtime")
+    metadata(p)
+    p = sub.add_parser("close", help="close a runtime for good (checkpoints stay)")
+    p.add_argument("runtime")
+    p = sub.add_parser("delete-snapshot", help="delete the provider snapshot of a checkpoint")
+    p.add_argument("checkpoint")
+    return parser
+
+
+def _quote(part: str) -> str:
+    from urllib.parse import quote
+
+    return quote(part, safe="")
+
+
+def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
+    """Send the request a parsed command stands for; the server's JSON answer."""
+    command = args.command
+    if command == "runtimes":
+        return client.get("")
+    if command == "runtime":
+        return client.get(_quote(args.runtime))
+    if command == "checkpoints":
+        return client.get(f"{_quote(args.runtime)}/checkpoints")
+    if command == "checkpoint":
+        body = {
+            "runtime_id": args.runtime,
+            "name": args.name,
+            "metadata": parse_metadata(args.metadata),
+        }
+        return client.post("checkpoint", body)
+    if command == "checkout":
+        checkpoint_id = args.checkpoint
+        if args.runtime:
+            detail = client.get(f"{_quote(args.runtime)}/checkpoints/{_quote(checkpoint_id)}")
+            checkpoint_id = detail["checkpoint"]["checkpoint_id"]
+        body = {
+            "checkpoint_id": checkpoint_id,
+            "conversation_id": args.conversation,
+            "sender_id": args.sender,
+            "metadata": parse_metadata(args.metadata),
+        }
+        return client.post("checkout", body)
+    if command == "restore":
+        return client.post(
+            "restore", {"runtime_id": args.runtime, "checkpoint_id": args.checkpoint}
+        )
+    if command == "pause":
+        body = {
+            "runtime_id": args.runtime,
+            "name": args.name,
+            "metadata": parse_metadata(args.metadata),
+        }
+        return client.post("pause", body)
+    if command == "resume":
+        return client.post(
+            "resume", {"runtime_id": args.runtime, "metadata": parse_metadata(args.metadata)}
+        )
+    if command == "close":
+        return client.post("close", {"runtime_id": args.runtime})
+    if command == "delete-snapshot":
+        return client.post("checkpoint/delete-snapshot", {"checkpoint_id": args.checkpoint})
+    raise UsageError(f"unknown command {command!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `ditto` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        parse_metadata(getattr(args, "metadata", None))
+        url, token = find_server(args.url, args.token)
+        client = RuntimeClient(url, token, timeout=args.timeout)
+        try:
+            result = run(args, client)
+        finally:
+            client.close()
+    except CliError as error:
+        if args.json and error.body is not None:
+            print(json.dumps(error.body, indent=2))
+        print(f"ditto: {error}", file=sys.stderr)
+        return error.exit_code
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        render(args.command, result, sys.stdout)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
