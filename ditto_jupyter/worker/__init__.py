@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ditto_jupyter.worker.branch_store import SNAPSHOT_FORMAT, Branch, BranchStore
 from ditto_jupyter.worker.canonical import JSONValue, canonical_json, sha256_digest
 from ditto_jupyter.worker.errors import (
     BranchClosedError,
@@ -22,10 +23,13 @@ from ditto_jupyter.worker.state import (
 )
 
 __all__ = [
+    "SNAPSHOT_FORMAT",
     "STATE_FORMAT",
+    "Branch",
     "BranchClosedError",
     "BranchConflictError",
     "BranchError",
+    "BranchStore",
     "JSONValue",
     "StateDigestError",
     "StateError",
