@@ -126,7 +126,7 @@ class Node:
     idempotent: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeContext:
     """What a node function receives.
 
@@ -461,7 +461,7 @@ def accept_uncertain(
 
 async def _call(node: Node, ctx: NodeContext) -> Any:
     result = node.fn(ctx)
-    if inspect.isawaitable(result):
+    if asyncio.iscoroutine(result) or inspect.isawaitable(result):
         result = await result
     return result
 
@@ -529,6 +529,19 @@ async def run_graph(
     )
 
 
+def _context(
+    graph: Graph, node: Node, input: Any, run_id: str, outputs: Mapping[str, Any]
+) -> NodeContext:
+    return NodeContext(
+        node=node.name,
+        input=input,
+        deps={dep: outputs[dep] for dep in node.deps},
+        graph=graph.name,
+        run_id=run_id,
+        idempotency_key=idempotency_key(graph.name, run_id, node.name),
+    )
+
+
 async def _run_scheduled(
     graph: Graph, input: Any, run_id: str, max_concurrency: int | None
 ) -> GraphResult:
@@ -538,6 +551,7 @@ async def _run_scheduled(
     the middle of an effect), then the first failure is raised.
     """
     nodes = graph.nodes
+    order = {name: index for index, name in enumerate(nodes)}
     waiting = {name: set(node.deps) for name, node in nodes.items()}
     dependents: dict[str, list[str]] = {name: [] for name in nodes}
     for node in nodes.values():
@@ -550,26 +564,33 @@ async def _run_scheduled(
     failures: list[tuple[str, BaseException]] = []
     try:
         while ready or running:
+            if len(ready) == 1 and not running and not failures:
+                # Nothing else can start until this node finishes: run it inline.
+                name = ready.popleft()
+                ctx = _context(graph, nodes[name], input, run_id, outputs)
+                try:
+                    outputs[name] = await _call(nodes[name], ctx)
+                except Exception as raised:
+                    failures.append((name, raised))
+                    continue
+                executed.append(name)
+                for child in dependents[name]:
+                    waiting[child].discard(name)
+                    if not waiting[child]:
+                        ready.append(child)
+                continue
             while (
                 ready
                 and not failures
                 and (max_concurrency is None or len(running) < max_concurrency)
             ):
                 name = ready.popleft()
-                node = nodes[name]
-                ctx = NodeContext(
-                    node=name,
-                    input=input,
-                    deps={dep: outputs[dep] for dep in node.deps},
-                    graph=graph.name,
-                    run_id=run_id,
-                    idempotency_key=idempotency_key(graph.name, run_id, name),
-                )
-                running[asyncio.ensure_future(_call(node, ctx))] = name
+                ctx = _context(graph, nodes[name], input, run_id, outputs)
+                running[asyncio.ensure_future(_call(nodes[name], ctx))] = name
             if not running:
                 break
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=lambda t: list(nodes).index(running[t])):
+            for task in sorted(done, key=lambda t: order[running[t]]):
                 name = running.pop(task)
                 error = _task_error(task)
                 if error is not None:
@@ -614,6 +635,7 @@ class _CheckpointedRun:
         self.completed: dict[str, Any] = dict(restored["completed"]) if restored else {}
         self.tokens: dict[str, int] = dict(restored["tokens"]) if restored else {}
         self.restored_names = list(self.completed)
+        self.paths = {name: _output_path(name) for name in self.nodes}
         self.already_completed = restored is not None and restored["status"] == "completed"
         # Outputs handed to dependents: the node's own object, or a copy of a restored one.
         self.live: dict[str, Any] = {
@@ -687,24 +709,27 @@ class _CheckpointedRun:
 
     async def run(self, max_concurrency: int | None) -> GraphResult:
         executed: list[str] = []
-        pending = [name for name in self.nodes if name not in self.completed]
-        if not pending and self.already_completed:
+        order = {name: index for index, name in enumerate(self.nodes)}
+        waiting = {
+            name: sum(dep not in self.completed for dep in node.deps)
+            for name, node in self.nodes.items()
+            if name not in self.completed
+        }
+        dependents: dict[str, list[str]] = {name: [] for name in self.nodes}
+        for name in waiting:
+            for dep in self.nodes[name].deps:
+                dependents[dep].append(name)
+        pool = [name for name, count in waiting.items() if not count]
+        remaining = len(waiting)
+        if not remaining and self.already_completed:
             return self.result(executed)
         while True:
-            ready = [
-                name
-                for name in pending
-                if all(dep in self.completed for dep in self.nodes[name].deps)
-            ][:max_concurrency]
-            status: CheckpointStatus = "running" if pending else "completed"
+            ready, pool = pool[:max_concurrency], pool[len(pool[:max_concurrency]) :]
+            status: CheckpointStatus = "running" if remaining else "completed"
             await _maybe_await(self.options.save(self.document(status, ready)))
             if not ready:
                 return self.result(executed)
             failures = await self.wave(ready)
-            for name in ready:
-                if name not in failures:
-                    pending.remove(name)
-                    executed.append(name)
             if failures:
                 errors = {name: _describe(error) for name, error in failures.items()}
                 failed = self.document("failed", (), list(failures), errors)
@@ -712,44 +737,65 @@ class _CheckpointedRun:
                 name, error = next(iter(failures.items()))
                 _note(error, self.graph.name, name)
                 raise error
+            executed.extend(ready)
+            remaining -= len(ready)
+            for name in ready:
+                for child in dependents[name]:
+                    waiting[child] -= 1
+                    if not waiting[child]:
+                        pool.append(child)
+            pool.sort(key=order.__getitem__)
+
+    def context(self, name: str) -> NodeContext:
+        return NodeContext(
+            node=name,
+            input=self.input,
+            deps={dep: self.live[dep] for dep in self.nodes[name].deps},
+            graph=self.graph.name,
+            run_id=self.run_id,
+            idempotency_key=idempotency_key(self.graph.name, self.run_id, name),
+        )
 
     async def wave(self, ready: list[str]) -> dict[str, BaseException]:
-        """Run one wave to completion (drained even if some nodes fail); record outputs."""
-        contexts = {
-            name: NodeContext(
-                node=name,
-                input=self.input,
-                deps={dep: self.live[dep] for dep in self.nodes[name].deps},
-                graph=self.graph.name,
-                run_id=self.run_id,
-                idempotency_key=idempotency_key(self.graph.name, self.run_id, name),
-            )
-            for name in ready
-        }
-        tasks = {
-            name: asyncio.ensure_future(_call(self.nodes[name], contexts[name])) for name in ready
-        }
-        try:
-            await asyncio.wait(tasks.values())
-        except BaseException:
-            await _drain(tasks.values())
-            raise
+        """Run one wave to completion (drained even if some nodes fail); record outputs.
+
+        A wave of one node runs inline: there is nothing to overlap it with.
+        """
+        contexts = {name: self.context(name) for name in ready}
+        outcomes: dict[str, tuple[Any, BaseException | None]] = {}
+        if len(ready) == 1:
+            name = ready[0]
+            try:
+                outcomes[name] = (await _call(self.nodes[name], contexts[name]), None)
+            except Exception as raised:
+                outcomes[name] = (None, raised)
+        else:
+            tasks = {
+                name: asyncio.ensure_future(_call(self.nodes[name], contexts[name]))
+                for name in ready
+            }
+            try:
+                await asyncio.wait(tasks.values())
+            except BaseException:
+                await _drain(tasks.values())
+                raise
+            for name, task in tasks.items():
+                problem = _task_error(task)
+                outcomes[name] = (task.result() if problem is None else None, problem)
         failures: dict[str, BaseException] = {}
-        for name, task in tasks.items():
-            error = _task_error(task)
-            if error is None:
-                output = task.result()
+        for name, (output, failure) in outcomes.items():
+            if failure is None:
                 try:
-                    stored = json_copy(output, _output_path(name))
+                    stored = json_copy(output, self.paths[name])
                 except Exception as invalid:
-                    error = invalid
+                    failure = invalid
                 else:
                     self.completed[name] = stored
                     self.live[name] = output
                     if contexts[name].tokens:
                         self.tokens[name] = contexts[name].tokens
                     continue
-            failures[name] = error
+            failures[name] = failure
         return failures
 
     def result(self, executed: list[str]) -> GraphResult:
