@@ -189,14 +189,15 @@ def test_attach_after_restart(fake_e2b: FakeE2BCloud) -> None:
 def test_exec_timeout_kills_the_command(fake_e2b: FakeE2BCloud) -> None:
     async def scenario() -> None:
         backend = await make(provider())
-        script = "sleep 30 & echo $! > sleep.pid; echo started; wait; echo never"
+        script = "echo $$ > shell.pid; sleep 30 & echo started; wait; echo never"
         res = await backend.exec(script, timeout=0.5)
         assert res.timed_out is True
         assert res.exit_code != 0
+        # the result came back although `sleep 30` held the output pipe: the whole process
+        # group was killed, and the shell itself is gone (reaped before the end event)
         assert res.stdout == "started\n"
-        # the command and its child were killed (gone, or a zombie waiting to be reaped)
-        sleep_pid = int((await backend.read_bytes("sleep.pid")).decode())
-        assert not _process_alive(sleep_pid)
+        shell_pid = int((await backend.read_bytes("shell.pid")).decode())
+        assert not _process_alive(shell_pid)
         assert fake_e2b.sandboxes[backend.backend_id].processes == {}
         assert (await backend.exec("echo after")).stdout == "after\n"
 
@@ -502,3 +503,55 @@ async def fake_e2b_kill(cloud: FakeE2BCloud, sandbox_id: str) -> None:
     victim = await other.attach(BackendLocator(kind="e2b", backend_id=sandbox_id))
     assert await victim.release() is True
     assert sandbox_id not in cloud.running_sandbox_ids()
+
+
+def test_workspace_can_be_the_home_directory(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        backend = await make(provider(workdir="."))
+        await backend.write_bytes("top.txt", b"t")
+        assert backend.root == str(fake_e2b.sandbox_home(backend.backend_id))
+        assert (fake_e2b.sandbox_home(backend.backend_id) / "top.txt").read_bytes() == b"t"
+        assert (await backend.exec("pwd")).stdout.strip() == backend.root
+
+    run(scenario())
+
+
+def test_wrong_api_key_is_a_backend_error(fake_e2b: FakeE2BCloud) -> None:
+    async def scenario() -> None:
+        with pytest.raises(BackendError, match="Unauthorized"):
+            await provider(api_key="e2b_wrong").create("rt")
+        assert fake_e2b.running_sandbox_ids() == []
+
+    run(scenario())
+
+
+def test_fake_serves_the_sdk_defaults(fake_e2b: FakeE2BCloud) -> None:
+    """The fake answers what the SDK sends by default (multipart upload, list, rename...)."""
+    from e2b import AsyncSandbox
+    from e2b.exceptions import FileNotFoundException, SandboxNotFoundException
+
+    async def scenario() -> None:
+        sandbox = await AsyncSandbox.create(timeout=120)
+        assert await sandbox.is_running()
+        info = await sandbox.files.write("d/one.txt", "one")  # multipart/form-data
+        assert info.name == "one.txt"
+        await sandbox.files.write_files(
+            [{"path": "d/two.txt", "data": b"2"}, {"path": "d/e/three.txt", "data": b"3"}]
+        )
+        names = sorted(e.name for e in await sandbox.files.list("d", depth=2))
+        assert names == ["e", "one.txt", "three.txt", "two.txt"]
+        await sandbox.files.rename("d/one.txt", "d/uno.txt")
+        assert await sandbox.files.read("d/uno.txt") == "one"
+        assert not await sandbox.files.exists("d/one.txt")
+        await sandbox.files.remove("d/e")
+        with pytest.raises(FileNotFoundException):
+            await sandbox.files.read("d/e/three.txt")
+        listed = await AsyncSandbox.list().next_items()
+        assert [s.sandbox_id for s in listed] == [sandbox.sandbox_id]
+        assert (await sandbox.get_info()).sandbox_id == sandbox.sandbox_id
+        assert await sandbox.kill() is True
+        assert not await sandbox.is_running()
+        with pytest.raises(SandboxNotFoundException):
+            await AsyncSandbox.connect(sandbox.sandbox_id, timeout=60)
+
+    run(scenario())

@@ -119,6 +119,12 @@ def _normalize(path: str, *, what: str = "path") -> str:
     return normal
 
 
+def _in_home(workdir: str) -> str:
+    """The workspace as envd expands it: `~` is the sandbox user's home in every envd version
+    (a bare relative path is resolved against envd's own working directory in older ones)."""
+    return "~" if workdir == "." else f"~/{workdir}"
+
+
 def _error(op: str, exc: BaseException) -> DittoError:
     """Map an SDK exception to RateLimited (429 / 503) or BackendError, keeping the reason."""
     reason = str(exc).strip() or type(exc).__name__
@@ -421,8 +427,8 @@ class E2BProvider:
         """Make sure the workspace exists and learn its absolute path; kill on failure."""
         try:
             async with _provider_call(f"workspace setup in sandbox {sandbox.sandbox_id}"):
-                await sandbox.files.make_dir(workdir)
-                info = await sandbox.files.get_info(workdir)
+                await sandbox.files.make_dir(_in_home(workdir))
+                info = await sandbox.files.get_info(_in_home(workdir))
         except BaseException:
             with contextlib.suppress(Exception):
                 await sandbox.kill()
@@ -470,7 +476,7 @@ class E2BProvider:
                 timeout=self.config.sandbox_timeout,
                 **self.config.api_params(),
             )
-            info = await sandbox.files.get_info(workdir)
+            info = await sandbox.files.get_info(_in_home(workdir))
         return E2BBackend(sandbox, self, workdir, str(info.path))
 
     async def delete_snapshot(self, ref: BackendCheckpointRef) -> bool:
