@@ -1,0 +1,864 @@
+"""Checkpoint store: the API contract on SQLite and memory, transactions, processes, crashes.
+
+`StoreContract` holds every contract test against a `store` fixture; it runs here on a
+real SQLite file and on the memory store, and in test_store_postgres.py on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from ditto_jupyter.control.models import (
+    BackendBinding,
+    BackendCheckpointRef,
+    RuntimeCheckpoint,
+    SessionLifecycleStatus,
+    SessionRecord,
+    UnrestorableValue,
+)
+from ditto_jupyter.control.store import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    CheckpointStore,
+    MemoryCheckpointStore,
+    Migration,
+    SchemaVersionError,
+    SqlCheckpointStore,
+    StoreError,
+    open_store,
+)
+
+TESTS = Path(__file__).resolve().parent
+
+
+# ---- helpers --------------------------------------------------------------------------
+
+
+def session(rid: str, created: int = 1_000, **changes: Any) -> SessionRecord:
+    """A session record with fixed timestamps, so two stores can be compared."""
+    fields: dict[str, Any] = {
+        "session_id": rid,
+        "conversation_id": f"notebooks/{rid}.ipynb",
+        "sender_id": "ana",
+        "created_at_ms": created,
+        "updated_at_ms": created,
+    }
+    fields.update(changes)
+    return SessionRecord(**fields)
+
+
+def checkpoint(
+    cid: str,
+    rid: str,
+    created: int = 2_000,
+    *,
+    parent: str | None = None,
+    name: str | None = None,
+    **changes: Any,
+) -> RuntimeCheckpoint:
+    """A checkpoint of `rid` with a full set of nested fields."""
+    fields: dict[str, Any] = {
+        "checkpoint_id": cid,
+        "runtime_id": rid,
+        "parent_checkpoint_id": parent,
+        "session": session(rid),
+        "backend_ref": BackendCheckpointRef(
+            backend_kind="local",
+            backend_id=f"be-{rid}",
+            provider_snapshot_id="f" * 64,
+            created_at_ms=created,
+            details={"files": 3},
+        ),
+        "context_manifest_id": "a" * 64,
+        "unrestorable": [UnrestorableValue(name="fh", type="TextIOWrapper", reason="open file")],
+        "bytes_written": 123,
+        "created_at_ms": created,
+        "name": name,
+        "metadata": {"owner": "ana", "tags": ["x", 1, None]},
+    }
+    fields.update(changes)
+    return RuntimeCheckpoint(**fields)
+
+
+def binding(rid: str, backend_id: str | None = None) -> BackendBinding:
+    """A local backend binding for `rid`."""
+    return BackendBinding(
+        runtime_id=rid,
+        backend_id=backend_id or f"be-{rid}",
+        kind="local",
+        details={"workspace": f"/ws/{rid}"},
+    )
+
+
+def dump_store(store: CheckpointStore) -> dict[str, Any]:
+    """Everything a store holds, as plain JSON, to compare stores and points in time."""
+    sessions = store.list_sessions()
+    return {
+        "sessions": [s.model_dump(mode="json") for s in sessions],
+        "checkpoints": [c.model_dump(mode="json") for c in store.list_checkpoints()],
+        "heads": {s.session_id: store.get_head(s.session_id) for s in sessions},
+        "bindings": [b.model_dump(mode="json") for b in store.list_bindings()],
+    }
+
+
+def populate(store: CheckpointStore) -> None:
+    """Two runtimes, three checkpoints, heads and a binding."""
+    with store.transaction():
+        store.insert_session(session("rt-a", 10))
+        store.insert_session(session("rt-b", 20, status=SessionLifecycleStatus.PAUSED))
+        store.put_checkpoint(checkpoint("cp-a1", "rt-a", 100, name="first"))
+        store.put_checkpoint(checkpoint("cp-a2", "rt-a", 200, parent="cp-a1"))
+        store.put_checkpoint(checkpoint("cp-b1", "rt-b", 150, parent="cp-a1", name="first"))
+        store.set_head("rt-a", "cp-a2")
+        store.set_head("rt-b", "cp-b1")
+        store.put_binding(binding("rt-a"))
+
+
+def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter (a new process opening the store)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=TESTS,
+    )
+
+
+# ---- the contract, on every store -----------------------------------------------------
+
+
+class StoreContract:
+    """Every method of the CheckpointStore API; subclasses provide the `store` fixture."""
+
+    def test_is_a_checkpoint_store(self, store: CheckpointStore) -> None:
+        assert isinstance(store, CheckpointStore)
+
+    # sessions
+
+    def test_insert_get_and_refuse_duplicate(self, store: CheckpointStore) -> None:
+        original = session("rt-1", metadata={"k": [1, 2]})
+        store.insert_session(original)
+        assert store.get_session("rt-1") == original
+        with pytest.raises(ValueError, match="'rt-1' already exists"):
+            store.insert_session(session("rt-1", conversation_id="other"))
+        assert store.get_session("rt-1") == original
+        assert store.get_session("missing") is None
+
+    def test_put_session_inserts_and_replaces(self, store: CheckpointStore) -> None:
+        store.put_session(session("rt-1"))
+        busy = session("rt-1", status=SessionLifecycleStatus.BUSY, updated_at_ms=5_000)
+        store.put_session(busy)
+        assert store.get_session("rt-1") == busy
+        assert [s.session_id for s in store.list_sessions()] == ["rt-1"]
+
+    def test_list_sessions_by_created_then_id(self, store: CheckpointStore) -> None:
+        for rid, created in [("c", 5), ("b", 1), ("a", 5), ("d", 3)]:
+            store.insert_session(session(rid, created))
+        assert [s.session_id for s in store.list_sessions()] == ["b", "d", "a", "c"]
+
+    def test_wrong_model_type_is_refused(self, store: CheckpointStore) -> None:
+        bad: Any = {"session_id": "rt-1"}
+        with pytest.raises(TypeError, match="put_session needs a SessionRecord, got dict"):
+            store.put_session(bad)
+        with pytest.raises(TypeError, match="put_checkpoint needs a RuntimeCheckpoint"):
+            store.put_checkpoint(bad)
+        with pytest.raises(TypeError, match="put_binding needs a BackendBinding"):
+            store.put_binding(bad)
+        assert store.list_sessions() == []
+
+    # checkpoints
+
+    def test_checkpoint_round_trip_and_upsert(self, store: CheckpointStore) -> None:
+        store.insert_session(session("rt-1"))
+        original = checkpoint("cp-1", "rt-1", name="before-cleaning")
+        store.put_checkpoint(original)
+        assert store.get_checkpoint("cp-1") == original
+        assert store.get_checkpoint("cp-2") is None
+        ref = original.backend_ref
+        assert ref is not None
+        cleared = original.model_copy(
+            update={"backend_ref": ref.model_copy(update={"provider_snapshot_id": None})}
+        )
+        store.put_checkpoint(cleared)
+        loaded = store.get_checkpoint("cp-1")
+        assert loaded == cleared
+        assert loaded is not None and not loaded.summary().has_provider_snapshot
+        assert [c.checkpoint_id for c in store.list_checkpoints()] == ["cp-1"]
+
+    def test_list_checkpoints_oldest_first(self, store: CheckpointStore) -> None:
+        store.insert_session(session("rt-1"))
+        store.insert_session(session("rt-2"))
+        # created_at_ms ties keep insertion order; ids sort the other way on purpose
+        for cid, rid, created in [
+            ("z", "rt-1", 300),
+            ("y", "rt-2", 100),
+            ("x", "rt-1", 100),
+            ("w", "rt-1", 200),
+        ]:
+            store.put_checkpoint(checkpoint(cid, rid, created))
+        assert [c.checkpoint_id for c in store.list_checkpoints()] == ["y", "x", "w", "z"]
+        assert [c.checkpoint_id for c in store.list_checkpoints("rt-1")] == ["x", "w", "z"]
+        assert store.list_checkpoints("nobody") == []
+        # an upsert keeps a checkpoint's place among equal timestamps
+        store.put_checkpoint(checkpoint("y", "rt-2", 100, name="renamed"))
+        assert [c.checkpoint_id for c in store.list_checkpoints()] == ["y", "x", "w", "z"]
+
+    def test_find_by_prefix_or_exact_name(self, store: CheckpointStore) -> None:
+        populate(store)
+        store.put_checkpoint(checkpoint("CP-upper", "rt-a", 300))
+        store.put_checkpoint(checkpoint("c%_x", "rt-b", 400, name="fir"))
+
+        def ids(prefix: str, rid: str | None = None) -> list[str]:
+            return [c.checkpoint_id for c in store.find_checkpoints(prefix, rid)]
+
+        assert ids("cp-a") == ["cp-a1", "cp-a2"]
+        assert ids("cp-") == ["cp-a1", "cp-b1", "cp-a2"]
+        assert ids("cp-a1") == ["cp-a1"]
+        assert ids("first") == ["cp-a1", "cp-b1"]  # exact name, every runtime
+        assert ids("first", "rt-b") == ["cp-b1"]  # exact name within the runtime
+        assert ids("fir") == ["c%_x"]  # names match exactly, never by prefix
+        assert ids("cp", "rt-b") == ["cp-b1"]
+        assert ids("CP") == ["CP-upper"]  # case-sensitive on every backend
+        assert ids("c%") == ["c%_x"]  # % and _ are not wildcards
+        assert ids("c_") == []
+        assert ids("nothing") == []
+        with pytest.raises(ValueError, match="prefix or name must be a non-empty string"):
+            store.find_checkpoints("")
+
+    def test_checkpoint_of_unknown_runtime_is_refused(self, store: CheckpointStore) -> None:
+        with pytest.raises(ValueError, match="checkpoint 'cp-1' names runtime 'ghost', which is"):
+            store.put_checkpoint(checkpoint("cp-1", "ghost"))
+        assert store.get_checkpoint("cp-1") is None
+        assert store.list_checkpoints() == []
+
+    # heads
+
+    def test_heads(self, store: CheckpointStore) -> None:
+        populate(store)
+        assert store.get_head("rt-a") == "cp-a2"
+        store.set_head("rt-a", "cp-a1")
+        assert store.get_head("rt-a") == "cp-a1"
+        store.set_head("rt-a", "cp-b1")  # a child's head may be another runtime's checkpoint
+        assert store.get_head("rt-a") == "cp-b1"
+        store.set_head("rt-a", None)
+        assert store.get_head("rt-a") is None
+        store.set_head("rt-a", None)  # clearing twice is fine
+        assert store.get_head("rt-b") == "cp-b1"
+        assert store.get_head("missing") is None
+
+    def test_dangling_heads_are_refused(self, store: CheckpointStore) -> None:
+        populate(store)
+        with pytest.raises(ValueError, match="names checkpoint 'nope', which is not in the store"):
+            store.set_head("rt-a", "nope")
+        with pytest.raises(ValueError, match="runtime 'ghost' is not in the store"):
+            store.set_head("ghost", "cp-a1")
+        with pytest.raises(ValueError, match="runtime_id must be a non-empty string"):
+            store.set_head("", "cp-a1")
+        assert store.get_head("rt-a") == "cp-a2"
+        assert store.get_head("ghost") is None
+
+    # bindings
+
+    def test_bindings(self, store: CheckpointStore) -> None:
+        store.insert_session(session("rt-2"))
+        store.insert_session(session("rt-1"))
+        store.put_binding(binding("rt-2"))
+        store.put_binding(binding("rt-1"))
+        assert store.get_binding("rt-1") == binding("rt-1")
+        assert [b.runtime_id for b in store.list_bindings()] == ["rt-1", "rt-2"]
+        store.put_binding(binding("rt-1", "be-other"))
+        assert store.get_binding("rt-1") == binding("rt-1", "be-other")
+        store.delete_binding("rt-1")
+        assert store.get_binding("rt-1") is None
+        store.delete_binding("rt-1")  # idempotent
+        store.delete_binding("never-bound")
+        assert store.list_bindings() == [binding("rt-2")]
+        with pytest.raises(ValueError, match="a backend binding names 'ghost', which is not"):
+            store.put_binding(binding("ghost"))
+        assert store.get_binding("ghost") is None
+
+    def test_returned_models_are_copies(self, store: CheckpointStore) -> None:
+        populate(store)
+        loaded = store.get_checkpoint("cp-a1")
+        assert loaded is not None
+        loaded.metadata["owner"] = "mallory"
+        loaded.session.handle_state["kernel_id"] = "k"
+        fresh = store.get_checkpoint("cp-a1")
+        assert fresh is not None
+        assert fresh.metadata["owner"] == "ana"
+        assert fresh.session.handle_state == {}
+
+    # transactions
+
+    def test_transaction_commits_everything(self, store: CheckpointStore) -> None:
+        populate(store)
+        dumped = dump_store(store)
+        assert [s["session_id"] for s in dumped["sessions"]] == ["rt-a", "rt-b"]
+        assert [c["checkpoint_id"] for c in dumped["checkpoints"]] == ["cp-a1", "cp-b1", "cp-a2"]
+        assert dumped["heads"] == {"rt-a": "cp-a2", "rt-b": "cp-b1"}
+        assert [b["runtime_id"] for b in dumped["bindings"]] == ["rt-a"]
+
+    def test_rollback_leaves_the_store_as_it_was(self, store: CheckpointStore) -> None:
+        populate(store)
+        before = dump_store(store)
+        with pytest.raises(RuntimeError, match="boom"), store.transaction():
+            store.insert_session(session("rt-c", 30))
+            store.put_session(session("rt-a", 10, status=SessionLifecycleStatus.CLOSED))
+            store.put_checkpoint(checkpoint("cp-c1", "rt-c", 500))
+            store.put_checkpoint(checkpoint("cp-a1", "rt-a", 100, name="renamed"))
+            store.set_head("rt-a", None)
+            store.set_head("rt-c", "cp-c1")
+            store.put_binding(binding("rt-c"))
+            store.delete_binding("rt-a")
+            # reads inside the block see its own writes
+            assert store.get_head("rt-c") == "cp-c1"
+            assert store.get_binding("rt-a") is None
+            raise RuntimeError("boom")
+        assert dump_store(store) == before
+
+    def test_failed_call_inside_a_block_keeps_earlier_writes(self, store: CheckpointStore) -> None:
+        with store.transaction():
+            store.insert_session(session("rt-1"))
+            with pytest.raises(ValueError, match="already exists"):
+                store.insert_session(session("rt-1"))
+            store.put_binding(binding("rt-1"))
+        assert store.get_session("rt-1") == session("rt-1")
+        assert store.get_binding("rt-1") == binding("rt-1")
+
+    def test_nested_blocks_are_savepoints(self, store: CheckpointStore) -> None:
+        with store.transaction():
+            store.insert_session(session("rt-1"))
+            with pytest.raises(KeyError), store.transaction():
+                store.insert_session(session("rt-2"))
+                store.put_binding(binding("rt-1"))
+                raise KeyError("inner fails")
+            with store.transaction():
+                store.put_checkpoint(checkpoint("cp-1", "rt-1"))
+            assert store.get_session("rt-2") is None
+        assert [s.session_id for s in store.list_sessions()] == ["rt-1"]
+        assert store.get_binding("rt-1") is None
+        assert store.get_checkpoint("cp-1") is not None
+
+    def test_outer_failure_undoes_committed_inner_blocks(self, store: CheckpointStore) -> None:
+        with pytest.raises(RuntimeError), store.transaction():
+            with store.transaction():
+                store.insert_session(session("rt-1"))
+            raise RuntimeError("outer fails")
+        assert store.list_sessions() == []
+
+    def test_references_are_checked_at_commit_in_any_order(self, store: CheckpointStore) -> None:
+        with store.transaction():
+            store.set_head("rt-1", "cp-1")
+            store.put_binding(binding("rt-1"))
+            store.put_checkpoint(checkpoint("cp-1", "rt-1"))
+            store.insert_session(session("rt-1"))
+        assert store.get_head("rt-1") == "cp-1"
+        dangling = "names checkpoint 'cp-9', which is not in the store"
+        with pytest.raises(ValueError, match=dangling), store.transaction():
+            store.insert_session(session("rt-2"))
+            store.set_head("rt-2", "cp-9")
+        assert store.get_session("rt-2") is None
+        # a dangling reference made in a savepoint that rolled back does not count
+        with store.transaction():
+            with pytest.raises(KeyError), store.transaction():
+                store.put_binding(binding("ghost"))
+                raise KeyError("undo")
+            store.insert_session(session("rt-3"))
+        assert store.get_session("rt-3") is not None
+
+    def test_uncommitted_writes_are_invisible_to_other_threads(
+        self, store: CheckpointStore
+    ) -> None:
+        store.insert_session(session("rt-1"))
+        seen: dict[str, Any] = {}
+
+        def read() -> None:
+            seen["session"] = store.get_session("rt-2")
+            seen["head"] = store.get_head("rt-1")
+
+        with store.transaction():
+            store.insert_session(session("rt-2"))
+            store.put_checkpoint(checkpoint("cp-1", "rt-1"))
+            store.set_head("rt-1", "cp-1")
+            reader = threading.Thread(target=read)
+            reader.start()
+            reader.join()
+        assert seen == {"session": None, "head": None}
+        assert store.get_head("rt-1") == "cp-1"
+
+    def test_concurrent_read_modify_write_loses_nothing(self, store: CheckpointStore) -> None:
+        store.insert_session(session("rt-1", metadata={"count": 0}))
+        errors: list[BaseException] = []
+
+        def bump(times: int) -> None:
+            try:
+                for _ in range(times):
+                    with store.transaction():
+                        current = store.get_session("rt-1")
+                        assert current is not None
+                        count = current.metadata["count"] + 1
+                        store.put_session(current.model_copy(update={"metadata": {"count": count}}))
+            except BaseException as exc:  # reported below, so a failure cannot hide
+                errors.append(exc)
+
+        threads = [threading.Thread(target=bump, args=(15,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        final = store.get_session("rt-1")
+        assert final is not None and final.metadata["count"] == 60
+
+    def test_close_refuses_later_calls(self, store: CheckpointStore) -> None:
+        store.insert_session(session("rt-1"))
+        store.close()
+        with pytest.raises(StoreError, match="closed"):
+            store.get_session("rt-1")
+        with pytest.raises(StoreError, match="closed"):
+            store.put_session(session("rt-2"))
+        with pytest.raises(StoreError, match="closed"), store.transaction():
+            pass
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CheckpointStore]:
+    """A fresh store: a real SQLite file, or the memory store."""
+    opened: CheckpointStore
+    if request.param == "sqlite":
+        opened = SqlCheckpointStore.at_path(tmp_path / "ditto.db")
+    else:
+        opened = MemoryCheckpointStore()
+    yield opened
+    opened.close()
+
+
+class TestStoreContract(StoreContract):
+    """The contract on SQLite and memory."""
+
+
+# ---- the two stores agree (model-based, random operations) ----------------------------
+
+_IDS = st.sampled_from(["a", "b", "c"])
+_CP_IDS = st.sampled_from(["cp-1", "cp-2", "cp-11", "x-1"])
+
+
+class SqlMatchesMemory(RuleBasedStateMachine):
+    """Random operations, some failing, some in rolled-back blocks: both stores agree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.stores: list[CheckpointStore] = [
+            SqlCheckpointStore.at_path(Path(self.tmp.name) / "d.db"),
+            MemoryCheckpointStore(),
+        ]
+        self.clock = 0
+
+    def teardown(self) -> None:
+        for opened in self.stores:
+            opened.close()
+        self.tmp.cleanup()
+
+    def apply(self, call: Any, *, rollback: bool = False) -> None:
+        """Call `call(store)` on both stores (optionally in a block that fails)."""
+        outcomes: list[str] = []
+        for opened in self.stores:
+            try:
+                if rollback:
+                    with pytest.raises(InterruptedError), opened.transaction():
+                        call(opened)
+                        raise InterruptedError
+                else:
+                    call(opened)
+                outcomes.append("ok")
+            except ValueError as exc:
+                outcomes.append(f"ValueError: {exc}")
+        assert outcomes[0] == outcomes[1]
+
+    @rule(rid=_IDS, created=st.integers(0, 3))
+    def insert_session(self, rid: str, created: int) -> None:
+        self.apply(lambda s: s.insert_session(session(rid, created)))
+
+    @rule(rid=_IDS, status=st.sampled_from(list(SessionLifecycleStatus)))
+    def put_session(self, rid: str, status: SessionLifecycleStatus) -> None:
+        self.apply(lambda s: s.put_session(session(rid, status=status)))
+
+    @rule(cid=_CP_IDS, rid=_IDS, name=st.sampled_from([None, "n", "cp-1"]), rollback=st.booleans())
+    def put_checkpoint(self, cid: str, rid: str, name: str | None, rollback: bool) -> None:
+        self.clock += 1
+        created = self.clock // 2
+        self.apply(
+            lambda s: s.put_checkpoint(checkpoint(cid, rid, created, name=name)), rollback=rollback
+        )
+
+    @rule(rid=_IDS, cid=st.one_of(st.none(), _CP_IDS))
+    def set_head(self, rid: str, cid: str | None) -> None:
+        self.apply(lambda s: s.set_head(rid, cid))
+
+    @rule(rid=_IDS, backend=st.sampled_from(["b1", "b2"]), rollback=st.booleans())
+    def put_binding(self, rid: str, backend: str, rollback: bool) -> None:
+        self.apply(lambda s: s.put_binding(binding(rid, backend)), rollback=rollback)
+
+    @rule(rid=_IDS)
+    def delete_binding(self, rid: str) -> None:
+        self.apply(lambda s: s.delete_binding(rid))
+
+    @precondition(lambda self: self.clock > 0)
+    @rule(prefix=st.sampled_from(["cp-1", "cp", "x", "n", "c"]), rid=st.one_of(st.none(), _IDS))
+    def find(self, prefix: str, rid: str | None) -> None:
+        sql, memory = (s.find_checkpoints(prefix, rid) for s in self.stores)
+        assert sql == memory
+
+    @invariant()
+    def same_contents(self) -> None:
+        sql, memory = (dump_store(s) for s in self.stores)
+        assert sql == memory
+
+
+TestSqlMatchesMemory = SqlMatchesMemory.TestCase
+TestSqlMatchesMemory.settings = settings(max_examples=25, stateful_step_count=20, deadline=None)
+
+
+# ---- SQLite specifics: files, processes, migrations, crashes --------------------------
+
+
+def test_sqlite_pragmas(tmp_path: Path) -> None:
+    opened = SqlCheckpointStore.at_path(tmp_path / "ditto.db")
+    try:
+        assert opened.journal_mode == "wal"
+        with opened._engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
+    finally:
+        opened.close()
+
+
+def test_foreign_keys_back_the_reference_checks(tmp_path: Path) -> None:
+    """Even a writer that bypasses the store cannot leave a dangling head behind."""
+    opened = SqlCheckpointStore.at_path(tmp_path / "ditto.db")
+    populate(opened)
+    with (
+        pytest.raises(sa.exc.IntegrityError, match="FOREIGN KEY constraint failed"),
+        opened._engine.connect() as conn,
+        conn.begin(),
+    ):
+        conn.exec_driver_sql("UPDATE heads SET checkpoint_id = 'ghost'")
+    assert opened.get_head("rt-a") == "cp-a2"
+    opened.close()
+
+
+_DUMP_IN_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from test_store import dump_store
+    from ditto_jupyter.control.store import SqlCheckpointStore
+    store = SqlCheckpointStore.at_path(sys.argv[1])
+    print(json.dumps({"version": store.schema_version(), "dump": dump_store(store)}))
+    store.close()
+    """
+)
+
+
+def test_a_new_process_sees_everything(tmp_path: Path) -> None:
+    path = tmp_path / "ditto.db"
+    opened = SqlCheckpointStore.at_path(path)
+    populate(opened)
+    expected = dump_store(opened)
+    # the writer is still open: a reader process sees committed data through the WAL
+    child = run_python(_DUMP_IN_CHILD, str(path))
+    assert child.returncode == 0, child.stderr
+    seen = json.loads(child.stdout)
+    assert seen == {"version": SCHEMA_VERSION, "dump": expected}
+    opened.close()
+    # and after the writer is gone, a reopened store has the same models
+    reopened = SqlCheckpointStore.at_path(path)
+    assert dump_store(reopened) == expected
+    assert reopened.get_checkpoint("cp-a1") == checkpoint("cp-a1", "rt-a", 100, name="first")
+    reopened.close()
+
+
+_CHILD_PRELUDE = """
+import sys
+from ditto_jupyter.control.models import RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.control.store import SqlCheckpointStore
+
+def session(rid, **changes):
+    return SessionRecord(session_id=rid, conversation_id="c", sender_id="s", **changes)
+
+def checkpoint(cid, rid, created, parent, **changes):
+    return RuntimeCheckpoint(
+        checkpoint_id=cid, runtime_id=rid, parent_checkpoint_id=parent,
+        session=session(rid), created_at_ms=created, **changes,
+    )
+
+store = SqlCheckpointStore.at_path(sys.argv[1])
+"""
+
+_BUMPER = _CHILD_PRELUDE + textwrap.dedent(
+    """
+    tag, times = sys.argv[2], int(sys.argv[3])
+    for i in range(times):
+        with store.transaction():
+            current = store.get_session("rt-1")
+            count = current.metadata["count"] + 1
+            cid = f"{tag}-{i}"
+            store.put_checkpoint(checkpoint(cid, "rt-1", count, store.get_head("rt-1")))
+            store.set_head("rt-1", cid)
+            store.put_session(current.model_copy(update={"metadata": {"count": count}}))
+    store.close()
+    """
+)
+
+
+def test_processes_writing_one_file_are_serialized(tmp_path: Path) -> None:
+    """Two processes read-modify-write the same runtime: no lost update, no SQLITE_BUSY."""
+    path = tmp_path / "ditto.db"
+    opened = SqlCheckpointStore.at_path(path)
+    opened.insert_session(session("rt-1", metadata={"count": 0}))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _BUMPER, str(path), tag, "30"],
+            cwd=TESTS,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("p", "q")
+    ]
+    for proc in procs:
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err
+    final = opened.get_session("rt-1")
+    assert final is not None and final.metadata["count"] == 60
+    checkpoints = opened.list_checkpoints("rt-1")
+    assert len(checkpoints) == 60
+    # every transaction saw the one before it: the parents form one chain
+    assert [c.created_at_ms for c in checkpoints] == list(range(1, 61))
+    assert checkpoints[0].parent_checkpoint_id is None
+    for earlier, later in itertools.pairwise(checkpoints):
+        assert later.parent_checkpoint_id == earlier.checkpoint_id
+    assert opened.get_head("rt-1") == checkpoints[-1].checkpoint_id
+    opened.close()
+
+
+def test_migrates_an_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "ditto.db"
+    path.write_bytes(b"")
+    opened = SqlCheckpointStore.at_path(path)
+    assert opened.schema_version() == SCHEMA_VERSION == len(MIGRATIONS)
+    opened.close()
+    with sqlite3.connect(path) as raw:
+        tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert raw.execute("SELECT id, version FROM schema_version").fetchall() == [(1, 1)]
+    assert {"schema_version", "sessions", "checkpoints", "heads", "backend_bindings"} <= tables
+    raw.close()
+
+
+def test_refuses_a_newer_schema(tmp_path: Path) -> None:
+    path = tmp_path / "ditto.db"
+    SqlCheckpointStore.at_path(path).close()
+    raw = sqlite3.connect(path)
+    raw.execute("UPDATE schema_version SET version = 99")
+    raw.commit()
+    raw.close()
+    with pytest.raises(SchemaVersionError, match="schema version 99, newer than the 1 this"):
+        SqlCheckpointStore.at_path(path)
+    raw = sqlite3.connect(path)
+    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(99,)]
+    raw.close()
+
+
+def _add_notes(conn: Any) -> None:
+    conn.exec_driver_sql("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.exec_driver_sql("INSERT INTO notes (body) VALUES ('migrated')")
+
+
+def _half_then_fail(conn: Any) -> None:
+    conn.exec_driver_sql("CREATE TABLE half (id INTEGER)")
+    raise RuntimeError("migration step 2 failed")
+
+
+def test_migration_steps_apply_once_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "ditto.db"
+    opened = SqlCheckpointStore.at_path(path)
+    populate(opened)
+    before = dump_store(opened)
+    opened.close()
+    url = f"sqlite:///{path}"
+    newer = (*MIGRATIONS, Migration(2, "notes", _add_notes))
+    for _ in range(2):  # the second open finds version 2 and applies nothing
+        upgraded = SqlCheckpointStore(url, migrations=newer)
+        assert upgraded.schema_version() == 2
+        assert dump_store(upgraded) == before
+        upgraded.close()
+    raw = sqlite3.connect(path)
+    assert raw.execute("SELECT body FROM notes").fetchall() == [("migrated",)]
+    raw.close()
+    with pytest.raises(SchemaVersionError, match="schema version 2"):
+        SqlCheckpointStore(url)  # the older code refuses the newer file
+
+
+def test_a_failing_migration_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "ditto.db"
+    SqlCheckpointStore.at_path(path).close()
+    url = f"sqlite:///{path}"
+    with pytest.raises(RuntimeError, match="migration step 2 failed"):
+        SqlCheckpointStore(url, migrations=(*MIGRATIONS, Migration(2, "bad", _half_then_fail)))
+    raw = sqlite3.connect(path)
+    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
+    raw.close()
+    with pytest.raises(ValueError, match=r"numbered 1, 2, \.\.\. in order, got \[1, 3\]"):
+        SqlCheckpointStore(url, migrations=(*MIGRATIONS, Migration(3, "gap", _add_notes)))
+
+
+def test_bad_locations_get_clear_errors(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database" * 300)
+    with pytest.raises(StoreError, match=r"garbage\.db: file is not a database"):
+        SqlCheckpointStore.at_path(garbage)
+    with pytest.raises(StoreError, match="unable to open database file"):
+        SqlCheckpointStore(f"sqlite:///{tmp_path}/no/such/dir/ditto.db")
+    with pytest.raises(ValueError, match="in-memory SQLite database"):
+        SqlCheckpointStore("sqlite://")
+    with pytest.raises(ValueError, match="supports SQLite and PostgreSQL, not mysql"):
+        SqlCheckpointStore("mysql://user:secret@localhost/db")
+    with pytest.raises(ValueError, match="is not a database URL"):
+        SqlCheckpointStore("::nonsense::")
+
+
+def test_a_damaged_record_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "ditto.db"
+    opened = SqlCheckpointStore.at_path(path)
+    populate(opened)
+    raw = sqlite3.connect(path)
+    raw.execute(
+        "UPDATE checkpoints SET data = '{\"checkpoint_id\": 7}' WHERE checkpoint_id='cp-a1'"
+    )
+    raw.commit()
+    raw.close()
+    with pytest.raises(StoreError, match="stored checkpoint 'cp-a1' is damaged at checkpoint_id"):
+        opened.get_checkpoint("cp-a1")
+    assert opened.get_checkpoint("cp-a2") is not None
+    opened.close()
+
+
+def test_open_store_locations(tmp_path: Path) -> None:
+    default = open_store(None, tmp_path / "data")
+    assert isinstance(default, SqlCheckpointStore)
+    default.insert_session(session("rt-1"))
+    default.close()
+    assert (tmp_path / "data" / "ditto.db").is_file()
+    relative = open_store("sub/other.db", tmp_path / "data")
+    assert isinstance(relative, SqlCheckpointStore)
+    assert relative.list_sessions() == []
+    relative.close()
+    assert (tmp_path / "data" / "sub" / "other.db").is_file()
+    by_url = open_store(f"sqlite:///{tmp_path}/data/ditto.db", tmp_path / "elsewhere")
+    assert [s.session_id for s in by_url.list_sessions()] == ["rt-1"]
+    by_url.close()
+    assert isinstance(open_store("memory://", tmp_path), MemoryCheckpointStore)
+
+
+# ---- crash safety ---------------------------------------------------------------------
+
+_CRASHER = _CHILD_PRELUDE + textwrap.dedent(
+    """
+    with store.transaction():
+        if store.get_session("rt") is None:
+            store.insert_session(session("rt", metadata={"count": 0, "head": None}))
+    print("ready", flush=True)
+    pad = {"pad": "x" * 50_000}
+    while True:
+        with store.transaction():
+            current = store.get_session("rt")
+            n = current.metadata["count"]
+            cid = f"cp-{n}"
+            store.put_checkpoint(checkpoint(cid, "rt", n, store.get_head("rt"), metadata=pad))
+            store.set_head("rt", cid)
+            meta = {"count": n + 1, "head": cid}
+            store.put_session(current.model_copy(update={"metadata": meta}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_leaves_whole_checkpoints(tmp_path: Path) -> None:
+    """A writer killed anywhere (import, migration, mid-transaction) leaves all or nothing."""
+    path = tmp_path / "ditto.db"
+    seed = int.from_bytes(os.urandom(4), "big")
+    rng = random.Random(seed)
+    kept: dict[str, RuntimeCheckpoint] = {}
+    grew = 0
+    for round_no in range(20):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CRASHER, str(path)],
+            cwd=TESTS,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        if round_no % 4 == 0:  # anywhere from start-up through schema creation to writes
+            delay = rng.uniform(0.0, 1.0)
+        else:  # somewhere among the write transactions
+            assert child.stdout.readline() == "ready\n", child.communicate()[1]
+            delay = rng.uniform(0.0, 0.25)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=delay)
+        assert child.returncode is None, f"the writer exited early: {child.communicate()[1]}"
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+
+        if not path.exists():
+            continue
+        raw = sqlite3.connect(path)
+        assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        raw.close()
+        opened = SqlCheckpointStore.at_path(path)
+        try:
+            current = opened.get_session("rt")
+            checkpoints = opened.list_checkpoints("rt")
+            count = 0 if current is None else current.metadata["count"]
+            context = f"round {round_no}, seed {seed}"
+            assert [c.checkpoint_id for c in checkpoints] == [f"cp-{i}" for i in range(count)], (
+                context
+            )
+            head = opened.get_head("rt")
+            assert head == (f"cp-{count - 1}" if count else None), context
+            assert current is None or current.metadata["head"] == head, context
+            for i, cp in enumerate(checkpoints):
+                assert cp.parent_checkpoint_id == (f"cp-{i - 1}" if i else None), context
+                assert cp.metadata == {"pad": "x" * 50_000}, context
+            for cid, earlier in kept.items():  # every earlier checkpoint is intact
+                assert opened.get_checkpoint(cid) == earlier, context
+            if len(checkpoints) > len(kept):
+                grew += 1
+            kept = {c.checkpoint_id: c for c in checkpoints}
+        finally:
+            opened.close()
+    assert kept, "no round got as far as writing a checkpoint"
+    assert grew >= 10, f"only {grew} of 20 rounds were killed after writing (seed {seed})"
