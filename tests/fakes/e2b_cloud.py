@@ -423,6 +423,13 @@ class FakeE2BCloud:
         await _kill_processes(box)
         shutil.rmtree(box.root, ignore_errors=True)
 
+    def _live(self, sandbox_id: str) -> FakeSandbox:
+        with self._lock:
+            box = self.sandboxes.get(sandbox_id)
+        if box is None:
+            raise _HttpError(404, f"sandbox '{sandbox_id}' not found")
+        return box
+
     def _sandbox_body(self, box: FakeSandbox) -> dict[str, Any]:
         return {
             "templateID": box.template_id,
@@ -578,22 +585,15 @@ class _ApiApp:
             )
             return 201, cloud._sandbox_body(box)
         if route == ROUTE_CONNECT_SANDBOX:
-            with cloud._lock:
-                box = cloud.sandboxes.get(params["sandboxID"])
-            if box is None:
-                raise _HttpError(404, f"sandbox '{params['sandboxID']}' not found")
+            live = cloud._live(params["sandboxID"])
             if "timeout" in data:
-                box.timeout_s = max(box.timeout_s, int(data["timeout"]))
-            return 200, cloud._sandbox_body(box)
+                live.timeout_s = max(live.timeout_s, int(data["timeout"]))
+            return 200, cloud._sandbox_body(live)
         if route == ROUTE_KILL_SANDBOX:
             await cloud._kill(params["sandboxID"])
             return 204, None
         if route == ROUTE_GET_SANDBOX:
-            with cloud._lock:
-                box = cloud.sandboxes.get(params["sandboxID"])
-            if box is None:
-                raise _HttpError(404, f"sandbox '{params['sandboxID']}' not found")
-            return 200, cloud._detail_body(box)
+            return 200, cloud._detail_body(cloud._live(params["sandboxID"]))
         if route == ROUTE_LIST_SANDBOXES:
             with cloud._lock:
                 boxes = list(cloud.sandboxes.values())
@@ -602,7 +602,7 @@ class _ApiApp:
             snap = cloud._snapshot(params["sandboxID"], data.get("name"))
             return 201, {"snapshotID": snap.snapshot_id, "names": snap.names}
         if route == ROUTE_LIST_SNAPSHOTS:
-            wanted = (query.get("sandboxID") or [None])[0]
+            wanted = query["sandboxID"][0] if query.get("sandboxID") else None
             with cloud._lock:
                 snaps = [
                     s
@@ -614,11 +614,8 @@ class _ApiApp:
             cloud._delete_template(params["templateID"])
             return 204, None
         if route == ROUTE_SET_TIMEOUT:
-            with cloud._lock:
-                box = cloud.sandboxes.get(params["sandboxID"])
-            if box is None:
-                raise _HttpError(404, f"sandbox '{params['sandboxID']}' not found")
-            box.timeout_s = int(data.get("timeout", box.timeout_s))
+            live = cloud._live(params["sandboxID"])
+            live.timeout_s = int(data.get("timeout", live.timeout_s))
             return 204, None
         raise _HttpError(404, f"fake: route {route} not implemented")
 
@@ -753,7 +750,13 @@ def _end_event(returncode: int) -> process_pb.ProcessEvent:
         end = process_pb.ProcessEvent.EndEvent(
             exit_code=returncode, exited=True, status=f"exit status {returncode}"
         )
-    return process_pb.ProcessEvent(event=Oneof("end", end))
+    return _event("end", end)
+
+
+def _event(kind: str, value: Any) -> process_pb.ProcessEvent:
+    """A ProcessEvent with its `event` oneof set to `kind`."""
+    oneof: Any = Oneof(kind, value)
+    return process_pb.ProcessEvent(event=oneof)
 
 
 class _FakeProcess(process_connect.Process):
@@ -791,9 +794,7 @@ class _FakeProcess(process_connect.Process):
         box.processes[proc.pid] = proc
         try:
             start = process_pb.ProcessEvent.StartEvent(pid=proc.pid)
-            yield process_pb.StartResponse(
-                event=process_pb.ProcessEvent(event=Oneof("start", start))
-            )
+            yield process_pb.StartResponse(event=_event("start", start))
             queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
 
             async def pump(name: str, stream: asyncio.StreamReader | None) -> None:
@@ -809,13 +810,13 @@ class _FakeProcess(process_connect.Process):
             done = asyncio.ensure_future(asyncio.gather(*pumps))
             while not (done.done() and queue.empty()):
                 getter = asyncio.ensure_future(queue.get())
-                await asyncio.wait({getter, done}, return_when=asyncio.FIRST_COMPLETED)
+                waiting: set[asyncio.Future[Any]] = {getter, done}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if getter.done():
                     name, chunk = getter.result()
-                    data = process_pb.ProcessEvent.DataEvent(output=Oneof(name, chunk))
-                    yield process_pb.StartResponse(
-                        event=process_pb.ProcessEvent(event=Oneof("data", data))
-                    )
+                    output: Any = Oneof(name, chunk)
+                    data = process_pb.ProcessEvent.DataEvent(output=output)
+                    yield process_pb.StartResponse(event=_event("data", data))
                 else:
                     getter.cancel()
             await done
@@ -865,9 +866,9 @@ class _EnvdApp:
                 headers.get("e2b-sandbox-id"), headers.get("x-access-token")
             )
             if scope["path"].startswith("/filesystem.Filesystem/"):
-                await self.filesystem(scope, receive, send)  # type: ignore[arg-type]
+                await self.filesystem(scope, receive, send)
             elif scope["path"].startswith("/process.Process/"):
-                await self.process(scope, receive, send)  # type: ignore[arg-type]
+                await self.process(scope, receive, send)
             elif route == ROUTE_HEALTH:
                 status = 204
                 await _respond(send, 204)
