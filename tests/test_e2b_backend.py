@@ -234,7 +234,14 @@ def test_search_and_export_details(fake_e2b: FakeE2BCloud) -> None:
         assert sorted((m.path, m.line_number) for m in hits) == [
             (f"src/m{i}.py", 1) for i in range(5)
         ]
-        assert len(await backend.search(r"[xy] = \d", max_results=3)) == 3
+        capped = await backend.search(r"[xy] = \d", max_results=3)
+        assert [(m.path, m.line) for m in capped] == [
+            ("src/m0.py", "x = 0"),
+            ("src/m0.py", "y = 0"),
+            ("src/m1.py", "x = 1"),
+        ]
+        with pytest.raises(BackendError, match="stat of 'nope'"):
+            await backend.search("x", "nope")
         assert await backend.search("y = 4", "src/m4.py") == [
             hits[0].__class__(path="src/m4.py", line_number=2, line="y = 4")
         ]
@@ -259,7 +266,7 @@ def test_bad_paths_are_refused_before_any_provider_call(fake_e2b: FakeE2BCloud) 
     async def scenario() -> None:
         backend = await make(provider())
         before = len(fake_e2b.calls)
-        for bad in ("/etc/passwd", "../outside", "a/../../b", "~/x", "bad\x00name"):
+        for bad in ("/etc/passwd", "../outside", "a/../../b", "~/x", "bad\x00name", ""):
             with pytest.raises(InvalidRequest):
                 await backend.read_bytes(bad)
             with pytest.raises(InvalidRequest):

@@ -113,7 +113,9 @@ def _normalize(path: str, *, what: str = "path") -> str:
         raise InvalidRequest(f"{what} {path!r} contains a NUL byte")
     if path.startswith("/") or path.startswith("~"):
         raise InvalidRequest(f"{what} {path!r} must be relative to the workspace")
-    normal = posixpath.normpath(path) if path else "."
+    if not path:
+        raise InvalidRequest(f"{what} is empty; use '.' for the workspace root")
+    normal = posixpath.normpath(path)
     if normal == ".." or normal.startswith("../"):
         raise InvalidRequest(f"{what} {path!r} escapes the workspace")
     return normal
@@ -287,10 +289,9 @@ class E2BBackend:
         limit = self._provider.config.exec_timeout if timeout is None else timeout
         if limit <= 0:
             raise InvalidRequest(f"timeout must be positive, got {limit}")
-        if env is not None and not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-        ):
-            raise InvalidRequest("env must map strings to strings")
+        for key, value in (env or {}).items():
+            if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
+                raise InvalidRequest(f"exec env entry {key!r} must map a name to a string")
         self._live()
         cap = self._provider.config.max_output_bytes
         out, err = _OutputBuffer(cap), _OutputBuffer(cap)
@@ -344,10 +345,12 @@ class E2BBackend:
         if max_results < 1:
             raise InvalidRequest(f"max_results must be at least 1, got {max_results}")
         rel = _normalize(path)
-        self._live()
+        await self.stat(rel)  # a clear error for a missing path
+        # Regular files only (symlinks not followed), in sorted order so a capped result is
+        # always the same subset; -I skips binary files, -P is Perl (Python-like) regex.
         script = (
-            f"grep -rnHIZP -e {shlex.quote(pattern)} -- {shlex.quote(rel)} "
-            f"| head -n {int(max_results)}; exit ${{PIPESTATUS[0]}}"
+            f"find {shlex.quote(rel)} -type f -print0 | LC_ALL=C sort -z | "
+            f"xargs -0 -r grep -nHIZP -e {shlex.quote(pattern)} -- | head -n {int(max_results)}"
         )
         result = await self.exec(script, timeout=self._provider.config.exec_timeout)
         matches: list[SearchMatch] = []
@@ -359,10 +362,8 @@ class E2BBackend:
             matches.append(
                 SearchMatch(path=posixpath.normpath(name), line_number=int(number), line=line)
             )
-        # grep: 0 = matches, 1 = none, 141 = cut short by head (SIGPIPE); 2 = an error.
-        if result.exit_code not in (0, 1, 141) and not matches:
-            reason = result.stderr.strip() or f"grep exited with {result.exit_code}"
-            raise BackendError(f"E2B search of {rel!r} failed: {reason}")
+        if not matches and result.stderr.strip():
+            raise BackendError(f"E2B search of {rel!r} failed: {result.stderr.strip()}")
         return matches[:max_results]
 
     async def export(self, path: str = ".") -> bytes:
