@@ -25,6 +25,7 @@ import dataclasses
 import html
 import inspect
 import itertools
+import json
 import math
 import sys
 import threading
@@ -131,8 +132,9 @@ class Scope(Mapping[str, "str | int | float | bool | None"]):
     """Immutable, validated attribution of a call (`run_id`, `branch_id`, `label`, ...):
     string keys, JSON scalar values."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("_items", "_json")
     _items: dict[str, ScopeValue]
+    _json: str | None
 
     def __init__(self, items: Mapping[str, ScopeValue] | None = None) -> None:
         copied: dict[str, ScopeValue] = {}
@@ -151,6 +153,7 @@ class Scope(Mapping[str, "str | int | float | bool | None"]):
                     raise ValueError(f"scope value {key}={value!r} is not finite")
                 copied[key] = value
         object.__setattr__(self, "_items", copied)
+        object.__setattr__(self, "_json", None)
 
     @classmethod
     def of(cls, scope: Mapping[str, ScopeValue] | None) -> Scope:
@@ -186,6 +189,15 @@ class Scope(Mapping[str, "str | int | float | bool | None"]):
         """A plain dict copy (JSON-able)."""
         return dict(self._items)
 
+    def to_json(self) -> str:
+        """Compact JSON text of the scope (computed once: a Scope never changes)."""
+        if self._json is None:
+            object.__setattr__(
+                self, "_json", json.dumps(self._items, separators=(",", ":"), allow_nan=False)
+            )
+        assert self._json is not None
+        return self._json
+
 
 EMPTY_SCOPE: Final = Scope()
 
@@ -200,14 +212,14 @@ class Reservation(NamedTuple):
     authority: str  # identifies the budget that issued it
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class BudgetRecord:
-    """What one admitted call (or one replayed node) cost.
+class BudgetRecord(NamedTuple):
+    """What one admitted call (or one replayed node) cost: an immutable record.
 
     `usage` is a plain-data copy of the usage the provider supplied, every field as given
     (cache and details fields included), or None when it supplied none. `charge` is what
     the budget was charged; `replayed_tokens` is the logical cost of a replay, which is
-    never charged."""
+    never charged. A NamedTuple rather than a frozen dataclass: one is made per call, and
+    it is three times cheaper to build, which keeps reserve + settle under 5 us."""
 
     id: int
     status: RecordStatus
@@ -273,18 +285,21 @@ _INPUT_OUTPUT_FIELDS: Final = (
 )
 
 
-def _field(usage: UsageSource, name: str) -> object:
-    """`usage[name]` for mappings, `usage.name` for objects; None when absent."""
-    if isinstance(usage, Mapping):
-        return usage.get(name)
-    return getattr(usage, name, None)
+def _field_reader(usage: UsageSource) -> Callable[[str], object]:
+    """A reader of `usage[name]` for mappings, `usage.name` for objects (None if absent)."""
+    if type(usage) is dict or isinstance(usage, Mapping):
+        getter: Callable[[str], object] = usage.get
+        return getter
+    return lambda name: getattr(usage, name, None)
 
 
-def _token_field(usage: UsageSource, name: str) -> int | None:
+def _token_field(read: Callable[[str], object], name: str) -> int | None:
     """A counter of the usage as an int, None when absent; InvalidUsageError if malformed."""
-    value = _field(usage, name)
+    value = read(name)
     if value is None:
         return None
+    if type(value) is int and value >= 0:
+        return value
     if isinstance(value, bool):
         raise InvalidUsageError(f"usage {name} is a bool, not a token count")
     if isinstance(value, int):
@@ -312,15 +327,19 @@ def usage_tokens(usage: UsageSource) -> int:
         raise InvalidUsageError("usage is missing")
     if isinstance(usage, (str, bytes, int, float, bool)):
         raise InvalidUsageError(f"usage is a {type(usage).__name__}, not a usage object")
-    total = _token_field(usage, "total_tokens")
-    chat = [_token_field(usage, name) for name in _CHAT_FIELDS]
-    io = [_token_field(usage, name) for name in _INPUT_OUTPUT_FIELDS]
-    if any(value is not None for value in chat):
-        summed: int | None = sum(value or 0 for value in chat)
-    elif any(value is not None for value in io):
-        summed = sum(value or 0 for value in io)
-    else:
-        summed = None
+    read = _field_reader(usage)
+    total = _token_field(read, "total_tokens")
+    chat: int | None = None
+    for name in _CHAT_FIELDS:
+        value = _token_field(read, name)
+        if value is not None:
+            chat = (chat or 0) + value
+    io: int | None = None
+    for name in _INPUT_OUTPUT_FIELDS:  # always validated; counted only without chat fields
+        value = _token_field(read, name)
+        if value is not None:
+            io = (io or 0) + value
+    summed = chat if chat is not None else io
     if summed is None and total is None:
         raise InvalidUsageError(
             "usage has no token counts (expected prompt_tokens/completion_tokens, "
@@ -332,14 +351,26 @@ def usage_tokens(usage: UsageSource) -> int:
 def response_usage(response: object) -> UsageSource:
     """The usage of a provider response: `response.usage` or `response["usage"]`; None if
     it has none."""
-    if isinstance(response, Mapping):
+    if type(response) is dict or isinstance(response, Mapping):
         return response.get("usage")
     return getattr(response, "usage", None)
 
 
+_SCALARS: Final = (str, bool, int, type(None))
+
+
 def _plain(value: object, depth: int = 0) -> Any:
     """A JSON-able plain-data copy of a usage value (mappings, objects, sequences)."""
-    if value is None or isinstance(value, (str, bool, int)):
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict and depth <= 8:
+        items: dict[Any, Any] = value  # type: ignore[assignment]
+        return {
+            str(key): item if type(item) in _SCALARS else _plain(item, depth + 1)
+            for key, item in items.items()
+        }
+    if isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
@@ -886,7 +917,7 @@ class BudgetedProvider:
         except BaseException as exc:
             self._settle_failure(reservation, exc)
             raise
-        if inspect.isawaitable(response):
+        if type(response) is not dict and inspect.isawaitable(response):
             if inspect.iscoroutine(response):
                 response.close()  # never started: the provider did no work
             self.budget.release(reservation, detail="provider.invoke returned an awaitable")

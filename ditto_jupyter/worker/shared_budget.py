@@ -61,11 +61,12 @@ CREATE TABLE IF NOT EXISTS token_budget (
     replayed INTEGER NOT NULL DEFAULT 0 CHECK (replayed >= 0),
     closed INTEGER NOT NULL DEFAULT 0 CHECK (closed IN (0, 1)),
     closed_reason TEXT,
+    settlements INTEGER NOT NULL DEFAULT 0,
     created_at_ms INTEGER NOT NULL,
     CHECK (closed = 1 OR reserved + charged <= limit_tokens)
 );
 CREATE TABLE IF NOT EXISTS token_budget_ledger (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     budget TEXT NOT NULL REFERENCES token_budget(name),
     reservation INTEGER NOT NULL CHECK (reservation >= 0),
     charge INTEGER CHECK (charge >= 0),
@@ -83,19 +84,7 @@ CREATE TABLE IF NOT EXISTS token_budget_ledger (
     CHECK ((status IS NULL) = (charge IS NULL)),
     CHECK ((status IS NULL) = (seq IS NULL))
 );
-CREATE UNIQUE INDEX IF NOT EXISTS token_budget_ledger_seq ON token_budget_ledger (budget, seq);
-CREATE INDEX IF NOT EXISTS token_budget_ledger_open
-    ON token_budget_ledger (budget) WHERE status IS NULL;
 """
-
-
-def _next_seq(name_parameter: int) -> str:
-    """SQL for the next settlement number of the budget bound to `?name_parameter`
-    (records are listed in this order; the unique index makes the MAX a quick lookup)."""
-    return (
-        "(SELECT COALESCE(MAX(seq), 0) + 1 FROM token_budget_ledger "
-        f"WHERE budget = ?{name_parameter})"
-    )
 
 
 _SYNCHRONOUS: Final = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
@@ -258,7 +247,7 @@ class SharedTokenBudget(BudgetAuthority):
     def reserve(self, tokens: int, scope: Mapping[str, ScopeValue] | None = None) -> Reservation:
         tokens = check_count(tokens, "reservation", minimum=1)
         frozen = Scope.of(scope)
-        scope_json = json.dumps(frozen.to_dict(), separators=(",", ":"))
+        scope_json = frozen.to_json()
         with self._transaction() as connection:
             admitted = connection.execute(
                 "UPDATE token_budget SET reserved = reserved + ?1 "
@@ -289,10 +278,9 @@ class SharedTokenBudget(BudgetAuthority):
         """Close the ledger row of an open reservation and move its tokens from reserved
         to charged, in the caller's transaction."""
         row = connection.execute(
-            "UPDATE token_budget_ledger SET status = ?1, charge = ?2, usage = ?3, detail = ?4, "
-            "settled_at_ms = ?5, seq = " + _next_seq(7) + " "
-            "WHERE id = ?6 AND budget = ?7 AND status IS NULL RETURNING reservation",
-            (status, charge, _json(usage), detail, _now_ms(), reservation.id, self.name),
+            "SELECT reservation FROM token_budget_ledger "
+            "WHERE id = ? AND budget = ? AND status IS NULL",
+            (reservation.id, self.name),
         ).fetchone()
         if row is None:
             raise ValueError(f"reservation {reservation.id} is not open (already settled)")
@@ -302,17 +290,24 @@ class SharedTokenBudget(BudgetAuthority):
                 f"not {reservation.tokens}"
             )
         exceeded = status == EXCEEDED
-        connection.execute(
+        seq = connection.execute(
             "UPDATE token_budget SET reserved = reserved - ?1, charged = charged + ?2, "
+            "settlements = settlements + 1, "
             "closed_reason = CASE WHEN ?3 AND closed = 0 THEN ?4 ELSE closed_reason END, "
-            "closed = CASE WHEN ?3 THEN 1 ELSE closed END WHERE name = ?5",
+            "closed = CASE WHEN ?3 THEN 1 ELSE closed END WHERE name = ?5 "
+            "RETURNING settlements",
             (
                 reservation.tokens,
                 charge,
                 exceeded,
-                f"reservation {reservation.id} exceeded",
+                f"reservation {reservation.id} exceeded" if exceeded else None,
                 self.name,
             ),
+        ).fetchone()[0]
+        connection.execute(
+            "UPDATE token_budget_ledger SET status = ?, charge = ?, usage = ?, detail = ?, "
+            "settled_at_ms = ?, seq = ? WHERE id = ?",
+            (status, charge, _json(usage), detail, _now_ms(), seq, reservation.id),
         )
 
     def settle(
@@ -371,26 +366,28 @@ class SharedTokenBudget(BudgetAuthority):
         snapshot = usage_snapshot(usage)
         now = _now_ms()
         with self._transaction() as connection:
+            seq = connection.execute(
+                "UPDATE token_budget SET replayed = replayed + ?, settlements = settlements + 1 "
+                "WHERE name = ? RETURNING settlements",
+                (tokens, self.name),
+            ).fetchone()[0]
             cursor = connection.execute(
                 "INSERT INTO token_budget_ledger (budget, reservation, charge, replayed, status, "
                 "usage, scope, detail, owner_host, owner_pid, reserved_at_ms, settled_at_ms, seq) "
-                "VALUES (?1, 0, 0, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, " + _next_seq(1) + ")",
+                "VALUES (?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     self.name,
                     tokens,
                     REPLAYED,
                     _json(snapshot),
-                    json.dumps(frozen.to_dict(), separators=(",", ":")),
+                    frozen.to_json(),
                     detail,
                     self._host,
                     os.getpid(),
                     now,
                     now,
+                    seq,
                 ),
-            )
-            connection.execute(
-                "UPDATE token_budget SET replayed = replayed + ? WHERE name = ?",
-                (tokens, self.name),
             )
             ledger_id = cursor.lastrowid
         assert ledger_id is not None
