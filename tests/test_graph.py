@@ -268,6 +268,7 @@ def test_checkpoint_waves_save_before_each_wave_and_at_the_end() -> None:
     result = run(Runtime().run(g, {"n": 1}, checkpoint=GraphCheckpointOptions("v1", save)))
     assert [c["admitted"] for c in saved] == [["load"], ["left", "right"], ["join"], []]
     assert [c["status"] for c in saved] == ["running", "running", "running", "completed"]
+    assert [c["seq"] for c in saved] == [0, 1, 2, 3]
     assert [sorted(c["completed"]) for c in saved] == [
         [],
         ["load"],
@@ -353,6 +354,7 @@ def test_failure_drains_the_wave_saves_uncertain_and_reraises() -> None:
     declined[0] = False
     options = GraphCheckpointOptions("v1", saves, resume=failed, accept_uncertain=["charge"])
     result = run(Runtime().run(g, {"n": 1}, checkpoint=options))
+    assert [c["seq"] for c in saves.items] == [0, 1, 2, 3, 4, 5]
     assert result.restored == ("load", "slow")
     assert result.executed == ("charge", "report")
     assert calls - calls_before == Counter({"charge": 1, "report": 1})
@@ -416,6 +418,20 @@ def test_resume_refuses_other_graph_input_or_version_and_changes_nothing() -> No
     assert len(saves.items) == count and not calls
 
 
+def test_an_earlier_checkpoint_of_a_finished_run_is_refused() -> None:
+    """Retrying an old checkpoint against already-mutated resources is refused by default."""
+    calls: Counter[str] = Counter()
+    saves = Saves()
+    g = diamond(calls)
+    run(Runtime().run(g, {"n": 1}, checkpoint=GraphCheckpointOptions("v1", saves)))
+    calls.clear()
+    for old, names in ((saves.items[1], ("left", "right")), (saves.items[2], ("join",))):
+        with pytest.raises(UncertainCheckpointError) as info:
+            run(Runtime().run(g, {"n": 1}, checkpoint=GraphCheckpointOptions("v1", saves, old)))
+        assert info.value.nodes == names
+    assert not calls and len(saves.items) == 4
+
+
 def test_resume_of_a_completed_checkpoint_runs_and_saves_nothing() -> None:
     calls: Counter[str] = Counter()
     saves = Saves()
@@ -452,6 +468,8 @@ def test_malformed_checkpoints_are_refused() -> None:
         (broken(tokens={"load": -1}), "bad token count"),
         (broken(uncertain=["load"]), "completed and uncertain"),
         (broken(run_id=None), "'run_id'"),
+        (broken(seq=-3), "'seq'"),
+        (broken(seq=True), "'seq'"),
     ]
     for doc, message in bad:
         with pytest.raises(InvalidCheckpointError, match=message):

@@ -6,6 +6,17 @@ naming the completed outputs and the nodes about to be admitted is saved (and aw
 process killed mid-wave leaves a checkpoint that says which nodes may have had effects.
 Resuming restores completed outputs without running those nodes again and refuses, with
 `UncertainCheckpointError`, nodes that may have had effects until the caller accepts them.
+
+Choices where the seed is silent:
+- A node's deps must be declared before it, so a graph is a DAG by construction; a
+  self-dependency is refused as a cycle, and redeclaring a name is refused as a duplicate.
+- Admitted-but-unfinished nodes of the last saved wave are uncertain, like failed ones
+  (write-ahead); `idempotent=True` nodes are exempt and simply run again on resume.
+- After a failure (both modes) no further node starts and running nodes finish; the first
+  failure in declaration order is re-raised, with a note naming the node.
+- Sync node functions run on the event loop thread; wrap blocking I/O in
+  `asyncio.to_thread`. Node outputs are recorded as copies, so a dependent that mutates its
+  input cannot change a saved checkpoint.
 """
 
 from __future__ import annotations
@@ -66,7 +77,12 @@ class UncertainCheckpointError(GraphCheckpointError):
 
 
 class GraphCheckpoint(TypedDict):
-    """The JSON document handed to `save` at every quiescent boundary."""
+    """The JSON document handed to `save` at every quiescent boundary.
+
+    `admitted` names the wave about to start (uncertain if no later checkpoint follows),
+    `uncertain` the nodes that failed, `errors` why; `seq` grows by one per save within a
+    run and across its resumes, so a store can tell the latest checkpoint of a run.
+    """
 
     format: str
     graph: str
@@ -74,6 +90,7 @@ class GraphCheckpoint(TypedDict):
     input_hash: str
     version: str
     run_id: str
+    seq: int
     status: CheckpointStatus
     completed: dict[str, Any]
     tokens: dict[str, int]
@@ -337,6 +354,9 @@ def _parse_checkpoint(
     errors = _field(checkpoint, "errors", dict)
     for key in ("graph", "graph_hash", "input_hash", "version", "run_id"):
         _field(checkpoint, key, str)
+    seq = _field(checkpoint, "seq", int)
+    if seq < 0:
+        raise InvalidCheckpointError("graph checkpoint field 'seq' is missing or malformed")
     if checkpoint["graph_hash"] != graph.shape_hash():
         raise CheckpointMismatchError(
             f"checkpoint was made by a different graph than {graph.name!r} "
@@ -390,6 +410,7 @@ def _parse_checkpoint(
             for name in names
             if name in completed
         },
+        seq=seq,
         tokens={str(k): int(v) for k, v in tokens.items()},
         admitted=[str(n) for n in admitted],
         uncertain=[str(n) for n in uncertain],
@@ -634,6 +655,7 @@ class _CheckpointedRun:
         self.input_hash = input_hash
         self.completed: dict[str, Any] = dict(restored["completed"]) if restored else {}
         self.tokens: dict[str, int] = dict(restored["tokens"]) if restored else {}
+        self.seq = restored["seq"] + 1 if restored else 0
         self.restored_names = list(self.completed)
         self.paths = {name: _output_path(name) for name in self.nodes}
         self.already_completed = restored is not None and restored["status"] == "completed"
@@ -685,6 +707,10 @@ class _CheckpointedRun:
                     )
         return run
 
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq - 1
+
     def document(
         self,
         status: CheckpointStatus,
@@ -701,6 +727,7 @@ class _CheckpointedRun:
             run_id=self.run_id,
             status=status,
             completed=dict(self.completed),
+            seq=self.next_seq(),
             tokens=dict(self.tokens),
             admitted=list(admitted),
             uncertain=list(uncertain),

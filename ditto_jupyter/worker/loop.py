@@ -4,6 +4,10 @@ A loop is either a step function `step(state, ctx) -> next_state` (return
 `ctx.done(state)` to stop early), or a generator plan `plan(initial_state)` whose every
 `yield` is the state after an iteration. Only step loops can be checkpointed: a generator's
 suspended frame cannot be serialized. A graph run inside a step keeps its own checkpoint.
+
+An iteration interrupted before its checkpoint was saved runs again on resume, with the same
+`ctx.idempotency_key` (loop id, run id and iteration), so its effects can be made idempotent.
+On resume `initial_state` is ignored; a completed checkpoint returns its state at once.
 """
 
 from __future__ import annotations
