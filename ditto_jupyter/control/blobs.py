@@ -99,22 +99,26 @@ class BlobStore:
     # ---- secret ---------------------------------------------------------------------
 
     def _load_or_create_secret(self) -> bytes:
+        # The key is written whole to a private temp file, then hard-linked into place:
+        # link() fails if the name exists, so racing processes agree on one key and no
+        # reader ever sees a half-written one.
         path = self.root / "secret"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            for _ in range(100):  # another process may be writing it right now
-                data = path.read_bytes()
-                if len(data) == 32:
-                    return data
-                time.sleep(0.01)
-            raise BlobError(f"the store secret {path} is damaged") from None
-        key = secrets.token_bytes(32)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(key)
-            handle.flush()
-            os.fsync(handle.fileno())
-        return key
+        if not path.exists():
+            fd, tmp = _mkstemp(self._tmp)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(secrets.token_bytes(32))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                with contextlib.suppress(FileExistsError):
+                    os.link(tmp, path)
+                    _fsync_dir(self.root)
+            finally:
+                os.unlink(tmp)
+        data = path.read_bytes()
+        if len(data) != 32:
+            raise BlobError(f"the store secret {path} is damaged ({len(data)} bytes, not 32)")
+        return data
 
     # ---- atomic writes --------------------------------------------------------------
 
@@ -161,7 +165,7 @@ class BlobStore:
         """Store one chunk unless it is already there; return (digest, bytes written)."""
         digest = digest or self.digest(data)
         path = self._chunk_path(digest)
-        if path.exists():
+        if _touch(path):  # already stored; fresh mtime so gc's grace period covers reuse too
             return digest, 0
         path.parent.mkdir(exist_ok=True)
         payload: bytes | memoryview = data
@@ -241,7 +245,7 @@ class BlobStore:
         manifest_id = self.digest(canonical)
         path = self._manifest_path(manifest_id)
         self.flush()
-        if path.exists():
+        if _touch(path):
             return manifest_id, 0
         document = orjson.dumps({"body": body, "signature": self._sign(canonical)})
         self._write_atomic(path, (document,))
@@ -260,6 +264,8 @@ class BlobStore:
             raise BlobNotFound(f"manifest {manifest_id} is missing from the blob store") from None
         except orjson.JSONDecodeError:
             raise ManifestSignatureError(f"manifest {manifest_id} is not valid JSON") from None
+        if not isinstance(document, dict):
+            raise ManifestSignatureError(f"manifest {manifest_id} is malformed")
         body, signature = document.get("body"), document.get("signature")
         if not isinstance(body, dict) or not isinstance(signature, str):
             raise ManifestSignatureError(f"manifest {manifest_id} is malformed")
@@ -305,27 +311,57 @@ class BlobStore:
     def gc(self, live_manifests: Iterable[str], *, grace_seconds: float = 60.0) -> GcReport:
         """Free manifests and chunks nothing live references.
 
-        Anything younger than `grace_seconds` is kept, so a capture that has written its
-        chunks but not yet registered its manifest is never collected under it.
+        Anything younger than `grace_seconds` is kept, and so is everything a young
+        manifest references, so a capture that has written (or reused) its chunks and
+        manifest but not yet registered the manifest is never collected under it.
+        Several processes may collect at once: files another one removed are skipped.
         """
-        keep_manifests, keep_chunks = self.live_closure(live_manifests)
         cutoff = time.time() - grace_seconds
+        young = [
+            path.stem for path in self._manifests.glob("*.json") if (_mtime(path) or 0.0) >= cutoff
+        ]
+        keep_manifests, keep_chunks = self.live_closure([*live_manifests, *young])
         freed_manifests = freed_chunks = freed_bytes = 0
         for path in list(self._manifests.glob("*.json")):
-            if path.stem not in keep_manifests and path.stat().st_mtime < cutoff:
+            if path.stem in keep_manifests:
+                continue
+            mtime = _mtime(path)
+            if mtime is not None and mtime < cutoff:
                 path.unlink(missing_ok=True)
                 freed_manifests += 1
         for shard in list(self._chunks.iterdir()):
             for path in list(shard.iterdir()):
-                stat = path.stat()
-                if path.name not in keep_chunks and stat.st_mtime < cutoff:
+                if path.name in keep_chunks:
+                    continue
+                try:
+                    stat = path.stat()
+                except FileNotFoundError:
+                    continue
+                if stat.st_mtime < cutoff:
                     path.unlink(missing_ok=True)
                     freed_chunks += 1
                     freed_bytes += stat.st_size
         for path in list(self._tmp.iterdir()):
-            if path.stat().st_mtime < cutoff:
+            mtime = _mtime(path)
+            if mtime is not None and mtime < cutoff:
                 path.unlink(missing_ok=True)
         return GcReport(freed_chunks, freed_bytes, freed_manifests)
+
+
+def _touch(path: Path) -> bool:
+    """Refresh a stored file's mtime; False when it does not exist (any more)."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return None
 
 
 def _mkstemp(folder: Path) -> tuple[int, str]:
