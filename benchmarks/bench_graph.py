@@ -311,6 +311,8 @@ def report(out: Figures) -> str:
             ours_config = "memory" if save == "in-memory" else "sqlite"
             ours_over = overhead(out, "ours", shape, ours_config, ours_base)
             lg_over = overhead(out, "langgraph", shape, lg_config, lg_base)
+            target = 5.0 if save == "in-memory" else 1.0
+            met = ours_over <= 0 or lg_over / ours_over >= target
             rows.append(
                 [
                     f"{shape} ({waves} steps)",
@@ -321,6 +323,7 @@ def report(out: Figures) -> str:
                     f"{out['langgraph', shape, lg_config] / waves:.1f}",
                     f"{lg_over:.1f}",
                     f"{lg_over / ours_over:.1f}x" if ours_over > 0 else "n/a",
+                    f"{'met' if met else 'MISSED'} (>= {target:g}x)",
                 ]
             )
     table = markdown_table(
@@ -333,6 +336,7 @@ def report(out: Figures) -> str:
             "LangGraph: us / step",
             "LangGraph: overhead us / step",
             "overhead ratio (LangGraph / ours)",
+            "target",
         ],
         rows,
     )

@@ -81,7 +81,8 @@ class GraphCheckpoint(TypedDict):
 
     `admitted` names the wave about to start (uncertain if no later checkpoint follows),
     `uncertain` the nodes that failed, `errors` why; `seq` grows by one per save within a
-    run and across its resumes, so a store can tell the latest checkpoint of a run.
+    run and across its resumes, so a store can tell the latest checkpoint of a run. Treat it
+    as read-only: successive checkpoints share the recorded outputs.
     """
 
     format: str
