@@ -11,6 +11,7 @@ import asyncio
 import io
 import tarfile
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -26,6 +27,7 @@ from ditto_jupyter.control.errors import (
     UnsupportedBackend,
 )
 from ditto_jupyter.control.models import BackendCheckpointRef
+from ditto_jupyter.control.service import RuntimeService
 from tests.fakes.e2b_cloud import (
     ROUTE_CONNECT_SANDBOX,
     ROUTE_CREATE_SANDBOX,
@@ -562,3 +564,84 @@ def test_fake_serves_the_sdk_defaults(fake_e2b: FakeE2BCloud) -> None:
             await AsyncSandbox.connect(sandbox.sandbox_id, timeout=60)
 
     run(scenario())
+
+
+# ---- the E2B backend under the RuntimeService ------------------------------------------
+
+
+def test_runtime_service_on_e2b(fake_e2b: FakeE2BCloud, tmp_path: Path) -> None:
+    """Checkpoint, checkout, pause, resume, close and delete-snapshot of E2B runtimes."""
+    from ditto_jupyter.control.embedded import open_runtime_service
+
+    def open_service() -> RuntimeService:
+        return open_runtime_service(
+            tmp_path / "data",
+            extra_providers={"e2b": provider()},
+            default_backend="e2b",
+        )
+
+    service = open_service()
+
+    async def first_process() -> tuple[str, str, str]:
+        rid = (await service.create_runtime("nb.ipynb", "ana")).runtime_id
+        backend = service.backends.get(rid)
+        assert backend is not None and backend.kind == "e2b"
+        await backend.write_bytes("model.txt", b"v1")
+        first = await service.checkpoint(rid, "one")
+        snaps = fake_e2b.snapshot_ids()
+        assert len(snaps) == 1
+        # clean backend: the second checkpoint reuses the provider snapshot
+        await service.checkpoint(rid, "two")
+        assert fake_e2b.snapshot_ids() == snaps
+        # checkout: a child runtime on a new sandbox made from the snapshot
+        child = await service.checkout(first.checkpoint_id, conversation_id="branch.ipynb")
+        child_rid = child.runtime.runtime_id
+        child_backend = service.backends.get(child_rid)
+        assert child_backend is not None
+        assert child_backend.backend_id != backend.backend_id
+        assert await child_backend.read_bytes("model.txt") == b"v1"
+        await child_backend.write_bytes("model.txt", b"child")
+        assert await backend.read_bytes("model.txt") == b"v1"
+        assert len(fake_e2b.running_sandbox_ids()) == 2
+        # pause: the snapshot is reused (the sandbox is clean), then the sandbox is killed
+        parent_sandbox = backend.backend_id
+        paused = await service.pause(rid)
+        assert paused.runtime.status.value == "paused"
+        assert fake_e2b.running_sandbox_ids() == [child_backend.backend_id]
+        assert parent_sandbox in fake_e2b.killed
+        assert fake_e2b.snapshot_ids() == snaps
+        return rid, child_rid, first.checkpoint_id
+
+    rid, child_rid, first_cp = run(first_process())
+    service.close_store()
+
+    # a new process over the same store: resume the paused runtime, re-attach the child
+    service = open_service()
+
+    async def second_process() -> None:
+        resumed = await service.resume(rid)
+        assert resumed.runtime.runtime_id == rid
+        backend = service.backends.get(rid)
+        assert backend is not None and backend.kind == "e2b"
+        assert await backend.read_bytes("model.txt") == b"v1"
+        binding = service.store.get_binding(child_rid)
+        assert binding is not None and binding.kind == "e2b"
+        child_backend = await service.backends.attach(
+            child_rid, BackendLocator(binding.kind, binding.backend_id, dict(binding.details))
+        )
+        assert await child_backend.read_bytes("model.txt") == b"child"
+        # close deletes the child's sandbox (no other runtime is bound to it)
+        closed = await service.close(child_rid)
+        assert closed.provider_sandbox_deleted is True
+        assert child_backend.backend_id not in fake_e2b.running_sandbox_ids()
+        # delete-snapshot deletes the provider snapshot once; then it is already deleted
+        deleted = await service.delete_snapshot(first_cp)
+        assert deleted.deleted is True and deleted.already_deleted is False
+        assert fake_e2b.snapshot_ids() == []
+        again = await service.delete_snapshot(first_cp)
+        assert again.already_deleted is True
+        await service.close(rid)
+        assert fake_e2b.running_sandbox_ids() == []
+
+    run(second_process())
+    service.close_store()
