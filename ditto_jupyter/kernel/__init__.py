@@ -1,0 +1,43 @@
+"""Kernel side of ditto-jupyter: namespace capture/restore, kernel hosts, context capture.
+
+Kept import-light: importing this package (as every kernel call does) pulls in neither
+IPython nor jupyter_client; `capture`, `hosts` and `kernel_context` are imported on use.
+`dispatch_call` is the one entry point a host's silent user expression calls.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from typing import Any
+
+_FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+class CallResult:
+    """A call's JSON result, shown to the host as the expression's application/json."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = {"result": value}
+
+    def _repr_json_(self) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return json.dumps(self.value)
+
+
+def dispatch_call(request_json: str) -> CallResult:
+    """Run `module:function(**args)` from a JSON request `{"function": ..., "args": {...}}`."""
+    request = json.loads(request_json)
+    if not isinstance(request, dict):
+        raise TypeError("a kernel call request must be a JSON object")
+    function, args = request.get("function"), request.get("args")
+    if not isinstance(function, str) or not _FUNCTION.fullmatch(function):
+        raise ValueError(f"kernel call target {function!r} is not 'module:function'")
+    if not isinstance(args, dict):
+        raise TypeError("kernel call arguments must be a JSON object")
+    module_name, _, name = function.partition(":")
+    target = getattr(importlib.import_module(module_name), name)
+    return CallResult(target(**args))

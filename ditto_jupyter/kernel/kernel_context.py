@@ -1,0 +1,116 @@
+"""KernelContextCapture: the session context of a notebook runtime is a live kernel.
+
+The control plane starts and stops kernels through a `KernelHost` and captures or restores
+their namespaces by calling `ditto_jupyter.kernel.capture` inside them (the server-initiated
+path: the kernel is idle). A magic cannot use that path, since its own kernel is busy running
+it; `self_capture` / `self_restore` are the in-kernel path it uses instead, handing the
+resulting `ContextCapture` to the service.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ditto_jupyter.control.errors import BackendError
+from ditto_jupyter.control.models import ContextCapture, SessionRecord, UnrestorableValue
+from ditto_jupyter.kernel.capture import capture_namespace, open_store, restore_namespace
+from ditto_jupyter.kernel.hosts import KernelHost
+
+CAPTURE = "ditto_jupyter.kernel.capture:kernel_capture"
+RESTORE = "ditto_jupyter.kernel.capture:kernel_restore"
+
+
+class KernelContextCapture:
+    """SessionContextCapture over real kernels; `handle_state` is `{"kernel_id": ...}`."""
+
+    def __init__(self, host: KernelHost, blob_root: Path) -> None:
+        self.host = host
+        self.blob_root = Path(blob_root)
+        self._last_manifest: dict[str, str] = {}
+
+    @staticmethod
+    def kernel_id(session: SessionRecord) -> str:
+        """The live kernel of a session (BackendError when it has none)."""
+        kernel_id = session.handle_state.get("kernel_id")
+        if not isinstance(kernel_id, str) or not kernel_id:
+            raise BackendError(f"runtime {session.session_id} has no live kernel")
+        return kernel_id
+
+    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
+        """Start a kernel for the session in its workspace."""
+        kernel_id = await self.host.start_kernel(session.kernel_name, cwd=cwd)
+        return {"kernel_id": kernel_id}
+
+    async def stop(self, session: SessionRecord) -> None:
+        """Shut the session's kernel down (nothing to do when it has none)."""
+        kernel_id = session.handle_state.get("kernel_id")
+        if isinstance(kernel_id, str) and kernel_id:
+            self._last_manifest.pop(kernel_id, None)
+            await self.host.shutdown_kernel(kernel_id)
+
+    async def is_busy(self, session: SessionRecord) -> bool:
+        """Whether the session's kernel is running code."""
+        kernel_id = session.handle_state.get("kernel_id")
+        if not isinstance(kernel_id, str) or not kernel_id:
+            return False
+        return await self.host.is_busy(kernel_id)
+
+    async def capture(self, session: SessionRecord) -> ContextCapture:
+        """Capture the kernel's namespace (incrementally after its previous capture)."""
+        kernel_id = self.kernel_id(session)
+        result = await self.host.call(
+            kernel_id,
+            CAPTURE,
+            {
+                "blob_root": str(self.blob_root),
+                "previous_manifest_id": self._last_manifest.get(kernel_id),
+            },
+        )
+        try:
+            captured = ContextCapture.model_validate_json(_json(result))
+        except ValidationError as error:
+            reason = f"kernel {kernel_id} returned a malformed capture: {error}"
+            raise BackendError(reason) from None
+        self._last_manifest[kernel_id] = captured.manifest_id
+        return captured
+
+    async def restore(
+        self, session: SessionRecord, manifest_id: str | None
+    ) -> list[UnrestorableValue]:
+        """Replace the kernel's namespace with a captured one (None: an empty one)."""
+        kernel_id = self.kernel_id(session)
+        result = await self.host.call(
+            kernel_id, RESTORE, {"blob_root": str(self.blob_root), "manifest_id": manifest_id}
+        )
+        if not isinstance(result, list):
+            raise BackendError(f"kernel {kernel_id} returned a malformed restore result")
+        try:
+            lost = [UnrestorableValue.model_validate_json(_json(entry)) for entry in result]
+        except ValidationError as error:
+            reason = f"kernel {kernel_id} returned a malformed restore: {error}"
+            raise BackendError(reason) from None
+        if manifest_id is not None:
+            self._last_manifest[kernel_id] = manifest_id
+        return lost
+
+
+def _json(value: object) -> str:
+    return json.dumps(value)
+
+
+def self_capture(
+    namespace: dict[str, object], blob_root: Path | str, previous: str | None = None
+) -> ContextCapture:
+    """Capture the calling kernel's own namespace (the magic path); hand it to the service."""
+    return capture_namespace(namespace, open_store(blob_root), previous_manifest_id=previous)
+
+
+def self_restore(
+    namespace: dict[str, object], blob_root: Path | str, manifest_id: str | None
+) -> list[UnrestorableValue]:
+    """Restore the calling kernel's own namespace in place (the magic path)."""
+    return restore_namespace(namespace, open_store(blob_root), manifest_id)
