@@ -645,3 +645,14 @@ def test_runtime_service_on_e2b(fake_e2b: FakeE2BCloud, tmp_path: Path) -> None:
 
     run(second_process())
     service.close_store()
+
+
+def test_unreachable_e2b_is_a_backend_error(fake_e2b: FakeE2BCloud) -> None:
+    """A stopped control plane: connection refused becomes BackendError with the reason."""
+    fake_e2b.stop()
+
+    async def scenario() -> None:
+        with pytest.raises(BackendError, match="Connection refused"):
+            await provider().create("rt")
+
+    run(scenario())
