@@ -12,6 +12,7 @@ write with the next step; its figure is shown for reference). LangGraph in-memor
 take the faster of `invoke` and `ainvoke`; SqliteSaver only supports `invoke`.
 
 Overhead per super-step = (median run time with saver - median without) / super-steps.
+All configurations of one group take turns run by run, so they share the machine's noise.
 Run: `.venv/bin/python -m benchmarks.bench_graph` (add `--quick` for a smoke run).
 """
 
@@ -228,24 +229,24 @@ def lg_sqlite(path: Path) -> SqliteSaver:
 # --- driver -----------------------------------------------------------------------------------
 
 
-def paired(base: Runner, other: Runner, n: int, warmup: int) -> tuple[float, float]:
-    """Median microseconds of `base` and `other`, run alternately so both see the same noise."""
-    a: list[float] = []
-    b: list[float] = []
+def interleaved(runners: dict[str, Runner], n: int, warmup: int) -> dict[str, float]:
+    """Median microseconds of each runner, taking turns run by run so all see the same noise
+    (other processes on this machine, and the disk's fsync latency for the SQLite savers)."""
+    samples: dict[str, list[float]] = {name: [] for name in runners}
     for i in range(n + warmup):
-        x, y = base(), other()
-        if i >= warmup:
-            a.append(x)
-            b.append(y)
-    return statistics.median(a) * 1e6, statistics.median(b) * 1e6
+        for name, runner in runners.items():
+            elapsed = runner()
+            if i >= warmup:
+                samples[name].append(elapsed)
+    return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
 
 
 Figures = dict[tuple[str, str, str], float]
 
 
 def measure(quick: bool) -> Figures:
-    """Median run time (us) of every (framework, shape, configuration), in paired runs."""
-    n_mem, n_disk, warm = (20, 5, 2) if quick else (300, 30, 10)
+    """Median run time (us) of every (framework, shape, configuration)."""
+    n_mem, n_disk, warm = (20, 5, 2) if quick else (300, 50, 10)
     tmp = Path(tempfile.mkdtemp(prefix="bench-graph-", dir=ROOT / "benchmarks"))
     loop = asyncio.new_event_loop()
     out: Figures = {}
@@ -256,30 +257,37 @@ def measure(quick: bool) -> Figures:
 
     try:
         for shape in ("chain", "fanout"):
-            plain = ours_runner(loop, shape, lambda: None)
-            out["ours", shape, "none"], out["ours", shape, "memory"] = paired(
-                plain, ours_runner(loop, shape, lambda: memory_save), n_mem, warm
+            memory = interleaved(
+                {
+                    "ours/none": ours_runner(loop, shape, lambda: None),
+                    "ours/memory": ours_runner(loop, shape, lambda: memory_save),
+                    "langgraph/none-sync": lg_runner(loop, shape, None, use_async=False),
+                    "langgraph/sync": lg_runner(loop, shape, InMemorySaver(), use_async=False),
+                    "langgraph/none-async": lg_runner(loop, shape, None, use_async=True),
+                    "langgraph/async": lg_runner(loop, shape, InMemorySaver(), use_async=True),
+                },
+                n_mem,
+                warm,
             )
-            saver = SqliteCheckpointSaver(tmp / f"ours-{shape}.sqlite")
-            out["ours", shape, "none-disk"], out["ours", shape, "sqlite"] = paired(
-                plain, ours_runner(loop, shape, functools.partial(lambda s: s, saver)), n_disk, warm
-            )
-            saver.db.close()
-            for style, use_async in (("sync", False), ("async", True)):
-                out["langgraph", shape, f"none-{style}"], out["langgraph", shape, style] = paired(
-                    lg_runner(loop, shape, None, use_async=use_async),
-                    lg_runner(loop, shape, InMemorySaver(), use_async=use_async),
-                    n_mem,
-                    warm,
-                )
+            ours_disk = SqliteCheckpointSaver(tmp / f"ours-{shape}.sqlite")
             lg_disk = lg_sqlite(tmp / f"lg-{shape}.sqlite")
-            out["langgraph", shape, "none-disk"], out["langgraph", shape, "sqlite"] = paired(
-                lg_runner(loop, shape, None, use_async=False),
-                lg_runner(loop, shape, lg_disk, use_async=False),
+            disk = interleaved(
+                {
+                    "ours/none-disk": ours_runner(loop, shape, lambda: None),
+                    "ours/sqlite": ours_runner(
+                        loop, shape, functools.partial(lambda s: s, ours_disk)
+                    ),
+                    "langgraph/none-disk": lg_runner(loop, shape, None, use_async=False),
+                    "langgraph/sqlite": lg_runner(loop, shape, lg_disk, use_async=False),
+                },
                 n_disk,
                 warm,
             )
+            ours_disk.db.close()
             lg_disk.conn.close()
+            for key, value in {**memory, **disk}.items():
+                who, config = key.split("/")
+                out[who, shape, config] = value
     finally:
         loop.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -342,7 +350,8 @@ def report(out: Figures) -> str:
     )
     notes = [
         "Overhead = (median run with the saver - median run without) / super-steps; each "
-        "framework against its own no-checkpointer runs, alternated run by run in one process.",
+        "framework against its own no-checkpointer runs; all configurations take turns run by "
+        "run in one process, so they see the same CPU and fsync noise.",
         "Targets: in-memory ratio >= 5x; durable ratio >= 1x (ours no higher than SqliteSaver).",
         "Ours saves before the first wave and after each wave (waves + 1 saves) and awaits each "
         "save before the next wave; LangGraph runs with durability='sync', the same guarantee. "
