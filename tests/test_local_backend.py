@@ -123,6 +123,20 @@ def test_escaping_symlinks_are_refused(backend: LocalBackend, tmp_path: Path) ->
     assert sorted(p.name for p in outside.iterdir()) == ["secret"]
 
 
+def test_a_path_through_an_outside_directory_is_refused(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    """ws/out -> /outside, /outside/back -> ws/target: the path leaves and re-enters."""
+    outside = tmp_path / "outside2"
+    outside.mkdir()
+    run(backend.write_bytes("target", b"t"))
+    os.symlink(backend.local_path / "target", outside / "back")
+    os.symlink(outside, backend.local_path / "out")
+    for call in (backend.stat("out/back"), backend.read_bytes("out/back")):
+        with pytest.raises(InvalidRequest, match="outside the workspace"):
+            run(call)
+
+
 def test_symlinks_inside_the_workspace_are_followed(backend: LocalBackend) -> None:
     run(backend.write_bytes("data/real.txt", b"hello"))
     os.symlink("data/real.txt", backend.local_path / "alias")

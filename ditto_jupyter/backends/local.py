@@ -526,13 +526,13 @@ class LocalBackend:
     def _checkpoint_sync(self) -> BackendCheckpointRef:
         with self._provider.write_lock:
             try:
-                manifest, index, stats = self._scan(trust_index=True)
+                manifest, index, stats = self._scan(verify_chunks=False)
                 try:
                     manifest_id, written = self._provider.blobs.put_manifest(manifest)
                 except BlobNotFound:
-                    # A reused chunk was collected under us (its old snapshot was deleted
-                    # and gc ran): take the snapshot again reading every file.
-                    manifest, index, stats = self._scan(trust_index=False)
+                    # A reused chunk was collected (its old snapshot was deleted and gc
+                    # ran): scan again, re-reading the files whose chunks are gone.
+                    manifest, index, stats = self._scan(verify_chunks=True)
                     manifest_id, written = self._provider.blobs.put_manifest(manifest)
             except (OSError, BlobError) as exc:
                 raise BackendError(
@@ -541,7 +541,8 @@ class LocalBackend:
         stats.bytes_written += written
         self._index = index
         self._last_manifest_id = manifest_id
-        self._provider.save_state(self._backend_id, manifest_id)
+        with contextlib.suppress(OSError):  # only an optimisation for a later process
+            self._provider.save_state(self._backend_id, manifest_id)
         return BackendCheckpointRef(
             backend_kind=KIND,
             backend_id=self._backend_id,
@@ -549,9 +550,11 @@ class LocalBackend:
             details={"files": len(manifest["files"]), **stats.as_dict()},
         )
 
-    def _scan(self, *, trust_index: bool) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
+    def _scan(self, *, verify_chunks: bool) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
+        """Walk the workspace; reuse unchanged files' chunks (checked to exist if asked)."""
         clock_ns = _touch_clock(self._provider.clock_marker(self._backend_id))
-        previous = self._index if trust_index else FileIndex.empty()
+        previous = self._index
+        prefix = len(self._root) + 1
         stats = SnapshotStats()
         files: list[dict[str, Any]] = []
         dirs: list[dict[str, Any]] = []
@@ -565,7 +568,7 @@ class LocalBackend:
             with os.scandir(folder) as listing:
                 items = sorted(listing, key=lambda item: item.name)
             for item in items:
-                rel = self._relative(item.path)
+                rel = item.path[prefix:]
                 st = item.stat(follow_symlinks=False)
                 if stat_mod.S_ISDIR(st.st_mode):
                     dirs.append({"path": rel, "mode": stat_mod.S_IMODE(st.st_mode)})
@@ -578,7 +581,7 @@ class LocalBackend:
                     else:
                         skipped.append({"path": rel, "reason": "symlink points outside"})
                 elif stat_mod.S_ISREG(st.st_mode):
-                    entry = self._snapshot_file(item.path, rel, st, previous, stats)
+                    entry = self._snapshot_file(item.path, rel, st, previous, stats, verify_chunks)
                     if entry is None:
                         skipped.append({"path": rel, "reason": "vanished while reading"})
                         continue
@@ -607,6 +610,7 @@ class LocalBackend:
         st: os.stat_result,
         previous: FileIndex,
         stats: SnapshotStats,
+        verify_chunks: bool,
     ) -> FileEntry | None:
         blobs = self._provider.blobs
         old = previous.entries.get(rel)
@@ -617,7 +621,7 @@ class LocalBackend:
             and old.ctime_ns == st.st_ctime_ns
             and old.ino == st.st_ino
             and old.ctime_ns < previous.clock_ns
-            and all(blobs.has_chunk(c) for c in old.chunks)
+            and (not verify_chunks or all(blobs.has_chunk(c) for c in old.chunks))
         ):
             stats.files_reused += 1
             return FileEntry(
