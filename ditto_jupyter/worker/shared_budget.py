@@ -277,25 +277,39 @@ class SharedTokenBudget(BudgetAuthority):
     ) -> None:
         """Close the ledger row of an open reservation and move its tokens from reserved
         to charged, in the caller's transaction."""
-        row = connection.execute(
-            "SELECT reservation FROM token_budget_ledger "
-            "WHERE id = ? AND budget = ? AND status IS NULL",
-            (reservation.id, self.name),
-        ).fetchone()
-        if row is None:
-            raise ValueError(f"reservation {reservation.id} is not open (already settled)")
-        if row[0] != reservation.tokens:
+        closed = connection.execute(
+            "UPDATE token_budget_ledger SET status = ?1, charge = ?2, usage = ?3, detail = ?4, "
+            "settled_at_ms = ?5, "
+            "seq = (SELECT settlements + 1 FROM token_budget WHERE name = ?7) "
+            "WHERE id = ?6 AND budget = ?7 AND status IS NULL AND reservation = ?8",
+            (
+                status,
+                charge,
+                _json(usage),
+                detail,
+                _now_ms(),
+                reservation.id,
+                self.name,
+                reservation.tokens,
+            ),
+        ).rowcount
+        if closed != 1:
+            row = connection.execute(
+                "SELECT reservation, status FROM token_budget_ledger WHERE id = ? AND budget = ?",
+                (reservation.id, self.name),
+            ).fetchone()
+            if row is None or row[1] is not None:
+                raise ValueError(f"reservation {reservation.id} is not open (already settled)")
             raise ValueError(
                 f"reservation {reservation.id} holds {row[0]} tokens in the ledger, "
                 f"not {reservation.tokens}"
             )
         exceeded = status == EXCEEDED
-        seq = connection.execute(
+        connection.execute(
             "UPDATE token_budget SET reserved = reserved - ?1, charged = charged + ?2, "
             "settlements = settlements + 1, "
             "closed_reason = CASE WHEN ?3 AND closed = 0 THEN ?4 ELSE closed_reason END, "
-            "closed = CASE WHEN ?3 THEN 1 ELSE closed END WHERE name = ?5 "
-            "RETURNING settlements",
+            "closed = CASE WHEN ?3 THEN 1 ELSE closed END WHERE name = ?5",
             (
                 reservation.tokens,
                 charge,
@@ -303,11 +317,6 @@ class SharedTokenBudget(BudgetAuthority):
                 f"reservation {reservation.id} exceeded" if exceeded else None,
                 self.name,
             ),
-        ).fetchone()[0]
-        connection.execute(
-            "UPDATE token_budget_ledger SET status = ?, charge = ?, usage = ?, detail = ?, "
-            "settled_at_ms = ?, seq = ? WHERE id = ?",
-            (status, charge, _json(usage), detail, _now_ms(), seq, reservation.id),
         )
 
     def settle(
