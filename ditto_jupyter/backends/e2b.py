@@ -285,10 +285,10 @@ class E2BBackend:
     ) -> ExecResult:
         if not isinstance(command, str) or not command.strip():
             raise InvalidRequest("command must be a non-empty string")
-        rel = _normalize(cwd or ".", what="cwd")
+        rel = _normalize(cwd if cwd is not None else ".", what="cwd")
         limit = self._provider.config.exec_timeout if timeout is None else timeout
-        if limit <= 0:
-            raise InvalidRequest(f"timeout must be positive, got {limit}")
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0:
+            raise InvalidRequest(f"exec timeout must be a positive number of seconds: {limit!r}")
         for key, value in (env or {}).items():
             if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
                 raise InvalidRequest(f"exec env entry {key!r} must map a name to a string")
