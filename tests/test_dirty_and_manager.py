@@ -189,20 +189,28 @@ def test_exec_that_raises_does_not_mark_dirty(inner: CountingLocalBackend) -> No
 def test_read_only_operations_never_mark_dirty(inner: CountingLocalBackend, operation: str) -> None:
     (inner.local_path / "f.txt").write_bytes(b"needle\n")
     wrapper = clean_wrapper(inner)
-    calls = {
-        "stat": lambda: wrapper.stat("f.txt"),
-        "read_bytes": lambda: wrapper.read_bytes("f.txt"),
-        "search": lambda: wrapper.search("needle"),
-        "export": lambda: wrapper.export("."),
-    }
-    result = run(calls[operation]())
-    assert result  # the operation really ran and returned something
+
+    async def succeed() -> object:
+        if operation == "stat":
+            return await wrapper.stat("f.txt")
+        if operation == "read_bytes":
+            return await wrapper.read_bytes("f.txt")
+        if operation == "search":
+            return await wrapper.search("needle")
+        return await wrapper.export(".")
+
+    async def fail() -> object:
+        if operation == "stat":
+            return await wrapper.stat("missing")
+        if operation == "read_bytes":
+            return await wrapper.read_bytes("missing")
+        if operation == "search":
+            return await wrapper.search("(bad regex")
+        return await wrapper.export("missing")
+
+    assert run(succeed())  # the operation really ran and returned something
     with pytest.raises((InvalidRequest, BackendError)):
-        run(
-            {"stat": wrapper.stat, "read_bytes": wrapper.read_bytes}.get(operation, wrapper.export)(
-                "missing"
-            )
-        )
+        run(fail())
     assert not wrapper.dirty
     assert run(wrapper.checkpoint()) is wrapper.last_ref
     assert CountingLocalBackend.checkpoints == 0

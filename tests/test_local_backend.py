@@ -249,9 +249,13 @@ def test_exec_output_is_capped(tmp_path: Path) -> None:
 
 
 def test_exec_bad_arguments(backend: LocalBackend) -> None:
-    for kwargs in ({"timeout": 0}, {"timeout": -1.0}, {"env": {"": "x"}}, {"cwd": "missing"}):
-        with pytest.raises(InvalidRequest):
-            run(backend.exec("true", **kwargs))  # type: ignore[arg-type]
+    for timeout in (0, -1.0):
+        with pytest.raises(InvalidRequest, match="timeout"):
+            run(backend.exec("true", timeout=timeout))
+    with pytest.raises(InvalidRequest, match="env"):
+        run(backend.exec("true", env={"": "x"}))
+    with pytest.raises(InvalidRequest, match="cwd"):
+        run(backend.exec("true", cwd="missing"))
     with pytest.raises(InvalidRequest):
         run(backend.exec("   "))
 

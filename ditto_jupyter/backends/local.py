@@ -20,6 +20,12 @@ fingerprint unchanged. Symlinks are kept only when they resolve inside the works
 a relative target); sockets, FIFOs, devices and escaping symlinks are listed under
 `skipped` with the reason, never dropped silently.
 
+`release()` deletes the workspace directory (the local counterpart of killing a sandbox;
+the manager calls it only when no runtime is bound any more, and pause snapshots first)
+and returns True. `exec` waits for the command's output pipes to close: a background job
+that keeps stdout open holds the call until the timeout, which then kills the whole
+process group.
+
 State kept beside (not inside) the workspaces, under `<workspaces_root>/.state/`: the id
 of each workspace's last manifest (so a new process reuses unchanged files too) and the
 clock marker file.
