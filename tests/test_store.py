@@ -615,7 +615,8 @@ def checkpoint(cid, rid, created, parent, **changes):
         session=session(rid), created_at_ms=created, **changes,
     )
 
-store = SqlCheckpointStore.at_path(sys.argv[1])
+where = sys.argv[1]
+store = SqlCheckpointStore(where) if "://" in where else SqlCheckpointStore.at_path(where)
 """
 
 _BUMPER = _CHILD_PRELUDE + textwrap.dedent(
@@ -638,10 +639,16 @@ def test_processes_writing_one_file_are_serialized(tmp_path: Path) -> None:
     """Two processes read-modify-write the same runtime: no lost update, no SQLITE_BUSY."""
     path = tmp_path / "ditto.db"
     opened = SqlCheckpointStore.at_path(path)
+    check_processes_are_serialized(str(path), opened)
+    opened.close()
+
+
+def check_processes_are_serialized(where: str, opened: CheckpointStore) -> None:
+    """Two processes at `where` bump one counter 30 times each, every bump a transaction."""
     opened.insert_session(session("rt-1", metadata={"count": 0}))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _BUMPER, str(path), tag, "30"],
+            [sys.executable, "-c", _BUMPER, where, tag, "30"],
             cwd=TESTS,
             stderr=subprocess.PIPE,
             text=True,
@@ -661,7 +668,6 @@ def test_processes_writing_one_file_are_serialized(tmp_path: Path) -> None:
     for earlier, later in itertools.pairwise(checkpoints):
         assert later.parent_checkpoint_id == earlier.checkpoint_id
     assert opened.get_head("rt-1") == checkpoints[-1].checkpoint_id
-    opened.close()
 
 
 def test_migrates_an_empty_file(tmp_path: Path) -> None:

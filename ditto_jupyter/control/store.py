@@ -223,7 +223,7 @@ _schema_version = sa.Table(
 _sessions = sa.Table(
     "sessions",
     _metadata,
-    sa.Column("runtime_id", sa.String(255), primary_key=True),
+    sa.Column("runtime_id", sa.Text, primary_key=True),
     sa.Column("conversation_id", sa.Text, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("created_at_ms", sa.BigInteger, nullable=False),
@@ -238,14 +238,14 @@ _checkpoints = sa.Table(
     "checkpoints",
     _metadata,
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("checkpoint_id", sa.String(255), nullable=False, unique=True),
+    sa.Column("checkpoint_id", sa.Text, nullable=False, unique=True),
     sa.Column(
         "runtime_id",
-        sa.String(255),
+        sa.Text,
         sa.ForeignKey("sessions.runtime_id", **_deferred),
         nullable=False,
     ),
-    sa.Column("parent_checkpoint_id", sa.String(255), nullable=True),
+    sa.Column("parent_checkpoint_id", sa.Text, nullable=True),
     sa.Column("name", sa.Text, nullable=True),
     sa.Column("created_at_ms", sa.BigInteger, nullable=False),
     sa.Column("data", sa.Text, nullable=False),
@@ -259,13 +259,13 @@ _heads = sa.Table(
     _metadata,
     sa.Column(
         "runtime_id",
-        sa.String(255),
+        sa.Text,
         sa.ForeignKey("sessions.runtime_id", **_deferred),
         primary_key=True,
     ),
     sa.Column(
         "checkpoint_id",
-        sa.String(255),
+        sa.Text,
         sa.ForeignKey("checkpoints.checkpoint_id", **_deferred),
         nullable=False,
     ),
@@ -276,12 +276,12 @@ _bindings = sa.Table(
     _metadata,
     sa.Column(
         "runtime_id",
-        sa.String(255),
+        sa.Text,
         sa.ForeignKey("sessions.runtime_id", **_deferred),
         primary_key=True,
     ),
-    sa.Column("backend_id", sa.String(255), nullable=False),
-    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("backend_id", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
     sa.Column("data", sa.Text, nullable=False),
     sa.Index("backend_bindings_by_backend", "backend_id"),
 )
@@ -531,7 +531,9 @@ class SqlCheckpointStore:
         _require(session, SessionRecord, "insert_session")
         with self._write() as conn:
             stmt = self._insert(_sessions).values(**self._session_row(session))
-            result = conn.execute(stmt.on_conflict_do_nothing(index_elements=["runtime_id"]))
+            stmt = stmt.on_conflict_do_nothing(index_elements=["runtime_id"])
+            # rowcount of an INSERT is only kept when asked (psycopg reports -1 otherwise)
+            result = conn.execute(stmt, execution_options={"preserve_rowcount": True})
             if result.rowcount == 0:
                 raise ValueError(f"runtime {session.session_id!r} already exists")
 

@@ -1,0 +1,233 @@
+"""The checkpoint store on a real PostgreSQL server, started here from Debian's binaries.
+
+The server runs from a temporary directory on 127.0.0.1 for this module only (as the
+`postgres` user when the tests run as root, since PostgreSQL refuses to run as root).
+Every test gets its own database. Skipped, saying why, when the binaries, psycopg, or a
+user to run the server as are missing.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from test_store import (
+    StoreContract,
+    check_processes_are_serialized,
+    checkpoint,
+    dump_store,
+    populate,
+    session,
+)
+
+from ditto_jupyter.control.store import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    CheckpointStore,
+    Migration,
+    SchemaVersionError,
+    SqlCheckpointStore,
+)
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg (PostgreSQL driver) is not installed")
+
+
+def _pg_bindir() -> Path | None:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
+    found = shutil.which("initdb")
+    if found:
+        candidates.insert(0, found)
+    for initdb in candidates:
+        bindir = Path(initdb).parent
+        if (bindir / "pg_ctl").exists():
+            return bindir
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[str]:
+    """A PostgreSQL server for this module; yields the URL of its `postgres` database."""
+    bindir = _pg_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    run_as: list[str] = []
+    owner: pwd.struct_passwd | None = None
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run the server as")
+        run_as = ["runuser", "-u", "postgres", "--"]
+    workdir = Path(tempfile.mkdtemp(prefix="ditto-pg-"))
+    if owner is not None:
+        os.chown(workdir, owner.pw_uid, owner.pw_gid)
+    data, log, port = workdir / "data", workdir / "server.log", _free_port()
+    subprocess.run(
+        [
+            *run_as,
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-A",
+            "trust",
+            "-U",
+            "ditto",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    options = f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off"
+    started = subprocess.run(
+        [
+            *run_as,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(log),
+            "-w",
+            "start",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    try:
+        if started.returncode != 0:
+            detail = log.read_text() if log.exists() else started.stderr
+            pytest.fail(f"PostgreSQL did not start: {detail}")
+        yield f"postgresql+psycopg://ditto@127.0.0.1:{port}"
+    finally:
+        subprocess.run(
+            [*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            check=False,
+        )
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    """The URL of a new, empty database on the module's server."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(f"{pg_server}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    admin.dispose()
+    return f"{pg_server}/{name}"
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[CheckpointStore]:
+    """A fresh store on its own PostgreSQL database."""
+    opened = SqlCheckpointStore(pg_url)
+    yield opened
+    opened.close()
+
+
+class TestPostgresContract(StoreContract):
+    """The whole store contract on PostgreSQL."""
+
+
+def _scalar(url: str, sql: str) -> object:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql(sql).scalar()
+    finally:
+        engine.dispose()
+
+
+def _execute(url: str, sql: str) -> None:
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(sql)
+    finally:
+        engine.dispose()
+
+
+def test_schema_and_reopen(pg_url: str) -> None:
+    opened = SqlCheckpointStore(pg_url)
+    assert opened.schema_version() == SCHEMA_VERSION
+    assert opened.journal_mode is None
+    populate(opened)
+    expected = dump_store(opened)
+    opened.close()
+    again = SqlCheckpointStore(pg_url)
+    assert dump_store(again) == expected
+    again.close()
+    assert _scalar(pg_url, "SELECT version FROM schema_version") == SCHEMA_VERSION
+
+
+def test_password_is_not_shown(pg_url: str) -> None:
+    with_password = pg_url.replace("ditto@", "ditto:hunter2@")
+    opened = SqlCheckpointStore(with_password)  # trust auth ignores the password
+    assert "hunter2" not in repr(opened)
+    opened.close()
+
+
+def test_processes_are_serialized(pg_url: str) -> None:
+    """Two processes read-modify-write one runtime through PostgreSQL: no lost update."""
+    opened = SqlCheckpointStore(pg_url)
+    check_processes_are_serialized(pg_url, opened)
+    opened.close()
+
+
+def _add_notes(conn: sa.Connection) -> None:
+    conn.exec_driver_sql("CREATE TABLE notes (id SERIAL PRIMARY KEY, body TEXT)")
+    conn.exec_driver_sql("INSERT INTO notes (body) VALUES ('migrated')")
+
+
+def _half_then_fail(conn: sa.Connection) -> None:
+    conn.exec_driver_sql("CREATE TABLE half (id INTEGER)")
+    raise RuntimeError("migration step 2 failed")
+
+
+def test_migrations_on_postgres(pg_url: str) -> None:
+    SqlCheckpointStore(pg_url).close()
+    with pytest.raises(RuntimeError, match="migration step 2 failed"):
+        SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "bad", _half_then_fail)))
+    assert _scalar(pg_url, "SELECT version FROM schema_version") == 1
+    assert _scalar(pg_url, "SELECT to_regclass('half') IS NULL") is True
+    upgraded = SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "n", _add_notes)))
+    assert upgraded.schema_version() == 2
+    upgraded.close()
+    assert _scalar(pg_url, "SELECT body FROM notes") == "migrated"
+    with pytest.raises(SchemaVersionError, match="schema version 2, newer than the 1"):
+        SqlCheckpointStore(pg_url)
+    _execute(pg_url, "UPDATE schema_version SET version = 99")
+    with pytest.raises(SchemaVersionError, match="schema version 99"):
+        SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "n", _add_notes)))
+
+
+def test_long_ids_fit(store: CheckpointStore) -> None:
+    """Checkout ids grow by a suffix per generation: no length limit may bite."""
+    rid = "rt" + "-0123456789abcdef0123456789abcdef" * 20
+    store.insert_session(session(rid))
+    store.put_checkpoint(checkpoint(rid + "-cp", rid, name="n" * 1000))
+    store.set_head(rid, rid + "-cp")
+    assert store.get_head(rid) == rid + "-cp"
+    assert [c.checkpoint_id for c in store.find_checkpoints(rid[:500])] == [rid + "-cp"]
