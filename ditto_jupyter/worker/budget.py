@@ -701,6 +701,8 @@ class TokenBudget(BudgetAuthority):
         return record
 
     def close(self, reason: str = "closed by user") -> None:
+        if not isinstance(reason, str):
+            raise TypeError("close reason must be a string")
         with self._lock:
             if self._closed_reason is None:
                 self._closed_reason = reason

@@ -375,10 +375,13 @@ class SharedTokenBudget(BudgetAuthority):
         snapshot = usage_snapshot(usage)
         now = _now_ms()
         with self._transaction() as connection:
-            seq = connection.execute(
+            connection.execute(
                 "UPDATE token_budget SET replayed = replayed + ?, settlements = settlements + 1 "
-                "WHERE name = ? RETURNING settlements",
+                "WHERE name = ?",
                 (tokens, self.name),
+            )
+            seq = connection.execute(  # no RETURNING: SQLite before 3.35 is still common
+                "SELECT settlements FROM token_budget WHERE name = ?", (self.name,)
             ).fetchone()[0]
             cursor = connection.execute(
                 "INSERT INTO token_budget_ledger (budget, reservation, charge, replayed, status, "
