@@ -145,6 +145,33 @@ def test_shape_hash_covers_names_deps_and_bound_functions() -> None:
     )
 
 
+def test_bad_run_arguments_are_refused_before_anything_runs() -> None:
+    calls: Counter[str] = Counter()
+    g = diamond(calls)
+
+    async def save(checkpoint: GraphCheckpoint) -> None:
+        raise AssertionError("nothing may be saved")
+
+    with pytest.raises(TypeError, match="version"):
+        GraphCheckpointOptions("", save)
+    with pytest.raises(TypeError, match="save must be callable"):
+        GraphCheckpointOptions("v1", "not callable")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="accept_uncertain must be a list"):
+        GraphCheckpointOptions("v1", save, accept_uncertain="left")
+    with pytest.raises(TypeError, match="resume must be a checkpoint dict"):
+        GraphCheckpointOptions("v1", save, resume=[])  # type: ignore[arg-type]
+    with pytest.raises(GraphCheckpointError, match="needs a checkpoint to resume"):
+        opts = GraphCheckpointOptions("v1", save, accept_uncertain=["left"])
+        run(Runtime().run(g, {"n": 1}, checkpoint=opts))
+    with pytest.raises(TypeError, match="needs a Graph"):
+        run(Runtime().run("diamond", {"n": 1}))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="run_id"):
+        run(Runtime().run(g, {"n": 1}, run_id=""))
+    with pytest.raises(ValueError, match="max_concurrency"):
+        Runtime(max_concurrency=0)
+    assert not calls
+
+
 # --- ordinary scheduler ------------------------------------------------------------------------
 
 

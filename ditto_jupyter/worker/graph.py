@@ -542,9 +542,7 @@ async def run_graph(
     _check_limit(max_concurrency)
     if run_id is not None and (not isinstance(run_id, str) or not run_id):
         raise ValueError("run_id must be a non-empty string")
-    if checkpoint is None:
-        if budget is not None:
-            raise ValueError("budget= reports replayed nodes and needs checkpoint=")
+    if checkpoint is None:  # nothing is restored, so a budget has nothing to record
         return await _run_scheduled(graph, input, run_id or uuid.uuid4().hex, max_concurrency)
     return await _CheckpointedRun.start(graph, input, checkpoint, budget, run_id).run(
         max_concurrency
