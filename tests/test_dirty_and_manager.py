@@ -364,6 +364,7 @@ class FakeSandboxProvider:
         self.fail_next_release = False
 
     async def create(self, runtime_id: str) -> FakeSandbox:
+        await asyncio.sleep(0)  # a remote call: other tasks run meanwhile
         return FakeSandbox(self, await self.local.create(runtime_id))
 
     async def checkout(self, ref: BackendCheckpointRef, runtime_id: str) -> FakeSandbox:
@@ -372,6 +373,7 @@ class FakeSandboxProvider:
         return FakeSandbox(self, await self.local.checkout(local_ref, runtime_id))
 
     async def attach(self, locator: BackendLocator) -> FakeSandbox:
+        await asyncio.sleep(0)
         inner = locator.backend_id.removeprefix("sbx-")
         return FakeSandbox(self, await self.local.attach(BackendLocator("local", inner)))
 
@@ -439,6 +441,47 @@ def test_shared_backend_is_released_only_by_the_last_runtime(
     assert fake.releases == [backend.backend_id]
     with pytest.raises(InvalidRequest, match="no live backend"):
         manager.bind("rt-3", backend.backend_id)
+
+
+def test_concurrent_creates_for_one_runtime_leave_one_backend(
+    manager: BackendManager, fake: FakeSandboxProvider
+) -> None:
+    async def scenario() -> list[object]:
+        return list(
+            await asyncio.gather(
+                manager.create("rt-1", "fake-sandbox"),
+                manager.create("rt-1", "fake-sandbox"),
+                return_exceptions=True,
+            )
+        )
+
+    winner, loser = run(scenario())
+    assert isinstance(winner, DirtyTrackingBackend)
+    assert isinstance(loser, InvalidRequest)
+    assert manager.get("rt-1") is winner and manager.live_backend_ids() == {winner.backend_id}
+    assert len(fake.releases) == 1 and fake.releases[0] != winner.backend_id  # loser freed
+
+
+def test_an_attach_that_loses_a_race_never_destroys_the_backend(
+    manager: BackendManager, fake: FakeSandboxProvider, provider: LocalProvider
+) -> None:
+    existing = run(provider.create("rt-old"))
+    run(existing.write_bytes("keep.txt", b"keep"))
+    locator = BackendLocator("fake-sandbox", "sbx-" + existing.backend_id)
+
+    async def scenario() -> list[object]:
+        return list(
+            await asyncio.gather(
+                manager.create("rt-1", "fake-sandbox"),
+                manager.attach("rt-1", locator),
+                return_exceptions=True,
+            )
+        )
+
+    created, attached = run(scenario())
+    assert isinstance(created, DirtyTrackingBackend) and isinstance(attached, InvalidRequest)
+    assert fake.releases == []
+    assert (existing.local_path / "keep.txt").read_bytes() == b"keep"
 
 
 def test_bind_refuses_a_runtime_bound_elsewhere(manager: BackendManager) -> None:

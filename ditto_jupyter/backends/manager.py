@@ -104,7 +104,7 @@ class BackendManager:
         provider = self.provider(kind)
         self._require_unbound(runtime_id)
         inner = await provider.create(runtime_id)
-        return await self._bind_new(runtime_id, DirtyTrackingBackend(inner))
+        return await self._bind_new(runtime_id, DirtyTrackingBackend(inner), created=True)
 
     async def attach(
         self,
@@ -124,12 +124,18 @@ class BackendManager:
         provider = self.provider(locator.kind)
         self._require_unbound(runtime_id)
         inner = await provider.attach(locator)
-        return await self._bind_new(runtime_id, DirtyTrackingBackend(inner, last_ref=last_ref))
+        return await self._bind_new(
+            runtime_id, DirtyTrackingBackend(inner, last_ref=last_ref), created=False
+        )
 
     async def _bind_new(
-        self, runtime_id: str, backend: DirtyTrackingBackend
+        self, runtime_id: str, backend: DirtyTrackingBackend, *, created: bool
     ) -> DirtyTrackingBackend:
-        """Bind a backend just opened; if the runtime got bound meanwhile, give it back."""
+        """Bind a backend just opened; if the runtime got bound meanwhile, give it back.
+
+        A backend this call `created` is released again; an attached one (an existing
+        workspace or sandbox) is only dropped, never destroyed.
+        """
         async with self._lock:
             if runtime_id not in self._index:
                 existing = self._backends.get(backend.backend_id)
@@ -138,7 +144,7 @@ class BackendManager:
                     return existing
                 self._adopt(runtime_id, backend)
                 return backend
-        if backend.backend_id not in self._backends:
+        if created and backend.backend_id not in self._backends:
             await backend.release()
         raise InvalidRequest(f"runtime {runtime_id!r} was bound to another backend meanwhile")
 
@@ -179,7 +185,9 @@ class BackendManager:
             raise UnsupportedBackend("the checkpoint's backend snapshot has been deleted")
         self._require_unbound(runtime_id)
         inner = await self._providers[ref.backend_kind].checkout(ref, runtime_id)
-        return await self._bind_new(runtime_id, DirtyTrackingBackend(inner, last_ref=ref))
+        return await self._bind_new(
+            runtime_id, DirtyTrackingBackend(inner, last_ref=ref), created=True
+        )
 
     async def release(self, runtime_id: str) -> ReleaseResult:
         """Unbind `runtime_id`; release the backend only if no other runtime is bound to it.
