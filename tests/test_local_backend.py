@@ -571,6 +571,24 @@ def test_checkout_child_reuses_its_materialised_files(
     assert tree_of(grandchild.local_path) == tree_of(child.local_path)
 
 
+def test_concurrent_snapshots_of_several_workspaces(provider: LocalProvider) -> None:
+    async def scenario() -> list[tuple[LocalBackend, BackendCheckpointRef]]:
+        backends = [await provider.create(f"rt-{i}") for i in range(4)]
+        for i, backend in enumerate(backends):
+            for j in range(20):
+                await backend.write_bytes(f"d{j % 3}/f{j}", os.urandom(3000) + bytes([i]) * 500)
+        # Meanwhile the event-loop thread writes through the shared store too.
+        refs = await asyncio.gather(
+            *(b.checkpoint() for b in backends),
+            asyncio.to_thread(provider.blobs.put_bytes, b"text " * 100_000),
+        )
+        return [(b, r) for b, r in zip(backends, refs[:4], strict=True)]  # type: ignore[misc]
+
+    for backend, ref in run(scenario()):
+        child = run(provider.checkout(ref, "child"))
+        assert tree_of(child.local_path) == tree_of(backend.local_path)
+
+
 def test_delete_snapshot_is_idempotent(provider: LocalProvider, backend: LocalBackend) -> None:
     run(backend.write_bytes("a", b"a"))
     ref = run(backend.checkpoint())

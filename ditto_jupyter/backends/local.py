@@ -534,12 +534,12 @@ class LocalBackend:
             try:
                 manifest, index, stats = self._scan(verify_chunks=False)
                 try:
-                    manifest_id, written = self._provider.blobs.put_manifest(manifest)
+                    manifest_id, written = self._provider.snapshot_writer.put_manifest(manifest)
                 except BlobNotFound:
                     # A reused chunk was collected (its old snapshot was deleted and gc
                     # ran): scan again, re-reading the files whose chunks are gone.
                     manifest, index, stats = self._scan(verify_chunks=True)
-                    manifest_id, written = self._provider.blobs.put_manifest(manifest)
+                    manifest_id, written = self._provider.snapshot_writer.put_manifest(manifest)
             except (OSError, BlobError) as exc:
                 raise BackendError(
                     f"snapshot of workspace {self._backend_id} failed: {exc}"
@@ -618,7 +618,7 @@ class LocalBackend:
         stats: SnapshotStats,
         verify_chunks: bool,
     ) -> FileEntry | None:
-        blobs = self._provider.blobs
+        blobs = self._provider.snapshot_writer
         old = previous.entries.get(rel)
         if (
             old is not None
@@ -722,8 +722,10 @@ class LocalProvider:
         self.blobs = blobs
         self.exec_timeout = exec_timeout
         self.output_limit = output_limit
-        # Snapshots of different workspaces may run in worker threads at once; the blob
-        # store's compressor is not thread-safe, so writes through it are serialised.
+        # Snapshots run in worker threads. A BlobStore's compressor is not thread-safe, so
+        # they write through a private instance on the same directory (same secret, same
+        # content-addressed names, as when processes share a store), one at a time.
+        self.snapshot_writer = BlobStore(blobs.root, durable=blobs.durable)
         self.write_lock = threading.Lock()
         (self.root / _STATE_DIR).mkdir(exist_ok=True)
 
