@@ -1,9 +1,67 @@
 """ditto-jupyter: git-like control over live Jupyter runtimes.
 
 The package root re-exports the worker API (portable state, BranchStore, token budgets,
-graphs and loops), like the seed library's root export.
+graphs and loops), like the seed library's root export. It is also the IPython extension
+(`%load_ext ditto_jupyter`) and the Jupyter server extension (enabled by the
+`jupyter_server_config.d` file shipped with the package).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from ditto_jupyter.worker.branch_store import Branch, BranchStore
+from ditto_jupyter.worker.budget import BudgetExceededError, TokenBudget, budgeted_provider
+from ditto_jupyter.worker.errors import (
+    BranchClosedError,
+    BranchConflictError,
+    StateDigestError,
+    StateError,
+    StateScopeError,
+    StateValidationError,
+    StateVersionError,
+)
+from ditto_jupyter.worker.graph import Graph, GraphCheckpointOptions, UncertainCheckpointError
+from ditto_jupyter.worker.loop import LoopCheckpointOptions
+from ditto_jupyter.worker.runtime import Runtime
+from ditto_jupyter.worker.shared_budget import SharedTokenBudget
+from ditto_jupyter.worker.state import checkpoint_state, restore_state
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Branch",
+    "BranchClosedError",
+    "BranchConflictError",
+    "BranchStore",
+    "BudgetExceededError",
+    "Graph",
+    "GraphCheckpointOptions",
+    "LoopCheckpointOptions",
+    "Runtime",
+    "SharedTokenBudget",
+    "StateDigestError",
+    "StateError",
+    "StateScopeError",
+    "StateValidationError",
+    "StateVersionError",
+    "TokenBudget",
+    "UncertainCheckpointError",
+    "budgeted_provider",
+    "checkpoint_state",
+    "restore_state",
+]
+
+
+def load_ipython_extension(shell: Any) -> None:
+    """`%load_ext ditto_jupyter`: register the magics."""
+    from ditto_jupyter.kernel.magics import load_ipython_extension as load
+
+    load(shell)
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    """The server extension lives in `ditto_jupyter.server`."""
+    from ditto_jupyter.server import _jupyter_server_extension_points as points
+
+    return points()

@@ -383,17 +383,21 @@ class RuntimeService:
         metadata: dict[str, Any] | None = None,
         *,
         handle_state: dict[str, Any] | None = None,
+        caller_runtime_id: str | None = None,
     ) -> RuntimeCheckoutResult:
         """Create a new runtime from a checkpoint; the source never changes.
 
         The child gets a generated id, a backend checked out from the checkpoint's ref,
         a fresh context holding the checkpoint's state, and the checkpoint as its head.
+        A live source must be idle, except when the caller is the source's own kernel
+        (`caller_runtime_id`, a magic): it is busy only with the magic asking.
         """
         checkpoint = self._checkpoint(checkpoint_id)
         source = self._session(checkpoint.runtime_id)
         child_id = child_runtime_id(source.session_id)
         async with self._operation(source.session_id, child_id):
-            if source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY):
+            live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
+            if live and caller_runtime_id != source.session_id:
                 await self._require_idle(source)
             backend = await self._materialise_backend(checkpoint, child_id)
             child = checkpoint.session.model_copy(

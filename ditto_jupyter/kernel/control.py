@@ -1,0 +1,419 @@
+"""What the magics talk to: the server's REST API, or an in-process RuntimeService.
+
+`ServerControl` is used when the kernel was started by a Jupyter server with the
+extension (`DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_RUNTIME_ID` in its environment).
+`LocalControl` runs the same RuntimeService in-process on the embedded store when there is
+no server (plain IPython, `jupyter console`, nbval): the calling kernel is a runtime whose
+context is captured in-process, and runtimes it checks out or resumes get kernels of their
+own from jupyter_client, reachable with `jupyter console --existing <connection file>`.
+
+Both capture and restore the calling kernel's namespace themselves (it is busy running the
+magic, so nobody else can), and return the control plane's own result models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import threading
+import uuid
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from jupyter_client.connect import find_connection_file
+
+from ditto_jupyter.backends.base import ExecResult
+from ditto_jupyter.control.blobs import BlobStore
+from ditto_jupyter.control.embedded import default_data_dir, open_runtime_service
+from ditto_jupyter.control.errors import BackendError, DittoError
+from ditto_jupyter.control.models import (
+    CheckpointSummary,
+    ContextCapture,
+    RuntimeCheckoutResult,
+    RuntimeCheckpointResult,
+    RuntimePauseResult,
+    RuntimeRecord,
+    RuntimeResumeResult,
+    SessionRecord,
+    UnrestorableValue,
+)
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
+from ditto_jupyter.kernel.hosts import JupyterClientHost
+from ditto_jupyter.kernel.kernel_context import KernelContextCapture
+
+T = TypeVar("T")
+Namespace = dict[str, Any]
+
+
+class ResolvedCheckpoint(Protocol):
+    """A checkpoint the magics can restore: its id, manifest and known losses."""
+
+    checkpoint_id: str
+    runtime_id: str
+    name: str | None
+    context_manifest_id: str | None
+    unrestorable: list[UnrestorableValue]
+
+
+class RuntimeControl(Protocol):
+    """The operations behind the magics, for the calling kernel's runtime."""
+
+    runtime_id: str
+    blob_root: Path
+    mode: str
+
+    def checkpoint(
+        self, capture: ContextCapture, name: str | None, metadata: dict[str, Any] | None
+    ) -> RuntimeCheckpointResult: ...
+
+    def resolve(self, reference: str, runtime_id: str | None = None) -> ResolvedCheckpoint: ...
+
+    def record_restore(self, checkpoint_id: str) -> None: ...
+
+    def checkout(
+        self, checkpoint_id: str, conversation_id: str | None, sender_id: str | None
+    ) -> RuntimeCheckoutResult: ...
+
+    def pause_self(self, capture: ContextCapture, name: str | None) -> RuntimePauseResult: ...
+
+    def resume(self, runtime_id: str) -> RuntimeResumeResult: ...
+
+    def runtimes(self) -> list[RuntimeRecord]: ...
+
+    def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]: ...
+
+    def exec(self, command: str) -> ExecResult: ...
+
+    def connection_hint(self, kernel_id: str | None) -> str | None: ...
+
+
+class _Resolved:
+    """A resolved checkpoint as the magics need it."""
+
+    def __init__(
+        self,
+        checkpoint_id: str,
+        runtime_id: str,
+        name: str | None,
+        context_manifest_id: str | None,
+        unrestorable: list[UnrestorableValue],
+    ) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.runtime_id = runtime_id
+        self.name = name
+        self.context_manifest_id = context_manifest_id
+        self.unrestorable = unrestorable
+
+
+# ---- with a server ------------------------------------------------------------------------
+
+
+class ServerControl:
+    """The magics over the server's REST API (the kernel's own runtime is the session)."""
+
+    mode = "server"
+
+    def __init__(self, url: str, token: str, runtime_id: str, data_dir: Path) -> None:
+        from ditto_jupyter.cli import RuntimeClient
+
+        self.client = RuntimeClient(url, token)
+        self.runtime_id = runtime_id
+        self.blob_root = data_dir / "blobs"
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        from ditto_jupyter.cli import CliError
+
+        try:
+            return self.client.post(path, body)
+        except CliError as error:
+            raise _as_ditto_error(error) from None
+
+    def _get(self, path: str) -> Any:
+        from ditto_jupyter.cli import CliError
+
+        try:
+            return self.client.get(path)
+        except CliError as error:
+            raise _as_ditto_error(error) from None
+
+    def checkpoint(
+        self, capture: ContextCapture, name: str | None, metadata: dict[str, Any] | None
+    ) -> RuntimeCheckpointResult:
+        body = {
+            "runtime_id": self.runtime_id,
+            "capture": capture.model_dump(mode="json"),
+            "name": name,
+            "metadata": metadata,
+        }
+        return RuntimeCheckpointResult.model_validate(self._post("self/checkpoint", body))
+
+    def resolve(self, reference: str, runtime_id: str | None = None) -> ResolvedCheckpoint:
+        from urllib.parse import quote
+
+        owner = quote(runtime_id or self.runtime_id, safe="")
+        detail = self._get(f"{owner}/checkpoints/{quote(reference, safe='')}")
+        summary = CheckpointSummary.model_validate(detail["checkpoint"])
+        return _Resolved(
+            summary.checkpoint_id,
+            summary.runtime_id,
+            summary.name,
+            detail.get("context_manifest_id"),
+            summary.unrestorable,
+        )
+
+    def record_restore(self, checkpoint_id: str) -> None:
+        self._post("self/restore", {"runtime_id": self.runtime_id, "checkpoint_id": checkpoint_id})
+
+    def checkout(
+        self, checkpoint_id: str, conversation_id: str | None, sender_id: str | None
+    ) -> RuntimeCheckoutResult:
+        body = {
+            "runtime_id": self.runtime_id,
+            "checkpoint_id": checkpoint_id,
+            "conversation_id": conversation_id,
+            "sender_id": sender_id,
+        }
+        return RuntimeCheckoutResult.model_validate(self._post("self/checkout", body))
+
+    def pause_self(self, capture: ContextCapture, name: str | None) -> RuntimePauseResult:
+        body = {
+            "runtime_id": self.runtime_id,
+            "capture": capture.model_dump(mode="json"),
+            "name": name,
+        }
+        return RuntimePauseResult.model_validate(self._post("self/pause", body))
+
+    def resume(self, runtime_id: str) -> RuntimeResumeResult:
+        return RuntimeResumeResult.model_validate(self._post("resume", {"runtime_id": runtime_id}))
+
+    def runtimes(self) -> list[RuntimeRecord]:
+        return [RuntimeRecord.model_validate(r) for r in self._get("")["runtimes"]]
+
+    def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]:
+        from urllib.parse import quote
+
+        listed = self._get(f"{quote(runtime_id, safe='')}/checkpoints")["checkpoints"]
+        return [CheckpointSummary.model_validate(c) for c in listed]
+
+    def exec(self, command: str) -> ExecResult:
+        result = self._post("exec", {"runtime_id": self.runtime_id, "command": command})
+        return ExecResult(
+            exit_code=int(result["exit_code"]),
+            stdout=str(result["stdout"]),
+            stderr=str(result["stderr"]),
+            timed_out=bool(result.get("timed_out", False)),
+            truncated=bool(result.get("truncated", False)),
+        )
+
+    def connection_hint(self, kernel_id: str | None) -> str | None:
+        return None
+
+
+def _as_ditto_error(error: Exception) -> DittoError:
+    """A REST error answer as the DittoError of its code (one line for the user)."""
+    from ditto_jupyter.control import errors
+
+    body = getattr(error, "body", None)
+    code = body.get("error") if isinstance(body, dict) else None
+    message = body.get("message") if isinstance(body, dict) else None
+    for kind in errors.ERROR_TYPES:
+        if kind.code == code:
+            return kind(str(message))
+    return BackendError(str(error))
+
+
+# ---- without a server ---------------------------------------------------------------------
+
+
+class _LoopThread:
+    """One event loop in a daemon thread: the kernel's own loop is busy running the magic."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="ditto")
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result()
+
+
+class StandaloneContext:
+    """The calling kernel captured in-process; every other runtime on its own kernel."""
+
+    def __init__(self, blobs: BlobStore, namespace: Namespace, token: str) -> None:
+        self.blobs = blobs
+        self.namespace = namespace
+        self.token = token
+        self.host = JupyterClientHost()
+        self.kernels = KernelContextCapture(self.host, blobs.root)
+        self.last_manifest: str | None = None
+
+    def is_self(self, session: SessionRecord) -> bool:
+        return session.handle_state.get("self") == self.token
+
+    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
+        return await self.kernels.start(session, cwd)
+
+    async def stop(self, session: SessionRecord) -> None:
+        if not self.is_self(session):  # the calling kernel stops itself after its cell
+            await self.kernels.stop(session)
+
+    async def is_busy(self, session: SessionRecord) -> bool:
+        if self.is_self(session) or "kernel_id" not in session.handle_state:
+            return False
+        return await self.kernels.is_busy(session)
+
+    async def capture(self, session: SessionRecord) -> ContextCapture:
+        if self.is_self(session):
+            capture = capture_namespace(
+                self.namespace, self.blobs, previous_manifest_id=self.last_manifest
+            )
+            self.last_manifest = capture.manifest_id
+            return capture
+        if "kernel_id" not in session.handle_state:
+            raise BackendError(
+                f"runtime {session.session_id} runs in another process; "
+                "checkpoint it from its own kernel"
+            )
+        return await self.kernels.capture(session)
+
+    async def restore(
+        self, session: SessionRecord, manifest_id: str | None
+    ) -> list[UnrestorableValue]:
+        if self.is_self(session):
+            self.last_manifest = manifest_id
+            return restore_namespace(self.namespace, self.blobs, manifest_id)
+        return await self.kernels.restore(session, manifest_id)
+
+
+class LocalControl:
+    """The magics over an in-process RuntimeService on the embedded store."""
+
+    mode = "local"
+
+    def __init__(
+        self,
+        namespace: Namespace,
+        *,
+        data_dir: Path | None = None,
+        conversation_id: str = "ipython",
+        runtime_id: str | None = None,
+    ) -> None:
+        self._loop = _LoopThread()
+        token = uuid.uuid4().hex
+        self.context: StandaloneContext | None = None
+
+        def make_context(blobs: BlobStore) -> StandaloneContext:
+            self.context = StandaloneContext(blobs, namespace, token)
+            return self.context
+
+        self.service: RuntimeService = open_runtime_service(
+            data_dir or default_data_dir(), context_factory=make_context
+        )
+        self.blob_root = self.service.blobs.root
+        self.runtime_id = runtime_id or uuid.uuid4().hex
+        record = self._run(
+            self.service.create_runtime(
+                conversation_id,
+                _user(),
+                runtime_id=self.runtime_id,
+                handle_state={"self": token},
+            )
+        )
+        self.runtime_id = record.runtime_id
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run(coro)
+
+    def checkpoint(
+        self, capture: ContextCapture, name: str | None, metadata: dict[str, Any] | None
+    ) -> RuntimeCheckpointResult:
+        result = self._run(
+            self.service.checkpoint(self.runtime_id, name, metadata, precaptured=capture)
+        )
+        if self.context is not None:
+            self.context.last_manifest = capture.manifest_id
+        return result
+
+    def resolve(self, reference: str, runtime_id: str | None = None) -> ResolvedCheckpoint:
+        checkpoint = self.service.resolve_checkpoint(reference, runtime_id or self.runtime_id)
+        return _Resolved(
+            checkpoint.checkpoint_id,
+            checkpoint.runtime_id,
+            checkpoint.name,
+            checkpoint.context_manifest_id,
+            checkpoint.unrestorable,
+        )
+
+    def record_restore(self, checkpoint_id: str) -> None:
+        self.service.record_restore(self.runtime_id, checkpoint_id)
+        if self.context is not None:
+            self.context.last_manifest = self.service.get_checkpoint(
+                checkpoint_id
+            ).context_manifest_id
+
+    def checkout(
+        self, checkpoint_id: str, conversation_id: str | None, sender_id: str | None
+    ) -> RuntimeCheckoutResult:
+        return self._run(
+            self.service.checkout(
+                checkpoint_id, conversation_id, sender_id, caller_runtime_id=self.runtime_id
+            )
+        )
+
+    def pause_self(self, capture: ContextCapture, name: str | None) -> RuntimePauseResult:
+        return self._run(self.service.pause(self.runtime_id, name, precaptured=capture))
+
+    def resume(self, runtime_id: str) -> RuntimeResumeResult:
+        return self._run(self.service.resume(runtime_id))
+
+    def runtimes(self) -> list[RuntimeRecord]:
+        return self._run(self.service.list_runtimes()).runtimes
+
+    def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]:
+        return self._run(self.service.list_checkpoints(runtime_id)).checkpoints
+
+    def exec(self, command: str) -> ExecResult:
+        return self._run(self.service.exec(self.runtime_id, command))
+
+    def connection_hint(self, kernel_id: str | None) -> str | None:
+        if kernel_id is None or self.context is None:
+            return None
+        manager = self.context.host.manager
+        if kernel_id not in manager.list_kernel_ids():
+            return None
+        connection_file = manager.get_kernel(kernel_id).connection_file
+        with contextlib.suppress(OSError):
+            connection_file = find_connection_file(connection_file)
+        return f"jupyter console --existing {connection_file}"
+
+    def shutdown(self) -> None:
+        """Stop the kernels this control started (checkout children, resumed runtimes)."""
+        if self.context is not None:
+            self._run(self.context.host.shutdown_all())
+        self.service.close_store()
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "local"
+
+
+def control_from_environment(namespace: Namespace, conversation_id: str) -> RuntimeControl:
+    """ServerControl when a server started this kernel (or DITTO_SERVER_URL says so)."""
+    url = os.environ.get("DITTO_SERVER_URL")
+    runtime_id = os.environ.get("DITTO_RUNTIME_ID")
+    data_dir = Path(os.environ["DITTO_DATA_DIR"]) if os.environ.get("DITTO_DATA_DIR") else None
+    if url and runtime_id:
+        return ServerControl(
+            url, os.environ.get("DITTO_TOKEN", ""), runtime_id, data_dir or default_data_dir()
+        )
+    return LocalControl(namespace, data_dir=data_dir, conversation_id=conversation_id)

@@ -1,0 +1,435 @@
+"""IPython magics: %checkpoint, %restore, %checkout, %pause, %resume, %runtimes,
+%checkpoints and %%sandbox.
+
+Thin over `RuntimeControl` (the server's REST API, or an in-process RuntimeService when
+no server started this kernel). The kernel captures and restores its own namespace here,
+because it is busy running the magic and nobody else can. Each magic prints one short
+line and returns a result with an HTML repr; an expected error prints one line
+(`ditto: Code: message`) and returns None, never a traceback.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from ditto_jupyter.control.errors import DittoError, InvalidRequest
+from ditto_jupyter.control.models import (
+    CheckpointSummary,
+    RuntimeRecord,
+    UnrestorableValue,
+)
+from ditto_jupyter.kernel.capture import capture_namespace, open_store, restore_namespace
+from ditto_jupyter.kernel.control import RuntimeControl, control_from_environment
+
+
+class MagicResult:
+    """What a magic returns: a one-line text and an HTML table for notebooks."""
+
+    def __init__(self, text: str, rows: Sequence[tuple[str, str]], data: Any = None) -> None:
+        self.text = text
+        self.rows = list(rows)
+        self.data = data
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self.rows
+        )
+        return f"<table class='ditto-result'>{cells}</table>"
+
+
+class TableResult:
+    """A listing (runtimes, checkpoints) as text and as an HTML table."""
+
+    def __init__(self, headers: list[str], rows: list[list[str]], data: Any = None) -> None:
+        self.headers = headers
+        self.rows = rows
+        self.data = data
+
+    def __repr__(self) -> str:
+        widths = [
+            max(len(str(c)) for c in col) for col in zip(self.headers, *self.rows, strict=False)
+        ]
+        lines = [self.headers, *self.rows]
+        return "\n".join(
+            "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+            for line in lines
+        )
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
+            for row in self.rows
+        )
+        return f"<table class='ditto-table'><tr>{head}</tr>{body}</table>"
+
+
+def human_bytes(count: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def unrestorable_line(values: Sequence[UnrestorableValue]) -> str:
+    """'not kept: gen (generator: ...), f (TextIOWrapper: ...)' or ''."""
+    if not values:
+        return ""
+    return "not kept: " + ", ".join(f"{v.name} ({v.type}: {v.reason})" for v in values)
+
+
+def parse_metadata(pairs: Sequence[str] | None) -> dict[str, str] | None:
+    """['owner=ana', 'note=a b'] -> {'owner': 'ana', 'note': 'a b'}."""
+    if not pairs:
+        return None
+    metadata: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidRequest(f"metadata {pair!r} is not KEY=VALUE")
+        metadata[key] = value
+    return metadata
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as error:
+        raise InvalidRequest(f"cannot parse the arguments: {error}") from None
+
+
+def _short(identifier: str) -> str:
+    return identifier[:12]
+
+
+@magics_class
+class DittoMagics(Magics):
+    """The ditto-jupyter magics of one kernel."""
+
+    def __init__(
+        self,
+        shell: InteractiveShell,
+        control_factory: Callable[[], RuntimeControl] | None = None,
+    ) -> None:
+        super().__init__(shell)
+        self._control_factory = control_factory or self._control_from_environment
+        self._control: RuntimeControl | None = None
+        self._last_manifest: str | None = None
+
+    # ---- plumbing -----------------------------------------------------------------------
+
+    def _control_from_environment(self) -> RuntimeControl:
+        assert self.shell is not None
+        conversation = os.environ.get("DITTO_CONVERSATION_ID") or str(
+            self.shell.user_ns.get("__session__") or "ipython"
+        )
+        return control_from_environment(self.shell.user_ns, conversation)
+
+    @property
+    def control(self) -> RuntimeControl:
+        """The runtime control, created on first use (loading the extension is free)."""
+        if self._control is None:
+            self._control = self._control_factory()
+        return self._control
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        assert self.shell is not None
+        return self.shell.user_ns  # type: ignore[no-any-return]
+
+    def _guard(self, action: Callable[[], Any]) -> Any:
+        """Run a magic body; expected errors print one line and return None."""
+        try:
+            return action()
+        except DittoError as error:
+            print(f"ditto: {error.code}: {error.message}", file=sys.stderr)
+        return None
+
+    def _args(self, magic: Callable[..., Any], line: str) -> Any:
+        try:  # POSIX shell quoting: "a name with spaces" arrives without its quotes
+            return magic.parser.parse_args(_split(line))  # type: ignore[attr-defined]
+        except UsageError as error:  # one line, not a traceback
+            raise InvalidRequest(str(error).splitlines()[-1]) from None
+
+    # ---- magics -------------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("name", nargs="?", help="a name for the checkpoint (unique names are handy)")
+    @argument("-m", "--metadata", action="append", metavar="KEY=VALUE", help="metadata")
+    @line_magic
+    def checkpoint(self, line: str = "") -> MagicResult | None:
+        """Checkpoint this kernel: its variables, its workspace, its session."""
+
+        def run() -> MagicResult:
+            args = self._args(DittoMagics.checkpoint, line)
+            metadata = parse_metadata(args.metadata)
+            started = time.perf_counter()
+            control = self.control
+            capture = capture_namespace(
+                self.namespace,
+                open_store(control.blob_root),
+                previous_manifest_id=self._last_manifest,
+            )
+            result = control.checkpoint(capture, args.name, metadata)
+            self._last_manifest = capture.manifest_id
+            elapsed = time.perf_counter() - started
+            label = f" {args.name!r}" if args.name else ""
+            text = (
+                f"checkpoint {_short(result.checkpoint_id)}{label} of runtime "
+                f"{_short(result.runtime.runtime_id)}: {human_bytes(capture.bytes_written)} "
+                f"written in {elapsed * 1000:.0f} ms"
+            )
+            lost = unrestorable_line(capture.unrestorable)
+            print(text + (f"; {lost}" if lost else ""))
+            return MagicResult(
+                text,
+                [
+                    ("checkpoint", result.checkpoint_id),
+                    ("name", args.name or ""),
+                    ("runtime", result.runtime.runtime_id),
+                    ("previous", result.previous_checkpoint_id or ""),
+                    ("written", human_bytes(capture.bytes_written)),
+                    ("time", f"{elapsed * 1000:.0f} ms"),
+                    ("not kept", lost.removeprefix("not kept: ")),
+                ],
+                result,
+            )
+
+        return self._guard(run)  # type: ignore[no-any-return]
+
+    @magic_arguments()
+    @argument("checkpoint", help="checkpoint id, unique id prefix, or name in this runtime")
+    @line_magic
+    def restore(self, line: str = "") -> MagicResult | None:
+        """Roll this kernel back to a checkpoint, in place."""
+
+        def run() -> MagicResult:
+            args = self._args(DittoMagics.restore, line)
+            started = time.perf_counter()
+            control = self.control
+            checkpoint = control.resolve(args.checkpoint)
+            lost = restore_namespace(
+                self.namespace, open_store(control.blob_root), checkpoint.context_manifest_id
+            )
+            control.record_restore(checkpoint.checkpoint_id)
+            self._last_manifest = checkpoint.context_manifest_id
+            elapsed = time.perf_counter() - started
+            label = f" {checkpoint.name!r}" if checkpoint.name else ""
+            text = f"restored {_short(checkpoint.checkpoint_id)}{label} in {elapsed * 1000:.0f} ms"
+            lost_text = unrestorable_line(lost or checkpoint.unrestorable)
+            print(text + (f"; {lost_text}" if lost_text else ""))
+            return MagicResult(
+                text,
+                [
+                    ("checkpoint", checkpoint.checkpoint_id),
+                    ("name", checkpoint.name or ""),
+                    ("time", f"{elapsed * 1000:.0f} ms"),
+                    ("not kept", lost_text.removeprefix("not kept: ")),
+                ],
+                checkpoint,
+            )
+
+        return self._guard(run)  # type: ignore[no-any-return]
+
+    @magic_arguments()
+    @argument("checkpoint", help="checkpoint id, unique id prefix, or name in this runtime")
+    @argument("--conversation", help="notebook path / conversation id of the new runtime")
+    @argument("--sender", help="user of the new runtime")
+    @line_magic
+    def checkout(self, line: str = "") -> MagicResult | None:
+        """Branch a NEW runtime (new kernel, workspace copy) from a checkpoint."""
+
+        def run() -> MagicResult:
+            args = self._args(DittoMagics.checkout, line)
+            started = time.perf_counter()
+            control = self.control
+            checkpoint = control.resolve(args.checkpoint)
+            result = control.checkout(checkpoint.checkpoint_id, args.conversation, args.sender)
+            elapsed = time.perf_counter() - started
+            child = result.runtime.runtime_id
+            text = (
+                f"checked out {_short(checkpoint.checkpoint_id)} into runtime {child} "
+                f"in {elapsed:.2f} s"
+            )
+            hint = control.connection_hint(result.kernel_id)
+            extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
+            extra += [f"connect: {hint}"] if hint else []
+            print("; ".join([text, *extra]))
+            return MagicResult(
+                text,
+                [
+                    ("runtime", child),
+                    ("from checkpoint", result.checkpoint_id),
+                    ("kernel", result.kernel_id or ""),
+                    ("notebook", result.notebook_path or ""),
+                    ("connect", hint or ""),
+                    ("time", f"{elapsed:.2f} s"),
+                ],
+                result,
+            )
+
+        return self._guard(run)  # type: ignore[no-any-return]
+
+    @magic_arguments()
+    @argument("name", nargs="?", help="a name for the pause checkpoint")
+    @line_magic
+    def pause(self, line: str = "") -> MagicResult | None:
+        """Checkpoint this kernel and stop it when this cell ends; resume it by id later."""
+
+        def run() -> MagicResult:
+            args = self._args(DittoMagics.pause, line)
+            control = self.control
+            capture = capture_namespace(
+                self.namespace,
+                open_store(control.blob_root),
+                previous_manifest_id=self._last_manifest,
+            )
+            result = control.pause_self(capture, args.name)
+            rid = result.runtime.runtime_id
+            text = (
+                f"paused runtime {rid} at checkpoint {_short(result.checkpoint_id)} "
+                f"({human_bytes(capture.bytes_written)} written); this kernel stops after "
+                f"this cell; resume with: %resume {rid}"
+            )
+            lost = unrestorable_line(capture.unrestorable)
+            print(text + (f"; {lost}" if lost else ""))
+            if control.mode == "local":
+                self._stop_after_cell()
+            return MagicResult(
+                text,
+                [("runtime", rid), ("checkpoint", result.checkpoint_id), ("not kept", lost)],
+                result,
+            )
+
+        return self._guard(run)  # type: ignore[no-any-return]
+
+    def _stop_after_cell(self) -> None:
+        """Ask IPython to exit once the current cell has finished (its output is sent)."""
+        shell = self.shell
+        assert shell is not None
+
+        def stop(*_: Any) -> None:
+            shell.events.unregister("post_run_cell", stop)
+            shell.ask_exit()
+
+        shell.events.register("post_run_cell", stop)
+
+    @magic_arguments()
+    @argument("runtime", help="the id of a paused runtime")
+    @line_magic
+    def resume(self, line: str = "") -> MagicResult | None:
+        """Bring a paused runtime back (new kernel, same id, same variables)."""
+
+        def run() -> MagicResult:
+            args = self._args(DittoMagics.resume, line)
+            started = time.perf_counter()
+            control = self.control
+            result = control.resume(args.runtime)
+            elapsed = time.perf_counter() - started
+            text = (
+                f"resumed runtime {result.runtime.runtime_id} from checkpoint "
+                f"{_short(result.checkpoint_id)} in {elapsed:.2f} s"
+            )
+            hint = control.connection_hint(result.kernel_id)
+            print(text + (f"; connect: {hint}" if hint else ""))
+            return MagicResult(
+                text,
+                [
+                    ("runtime", result.runtime.runtime_id),
+                    ("checkpoint", result.checkpoint_id),
+                    ("kernel", result.kernel_id or ""),
+                    ("connect", hint or ""),
+                ],
+                result,
+            )
+
+        return self._guard(run)  # type: ignore[no-any-return]
+
+    @line_magic
+    def runtimes(self, line: str = "") -> TableResult | None:
+        """List the runtimes the control plane knows."""
+
+        def run() -> TableResult:
+            if _split(line):
+                raise InvalidRequest("%runtimes takes no arguments")
+            records: list[RuntimeRecord] = self.control.runtimes()
+            own = self.control.runtime_id
+            rows = [
+                [
+                    ("* " if r.runtime_id == own else "  ") + r.runtime_id,
+                    r.status.value,
+                    r.conversation_id,
+                    r.sender_id,
+                ]
+                for r in records
+            ]
+            return TableResult(["runtime", "status", "conversation", "sender"], rows, records)
+
+        return self._guard(run)  # type: ignore[no-any-return]
+
+    @line_magic
+    def checkpoints(self, line: str = "") -> TableResult | None:
+        """List the checkpoints of this runtime (or of the runtime given)."""
+
+        def run() -> TableResult:
+            parts = _split(line)
+            if len(parts) > 1:
+                raise InvalidRequest("%checkpoints takes at most one runtime id")
+            runtime_id = parts[0] if parts else self.control.runtime_id
+            listed: list[CheckpointSummary] = self.control.checkpoints(runtime_id)
+            rows = [
+                [
+                    _short(c.checkpoint_id),
+                    c.name or "",
+                    _short(c.parent_checkpoint_id or ""),
+                    time.strftime("%H:%M:%S", time.localtime(c.created_at_ms / 1000)),
+                    ", ".join(v.name for v in c.unrestorable),
+                ]
+                for c in listed
+            ]
+            return TableResult(["checkpoint", "name", "parent", "time", "not kept"], rows, listed)
+
+        return self._guard(run)  # type: ignore[no-any-return]
+
+    @cell_magic
+    def sandbox(self, line: str = "", cell: str = "") -> MagicResult | None:
+        """Run the cell body as a shell command in this runtime's backend (workspace/sandbox)."""
+
+        def run() -> MagicResult:
+            if _split(line):
+                raise InvalidRequest("%%sandbox takes no arguments; put the command in the cell")
+            result = self.control.exec(cell)
+            sys.stdout.write(result.stdout)
+            sys.stderr.write(result.stderr)
+            status = "timed out" if result.timed_out else f"exit {result.exit_code}"
+            return MagicResult(
+                status,
+                [("exit code", str(result.exit_code)), ("truncated", str(result.truncated))],
+                result,
+            )
+
+        return self._guard(run)  # type: ignore[no-any-return]
+
+
+def load_ipython_extension(shell: InteractiveShell) -> None:
+    """`%load_ext ditto_jupyter`: register the magics (the control starts on first use)."""
+    shell.register_magics(DittoMagics(shell))
