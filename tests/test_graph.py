@@ -180,12 +180,12 @@ def test_sync_and_async_nodes_see_input_deps_and_keys() -> None:
 
     def load(ctx: NodeContext) -> int:
         seen[ctx.node] = ctx
-        return ctx.input * 2
+        return int(ctx.input) * 2
 
     async def double(ctx: NodeContext) -> int:
         seen[ctx.node] = ctx
         await asyncio.sleep(0)
-        return ctx.deps["load"] * 2
+        return int(ctx.deps["load"]) * 2
 
     g = Graph("pipeline").node("load", load).node("double", double, deps=["load"])
     result = run(Runtime().run(g, 5))
@@ -482,7 +482,7 @@ def test_malformed_checkpoints_are_refused() -> None:
     good = saves.items[2]
 
     def broken(**changes: Any) -> dict[str, Any]:
-        doc = json.loads(json.dumps(good))
+        doc: dict[str, Any] = json.loads(json.dumps(good))
         doc.update(changes)
         return doc
 
@@ -670,7 +670,7 @@ def test_random_dags_agree_and_resume_runs_each_completed_node_once(
         await asyncio.sleep(0)
         if ctx.node in failing:
             raise Boom(ctx.node)
-        return 1 + sum(ctx.deps.values())
+        return 1 + sum(int(v) for v in ctx.deps.values())
 
     g = Graph("random")
     for i, ds in enumerate(deps):

@@ -250,7 +250,7 @@ def test_graph_inside_a_loop_keeps_its_own_checkpoint() -> None:
         calls[f"{ctx.input['i']}:{ctx.node}"] += 1
         if ctx.node == "score" and ctx.input["i"] == failing["iteration"]:
             raise RuntimeError("model timeout")
-        return sum(ctx.deps.values()) + 1
+        return sum(int(v) for v in ctx.deps.values()) + 1
 
     g = Graph("inner").node("fetch", node).node("parse", node, deps=["fetch"])
     g.node("score", node, deps=["parse"])
@@ -290,9 +290,7 @@ def test_graph_inside_a_loop_keeps_its_own_checkpoint() -> None:
     failed = next(c for c in graph_saves[1] if c["status"] == "failed")
     with pytest.raises(UncertainCheckpointError):
         run(
-            Runtime().run(
-                g, {"i": 1}, checkpoint=GraphCheckpointOptions("inner-v1", Saves(), failed)
-            )
+            Runtime().run(g, {"i": 1}, checkpoint=GraphCheckpointOptions("inner-v1", print, failed))
         )
 
 

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
@@ -49,6 +57,8 @@ class LoopCheckpoint(TypedDict):
 
 
 LoopSaveFn = Callable[[LoopCheckpoint], "Awaitable[object] | object"]
+LoopPlan = Callable[..., Any] | Iterator[Any] | AsyncIterator[Any]
+"""A step function `step(state, ctx)`, or a generator plan (function or generator object)."""
 
 
 @dataclass(frozen=True)
@@ -183,7 +193,7 @@ def _check_max(max_iterations: int) -> None:
 
 
 async def run_loop(
-    step: Callable[..., Any],
+    step: LoopPlan,
     initial_state: Any,
     *,
     max_iterations: int,
@@ -191,12 +201,12 @@ async def run_loop(
 ) -> Any:
     """Run `step` up to `max_iterations` times; see `Runtime.loop`."""
     _check_max(max_iterations)
-    if not callable(step) and not (inspect.isgenerator(step) or inspect.isasyncgen(step)):
-        raise TypeError(f"loop needs a step function or generator plan, got {step!r}")
     if is_generator_plan(step):
         if state_checkpoint is not None:
             raise LoopDefinitionError(_GENERATOR_REFUSAL)
         return await _run_generator(step, initial_state, max_iterations)
+    if not callable(step):
+        raise TypeError(f"loop needs a step function or generator plan, got {step!r}")
     return await _run_steps(step, initial_state, max_iterations, state_checkpoint)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ditto_jupyter.worker.graph import (
@@ -12,7 +11,7 @@ from ditto_jupyter.worker.graph import (
     ReplayRecorder,
     run_graph,
 )
-from ditto_jupyter.worker.loop import LoopCheckpointOptions, run_loop
+from ditto_jupyter.worker.loop import LoopCheckpointOptions, LoopPlan, run_loop
 
 
 class Runtime:
@@ -61,7 +60,7 @@ class Runtime:
 
     async def loop(
         self,
-        step: Callable[..., Any],
+        step: LoopPlan,
         initial_state: Any,
         *,
         max_iterations: int,
