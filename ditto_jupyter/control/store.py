@@ -287,6 +287,15 @@ _bindings = sa.Table(
 )
 
 
+_KEY: sa.BindParameter[str] = sa.bindparam("key", type_=sa.Text)
+_RUNTIME_EXISTS = sa.select(_sessions.c.runtime_id).where(_sessions.c.runtime_id == _KEY)
+_CHECKPOINT_EXISTS = sa.select(_checkpoints.c.seq).where(_checkpoints.c.checkpoint_id == _KEY)
+_GET_SESSION = sa.select(_sessions.c.data).where(_sessions.c.runtime_id == _KEY)
+_GET_CHECKPOINT = sa.select(_checkpoints.c.data).where(_checkpoints.c.checkpoint_id == _KEY)
+_GET_HEAD = sa.select(_heads.c.checkpoint_id).where(_heads.c.runtime_id == _KEY)
+_GET_BINDING = sa.select(_bindings.c.data).where(_bindings.c.runtime_id == _KEY)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One schema step: applied once, in order, inside the opening transaction."""
@@ -355,10 +364,10 @@ class SqlCheckpointStore:
                     "see; use MemoryCheckpointStore or a file path"
                 )
             self._engine = self._sqlite_engine(busy_timeout_ms)
-            self._insert: Any = sqlite_dialect.insert
+            self._prepare_statements(sqlite_dialect.insert)
         else:
             self._engine = sa.create_engine(self.url, pool_pre_ping=True)
-            self._insert = pg_dialect.insert
+            self._prepare_statements(pg_dialect.insert)
         try:
             self._migrate()
         except (sa.exc.OperationalError, sa.exc.DatabaseError) as exc:
@@ -468,11 +477,8 @@ class SqlCheckpointStore:
             if (ref.kind, ref.key) in seen:
                 continue
             seen.add((ref.kind, ref.key))
-            if ref.kind == "runtime":
-                query = sa.select(_sessions.c.runtime_id).where(_sessions.c.runtime_id == ref.key)
-            else:
-                query = sa.select(_checkpoints.c.seq).where(_checkpoints.c.checkpoint_id == ref.key)
-            if conn.execute(query).first() is None:
+            query = _RUNTIME_EXISTS if ref.kind == "runtime" else _CHECKPOINT_EXISTS
+            if conn.execute(query, {"key": ref.key}).first() is None:
                 raise _dangling(ref)
 
     # ---- schema migrations ----------------------------------------------------------
@@ -530,10 +536,12 @@ class SqlCheckpointStore:
         """Add a new runtime; ValueError if one with that id exists."""
         _require(session, SessionRecord, "insert_session")
         with self._write() as conn:
-            stmt = self._insert(_sessions).values(**self._session_row(session))
-            stmt = stmt.on_conflict_do_nothing(index_elements=["runtime_id"])
             # rowcount of an INSERT is only kept when asked (psycopg reports -1 otherwise)
-            result = conn.execute(stmt, execution_options={"preserve_rowcount": True})
+            result = conn.execute(
+                self._insert_new_session,
+                self._session_row(session),
+                execution_options={"preserve_rowcount": True},
+            )
             if result.rowcount == 0:
                 raise ValueError(f"runtime {session.session_id!r} already exists")
 
@@ -541,14 +549,12 @@ class SqlCheckpointStore:
         """Insert or replace a runtime."""
         _require(session, SessionRecord, "put_session")
         with self._write() as conn:
-            conn.execute(self._upsert(_sessions, self._session_row(session), "runtime_id"))
+            conn.execute(self._upserts["sessions"], self._session_row(session))
 
     def get_session(self, runtime_id: str) -> SessionRecord | None:
         """The runtime with that id, or None."""
         with self._read() as conn:
-            data = conn.execute(
-                sa.select(_sessions.c.data).where(_sessions.c.runtime_id == runtime_id)
-            ).scalar_one_or_none()
+            data = conn.execute(_GET_SESSION, {"key": runtime_id}).scalar_one_or_none()
         return None if data is None else _load(SessionRecord, data, f"runtime {runtime_id!r}")
 
     def list_sessions(self) -> list[SessionRecord]:
@@ -575,14 +581,12 @@ class SqlCheckpointStore:
             "data": checkpoint.model_dump_json(),
         }
         with self._write(_refs_of_checkpoint(checkpoint)) as conn:
-            conn.execute(self._upsert(_checkpoints, row, "checkpoint_id"))
+            conn.execute(self._upserts["checkpoints"], row)
 
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
         """The checkpoint with that id, or None."""
         with self._read() as conn:
-            data = conn.execute(
-                sa.select(_checkpoints.c.data).where(_checkpoints.c.checkpoint_id == checkpoint_id)
-            ).scalar_one_or_none()
+            data = conn.execute(_GET_CHECKPOINT, {"key": checkpoint_id}).scalar_one_or_none()
         if data is None:
             return None
         return _load(RuntimeCheckpoint, data, f"checkpoint {checkpoint_id!r}")
@@ -622,9 +626,7 @@ class SqlCheckpointStore:
     def get_head(self, runtime_id: str) -> str | None:
         """The current checkpoint id of a runtime, or None."""
         with self._read() as conn:
-            head = conn.execute(
-                sa.select(_heads.c.checkpoint_id).where(_heads.c.runtime_id == runtime_id)
-            ).scalar_one_or_none()
+            head = conn.execute(_GET_HEAD, {"key": runtime_id}).scalar_one_or_none()
         return None if head is None else str(head)
 
     def set_head(self, runtime_id: str, checkpoint_id: str | None) -> None:
@@ -637,7 +639,7 @@ class SqlCheckpointStore:
         _require_id(checkpoint_id, "checkpoint_id")
         row = {"runtime_id": runtime_id, "checkpoint_id": checkpoint_id}
         with self._write(_refs_of_head(runtime_id, checkpoint_id)) as conn:
-            conn.execute(self._upsert(_heads, row, "runtime_id"))
+            conn.execute(self._upserts["heads"], row)
 
     # ---- backend bindings -----------------------------------------------------------
 
@@ -651,14 +653,12 @@ class SqlCheckpointStore:
             "data": binding.model_dump_json(),
         }
         with self._write(_refs_of_binding(binding)) as conn:
-            conn.execute(self._upsert(_bindings, row, "runtime_id"))
+            conn.execute(self._upserts["backend_bindings"], row)
 
     def get_binding(self, runtime_id: str) -> BackendBinding | None:
         """The backend binding of a runtime, or None."""
         with self._read() as conn:
-            data = conn.execute(
-                sa.select(_bindings.c.data).where(_bindings.c.runtime_id == runtime_id)
-            ).scalar_one_or_none()
+            data = conn.execute(_GET_BINDING, {"key": runtime_id}).scalar_one_or_none()
         return None if data is None else _load(BackendBinding, data, f"binding {runtime_id!r}")
 
     def delete_binding(self, runtime_id: str) -> None:
@@ -676,10 +676,28 @@ class SqlCheckpointStore:
 
     # ---- misc -----------------------------------------------------------------------
 
-    def _upsert(self, table: sa.Table, row: dict[str, Any], key: str) -> Any:
-        stmt = self._insert(table).values(**row)
-        updates = {name: stmt.excluded[name] for name in row if name != key}
-        return stmt.on_conflict_do_update(index_elements=[key], set_=updates)
+    def _prepare_statements(self, insert: Any) -> None:
+        # Built once: SQLAlchemy then reuses their compiled form, and a write costs a
+        # parameter bind instead of a statement construction.
+        self._insert_new_session = insert(_sessions).on_conflict_do_nothing(
+            index_elements=["runtime_id"]
+        )
+        self._upserts: dict[str, Any] = {}
+        for table, key in (
+            (_sessions, "runtime_id"),
+            (_checkpoints, "checkpoint_id"),
+            (_heads, "runtime_id"),
+            (_bindings, "runtime_id"),
+        ):
+            stmt = insert(table)
+            updates = {
+                col.name: stmt.excluded[col.name]
+                for col in table.columns
+                if col.name not in (key, "seq")
+            }
+            self._upserts[table.name] = stmt.on_conflict_do_update(
+                index_elements=[key], set_=updates
+            )
 
     def close(self) -> None:
         """Release every connection; later calls raise StoreError."""
