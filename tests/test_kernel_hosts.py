@@ -1,0 +1,288 @@
+"""Real ipykernel kernels through JupyterClientHost and KernelContextCapture.
+
+Two kernels serve the whole module (each start costs a second or two): `kernel` is the
+working kernel (tests start by restoring it to an empty namespace, itself the in-place
+restore path); `fresh` receives checkpoints the way a new kernel does on checkout or resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from ditto_jupyter.control.blobs import BlobStore
+from ditto_jupyter.control.errors import BackendError, InvalidRequest
+from ditto_jupyter.control.models import SessionRecord
+from ditto_jupyter.kernel.capture import CHUNK_SIZE
+from ditto_jupyter.kernel.hosts import JupyterClientHost, KernelHost
+from ditto_jupyter.kernel.kernel_context import KernelContextCapture
+
+pytestmark = pytest.mark.slow
+T = TypeVar("T")
+
+
+class Kernels:
+    """The module's event loop, host, context capture and two live kernels."""
+
+    def __init__(self, root: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.root = root
+        self.host = JupyterClientHost()
+        self.blob_root = root / "blobs"
+        self.context = KernelContextCapture(self.host, self.blob_root)
+        self.workspace = root / "workspace"
+        self.workspace.mkdir()
+        self.kernel = self.start("main")
+        self.fresh = self.start("fresh")
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    def start(self, runtime_id: str) -> SessionRecord:
+        session = SessionRecord(session_id=runtime_id, conversation_id="nb.ipynb", sender_id="t")
+        handle = self.run(self.context.start(session, self.workspace))
+        return session.model_copy(update={"handle_state": handle})
+
+    def execute(self, session: SessionRecord, code: str) -> str:
+        return self.run(self.host.execute(session.handle_state["kernel_id"], code))  # type: ignore[attr-defined]
+
+    def value(self, session: SessionRecord, expression: str) -> Any:
+        """Evaluate an expression in the kernel, through its JSON text on stdout."""
+        return json.loads(
+            self.execute(session, f"import json as _j; print(_j.dumps({expression}))")
+        )
+
+    def close(self) -> None:
+        self.run(self.host.shutdown_all())
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernels]:
+    kernels = Kernels(tmp_path_factory.mktemp("kernels"))
+    try:
+        yield kernels
+    finally:
+        kernels.close()
+
+
+@pytest.fixture
+def k(kernels: Kernels) -> Kernels:
+    kernels.run(kernels.context.restore(kernels.kernel, None))
+    return kernels
+
+
+def test_host_satisfies_the_protocol(k: Kernels) -> None:
+    assert isinstance(k.host, KernelHost)
+    assert k.kernel.handle_state["kernel_id"] != k.fresh.handle_state["kernel_id"]
+
+
+def test_call_passes_arguments_as_json_never_as_code(k: Kernels) -> None:
+    kernel_id = k.kernel.handle_state["kernel_id"]
+    hostile = "'); import os; os._exit(1) #\"\n\\u0000 {x}"
+    result = k.run(k.host.call(kernel_id, "json:dumps", {"obj": {"name": hostile}}))
+    assert result == json.dumps({"name": hostile})
+    count_before = k.value(k.kernel, "len(In)")
+    k.run(k.host.call(kernel_id, "json:dumps", {"obj": 1}))
+    assert k.value(k.kernel, "len(In)") == count_before + 1  # only the probe cell counted
+
+
+def test_call_errors_carry_the_kernel_reason(k: Kernels) -> None:
+    kernel_id = k.kernel.handle_state["kernel_id"]
+    with pytest.raises(BackendError, match=r"ModuleNotFoundError: No module named 'no_such_mod'"):
+        k.run(k.host.call(kernel_id, "no_such_mod:f", {}))
+    with pytest.raises(BackendError, match="JSONDecodeError"):
+        k.run(k.host.call(kernel_id, "json:loads", {"s": "{not json"}))
+    with pytest.raises(InvalidRequest, match="not 'module:function'"):
+        k.run(k.host.call(kernel_id, "os.system('x')", {}))
+    with pytest.raises(BackendError, match="not running"):
+        k.run(k.host.call("no-such-kernel", "json:dumps", {"obj": 1}))
+    with pytest.raises(BackendError, match="ZeroDivisionError"):
+        k.execute(k.kernel, "1 / 0")
+
+
+def test_is_busy_follows_the_kernel(k: Kernels) -> None:
+    async def scenario() -> bool:
+        kernel_id = k.kernel.handle_state["kernel_id"]
+        task = asyncio.ensure_future(k.host.execute(kernel_id, "import time; time.sleep(1.5)"))
+        seen_busy = False
+        while not task.done() and not seen_busy:
+            seen_busy = await k.context.is_busy(k.kernel)
+            await asyncio.sleep(0.01)
+        await task
+        return seen_busy
+
+    assert k.run(scenario()) is True
+    assert k.run(k.context.is_busy(k.kernel)) is False
+
+
+CELLS = """
+import numpy as np
+import collections
+from os import path as p
+a = b = []
+arr = np.arange(300_000, dtype=np.float64)
+d = {"ref": arr}
+offset = 10
+def add(x):
+    return x + offset
+twice = lambda y: add(y) * 2
+class Point:
+    def __init__(self, x):
+        self.x = x
+    def moved(self):
+        return self.x + offset
+pt = Point(1)
+counts = collections.Counter("hello")
+"""
+
+CHECKS = (
+    "[a is b, d['ref'] is arr, float(arr[-1]), twice(1), pt.moved(), isinstance(pt, Point),"
+    " p.__name__, np.__name__, counts['l']]"
+)
+EXPECTED = [True, True, 299_999.0, 22, 11, True, "posixpath", "numpy", 2]
+
+
+def test_capture_and_restore_in_place_and_into_a_fresh_kernel(k: Kernels) -> None:
+    k.execute(k.kernel, CELLS)
+    captured = k.run(k.context.capture(k.kernel))
+    assert captured.unrestorable == []
+    assert captured.execution_count == k.value(k.kernel, "len(In) - 1") - 1
+
+    k.execute(k.kernel, "later = 1\na = [5]\narr[0] = -1\noffset = 0")
+    assert k.run(k.context.restore(k.kernel, captured.manifest_id)) == []
+    assert k.value(k.kernel, CHECKS) == EXPECTED
+    assert k.value(k.kernel, "'later' in globals()") is False
+    assert k.value(k.kernel, "float(arr[0])") == 0.0
+
+    k.run(k.context.restore(k.fresh, captured.manifest_id))
+    assert k.value(k.fresh, CHECKS) == EXPECTED
+    k.execute(k.fresh, "offset = 100")
+    assert k.value(k.fresh, "[twice(1), pt.moved()]") == [202, 101]  # live globals
+
+
+def test_ipython_names_are_not_state(k: Kernels) -> None:
+    k.execute(k.kernel, "x = 41\nx + 1")
+    k.execute(k.kernel, "_ + 1")
+    captured = k.run(k.context.capture(k.kernel))
+    body = BlobStore(k.blob_root).get_manifest(captured.manifest_id)
+    names = {name for component in body["components"] for name in component["names"]}
+    assert names == {"x"}
+    assert set(body["modules"]) == set()
+    k.execute(k.kernel, "y = 3")
+    k.run(k.context.restore(k.kernel, captured.manifest_id))
+    assert k.value(k.kernel, "[x, 'y' in globals(), len(Out) > 0, get_ipython() is not None]") == [
+        41,
+        False,
+        True,
+        True,
+    ]
+
+
+UNPICKLABLE = """
+import socket, sqlite3, threading
+def numbers():
+    yield 1
+gen = numbers()
+fh = open("data.txt", "w")
+sock = socket.socket()
+lock = threading.Lock()
+worker = threading.Thread(target=lambda: None)
+conn = sqlite3.connect(":memory:")
+keep = {"fine": [1, 2]}
+"""
+
+
+def test_unpicklable_values_are_reported_and_the_rest_restored(k: Kernels) -> None:
+    k.execute(k.kernel, UNPICKLABLE)
+    captured = k.run(k.context.capture(k.kernel))
+    lost = {u.name: (u.type, u.reason) for u in captured.unrestorable}
+    assert set(lost) == {"gen", "fh", "sock", "lock", "worker", "conn"}
+    assert lost["gen"][0] == "generator" and "generator" in lost["gen"][1]
+    assert lost["fh"][0] == "_io.TextIOWrapper" and "open file" in lost["fh"][1]
+    assert lost["sock"][0] == "socket.socket"
+    assert lost["lock"][0] == "_thread.lock"
+    assert lost["worker"][0] == "threading.Thread"
+    assert lost["conn"][0] == "sqlite3.Connection"
+
+    again = k.run(k.context.restore(k.fresh, captured.manifest_id))
+    assert {u.name for u in again} == set(lost)
+    assert k.value(k.fresh, "[keep, 'numbers' in globals(), 'gen' in globals()]") == [
+        {"fine": [1, 2]},
+        True,
+        False,
+    ]
+    k.execute(k.kernel, "fh.close(); sock.close(); conn.close()")
+
+
+def test_incremental_checkpoint_after_one_element_change(k: Kernels) -> None:
+    k.execute(k.kernel, f"import numpy as np\nbig = np.random.rand({16 * CHUNK_SIZE // 8})")
+    first = k.run(k.context.capture(k.kernel))
+    assert first.bytes_written > 16 * CHUNK_SIZE
+    k.execute(k.kernel, "big[0] = 42")
+    second = k.run(k.context.capture(k.kernel))
+    assert CHUNK_SIZE <= second.bytes_written < 2 * CHUNK_SIZE
+    k.run(k.context.restore(k.kernel, first.manifest_id))
+    assert k.value(k.kernel, "float(big[0]) != 42") is True
+
+
+def test_self_capture_and_self_restore_inside_the_kernel(k: Kernels) -> None:
+    """The magic path: the kernel captures itself while busy, the service gets the result."""
+    k.execute(k.kernel, "items = [1, 2]\nalias = items")
+    module = "__import__('ditto_jupyter.kernel.kernel_context', fromlist=['_'])"
+    code = (
+        f"print({module}.self_capture(get_ipython().user_ns, {str(k.blob_root)!r}, None)"
+        ".model_dump_json())"
+    )
+    from ditto_jupyter.control.models import ContextCapture
+
+    captured = ContextCapture.model_validate_json(k.execute(k.kernel, code))
+    body = BlobStore(k.blob_root).get_manifest(captured.manifest_id)
+    assert [c["names"] for c in body["components"]] == [["alias", "items"]]
+
+    k.run(k.context.restore(k.fresh, captured.manifest_id))
+    assert k.value(k.fresh, "[items, alias is items]") == [[1, 2], True]
+
+    k.execute(k.kernel, "items.append(3)\nextra = 1")
+    restore = (
+        f"print(len({module}.self_restore(get_ipython().user_ns, {str(k.blob_root)!r}, "
+        f"{captured.manifest_id!r})))"
+    )
+    assert k.execute(k.kernel, restore).strip() == "0"
+    assert k.value(k.kernel, "[items, alias is items, 'extra' in globals()]") == [
+        [1, 2],
+        True,
+        False,
+    ]
+
+
+def test_a_tampered_manifest_is_refused_and_the_kernel_is_unchanged(k: Kernels) -> None:
+    k.execute(k.kernel, "secret = 1")
+    captured = k.run(k.context.capture(k.kernel))
+    path = k.blob_root / "manifests" / f"{captured.manifest_id}.json"
+    original = path.read_text()
+    path.write_text(original.replace('"secret"', '"hacked"'))
+    try:
+        k.execute(k.kernel, "secret = 2\nnewer = 3")
+        with pytest.raises(BackendError, match="ManifestSignatureError"):
+            k.run(k.context.restore(k.kernel, captured.manifest_id))
+        assert k.value(k.kernel, "[secret, newer]") == [2, 3]
+    finally:
+        path.write_text(original)
+
+
+def test_stop_is_idempotent_and_a_dead_kernel_is_reported(k: Kernels) -> None:
+    session = k.start("doomed")
+    kernel_id = session.handle_state["kernel_id"]
+    with pytest.raises(BackendError, match="died"):
+        k.execute(session, "import os; os._exit(3)")
+    assert k.run(k.host.is_alive(kernel_id)) is False
+    k.run(k.context.stop(session))
+    k.run(k.context.stop(session))  # already gone: fine
+    with pytest.raises(BackendError, match="not running"):
+        k.run(k.context.capture(session))
