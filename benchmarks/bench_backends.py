@@ -94,29 +94,28 @@ def timed_after_sync(fn: Callable[[], T]) -> tuple[float, T]:
 
 
 class Anchors:
-    """`cp -a` and `tar cf` of the tree, re-measured between the rows; the median is used."""
+    """`cp -a` and `tar cf` of the tree, measured right before each row they are set beside.
+
+    The machine is shared and its I/O load drifts over seconds, so each row is compared
+    with anchors taken next to it rather than once for the whole run.
+    """
 
     def __init__(self, tree: Path, scratch: Path) -> None:
         self.tree, self.scratch = tree, scratch
         self.cp: list[float] = []
         self.tar: list[float] = []
 
-    def sample(self) -> None:
+    def sample(self) -> tuple[float, float]:
         copy, archive = self.scratch / "cp-copy", self.scratch / "copy.tar"
         cp_cmd = ["cp", "-a", str(self.tree), str(copy)]
         tar_cmd = ["tar", "cf", str(archive), "-C", str(self.tree), "."]
-        self.cp.append(timed_after_sync(lambda: subprocess.run(cp_cmd, check=True))[0])
-        self.tar.append(timed_after_sync(lambda: subprocess.run(tar_cmd, check=True))[0])
+        cp_s = timed_after_sync(lambda: subprocess.run(cp_cmd, check=True))[0]
+        tar_s = timed_after_sync(lambda: subprocess.run(tar_cmd, check=True))[0]
         shutil.rmtree(copy)
         archive.unlink()
-
-    @property
-    def cp_s(self) -> float:
-        return statistics.median(self.cp)
-
-    @property
-    def tar_s(self) -> float:
-        return statistics.median(self.tar)
+        self.cp.append(cp_s)
+        self.tar.append(tar_s)
+        return cp_s, tar_s
 
 
 def fmt_s(seconds: float) -> str:
@@ -165,102 +164,112 @@ def measure(work: Path) -> str:
     tree = inner.local_path
     total = build_tree(tree)
     anchors = Anchors(tree, work)
-    anchors.sample()
+    rows: list[list[object]] = []
 
-    # The same first snapshot into a store that does not fsync: what durability costs.
-    loose = LocalProvider(work / "loose-ws", BlobStore(work / "loose-blobs", durable=False))
-    loose_backend = LocalBackend(loose, inner.backend_id, tree)
-    loose_s, _ = timed_after_sync(lambda: run(loose_backend.checkpoint()))
-    shutil.rmtree(work / "loose-blobs")
-
-    first_s, first = timed_after_sync(lambda: run(backend.checkpoint()))
-    stored_after_first = blobs.stored_bytes()
-
-    clean_times = run(clean_checkpoints(manager, first))
-    clean_s = statistics.median(clean_times)
-    clean_max = max(clean_times)
-    anchors.sample()
-
-    backend.mark_dirty()
-    walk_s, walk = timed_after_sync(lambda: run(backend.checkpoint()))
-
-    target = "dir00/file0000.txt"
-    run(backend.write_bytes(target, os.urandom(MiB)))
-    stored_before_change = blobs.stored_bytes()
-    change_s, changed = timed_after_sync(lambda: run(backend.checkpoint()))
-    new_storage = blobs.stored_bytes() - stored_before_change
-
-    checkout_s, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
-    assert tree_digest(child.local_path) == tree_digest(tree), "checkout differs from the source"
-    run(child.release())
-    anchors.sample()
-    cp_s, tar_s = anchors.cp_s, anchors.tar_s
-
-    def ratios(seconds: float) -> list[str]:
-        return [f"{seconds / cp_s:.2g}x", f"{seconds / tar_s:.2g}x"]
+    def row(name: str, seconds: float, near: tuple[float, float], *rest: object) -> None:
+        cp_s, tar_s = near
+        rows.append(
+            [
+                name,
+                fmt_s(seconds),
+                fmt_s(cp_s),
+                f"{seconds / cp_s:.2g}x",
+                fmt_s(tar_s),
+                f"{seconds / tar_s:.2g}x",
+                *rest,
+            ]
+        )
 
     def det(ref: Any) -> dict[str, int]:
         return dict(ref.details)
 
-    rows: list[list[object]] = [
-        ["`cp -a` of the tree (anchor)", fmt_s(cp_s), "1x", f"{cp_s / tar_s:.2g}x", "", "", ""],
-        ["`tar cf` of the tree (anchor)", fmt_s(tar_s), f"{tar_s / cp_s:.2g}x", "1x", "", "", ""],
-        [
-            "first checkpoint",
-            fmt_s(first_s),
-            *ratios(first_s),
-            f"{det(first)['files_read']} / {fmt_bytes(det(first)['bytes_read'])}",
-            fmt_bytes(det(first)["bytes_written"]),
-            f"blob store holds {fmt_bytes(stored_after_first)} (zstd on the text half)",
-        ],
-        [
-            "first checkpoint, blob store without fsync",
-            fmt_s(loose_s),
-            *ratios(loose_s),
-            "1000 / 200.00 MiB",
-            "(same)",
-            "same tree into a `durable=False` store: the share fsync takes above",
-        ],
-        [
-            "clean re-checkpoint (BackendManager -> DirtyTrackingBackend)",
-            fmt_s(clean_s),
-            *ratios(clean_s),
-            "0 / 0",
-            "0",
-            f"same ref returned; median of {CLEAN_REPEATS}, max {fmt_s(clean_max)}; "
-            f"target < 5 ms: {'met' if clean_s < 0.005 else 'MISSED'}",
-        ],
-        [
-            "dirty re-checkpoint, nothing changed (stat walk)",
-            fmt_s(walk_s),
-            *ratios(walk_s),
-            f"{det(walk)['files_read']} / {fmt_bytes(det(walk)['bytes_read'])}",
-            fmt_bytes(det(walk)["bytes_written"]),
-            f"{det(walk)['files_reused']} files reused; new manifest only",
-        ],
-        [
-            "re-checkpoint after rewriting one 1 MiB file",
-            fmt_s(change_s),
-            *ratios(change_s),
-            f"{det(changed)['files_read']} / {fmt_bytes(det(changed)['bytes_read'])}",
-            fmt_bytes(det(changed)["bytes_written"]),
-            f"{det(changed)['files_reused']} files reused; chunk storage grew by "
-            f"{fmt_bytes(new_storage)}, the rest is the new manifest",
-        ],
-        [
-            "checkout materialisation",
-            fmt_s(checkout_s),
-            *ratios(checkout_s),
-            "",
-            "",
-            "real copies (no hard links), verified equal to the source by BLAKE3",
-        ],
-    ]
+    def read(ref: Any) -> str:
+        return f"{det(ref)['files_read']} / {fmt_bytes(det(ref)['bytes_read'])}"
+
+    # The same first snapshot into a store that does not fsync: what durability costs.
+    loose = LocalProvider(work / "loose-ws", BlobStore(work / "loose-blobs", durable=False))
+    loose_backend = LocalBackend(loose, inner.backend_id, tree)
+    near = anchors.sample()
+    loose_s, loose_ref = timed_after_sync(lambda: run(loose_backend.checkpoint()))
+    shutil.rmtree(work / "loose-blobs")
+
+    near_first = anchors.sample()
+    first_s, first = timed_after_sync(lambda: run(backend.checkpoint()))
+    row(
+        "first checkpoint",
+        first_s,
+        near_first,
+        read(first),
+        fmt_bytes(det(first)["bytes_written"]),
+        f"blob store holds {fmt_bytes(blobs.stored_bytes())} (zstd on the text half)",
+    )
+    row(
+        "first checkpoint, blob store without fsync",
+        loose_s,
+        near,
+        read(loose_ref),
+        fmt_bytes(det(loose_ref)["bytes_written"]),
+        "same tree into a `durable=False` store: the share fsync takes above",
+    )
+
+    clean_times = run(clean_checkpoints(manager, first))
+    clean_s = statistics.median(clean_times)
+    row(
+        "clean re-checkpoint (BackendManager -> DirtyTrackingBackend)",
+        clean_s,
+        near_first,
+        "0 / 0",
+        "0",
+        f"same ref returned; median of {CLEAN_REPEATS}, max {fmt_s(max(clean_times))}; "
+        f"target < 5 ms: {'met' if clean_s < 0.005 else 'MISSED'}",
+    )
+
+    near = anchors.sample()
+    backend.mark_dirty()
+    walk_s, walk = timed_after_sync(lambda: run(backend.checkpoint()))
+    row(
+        "dirty re-checkpoint, nothing changed (stat walk)",
+        walk_s,
+        near,
+        read(walk),
+        fmt_bytes(det(walk)["bytes_written"]),
+        f"{det(walk)['files_reused']} files reused; only a new manifest is written",
+    )
+
+    near = anchors.sample()
+    run(backend.write_bytes("dir00/file0000.txt", os.urandom(MiB)))
+    stored_before_change = blobs.stored_bytes()
+    change_s, changed = timed_after_sync(lambda: run(backend.checkpoint()))
+    row(
+        "re-checkpoint after rewriting one 1 MiB file",
+        change_s,
+        near,
+        read(changed),
+        fmt_bytes(det(changed)["bytes_written"]),
+        f"{det(changed)['files_reused']} files reused; chunk storage grew by "
+        f"{fmt_bytes(blobs.stored_bytes() - stored_before_change)}, the rest is the manifest",
+    )
+
+    near = anchors.sample()
+    checkout_s, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
+    assert tree_digest(child.local_path) == tree_digest(tree), "checkout differs from the source"
+    run(child.release())
+    row(
+        "checkout materialisation",
+        checkout_s,
+        near,
+        "",
+        "",
+        "real copies (no hard links), verified equal to the source by BLAKE3",
+    )
+
     headers = [
         "operation",
         "time",
-        "vs `cp -a`",
-        "vs `tar cf`",
+        "`cp -a` next to it",
+        "ratio",
+        "`tar cf` next to it",
+        "ratio",
         "files / bytes read",
         "new bytes stored",
         "notes",
@@ -270,10 +279,11 @@ def measure(work: Path) -> str:
         f"~{fmt_bytes((TOTAL - N_BIG * MiB) // (N_FILES - N_BIG))}), half random bytes, half "
         "compressible text, in 20 directories. Blob store durable (each chunk fsynced, then "
         "renamed); `cp -a` and `tar cf` do not fsync. Page cache warm and dirty pages flushed "
-        "(`sync`) before every timed row. Ratios are time / anchor time; the anchors are "
-        "measured three times in the same run (start, middle, end) and the median is used, "
-        f"`cp -a` {' / '.join(fmt_s(x) for x in anchors.cp)}, "
-        f"`tar cf` {' / '.join(fmt_s(x) for x in anchors.tar)}."
+        "(`sync`) before every timed row. The machine is shared, so each row has its own "
+        "`cp -a` and `tar cf` of the same tree, timed just before it; ratio = row time / "
+        "anchor time. All anchors of the run: "
+        f"`cp -a` {', '.join(fmt_s(x) for x in anchors.cp)}; "
+        f"`tar cf` {', '.join(fmt_s(x) for x in anchors.tar)}."
     )
     return intro + "\n\n" + markdown_table(headers, rows)
 
