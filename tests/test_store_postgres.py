@@ -79,52 +79,27 @@ def pg_server() -> Iterator[str]:
     if owner is not None:
         os.chown(workdir, owner.pw_uid, owner.pw_gid)
     data, log, port = workdir / "data", workdir / "server.log", _free_port()
-    subprocess.run(
-        [
-            *run_as,
-            str(bindir / "initdb"),
-            "-D",
-            str(data),
-            "-A",
-            "trust",
-            "-U",
-            "ditto",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "ditto"]
     options = f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off"
-    started = subprocess.run(
-        [
-            *run_as,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            options,
-            "-l",
-            str(log),
-            "-w",
-            "start",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data)]
     try:
+        made = subprocess.run(
+            [*run_as, *initdb, "-E", "UTF8", "--no-sync"], capture_output=True, text=True
+        )
+        if made.returncode != 0:
+            pytest.fail(f"initdb failed: {made.stderr.strip()}")
+        started = subprocess.run(
+            [*run_as, *pg_ctl, "-o", options, "-l", str(log), "-w", "start"],
+            capture_output=True,
+            text=True,
+        )
         if started.returncode != 0:
             detail = log.read_text() if log.exists() else started.stderr
             pytest.fail(f"PostgreSQL did not start: {detail}")
         yield f"postgresql+psycopg://ditto@127.0.0.1:{port}"
     finally:
-        subprocess.run(
-            [*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            capture_output=True,
-            check=False,
-        )
+        if (data / "postmaster.pid").exists():
+            subprocess.run([*run_as, *pg_ctl, "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -562,7 +562,7 @@ class SqlCheckpointStore:
         with self._read() as conn:
             rows = conn.execute(
                 sa.select(_sessions.c.runtime_id, _sessions.c.data).order_by(
-                    _sessions.c.created_at_ms, _sessions.c.runtime_id
+                    _sessions.c.created_at_ms, self._by_codepoint(_sessions.c.runtime_id)
                 )
             ).all()
         return [_load(SessionRecord, data, f"runtime {rid!r}") for rid, data in rows]
@@ -670,11 +670,17 @@ class SqlCheckpointStore:
         """Every backend binding, by runtime id."""
         with self._read() as conn:
             rows = conn.execute(
-                sa.select(_bindings.c.runtime_id, _bindings.c.data).order_by(_bindings.c.runtime_id)
+                sa.select(_bindings.c.runtime_id, _bindings.c.data).order_by(
+                    self._by_codepoint(_bindings.c.runtime_id)
+                )
             ).all()
         return [_load(BackendBinding, data, f"binding {rid!r}") for rid, data in rows]
 
     # ---- misc -----------------------------------------------------------------------
+
+    def _by_codepoint(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
+        """Order text by code point on every backend (PostgreSQL follows its locale)."""
+        return column.collate("C") if self.backend == "postgresql" else column
 
     def _prepare_statements(self, insert: Any) -> None:
         # Built once: SQLAlchemy then reuses their compiled form, and a write costs a
