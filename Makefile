@@ -39,8 +39,9 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy --strict ditto_jupyter/worker ditto_jupyter/control ditto_jupyter/backends
 
+## pytest runs the tests and, through nbval, the tutorial notebooks with their outputs.
 pytest: $(VENV)/.installed-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 ## Run every benchmark side by side with its anchor; tables go to benchmarks/RESULTS.md.
 bench: $(VENV)/.installed-bench
