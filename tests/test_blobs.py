@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
+import signal
 import stat
 import subprocess
 import sys
@@ -251,6 +254,14 @@ def test_secret_is_private_and_reused(tmp_path: Path) -> None:
         fresh.get_manifest(manifest_id)
 
 
+def test_a_loosened_secret_is_made_private_again(tmp_path: Path) -> None:
+    root = tmp_path / "blobs"
+    BlobStore(root)
+    os.chmod(root / "secret", 0o644)
+    BlobStore(root)
+    assert stat.S_IMODE((root / "secret").stat().st_mode) == 0o600
+
+
 def test_damaged_secret_is_an_error(tmp_path: Path) -> None:
     root = tmp_path / "blobs"
     BlobStore(root)
@@ -395,3 +406,49 @@ def test_processes_writing_the_same_content_agree(tmp_path: Path) -> None:
     assert list((root / "tmp").iterdir()) == []
     # together they wrote between one and three copies' worth, never a torn chunk
     assert 0 < sum(r["written"] for r in results) <= 3 * store.stored_bytes()
+
+
+_KILLED_WRITER = textwrap.dedent(
+    """
+    import os, sys
+    from ditto_jupyter.control.blobs import BlobStore
+    store = BlobStore(sys.argv[1])
+    print("ready", flush=True)
+    while True:
+        stored = store.put_bytes(os.urandom(300 * 1024) + b"z" * 300 * 1024, chunk_size=128 * 1024)
+        store.put_manifest({"chunks": stored.chunks})
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_killed_writer_leaves_no_torn_chunk_or_manifest(tmp_path: Path) -> None:
+    """SIGKILL at random points: every chunk and manifest on disk is whole and valid."""
+    root = tmp_path / "blobs"
+    rng = random.Random()
+    for _ in range(5):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_WRITER, str(root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline() == "ready\n", child.communicate()[1]
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=rng.uniform(0.05, 0.5))
+        assert child.returncode is None, child.communicate()[1]
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    store = BlobStore(root)
+    manifests = list(store.iter_manifests())
+    assert manifests, "the writer never got as far as a manifest"
+    for manifest_id in manifests:
+        assert store.get_bytes(store.get_manifest(manifest_id)["chunks"])
+    for digest, _ in store.iter_chunks():
+        store.get_chunk(digest)  # raises on a torn or corrupt chunk
+    # half-written temp files stay in tmp/, where gc clears them once they are stale
+    for leftover in (root / "tmp").iterdir():
+        age(leftover, 120)
+    store.gc(manifests, grace_seconds=60)
+    assert list((root / "tmp").iterdir()) == []

@@ -118,6 +118,9 @@ class BlobStore:
         data = path.read_bytes()
         if len(data) != 32:
             raise BlobError(f"the store secret {path} is damaged ({len(data)} bytes, not 32)")
+        if path.stat().st_mode & 0o077:  # loosened by hand or a copy: make it private again
+            with contextlib.suppress(PermissionError):
+                os.chmod(path, 0o600)
         return data
 
     # ---- atomic writes --------------------------------------------------------------
