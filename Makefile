@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8888
+# Jupyter refuses to run as root unless told; containers and CI machines often are root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test lint typecheck pytest bench clean
 
@@ -26,7 +28,7 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 
 ## Start JupyterLab on notebooks/ with the extension installed.
 lab: $(VENV)/.installed-user
-	$(BIN)/jupyter lab --no-browser --port=$(PORT) --notebook-dir=notebooks
+	$(BIN)/jupyter lab --no-browser --port=$(PORT) --notebook-dir=notebooks $(ALLOW_ROOT)
 
 ## Lint, type-check and run the whole test suite.
 test: $(VENV)/.installed-test
