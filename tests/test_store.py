@@ -539,7 +539,7 @@ class SqlMatchesMemory(RuleBasedStateMachine):
 
 
 TestSqlMatchesMemory = SqlMatchesMemory.TestCase
-TestSqlMatchesMemory.settings = settings(max_examples=25, stateful_step_count=20, deadline=None)
+TestSqlMatchesMemory.settings = settings(max_examples=20, stateful_step_count=15, deadline=None)
 
 
 # ---- SQLite specifics: files, processes, migrations, crashes --------------------------
