@@ -425,6 +425,46 @@ class _ChunkWriter:
         return {"size": len(view), "chunks": chunks, "fps": fingerprints}
 
 
+def _load_syncfs() -> Any:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syncfs
+    except (OSError, AttributeError):  # not Linux: write through the durable store instead
+        return None
+
+
+_syncfs = _load_syncfs()
+_twins: dict[str, BlobStore] = {}
+
+
+def _write_store(blobs: BlobStore) -> tuple[BlobStore, bool]:
+    """The store a capture writes through, and whether it must sync the filesystem after.
+
+    A durable store fsyncs every chunk file, which costs more than the capture itself for a
+    big new array (50 chunks, 50 fsyncs). With `syncfs` a capture writes its chunks and its
+    manifest without fsync and makes them durable with one filesystem sync before returning:
+    the same guarantee when it returns, and a crash in between leaves at worst a manifest
+    whose chunks fail their hash check (refused on restore, never registered).
+    """
+    if not blobs.durable or _syncfs is None:
+        return blobs, False
+    key = str(blobs.root)
+    twin = _twins.get(key)
+    if twin is None:
+        twin = _twins[key] = BlobStore(blobs.root, durable=False)
+    return twin, True
+
+
+def _sync_filesystem(root: Path) -> None:
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise BlobError(f"could not sync the blob store at {root}: {os.strerror(error)}")
+    finally:
+        os.close(fd)
+
+
 # ---- capture ------------------------------------------------------------------------------
 
 
@@ -486,7 +526,8 @@ def _capture(
     ids = {name: _identity_ids(pickled, namespace) for name, pickled in singles.items()}
     groups = _components(list(singles), ids)
 
-    writer = _ChunkWriter(blobs)
+    store, sync = _write_store(blobs)
+    writer = _ChunkWriter(store)
     components: list[dict[str, Any]] = []
     for group in groups:
         parts: list[tuple[list[str], _Pickled]]
@@ -511,7 +552,9 @@ def _capture(
         "unrestorable": [u.model_dump() for u in sorted(unrestorable, key=lambda u: u.name)],
         "chunks": list(writer.chunks),
     }
-    manifest_id, manifest_bytes = blobs.put_manifest(body)
+    manifest_id, manifest_bytes = store.put_manifest(body)
+    if sync and (writer.bytes_written or manifest_bytes):
+        _sync_filesystem(blobs.root)
     _remember_manifest(manifest_id, body)
     shell = _ipython_shell(namespace)
     count = getattr(shell, "execution_count", None) if shell is not None else None

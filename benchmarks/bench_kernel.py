@@ -1,0 +1,520 @@
+"""Kernel checkpoints beside Kishu 0.3.4 and dill, on the workload of issue 4, with real kernels.
+
+Run from the repository root: `.venv/bin/python -m benchmarks.bench_kernel`
+(needs the bench extra: `pip install kishu==0.3.4 dill`). Writes the `bench_kernel` section
+of benchmarks/RESULTS.md.
+
+Cell by cell, each engine runs in its own ipykernel kernel on the same machine in one run:
+
+- ours: after each cell, `KernelContextCapture.capture` through `JupyterClientHost` (a silent
+  kernel call; the time is measured at the caller, so it includes the round trip), with the
+  bytes it wrote and the store's growth on disk;
+- Kishu: `init_kishu()` in a kernel on a notebook file (Kishu's own test mode, which skips the
+  browser notebook save), committing after every cell through its IPython hooks; its
+  per-cell overhead is the time spent in its `pre_run_cell` + `post_run_cell` hooks, measured
+  inside the kernel by wrappers around them (the ZMQ round trip is not charged to Kishu), and
+  its store growth is the growth of its `.kishudb` SQLite database;
+- dill: `dill.dump_session` after cell 2 and after the last cell, `dill.load_session` to
+  restore (in a kernel of its own).
+
+Restores: in place to the state after cell 2 (the 50 MiB array before `arr[0] = 42`), and the
+final state into a fresh kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.results_table import markdown_table, write_section  # noqa: E402
+from ditto_jupyter.control.blobs import BlobStore  # noqa: E402
+from ditto_jupyter.control.models import SessionRecord  # noqa: E402
+from ditto_jupyter.kernel.hosts import JupyterClientHost  # noqa: E402
+from ditto_jupyter.kernel.kernel_context import KernelContextCapture  # noqa: E402
+
+WORK = ROOT / "benchmarks" / ".work" / "bench_kernel"
+MIB = 1024 * 1024
+
+CELLS = [
+    "arr = np.random.rand(50*2**20//8)",
+    "d1 = {f'k{i}': i for i in range(300)}\nd2 = {f'j{i}': str(i) for i in range(300)}",
+    "d3 = {'ref': arr}",
+    "x = 1",
+    "d1['new'] = 'v'",
+    "arr[0] = 42",
+    "y = float(arr.sum())",
+    "z = 2",
+]
+SETUP = "import numpy as np"
+#: what the state after cell 2 and after the last cell look like, as JSON from the kernel
+PROBE = (
+    "print(__import__('json').dumps({n: (float(v[0]) if n == 'arr' else len(v) "
+    "if isinstance(v, dict) else v) for n, v in sorted(globals().items()) "
+    "if n in {'arr', 'd1', 'd2', 'd3', 'x', 'y', 'z'}}))"
+)
+
+KISHU_TIMING = '''
+"""Times Kishu's IPython hooks from inside the kernel (imported without binding a name)."""
+import time
+
+times = []
+_state = {}
+
+
+def install():
+    ip = get_ipython()
+    kishu = ip.user_ns["_kishu"]
+    _state["kishu"] = kishu
+    ip.events.unregister("pre_run_cell", kishu.pre_run_cell)
+    ip.events.unregister("post_run_cell", kishu.post_run_cell)
+    ip.events.register("pre_run_cell", _pre)
+    ip.events.register("post_run_cell", _post)
+
+
+def _pre(info):
+    start = time.perf_counter()
+    _state["kishu"].pre_run_cell(info)
+    _state["pre"] = time.perf_counter() - start
+
+
+def _post(result):
+    start = time.perf_counter()
+    _state["kishu"].post_run_cell(result)
+    times.append(_state.pop("pre", 0.0) + time.perf_counter() - start)
+
+
+def overheads():
+    return list(times)
+
+
+def head():
+    return _state["kishu"]._kishu_branch.get_head().commit_id
+
+
+def checkout(commit_id):
+    start = time.perf_counter()
+    _state["kishu"].checkout(commit_id)
+    return time.perf_counter() - start
+
+
+def get_ipython():
+    from IPython import get_ipython as current
+    return current()
+'''
+
+DILL_TIMING = '''
+"""dill.dump_session / load_session timed inside the kernel."""
+import time
+
+
+def dump(path):
+    import dill
+    start = time.perf_counter()
+    dill.dump_session(path)
+    return time.perf_counter() - start
+
+
+def load(path):
+    import dill
+    start = time.perf_counter()
+    dill.load_session(path)
+    return time.perf_counter() - start
+'''
+
+
+def tree_size(path: Path) -> int:
+    """Bytes on disk under a path (a file or a directory)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def kishu_db_size(notebook: Path) -> int:
+    return sum(
+        p.stat().st_size for p in notebook.parent.glob(f"{notebook.stem}.kishudb*") if p.is_file()
+    )
+
+
+class Bench:
+    """One run: a host, the kernels, and the figures."""
+
+    def __init__(self) -> None:
+        if WORK.exists():
+            shutil.rmtree(WORK)
+        WORK.mkdir(parents=True)
+        (WORK / "kishu_timing.py").write_text(textwrap.dedent(KISHU_TIMING))
+        (WORK / "dill_timing.py").write_text(textwrap.dedent(DILL_TIMING))
+        self.host = JupyterClientHost()
+        self.blob_root = WORK / "blobs"
+        self.context = KernelContextCapture(self.host, self.blob_root)
+        self.notebook = WORK / "kishu_nb.ipynb"
+        self.notebook.write_text(
+            json.dumps(
+                {
+                    "cells": [],
+                    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+                    "nbformat": 4,
+                    "nbformat_minor": 5,
+                }
+            )
+        )
+        self.kishu_env = {
+            "TEST_NOTEBOOK_PATH": str(self.notebook),
+            "ENV_KISHU_TEST_MODE": "1",
+            "KISHU_PATH_ROOT": str(WORK / "kishu_home"),
+            "PYTHONPATH": os.pathsep.join([str(WORK), os.environ.get("PYTHONPATH", "")]),
+        }
+
+    async def session(self, runtime_id: str) -> SessionRecord:
+        record = SessionRecord(session_id=runtime_id, conversation_id="bench", sender_id="b")
+        handle = await self.context.start(record, WORK)
+        return record.model_copy(update={"handle_state": handle})
+
+    async def ours(self) -> dict[str, Any]:
+        main = await self.session("ours")
+        kernel = main.handle_state["kernel_id"]
+        store = BlobStore(self.blob_root)
+        await self.host.execute(kernel, SETUP)
+        rows = []
+        manifests = []
+        for cell in CELLS:
+            started = time.perf_counter()
+            await self.host.execute(kernel, cell)
+            cell_s = time.perf_counter() - started
+            before = tree_size(self.blob_root)
+            started = time.perf_counter()
+            captured = await self.context.capture(main)
+            checkpoint_s = time.perf_counter() - started
+            rows.append(
+                {
+                    "cell_s": cell_s,
+                    "checkpoint_s": checkpoint_s,
+                    "bytes_written": captured.bytes_written,
+                    "growth": tree_size(self.blob_root) - before,
+                }
+            )
+            manifests.append(captured.manifest_id)
+        final_probe = json.loads(await self.host.execute(kernel, PROBE))
+
+        started = time.perf_counter()
+        await self.context.restore(main, manifests[1])
+        restore_in_place_s = time.perf_counter() - started
+        after_two = json.loads(await self.host.execute(kernel, PROBE))
+        # the same restore timed inside the kernel (no round trip), from the final state again
+        await self.context.restore(main, manifests[-1])
+        restore_call = (
+            "lambda: __import__('ditto_jupyter.kernel.kernel_context', fromlist=['_'])"
+            f".self_restore(get_ipython().user_ns, {str(self.blob_root)!r}, {manifests[1]!r})"
+        )
+        in_kernel = (  # binds no name: the restore would remove it
+            "print((lambda clock, run: (lambda start: (run(), clock() - start)[1])(clock()))"
+            f"(__import__('time').perf_counter, {restore_call}))"
+        )
+        restore_in_kernel_s = float((await self.host.execute(kernel, in_kernel)).strip())
+
+        fresh = await self.session("ours-fresh")
+        started = time.perf_counter()
+        await self.context.restore(fresh, manifests[-1])
+        restore_fresh_s = time.perf_counter() - started
+        fresh_probe = json.loads(await self.host.execute(fresh.handle_state["kernel_id"], PROBE))
+        await self.context.stop(fresh)
+        await self.context.stop(main)
+        return {
+            "rows": rows,
+            "store_total": tree_size(self.blob_root),
+            "chunks_total": store.stored_bytes(),
+            "restore_in_place_s": restore_in_place_s,
+            "restore_in_kernel_s": restore_in_kernel_s,
+            "restore_fresh_s": restore_fresh_s,
+            "final_probe": final_probe,
+            "after_two_probe": after_two,
+            "fresh_probe": fresh_probe,
+        }
+
+    async def kishu(self) -> dict[str, Any]:
+        kernel = await self.host.start_kernel(cwd=WORK, env=self.kishu_env)
+        await self.host.execute(kernel, SETUP)
+        started = time.perf_counter()
+        await self.host.execute(
+            kernel,
+            "from kishu import init_kishu; init_kishu(); __import__('kishu_timing').install()",
+        )
+        init_s = time.perf_counter() - started
+        rows = []
+        heads = []
+        for cell in CELLS:
+            before = kishu_db_size(self.notebook)
+            started = time.perf_counter()
+            await self.host.execute(kernel, cell)
+            wall_s = time.perf_counter() - started
+            rows.append({"wall_s": wall_s, "growth": kishu_db_size(self.notebook) - before})
+            heads.append(await self.host.call(kernel, "kishu_timing:head", {}))
+        overheads = await self.host.call(kernel, "kishu_timing:overheads", {})
+        assert isinstance(overheads, list)
+        for row, overhead in zip(rows, overheads[-len(CELLS) :], strict=True):
+            row["overhead_s"] = overhead
+        total = kishu_db_size(self.notebook)
+        started = time.perf_counter()
+        checkout_in_kernel_s = await self.host.call(
+            kernel, "kishu_timing:checkout", {"commit_id": heads[1]}
+        )
+        checkout_s = time.perf_counter() - started
+        after_two = json.loads(await self.host.execute(kernel, PROBE))
+        await self.host.shutdown_kernel(kernel)
+
+        fresh = await self.host.start_kernel(cwd=WORK, env=self.kishu_env)
+        await self.host.execute(fresh, SETUP)
+        started = time.perf_counter()
+        await self.host.execute(  # init_kishu looks get_ipython up in the calling frame
+            fresh,
+            "from kishu import init_kishu; init_kishu(); __import__('kishu_timing').install()",
+        )
+        attach_s = time.perf_counter() - started
+        fresh_checkout_s = await self.host.call(
+            fresh, "kishu_timing:checkout", {"commit_id": heads[-1]}
+        )
+        fresh_total_s = time.perf_counter() - started
+        fresh_probe = json.loads(await self.host.execute(fresh, PROBE))
+        await self.host.shutdown_kernel(fresh)
+        return {
+            "init_s": init_s,
+            "rows": rows,
+            "store_total": total,
+            "checkout_s": checkout_s,
+            "checkout_in_kernel_s": checkout_in_kernel_s,
+            "fresh_attach_s": attach_s,
+            "fresh_checkout_s": fresh_checkout_s,
+            "fresh_total_s": fresh_total_s,
+            "after_two_probe": after_two,
+            "fresh_probe": fresh_probe,
+        }
+
+    async def dill(self) -> dict[str, Any]:
+        env = {"PYTHONPATH": self.kishu_env["PYTHONPATH"]}
+        kernel = await self.host.start_kernel(cwd=WORK, env=env)
+        await self.host.execute(kernel, SETUP)
+        after_two_path = str(WORK / "dill_after_two.pkl")
+        final_path = str(WORK / "dill_final.pkl")
+        dumps = []
+        for index, cell in enumerate(CELLS):
+            await self.host.execute(kernel, cell)
+            if index in (1, len(CELLS) - 1):
+                path = after_two_path if index == 1 else final_path
+                dumps.append(await self.host.call(kernel, "dill_timing:dump", {"path": path}))
+        started = time.perf_counter()
+        load_in_kernel_s = await self.host.call(
+            kernel, "dill_timing:load", {"path": after_two_path}
+        )
+        load_s = time.perf_counter() - started
+        after_two = json.loads(await self.host.execute(kernel, PROBE))
+        await self.host.shutdown_kernel(kernel)
+        fresh = await self.host.start_kernel(cwd=WORK, env=env)
+        started = time.perf_counter()
+        fresh_in_kernel_s = await self.host.call(fresh, "dill_timing:load", {"path": final_path})
+        fresh_s = time.perf_counter() - started
+        fresh_probe = json.loads(await self.host.execute(fresh, PROBE))
+        await self.host.shutdown_kernel(fresh)
+        return {
+            "dump_after_two_s": dumps[0],
+            "dump_final_s": dumps[1],
+            "file_bytes": os.path.getsize(after_two_path) + os.path.getsize(final_path),
+            "load_s": load_s,
+            "load_in_kernel_s": load_in_kernel_s,
+            "fresh_s": fresh_s,
+            "fresh_in_kernel_s": fresh_in_kernel_s,
+            "after_two_probe": after_two,
+            "fresh_probe": fresh_probe,
+        }
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def mib(count: float) -> str:
+    return f"{count / MIB:.2f} MiB"
+
+
+def verdict(ok: bool) -> str:
+    return "pass" if ok else "MISS"
+
+
+def report(
+    ours: dict[str, Any],
+    kishu: dict[str, Any] | None,
+    dill: dict[str, Any] | None,
+    kishu_error: str | None,
+) -> str:
+    rows = []
+    for index, cell in enumerate(CELLS):
+        mine = ours["rows"][index]
+        line: list[object] = [
+            f"{index + 1}. `{cell.splitlines()[0]}`",
+            ms(mine["checkpoint_s"]),
+            mib(mine["bytes_written"]),
+            mib(mine["growth"]),
+        ]
+        if kishu is not None:
+            theirs = kishu["rows"][index]
+            ratio = theirs["overhead_s"] / mine["checkpoint_s"]
+            line += [
+                ms(theirs["overhead_s"]),
+                mib(theirs["growth"]),
+                f"{ratio:.1f}x",
+                verdict(ratio >= 5),
+            ]
+        else:
+            line += ["n/a", "n/a", "n/a", "n/a"]
+        rows.append(line)
+    per_cell = markdown_table(
+        [
+            "cell",
+            "ours: checkpoint time",
+            "ours: bytes written",
+            "ours: store growth",
+            "Kishu: per-cell overhead",
+            "Kishu: store growth",
+            "Kishu / ours",
+            "target >= 5x",
+        ],
+        rows,
+    )
+    total_ours = ours["store_total"]
+    arr_cell = ours["rows"][5]["bytes_written"]
+    summary_rows: list[list[object]] = [
+        [
+            "whole sequence stored",
+            mib(total_ours),
+            mib(kishu["store_total"]) if kishu else "n/a",
+            mib(dill["file_bytes"]) + " (2 dumps)" if dill else "n/a",
+            "< 60 MiB",
+            verdict(total_ours < 60 * MIB),
+        ],
+        [
+            "checkpoint after `arr[0] = 42` writes",
+            mib(arr_cell),
+            mib(kishu["rows"][5]["growth"]) if kishu else "n/a",
+            "-",
+            "< 2 MiB",
+            verdict(arr_cell < 2 * MIB),
+        ],
+    ]
+    in_place = ours["restore_in_place_s"]
+    ratio_text = "n/a"
+    ratio_ok = False
+    if kishu is not None:
+        ratio = kishu["checkout_s"] / in_place
+        ratio_text = f"{ratio:.1f}x"
+        ratio_ok = ratio >= 5
+    summary_rows.append(
+        [
+            "restore in place, state after cell 2 (caller-side)",
+            ms(in_place) + f" (in kernel {ms(ours['restore_in_kernel_s'])})",
+            ms(kishu["checkout_s"]) + f" (in kernel {ms(kishu['checkout_in_kernel_s'])})"
+            if kishu
+            else "n/a",
+            ms(dill["load_s"]) + f" (in kernel {ms(dill['load_in_kernel_s'])})" if dill else "n/a",
+            "< 100 ms and >= 5x Kishu",
+            f"{verdict(in_place < 0.1)} / {verdict(ratio_ok)} ({ratio_text})",
+        ]
+    )
+    summary_rows.append(
+        [
+            "restore final state into a fresh kernel",
+            ms(ours["restore_fresh_s"]),
+            (
+                ms(kishu["fresh_total_s"])
+                + f" (init_kishu {ms(kishu['fresh_attach_s'])} + checkout "
+                + f"{ms(kishu['fresh_checkout_s'])})"
+            )
+            if kishu
+            else "n/a",
+            ms(dill["fresh_s"]) if dill else "n/a",
+            "-",
+            "-",
+        ]
+    )
+    if dill is not None:
+        summary_rows.append(
+            [
+                "dill.dump_session (after cell 2 / after cell 8)",
+                "-",
+                "-",
+                f"{ms(dill['dump_after_two_s'])} / {ms(dill['dump_final_s'])}",
+                "-",
+                "-",
+            ]
+        )
+    summary = markdown_table(
+        ["measure", "ours", "Kishu 0.3.4", "dill", "target", "result"], summary_rows
+    )
+    checks = [
+        f"- state after cell 2 restored in place: ours {ours['after_two_probe']}",
+        f"- final state in a fresh kernel: ours {ours['fresh_probe']}",
+    ]
+    if kishu is not None:
+        checks.append(
+            f"- Kishu after checkout of cell 2: {kishu['after_two_probe']}; "
+            f"fresh: {kishu['fresh_probe']}"
+        )
+        checks.append(f"- Kishu `init_kishu()` took {ms(kishu['init_s'])} (not charged to cells)")
+    if dill is not None:
+        checks.append(
+            f"- dill after load of cell 2: {dill['after_two_probe']}; fresh: {dill['fresh_probe']}"
+        )
+    if kishu_error:
+        checks.append(f"- Kishu could not run: {kishu_error}")
+    notes = textwrap.dedent(
+        """
+        How it was measured: one run, same machine, a real ipykernel kernel per engine
+        (`JupyterClientHost`). Ours: `KernelContextCapture.capture` after each cell, timed at
+        the caller (includes the kernel round trip); bytes written as reported by the capture,
+        store growth as bytes on disk under the blob root. Kishu: `init_kishu()` in its test
+        mode on a notebook file, commits after every cell via its IPython hooks; its overhead
+        is the time inside `pre_run_cell` + `post_run_cell`, measured in the kernel (no round
+        trip charged); store growth is the growth of its `.kishudb` files. Restores: ours
+        `KernelContextCapture.restore` (caller-side, and once more inside the kernel through
+        `self_restore`), Kishu `_kishu.checkout(commit)`, dill `load_session`. Each checkpoint
+        is durable when it returns (one `syncfs` per checkpoint; Kishu's SQLite commits fsync
+        too). The machine is shared (2 cores, other work running), so single figures are noisy.
+        """
+    ).strip()
+    return "\n\n".join([per_cell, summary, "\n".join(checks), notes])
+
+
+async def main() -> None:
+    bench = Bench()
+    try:
+        ours = await bench.ours()
+        kishu: dict[str, Any] | None = None
+        kishu_error = None
+        try:
+            kishu = await bench.kishu()
+        except Exception as error:  # report exactly why, keep our figures
+            kishu_error = f"{type(error).__name__}: {error}"
+        dill: dict[str, Any] | None
+        try:
+            dill = await bench.dill()
+        except Exception as error:
+            dill = None
+            kishu_error = (kishu_error or "") + f" (dill failed: {type(error).__name__}: {error})"
+    finally:
+        await bench.host.shutdown_all()
+    body = report(ours, kishu, dill, kishu_error)
+    print(body)
+    write_section("bench_kernel", "Kernel checkpoints beside Kishu 0.3.4 and dill (issue 4)", body)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
