@@ -452,3 +452,17 @@ def test_a_killed_writer_leaves_no_torn_chunk_or_manifest(tmp_path: Path) -> Non
         age(leftover, 120)
     store.gc(manifests, grace_seconds=60)
     assert list((root / "tmp").iterdir()) == []
+
+
+def test_threads_share_one_store_safely(tmp_path: Path) -> None:
+    """Compressible writes from many threads at once all read back (no shared compressor)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = BlobStore(tmp_path / "blobs")
+    payloads = [(f"thread {i} ".encode() * 50_000)[: 300_000 + i] for i in range(16)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        stored = list(pool.map(store.put_bytes, payloads))
+    manifest_id, _ = store.put_manifest({"chunks": [c for s in stored for c in s.chunks]})
+    assert store.get_manifest(manifest_id)
+    for payload, result in zip(payloads, stored, strict=True):
+        assert store.get_bytes(result.chunks) == payload

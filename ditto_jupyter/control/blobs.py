@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -94,7 +95,8 @@ class BlobStore:
             folder.mkdir(parents=True, exist_ok=True)
         self._secret = self._load_or_create_secret()
         self._dirty_dirs: set[Path] = set()
-        self._zstd = zstandard.ZstdCompressor(level=3)
+        self._dirty_lock = threading.Lock()
+        self._local = threading.local()  # zstd compressors must not be shared by threads
 
     # ---- secret ---------------------------------------------------------------------
 
@@ -139,14 +141,22 @@ class BlobStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        self._dirty_dirs.add(target.parent)
+        with self._dirty_lock:
+            self._dirty_dirs.add(target.parent)
 
     def flush(self) -> None:
         """Make every rename so far durable (fsync the directories touched)."""
+        with self._dirty_lock:
+            folders, self._dirty_dirs = sorted(self._dirty_dirs), set()
         if self.durable:
-            for folder in sorted(self._dirty_dirs):
+            for folder in folders:
                 _fsync_dir(folder)
-        self._dirty_dirs.clear()
+
+    def _compressor(self) -> zstandard.ZstdCompressor:
+        compressor: zstandard.ZstdCompressor | None = getattr(self._local, "zstd", None)
+        if compressor is None:
+            compressor = self._local.zstd = zstandard.ZstdCompressor(level=3)
+        return compressor
 
     # ---- chunks ---------------------------------------------------------------------
 
@@ -175,8 +185,9 @@ class BlobStore:
         tag = _RAW
         if len(data) >= 512:
             sample = bytes(data[:_SAMPLE])
-            if len(self._zstd.compress(sample)) < len(sample) * _MIN_GAIN:
-                compressed = self._zstd.compress(bytes(data))
+            compressor = self._compressor()
+            if len(compressor.compress(sample)) < len(sample) * _MIN_GAIN:
+                compressed = compressor.compress(bytes(data))
                 if len(compressed) < len(data) * _MIN_GAIN:
                     payload, tag = compressed, _ZSTD
         self._write_atomic(path, (tag, payload))
