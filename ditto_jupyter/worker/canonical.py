@@ -40,23 +40,37 @@ MAX_DEPTH = 254
 """Deepest nesting of arrays and objects allowed: orjson's own limit, which the fast path uses."""
 
 _ORJSON_OPTIONS = (
-    orjson.OPT_STRICT_INTEGER
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_STRICT_INTEGER
     | orjson.OPT_PASSTHROUGH_DATACLASS
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
 
-# Byte shapes in which orjson's float text can differ from ECMAScript's (`1.0`, `-0.0`,
-# `1e+16`..`1e+20`, `1e-6`); in a container a number is always followed by one of `,]}`.
-_FLOAT_SHAPES = (b".0,", b".0]", b".0}", b"e+1", b"e+2", b"e-6")
+# orjson's float text differs from ECMAScript's only in these shapes: a zero fraction
+# (`1.0`, `-0.0`; in a container a number is always followed by one of `,]}`), and the
+# exponents `e+16`..`e+20` and `e-6`. The regex has a literal prefix, so sre scans fast.
+_ZERO_FRACTION = re.compile(rb"\.0[,\]}]")
+
+
+def _may_need_float_rewrite(data: bytes) -> bool:
+    """False when no float token of `data` can differ from its ECMAScript form."""
+    if _ZERO_FRACTION.search(data) is not None:
+        return True
+    if b"+" in data and b"e+" in data:  # memchr first: "+" is rare in JSON text
+        return True
+    return b"e-6" in data
+
+
 _FLOAT_TOKEN = re.compile(rb"-?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]?\d+)")
-_ASTRAL_BYTE = re.compile(rb"[\xf0-\xf4]")
-_HIGH_BMP_BYTE = re.compile(rb"[\xee\xef]")
+# UTF-8 lead bytes of non-BMP characters, and of U+E000..U+FFFF (searched with memchr).
+_ASTRAL_LEADS = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
+_HIGH_BMP_LEADS = (b"\xee", b"\xef")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class EncodedJSON(NamedTuple):
-    """A validated value: its JSON bytes (keys in insertion order), a fresh copy, JCS bytes."""
+    """A validated value: its JSON bytes (keys sorted), a fresh copy, its JCS bytes."""
 
     data: bytes
     copy: JSONValue
@@ -177,15 +191,16 @@ def _slow_encode(value: object, path: str, canonical: bool) -> EncodedJSON:
     check_json(value, path)
     copy = _plain_copy(value)  # type: ignore[arg-type]
     jcs = rfc8785.dumps(copy) if canonical else b""
-    return EncodedJSON(orjson.dumps(copy), copy, jcs)
+    data = orjson.dumps(copy, option=orjson.OPT_SORT_KEYS)
+    return EncodedJSON(data, orjson.loads(data), jcs)
 
 
 def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> EncodedJSON:
-    """Validate `value` and return its JSON bytes, a fresh deep copy and (if asked) JCS bytes.
+    """Validate `value` and return its sorted JSON bytes, a fresh deep copy and JCS bytes.
 
-    Raises StateValidationError naming the offending path. The copy keeps each object's key
-    order. With `canonical=False` the `canonical` field is empty (callers that only need the
-    validated copy skip that work).
+    Raises StateValidationError naming the offending path. The copy's objects have their
+    keys sorted (by code point), as in the canonical form. With `canonical=False` the
+    `canonical` field is empty (callers that only need the validated copy skip that work).
     """
     try:
         data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
@@ -197,18 +212,22 @@ def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> En
         return _slow_encode(value, path, canonical)
     if not canonical:
         return EncodedJSON(data, copy, b"")
-    return EncodedJSON(data, copy, jcs_of_valid(copy))
+    return EncodedJSON(data, copy, _jcs_from_sorted(data, copy))
 
 
 def jcs_of_valid(value: JSONValue) -> bytes:
     """RFC 8785 bytes of a value already known to be JSON state (no validation)."""
+    return _jcs_from_sorted(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), value)
+
+
+def _jcs_from_sorted(data: bytes, value: JSONValue) -> bytes:
+    """RFC 8785 bytes of a valid value, given its orjson bytes with sorted keys."""
     kind = type(value)
     if kind is not dict and kind is not list:
         return rfc8785.dumps(value)
-    data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     if not data.isascii() and _has_key_order_hazard(data):
         return rfc8785.dumps(value)
-    if any(shape in data for shape in _FLOAT_SHAPES):
+    if _may_need_float_rewrite(data):
         return _rewrite_floats(data)
     return data
 
@@ -232,12 +251,16 @@ def _join_strings(parts: list[bytes]) -> bytes:
 
 def _has_key_order_hazard(data: bytes) -> bool:
     """True when code point order and UTF-16 order could differ for some object's keys."""
-    if _ASTRAL_BYTE.search(data) is None or _HIGH_BMP_BYTE.search(data) is None:
+    if not _contains_any(data, _ASTRAL_LEADS) or not _contains_any(data, _HIGH_BMP_LEADS):
         return False
     parts = _split_strings(data)
     keys = [parts[i] for i in range(1, len(parts) - 1, 2) if parts[i + 1].startswith(b":")]
-    astral = any(_ASTRAL_BYTE.search(key) for key in keys)
-    return astral and any(_HIGH_BMP_BYTE.search(key) for key in keys)
+    astral = any(_contains_any(key, _ASTRAL_LEADS) for key in keys)
+    return astral and any(_contains_any(key, _HIGH_BMP_LEADS) for key in keys)
+
+
+def _contains_any(data: bytes, needles: tuple[bytes, ...]) -> bool:
+    return any(needle in data for needle in needles)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -245,30 +268,35 @@ def _ecmascript_float(token: bytes) -> bytes:
     return rfc8785.dumps(float(token))
 
 
-_ZERO_FRACTION = (b".0,", b".0]", b".0}", b"-0,", b"-0]", b"-0}")
+_NEGATIVE_ZERO = re.compile(rb"-0[,\]}]")
+_NEGATIVE_ZERO_FLOAT = re.compile(rb"-0\.0[,\]}]")
 
 
 def _fix_zero_fractions(text: bytes) -> bytes:
     """Drop the ".0" of integral floats and the sign of -0.0, as ECMAScript prints them."""
     # An integral float below 1e16 is the only token orjson ends in ".0", and no integer
     # token is ever "-0", so outside strings these shapes are float tokens only.
+    negative_zero = _NEGATIVE_ZERO_FLOAT.search(text) is not None
     for end in (b",", b"]", b"}"):
         text = text.replace(b".0" + end, end)
-    for end in (b",", b"]", b"}"):
-        text = text.replace(b"-0" + end, b"0" + end)
+    if negative_zero:
+        for end in (b",", b"]", b"}"):
+            text = text.replace(b"-0" + end, b"0" + end)
     return text
 
 
 def _rewrite_floats(data: bytes) -> bytes:
     """Replace each float token outside strings by its ECMAScript form (RFC 8785 3.2.2.3)."""
     parts = _split_strings(data)
+    if b"e+" not in data and b"e-6" not in data:
+        strings = b'"'.join(parts[1::2])
+        if _ZERO_FRACTION.search(strings) is None and _NEGATIVE_ZERO.search(strings) is None:
+            # No string holds a zero-fraction shape, so every match in `data` is a float
+            # token: rewrite the text in place, without re-joining the parts.
+            return _fix_zero_fractions(data)
     outside = b'"'.join(parts[0::2])
-    exponents = b"e+1" in outside or b"e+2" in outside or b"e-6" in outside
-    if not exponents and all(data.count(shape) == outside.count(shape) for shape in _ZERO_FRACTION):
-        # No string holds any of the shapes: rewrite the whole text in place, no re-join.
-        return _fix_zero_fractions(data)
     fixed = _fix_zero_fractions(outside) if b".0" in outside else outside
-    if exponents:
+    if b"e+" in outside or b"e-6" in outside:
         fixed = _FLOAT_TOKEN.sub(lambda match: _ecmascript_float(match.group()), fixed)
     if fixed == outside:
         return data

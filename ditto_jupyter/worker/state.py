@@ -9,11 +9,16 @@ where the digest is SHA-256 over the RFC 8785 canonical JSON of
 `{"scope": scope, "state": state, "version": version}`. The digest detects accidental
 corruption, not malicious modification: authenticate untrusted stored state separately.
 
-JSON state is `None`, `bool`, `int` within +-(2**53 - 1), finite `float`, `str`, `list` and
-`dict` with `str` keys, nested at most 254 levels, without cycles. Everything else
+JSON state is `None`, `bool`, `int` within +-(2**53 - 1) (JavaScript's safe integers, the
+range RFC 8785 accepts), finite `float`, `str`, `list` and `dict` with `str` keys, nested at
+most 254 levels, without cycles. Everything else
 (tuples, sets, bytes, dates, NaN, functions, class instances, generators, subclasses of the
 built-in types such as `IntEnum` members) is refused with a StateValidationError naming the
 JSON path of the offending value.
+
+Copies (the saved `state`, restored values, `copy_state`) are fresh containers whose
+objects list their keys in sorted order, as the canonical form does; values keep their
+Python types (`1.0` stays a float).
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def validate_state(value: object, path: str = "$") -> None:
 
 
 def copy_state(value: JSONValue) -> JSONValue:
-    """A validated deep copy of `value` that shares no container with it."""
+    """A validated deep copy of `value` that shares no container with it (keys sorted)."""
     return encode_json(value, canonical=False).copy
 
 
