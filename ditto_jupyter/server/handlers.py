@@ -6,16 +6,19 @@ Every handler is `@tornado.web.authenticated` and `@authorized` with the auth re
 `InvalidRequest` naming the problem, before any service code runs. Every error answer is
 `{"error": code, "message": one sentence}`; only a bug inside the service answers 500.
 
-Beyond the table of section 6, three kinds of routes serve the magics and the side panel:
-`POST /api/v1/runtimes/restore` (restore an idle kernel in place), the `self/...` routes a
-kernel calls about itself from a magic (it is busy running the magic, so it captures or
-restores its own namespace and the server only records the result), and
+Beyond the table of section 6, a few routes serve the magics and the side panel:
+`POST /api/v1/runtimes/restore` (restore an idle kernel in place), `POST .../exec` (a shell
+command in the runtime's backend, for `%%sandbox`), the `self/...` routes a kernel calls
+about itself from a magic (it is busy running the magic, so it captures or restores its
+own namespace and the server only records the result; `self/checkout` skips the idle
+check for the caller's own checkpoints), and
 `GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` (a checkpoint by id, unique id
 prefix or name, with its context manifest id).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import traceback
 from collections.abc import Awaitable, Callable
@@ -26,7 +29,7 @@ import tornado.web
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ditto_jupyter.control.errors import DittoError, InvalidRequest
 from ditto_jupyter.control.models import (
@@ -88,6 +91,38 @@ class SelfCheckpointRequest(_ExtensionModel):
     capture: ContextCapture
     name: str | None = None
     metadata: dict[str, Any] | None = None
+
+
+class SelfCheckoutRequest(_ExtensionModel):
+    """POST /api/v1/runtimes/self/checkout: a kernel branches from a magic.
+
+    `runtime_id` is the calling runtime: when the checkpoint is its own, its kernel is busy
+    only with the magic asking, so the idle check of checkout does not apply to it.
+    """
+
+    runtime_id: str
+    checkpoint_id: str
+    conversation_id: str | None = None
+    sender_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ExecRequest(_ExtensionModel):
+    """POST /api/v1/runtimes/exec: a shell command in the runtime's backend (`%%sandbox`)."""
+
+    runtime_id: str
+    command: str
+    timeout: float | None = Field(default=None, gt=0)
+
+
+class ExecResponse(_ExtensionModel):
+    """The command's outcome; a non-zero exit code is a result, not an error."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
 
 
 class CheckpointDetail(_ExtensionModel):
@@ -180,10 +215,8 @@ class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):  # type: ignore[misc]
         if exc_info is not None and isinstance(exc_info[1], tornado.web.HTTPError):
             message = exc_info[1].log_message or message
             if exc_info[1].args:  # log_message is a format string
-                try:
+                with contextlib.suppress(TypeError, ValueError):
                     message = message % exc_info[1].args
-                except (TypeError, ValueError):
-                    pass
         code = HTTP_ERROR_CODES.get(status_code, "HTTPError")
         self.finish(json.dumps({"error": code, "message": str(message)}))
 
@@ -311,6 +344,49 @@ class SelfCheckpointHandler(DittoAPIHandler):
         await self.respond(run)
 
 
+class SelfCheckoutHandler(DittoAPIHandler):
+    """POST /api/v1/runtimes/self/checkout: checkout asked by a kernel about its own state."""
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self) -> None:
+        async def run() -> BaseModel:
+            req = self.body(SelfCheckoutRequest)
+            sessions = self.runtime_sessions
+            await sessions.ensure_runtime(req.runtime_id, self.user_name)
+            return await sessions.checkout(
+                req.checkpoint_id,
+                req.conversation_id,
+                req.sender_id,
+                req.metadata,
+                caller_runtime_id=req.runtime_id,
+            )
+
+        await self.respond(run)
+
+
+class ExecHandler(DittoAPIHandler):
+    """POST /api/v1/runtimes/exec: run a shell command in the runtime's backend."""
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self) -> None:
+        async def run() -> BaseModel:
+            req = self.body(ExecRequest)
+            result = await self.runtime_sessions.exec(
+                req.runtime_id, req.command, req.timeout, self.user_name
+            )
+            return ExecResponse(
+                exit_code=result.exit_code,
+                stdout=result.stdout,
+                stderr=result.stderr,
+                timed_out=result.timed_out,
+                truncated=result.truncated,
+            )
+
+        await self.respond(run)
+
+
 class SelfPauseHandler(DittoAPIHandler):
     """POST /api/v1/runtimes/self/pause: pause a kernel that captured itself.
 
@@ -430,7 +506,9 @@ def route_table() -> list[tuple[str, type[DittoAPIHandler]]]:
         (rf"/{API_PREFIX}/close", CloseHandler),
         (rf"/{API_PREFIX}/restore", RestoreHandler),
         (rf"/{API_PREFIX}/self/checkpoint", SelfCheckpointHandler),
+        (rf"/{API_PREFIX}/self/checkout", SelfCheckoutHandler),
         (rf"/{API_PREFIX}/self/pause", SelfPauseHandler),
+        (rf"/{API_PREFIX}/exec", ExecHandler),
         (rf"/{API_PREFIX}/self/restore", SelfRestoreHandler),
         (rf"/{API_PREFIX}/?", RuntimeListHandler),
         (rf"/{API_PREFIX}/{_ID}/checkpoints/?", CheckpointListHandler),

@@ -3,13 +3,9 @@
 Kernels started here are ordinary server kernels (they show up in /api/kernels, JupyterLab
 can connect to them), started with the extension's environment (`DITTO_SERVER_URL`,
 `DITTO_TOKEN`, `DITTO_DATA_DIR`, and `DITTO_RUNTIME_ID` of the runtime being started) so
-the magics can call back. `is_busy` reads the server's tracked `execution_state`.
-
-`call` runs `module:function(**args)` in an idle kernel without touching its history or
-namespace: an empty, silent execute request whose one user expression calls
-`kernel_call(<JSON text>)` below; the arguments reach the kernel as a JSON string literal
-(never user text pasted into code), and the result comes back as the expression's
-`application/json` representation.
+the magics can call back. `is_busy` reads the server's tracked `execution_state`; calls
+into a kernel reuse `ditto_jupyter.kernel.hosts.KernelChannel` (the message logic of the
+embedded host) over a client of the server's kernel manager.
 """
 
 from __future__ import annotations
@@ -17,55 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import importlib
-import json
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from queue import Empty
 from typing import TYPE_CHECKING, Any
 
-from ditto_jupyter.control.errors import BackendError
+from ditto_jupyter.control.errors import BackendError, InvalidRequest
+from ditto_jupyter.kernel.hosts import KernelChannel
 
-if TYPE_CHECKING:  # the kernel side imports this module too: keep it light at run time
-    from jupyter_client.asynchronous import AsyncKernelClient
+if TYPE_CHECKING:
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
-
-    from ditto_jupyter.control.models import SessionRecord
 
 #: The runtime whose kernel is being started; read by `ServerKernelHost.start_kernel`.
 starting_runtime: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "ditto_starting_runtime", default=None
 )
-
-
-class JsonResult:
-    """A call result whose display representation is its JSON text (kernel side)."""
-
-    def __init__(self, value: Any) -> None:
-        self.text = json.dumps(value)
-
-    def _repr_json_(self) -> Any:
-        return json.loads(self.text)
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def kernel_call(request_json: str) -> JsonResult:
-    """Kernel side of `ServerKernelHost.call`: run `module:function(**args)`, JSON in and out."""
-    request = json.loads(request_json)
-    module_name, _, function_name = str(request["function"]).partition(":")
-    function = getattr(importlib.import_module(module_name), function_name)
-    return JsonResult(function(**request["args"]))
-
-
-def _call_expression(function: str, args: Mapping[str, object]) -> str:
-    """The user expression that makes the call; arguments travel as one JSON string literal."""
-    request = json.dumps({"function": function, "args": dict(args)})
-    module = "__import__('ditto_jupyter.server.kernel_host', fromlist=['kernel_call'])"
-    return f"{module}.kernel_call({request!r})"
 
 
 class ServerKernelHost:
@@ -76,13 +39,13 @@ class ServerKernelHost:
         kernel_manager: MappingKernelManager,
         *,
         env_provider: Callable[[], Mapping[str, str]] | None = None,
-        call_timeout: float = 600.0,
+        call_timeout: float | None = None,
     ) -> None:
         self.kernel_manager = kernel_manager
         self.env_provider = env_provider
         self.call_timeout = call_timeout
-        self._clients: dict[str, AsyncKernelClient] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._channels: dict[str, KernelChannel] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
         self._deferred: set[str] = set()
         self._deferred_tasks: set[asyncio.Task[None]] = set()
 
@@ -104,6 +67,8 @@ class ServerKernelHost:
         full_env = {**os.environ, **self.kernel_env(starting_runtime.get()), **(env or {})}
         kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": full_env}
         if cwd is not None:
+            if not Path(cwd).is_dir():
+                raise InvalidRequest(f"kernel working directory {cwd} is not a directory")
             kwargs["cwd"] = str(cwd)
         try:
             kernel_id = await self.kernel_manager.start_kernel(**kwargs)
@@ -117,17 +82,16 @@ class ServerKernelHost:
         A kernel marked by `defer_shutdown` (it asked to pause itself from a magic) is shut
         down only once the cell that asked has finished, so the magic gets its answer.
         """
-        self._drop_client(kernel_id)
+        await self._close_channel(kernel_id)
         if kernel_id in self._deferred:
             self._deferred.discard(kernel_id)
             task = asyncio.get_running_loop().create_task(self._shutdown_when_idle(kernel_id))
             self._deferred_tasks.add(task)
             task.add_done_callback(self._deferred_tasks.discard)
             return
-        if kernel_id not in self.kernel_manager:
-            return
-        with contextlib.suppress(KeyError):
-            await self.kernel_manager.shutdown_kernel(kernel_id)
+        if kernel_id in self.kernel_manager:
+            with contextlib.suppress(KeyError):
+                await self.kernel_manager.shutdown_kernel(kernel_id)
 
     def defer_shutdown(self, kernel_id: str) -> None:
         """Make the next `shutdown_kernel` of this kernel wait until it is idle."""
@@ -151,6 +115,10 @@ class ServerKernelHost:
         if self._deferred_tasks:
             await asyncio.gather(*list(self._deferred_tasks), return_exceptions=True)
 
+    def is_alive(self, kernel_id: str) -> bool:
+        """Whether the server still has this kernel."""
+        return kernel_id in self.kernel_manager
+
     async def is_busy(self, kernel_id: str) -> bool:
         """Whether the kernel is running code, as the server tracks it from iopub status."""
         if kernel_id not in self.kernel_manager:
@@ -158,69 +126,45 @@ class ServerKernelHost:
         kernel = self.kernel_manager.get_kernel(kernel_id)
         return getattr(kernel, "execution_state", "idle") == "busy"
 
-    def _client(self, kernel_id: str) -> AsyncKernelClient:
-        if kernel_id not in self.kernel_manager:
-            raise BackendError(f"kernel {kernel_id} is not running")
-        client = self._clients.get(kernel_id)
-        if client is None:
-            client = self.kernel_manager.get_kernel(kernel_id).client()
-            client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
-            self._clients[kernel_id] = client
-        return client
+    async def channel(self, kernel_id: str) -> KernelChannel:
+        """The (lazily opened) message channel to a server kernel."""
+        channel = self._channels.get(kernel_id)
+        if channel is not None:
+            return channel
+        lock = self._opening.setdefault(kernel_id, asyncio.Lock())
+        async with lock:
+            channel = self._channels.get(kernel_id)
+            if channel is not None:
+                return channel
+            if kernel_id not in self.kernel_manager:
+                raise BackendError(f"kernel {kernel_id} is not running")
+            kernel: Any = self.kernel_manager.get_kernel(kernel_id)
 
-    def _drop_client(self, kernel_id: str) -> None:
-        client = self._clients.pop(kernel_id, None)
-        self._locks.pop(kernel_id, None)
-        if client is not None:
-            client.stop_channels()
+            async def alive() -> bool:
+                return kernel_id in self.kernel_manager and bool(await kernel.is_alive())
+
+            channel = KernelChannel(kernel.client(), kernel_id, alive=alive)
+            await channel.start()
+            self._channels[kernel_id] = channel
+            return channel
+
+    async def _close_channel(self, kernel_id: str) -> None:
+        channel = self._channels.pop(kernel_id, None)
+        self._opening.pop(kernel_id, None)
+        if channel is not None:
+            await channel.stop()
 
     async def call(self, kernel_id: str, function: str, args: dict[str, object]) -> object:
         """Run `module:function(**args)` in the kernel and return its JSON result."""
-        lock = self._locks.setdefault(kernel_id, asyncio.Lock())
-        async with lock:
-            client = self._client(kernel_id)
-            msg_id = client.execute(
-                "",
-                silent=True,
-                store_history=False,
-                user_expressions={"result": _call_expression(function, args)},
-                allow_stdin=False,
-            )
-            reply = await self._reply(client, msg_id, kernel_id)
-        content = reply["content"]
-        if content.get("status") != "ok":
-            reason = f"{content.get('ename')}: {content.get('evalue')}"
-            raise BackendError(f"kernel {kernel_id} refused the call: {reason}")
-        result = content.get("user_expressions", {}).get("result", {})
-        if result.get("status") != "ok":
-            reason = f"{result.get('ename', 'Error')}: {result.get('evalue', '')}".rstrip(": ")
-            raise BackendError(f"{function} failed in kernel {kernel_id}: {reason}")
-        data = result.get("data", {})
-        if "application/json" in data:
-            return data["application/json"]
-        raise BackendError(f"{function} in kernel {kernel_id} returned no JSON result")
+        channel = await self.channel(kernel_id)
+        return await channel.call(function, args, timeout=self.call_timeout)
 
-    async def _reply(self, client: AsyncKernelClient, msg_id: str, kernel_id: str) -> Any:
-        deadline = time.monotonic() + self.call_timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BackendError(f"kernel {kernel_id} did not answer in {self.call_timeout} s")
-            if kernel_id not in self.kernel_manager:
-                raise BackendError(f"kernel {kernel_id} stopped during the call")
-            try:
-                msg = await client.get_shell_msg(timeout=min(remaining, 1.0))
-            except Empty:  # nothing within the poll interval: check the kernel is alive
-                continue
-            if msg.get("parent_header", {}).get("msg_id") == msg_id:
-                return msg
+    async def execute(self, kernel_id: str, code: str) -> str:
+        """Run a cell as a user would; its stdout (tests, benchmarks)."""
+        channel = await self.channel(kernel_id)
+        return await channel.execute(code, timeout=self.call_timeout)
 
     async def close(self) -> None:
-        """Stop every client channel this host opened."""
-        for kernel_id in list(self._clients):
-            self._drop_client(kernel_id)
-
-
-def runtime_starting(session: SessionRecord) -> contextvars.Token[str | None]:
-    """Mark `session` as the runtime whose kernel the next start belongs to."""
-    return starting_runtime.set(session.session_id)
+        """Close every channel this host opened (the kernels keep running)."""
+        for kernel_id in list(self._channels):
+            await self._close_channel(kernel_id)

@@ -58,6 +58,9 @@ def _models() -> list[type[BaseModel]]:
         ext.RuntimeRestoreRequest,
         ext.RuntimeRestoreResult,
         ext.SelfCheckpointRequest,
+        ext.SelfCheckoutRequest,
+        ext.ExecRequest,
+        ext.ExecResponse,
         ext.CheckpointDetail,
     ]
 
@@ -166,6 +169,18 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
             "Record a kernel's own checkpoint",
             ext.SelfCheckpointRequest,
             core.RuntimeCheckpointResult,
+            _ALL_OPERATION_ERRORS,
+        ),
+        "/api/v1/runtimes/self/checkout": _post(
+            "Check out from a kernel's magic",
+            ext.SelfCheckoutRequest,
+            core.RuntimeCheckoutResult,
+            _ALL_OPERATION_ERRORS,
+        ),
+        "/api/v1/runtimes/exec": _post(
+            "Run a command in a runtime's backend",
+            ext.ExecRequest,
+            ext.ExecResponse,
             _ALL_OPERATION_ERRORS,
         ),
         "/api/v1/runtimes/self/pause": _post(

@@ -24,7 +24,12 @@ from jupyter_server.utils import ensure_async
 from tornado.web import HTTPError
 
 from ditto_jupyter.control.context import SessionContextCapture
-from ditto_jupyter.control.errors import BackendError, InvalidRequest, RuntimeNotFound
+from ditto_jupyter.control.errors import (
+    BackendError,
+    InvalidRequest,
+    RuntimeNotFound,
+    SessionBusy,
+)
 from ditto_jupyter.control.models import (
     ContextCapture,
     RuntimeCheckoutResult,
@@ -160,11 +165,24 @@ class RuntimeSessions:
                 event.status = record.status.value
 
     async def _sync_kernel(self, session: SessionRecord) -> None:
-        """Follow a kernel change made in JupyterLab (a live runtime's session, new kernel)."""
+        """Follow kernel changes made outside the extension.
+
+        A kernel switched in JupyterLab updates the runtime's handle; a live runtime whose
+        kernel is gone (shut down in JupyterLab, died, or a server restart) is marked lost:
+        paused at its head checkpoint (resume brings it back), or closed when it has none.
+        """
         if session.status.value in ("paused", "closed"):
             return
         model = await self._jupyter_session(session.session_id)
         if model is None or not model.get("kernel"):
+            kernel_id = session.handle_state.get("kernel_id")
+            if self.host is not None and kernel_id and not self.host.is_alive(str(kernel_id)):
+                with self.events.operation("lost", session.session_id) as event:
+                    try:
+                        record = await self.service.mark_lost(session.session_id)
+                    except SessionBusy:  # an operation on it is in flight: it knows best
+                        record = await self.service.get_runtime(session.session_id)
+                    event.status = record.status.value
             return
         kernel_id = model["kernel"]["id"]
         if session.handle_state.get("kernel_id") != kernel_id:
@@ -175,6 +193,9 @@ class RuntimeSessions:
 
     async def register_live_sessions(self, user: str) -> None:
         """Register every live Jupyter session with a kernel (before listing runtimes)."""
+        for known in self.service.store.list_sessions():
+            if known.status.value not in ("paused", "closed"):
+                await self._sync_kernel(known)
         models = await ensure_async(self.session_manager.list_sessions())
         for model in models:
             if model.get("kernel") and model.get("id"):
@@ -237,8 +258,13 @@ class RuntimeSessions:
         conversation_id: str | None,
         sender_id: str | None,
         metadata: dict[str, Any] | None,
+        *,
+        caller_runtime_id: str | None = None,
     ) -> RuntimeCheckoutResult:
-        """Branch a new runtime, copy its notebook beside the original, open it as a session."""
+        """Branch a new runtime, copy its notebook beside the original, open it as a session.
+
+        `caller_runtime_id` is the runtime whose kernel asks from a magic (busy with it).
+        """
         checkpoint = self.service.get_checkpoint(checkpoint_id)
         with self.events.operation("checkout", checkpoint.runtime_id) as event:
             event.checkpoint_id = checkpoint_id
@@ -247,7 +273,13 @@ class RuntimeSessions:
             target = conversation_id or sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
             copied = await self._copy_notebook(source_path, target)
             try:
-                result = await self.service.checkout(checkpoint_id, target, sender_id, metadata)
+                result = await self.service.checkout(
+                    checkpoint_id,
+                    target,
+                    sender_id,
+                    metadata,
+                    caller_runtime_id=caller_runtime_id,
+                )
             except BaseException:
                 if copied:
                     await ensure_async(self.contents_manager.delete(target))
@@ -354,6 +386,11 @@ class RuntimeSessions:
             self._forget_jupyter_session(runtime_id)
             event.status = result.runtime.status.value
         return result
+
+    async def exec(self, runtime_id: str, command: str, timeout: float | None, user: str) -> Any:
+        """Run a shell command in the runtime's backend (the `%%sandbox` magic)."""
+        await self.ensure_runtime(runtime_id, user)
+        return await self.service.exec(runtime_id, command, timeout=timeout)
 
     def require_kernel(self, runtime_id: str) -> str:
         """The live kernel id of a runtime (BackendError when it has none)."""

@@ -112,6 +112,10 @@ async def test_every_route_success_path(api: Api, ditto_app: DittoJupyterApp) ->
     assert namespace(ditto_app, child_id) == {"x": 2}
     assert namespace(ditto_app, "r1") == {"x": 1}  # the source never changes
 
+    status, ran = await api("POST", "exec", {"runtime_id": "r1", "command": "echo hi; exit 3"})
+    assert status == 200, ran
+    assert (ran["exit_code"], ran["stdout"], ran["timed_out"]) == (3, "hi\n", False)
+
     status, paused = await api("POST", "pause", {"runtime_id": "r1", "name": "lunch"})
     assert status == 200, paused
     assert paused["runtime"]["status"] == "paused"
@@ -187,6 +191,8 @@ POST_ROUTES = [
     "self/checkpoint",
     "self/pause",
     "self/restore",
+    "self/checkout",
+    "exec",
 ]
 
 
