@@ -22,6 +22,7 @@ from ditto_jupyter.kernel.hosts import KernelHost
 
 CAPTURE = "ditto_jupyter.kernel.capture:kernel_capture"
 RESTORE = "ditto_jupyter.kernel.capture:kernel_restore"
+WARM_UP = "ditto_jupyter.kernel.capture:warm_up"
 
 
 class KernelContextCapture:
@@ -43,6 +44,11 @@ class KernelContextCapture:
     async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
         """Start a kernel for the session in its workspace."""
         kernel_id = await self.host.start_kernel(session.kernel_name, cwd=cwd)
+        try:  # load the capture code now, not during the first checkpoint
+            await self.host.call(kernel_id, WARM_UP, {"blob_root": str(self.blob_root)})
+        except BaseException:
+            await self.host.shutdown_kernel(kernel_id)
+            raise
         return {"kernel_id": kernel_id}
 
     async def stop(self, session: SessionRecord) -> None:
