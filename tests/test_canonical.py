@@ -71,9 +71,12 @@ ODD_CHARS = [
     "\U0010ffff",
 ]
 
+# Strings that look like the float shapes the fast path rewrites (they must stay as they are).
+TRICKY_STRINGS = [".0,", "1.0]", "-0}", "-0,", '":1.0,"', "1e+16", "2e-6,", "\\", '\\"1.0,']
 keys = st.one_of(
     st.text(max_size=6),
     st.text(alphabet=st.sampled_from(ODD_CHARS), max_size=4),
+    st.sampled_from(TRICKY_STRINGS),
 )
 floats = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
@@ -85,6 +88,7 @@ scalars = st.one_of(
     st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER),
     floats,
     keys,
+    st.sampled_from(TRICKY_STRINGS),
 )
 json_values = st.recursive(
     scalars,
@@ -133,6 +137,19 @@ def test_strings_that_look_like_floats_are_left_alone() -> None:
     value = {"text": 'a":1.0,"b', "n": 1.0, "esc": '\\"1.0]\\', "list": ["1e+16", 1e16]}
     assert canonical_json(value) == rfc8785.dumps(value)
     assert b'"a\\":1.0,\\"b"' in canonical_json(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"s": "-0,", "x": -0.0},
+        {"s": "x.0]", "x": [2.0]},
+        {"-0}": [1.0, -0.0], "k.0,": 3.0},
+        ["a\\", 1.0, 'q"\\-0,', -0.0],
+    ],
+)
+def test_float_shapes_inside_strings_survive_the_rewrite(value: Any) -> None:
+    assert canonical_json(value) == rfc8785.dumps(value)
 
 
 def test_common_documents_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:

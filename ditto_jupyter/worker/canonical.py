@@ -204,7 +204,7 @@ def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> En
     """
     try:
         data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
-        marshal.dumps(value)  # type: ignore[arg-type]  # exact built-in types only (no IntEnum)
+        raw = marshal.dumps(value)  # type: ignore[arg-type]  # exact built-in types only (no IntEnum)
     except (TypeError, ValueError):
         return _slow_encode(value, path, canonical)
     copy = orjson.loads(data)
@@ -212,7 +212,7 @@ def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> En
         return _slow_encode(value, path, canonical)
     if not canonical:
         return EncodedJSON(data, copy, b"")
-    return EncodedJSON(data, copy, _jcs_from_sorted(data, copy))
+    return EncodedJSON(data, copy, _jcs_from_sorted(data, copy, raw))
 
 
 def jcs_of_valid(value: JSONValue) -> bytes:
@@ -220,15 +220,19 @@ def jcs_of_valid(value: JSONValue) -> bytes:
     return _jcs_from_sorted(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), value)
 
 
-def _jcs_from_sorted(data: bytes, value: JSONValue) -> bytes:
-    """RFC 8785 bytes of a valid value, given its orjson bytes with sorted keys."""
+def _jcs_from_sorted(data: bytes, value: JSONValue, raw: bytes | None = None) -> bytes:
+    """RFC 8785 bytes of a valid value, given its orjson bytes with sorted keys.
+
+    `raw` is `marshal.dumps(value)` when the caller has it: every string of the value
+    appears in it verbatim, which tells cheaply whether any string holds a float shape.
+    """
     kind = type(value)
     if kind is not dict and kind is not list:
         return rfc8785.dumps(value)
     if not data.isascii() and _has_key_order_hazard(data):
         return rfc8785.dumps(value)
     if _may_need_float_rewrite(data):
-        return _rewrite_floats(data)
+        return _rewrite_floats(data, value, raw)
     return data
 
 
@@ -285,15 +289,17 @@ def _fix_zero_fractions(text: bytes) -> bytes:
     return text
 
 
-def _rewrite_floats(data: bytes) -> bytes:
+def _rewrite_floats(data: bytes, value: JSONValue, raw: bytes | None) -> bytes:
     """Replace each float token outside strings by its ECMAScript form (RFC 8785 3.2.2.3)."""
-    parts = _split_strings(data)
     if b"e+" not in data and b"e-6" not in data:
-        strings = b'"'.join(parts[1::2])
-        if _ZERO_FRACTION.search(strings) is None and _NEGATIVE_ZERO.search(strings) is None:
-            # No string holds a zero-fraction shape, so every match in `data` is a float
-            # token: rewrite the text in place, without re-joining the parts.
+        # Only zero fractions to fix. marshal writes every string (and key) of the value
+        # verbatim, and the shapes hold no character JSON escapes: if marshal's bytes hold
+        # no shape, no string does, and every match in `data` is a float token.
+        if raw is None:
+            raw = marshal.dumps(value)
+        if _ZERO_FRACTION.search(raw) is None and _NEGATIVE_ZERO.search(raw) is None:
             return _fix_zero_fractions(data)
+    parts = _split_strings(data)
     outside = b'"'.join(parts[0::2])
     fixed = _fix_zero_fractions(outside) if b".0" in outside else outside
     if b"e+" in outside or b"e-6" in outside:
