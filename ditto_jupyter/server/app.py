@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
+from jupyter_server.services.sessions.handlers import SessionHandler
 from traitlets import Enum, Float, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
@@ -38,6 +39,10 @@ from ditto_jupyter.server.sessions import RuntimeSessions, ServerContextCapture
 _session_in_progress: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "ditto_session_in_progress", default=None
 )
+
+
+#: Session ids with more than five dash-separated parts (checkout children and their children).
+CHILD_SESSION_ROUTE = r"/api/sessions/(?P<session_id>\w+(?:-\w+){5,})"
 
 
 class DittoJupyterApp(ExtensionApp):
@@ -138,6 +143,11 @@ class DittoJupyterApp(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table())
+        # Checkout children are Jupyter sessions whose id is the source id plus a suffix,
+        # which jupyter_server's UUID-shaped /api/sessions/{id} pattern does not match;
+        # serve those ids with the server's own SessionHandler so JupyterLab can rename
+        # and shut them down like any other session.
+        self.handlers.append((CHILD_SESSION_ROUTE, SessionHandler))
 
     async def stop_extension(self) -> None:
         """Close kernel clients and the store."""

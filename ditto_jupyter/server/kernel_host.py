@@ -82,13 +82,13 @@ class ServerKernelHost:
         A kernel marked by `defer_shutdown` (it asked to pause itself from a magic) is shut
         down only once the cell that asked has finished, so the magic gets its answer.
         """
-        await self._close_channel(kernel_id)
         if kernel_id in self._deferred:
             self._deferred.discard(kernel_id)
             task = asyncio.get_running_loop().create_task(self._shutdown_when_idle(kernel_id))
             self._deferred_tasks.add(task)
             task.add_done_callback(self._deferred_tasks.discard)
             return
+        await self._close_channel(kernel_id)
         if kernel_id in self.kernel_manager:
             with contextlib.suppress(KeyError):
                 await self.kernel_manager.shutdown_kernel(kernel_id)
@@ -106,6 +106,8 @@ class ServerKernelHost:
         await asyncio.sleep(0.05)
         while time.monotonic() < deadline and await self.is_busy(kernel_id):
             await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)  # let the cell's last messages reach its clients
+        await self._close_channel(kernel_id)
         if kernel_id in self.kernel_manager:
             with contextlib.suppress(Exception):
                 await self.kernel_manager.shutdown_kernel(kernel_id)
