@@ -57,6 +57,7 @@ CELLS = [
     "z = 2",
 ]
 SETUP = "import numpy as np"
+ATTACH_KISHU = "from kishu import init_kishu; init_kishu(); __import__('kishu_timing').install()"
 #: what the state after cell 2 and after the last cell look like, as JSON from the kernel
 PROBE = (
     "print(__import__('json').dumps({n: (float(v[0]) if n == 'arr' else len(v) "
@@ -368,7 +369,7 @@ def report(
                 ms(theirs["overhead_s"]),
                 mib(theirs["growth"]),
                 f"{ratio:.1f}x ({in_kernel_ratio:.1f}x)",
-                verdict(ratio >= 5),
+                f"{verdict(ratio >= 5)} ({verdict(in_kernel_ratio >= 5)})",
             ]
         else:
             line += ["n/a", "n/a", "n/a", "n/a"]
@@ -382,7 +383,7 @@ def report(
             "Kishu: per-cell overhead",
             "Kishu: store growth",
             "Kishu / ours (in kernel)",
-            "target >= 5x",
+            "target >= 5x (in kernel)",
         ],
         rows,
     )
@@ -475,15 +476,18 @@ def report(
         """
         How it was measured: one run, same machine, a real ipykernel kernel per engine
         (`JupyterClientHost`). Ours: `KernelContextCapture.capture` after each cell, timed at
-        the caller (includes the kernel round trip; the in-kernel part in parentheses, and
-        pass/miss judged on the caller-side figure); bytes written as reported by the capture,
-        store growth as bytes on disk under the blob root. Kishu: `init_kishu()` in its test
-        mode on a notebook file, commits after every cell via its IPython hooks; its overhead
-        is the time inside `pre_run_cell` + `post_run_cell`, measured in the kernel (no round
-        trip charged); store growth is the growth of its `.kishudb` files. Restores: ours
-        `KernelContextCapture.restore` (caller-side; the in-kernel part in parentheses), Kishu `_kishu.checkout(commit)`, dill `load_session`. Each checkpoint
-        is durable when it returns (one `syncfs` per checkpoint; Kishu's SQLite commits fsync
-        too). The machine is shared (2 cores, other work running), so single figures are noisy.
+        the caller, which includes the kernel round trip of the server path (about 5-10 ms
+        here); the in-kernel part is in parentheses and is the like-for-like figure with
+        Kishu, whose hooks run inside the kernel (the magic path has no round trip either).
+        Bytes written as reported by the capture, store growth as bytes on disk under the blob
+        root. Kishu: `init_kishu()` in its test mode on a notebook file, committing after every
+        cell through its IPython hooks; its overhead is the time inside `pre_run_cell` +
+        `post_run_cell`, measured in the kernel; store growth is the growth of its `.kishudb`
+        files. Restores: ours `KernelContextCapture.restore` (in-kernel part in parentheses),
+        Kishu `_kishu.checkout(commit)`, dill `load_session` (which only adds names back:
+        later variables stay). Every checkpoint is durable when it returns (ours: one
+        `syncfs`; Kishu's SQLite commits fsync too). The machine is shared (2 cores, other
+        work running), so single figures are noisy.
         """
     ).strip()
     return "\n\n".join([per_cell, summary, "\n".join(checks), notes])

@@ -462,6 +462,15 @@ def _begin_writeback(store: BlobStore, digest: str) -> None:
         os.close(fd)
 
 
+def _fingerprints(parts: list[memoryview]) -> list[str]:
+    """Fingerprints of chunks; a big buffer's second half is done on a writer thread."""
+    if len(parts) < 8 or (os.cpu_count() or 1) < 2:
+        return [_fingerprint(part) for part in parts]
+    half = len(parts) // 2
+    rest = _pool().submit(lambda: [_fingerprint(part) for part in parts[half:]])
+    return [_fingerprint(part) for part in parts[:half]] + rest.result()
+
+
 class _ChunkWriter:
     """Stores byte views as fixed-size chunks, skipping the ones already stored."""
 
@@ -473,7 +482,7 @@ class _ChunkWriter:
     def store(self, data: memoryview) -> dict[str, Any]:
         view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
         parts = [view[offset : offset + CHUNK_SIZE] for offset in range(0, len(view), CHUNK_SIZE)]
-        fingerprints = [_fingerprint(part) for part in parts]
+        fingerprints = _fingerprints(parts)
         digests = [_chunk_memo.get(fingerprint) for fingerprint in fingerprints]
         missing: dict[str, memoryview] = {}
         for part, fingerprint, digest in zip(parts, fingerprints, digests, strict=True):
@@ -732,11 +741,9 @@ class _LiveState:
                 before.exclusive = after.exclusive = False
 
     def _add(self, name: str, view: memoryview) -> None:
-        fingerprints = []
-        for offset in range(0, len(view), CHUNK_SIZE):
-            part = view[offset : offset + CHUNK_SIZE]
-            fingerprint = _fingerprint(part)
-            fingerprints.append(fingerprint)
+        parts = [view[offset : offset + CHUNK_SIZE] for offset in range(0, len(view), CHUNK_SIZE)]
+        fingerprints = _fingerprints(parts)
+        for fingerprint, part in zip(fingerprints, parts, strict=True):
             self.chunks.setdefault(fingerprint, part)
         address = -1
         if not view.readonly and len(view):
