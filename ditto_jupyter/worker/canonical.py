@@ -40,8 +40,7 @@ MAX_DEPTH = 254
 """Deepest nesting of arrays and objects allowed: orjson's own limit, which the fast path uses."""
 
 _ORJSON_OPTIONS = (
-    orjson.OPT_SORT_KEYS
-    | orjson.OPT_STRICT_INTEGER
+    orjson.OPT_STRICT_INTEGER
     | orjson.OPT_PASSTHROUGH_DATACLASS
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -70,7 +69,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class EncodedJSON(NamedTuple):
-    """A validated value: its JSON bytes (keys sorted), a fresh copy, its JCS bytes."""
+    """A validated value: its JSON bytes (key order kept), a fresh copy, its JCS bytes."""
 
     data: bytes
     copy: JSONValue
@@ -191,16 +190,15 @@ def _slow_encode(value: object, path: str, canonical: bool) -> EncodedJSON:
     check_json(value, path)
     copy = _plain_copy(value)  # type: ignore[arg-type]
     jcs = rfc8785.dumps(copy) if canonical else b""
-    data = orjson.dumps(copy, option=orjson.OPT_SORT_KEYS)
-    return EncodedJSON(data, orjson.loads(data), jcs)
+    return EncodedJSON(orjson.dumps(copy), copy, jcs)
 
 
 def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> EncodedJSON:
-    """Validate `value` and return its sorted JSON bytes, a fresh deep copy and JCS bytes.
+    """Validate `value` and return its JSON bytes, a fresh deep copy and its JCS bytes.
 
-    Raises StateValidationError naming the offending path. The copy's objects have their
-    keys sorted (by code point), as in the canonical form. With `canonical=False` the
-    `canonical` field is empty (callers that only need the validated copy skip that work).
+    Raises StateValidationError naming the offending path. The bytes and the copy keep each
+    object's key order. With `canonical=False` the `canonical` field is empty (callers that
+    only need the validated copy skip that work).
     """
     try:
         data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
@@ -212,7 +210,8 @@ def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> En
         return _slow_encode(value, path, canonical)
     if not canonical:
         return EncodedJSON(data, copy, b"")
-    return EncodedJSON(data, copy, _jcs_from_sorted(data, copy, raw))
+    ordered = orjson.dumps(copy, option=orjson.OPT_SORT_KEYS)
+    return EncodedJSON(data, copy, _jcs_from_sorted(ordered, copy, raw))
 
 
 def jcs_of_valid(value: JSONValue) -> bytes:

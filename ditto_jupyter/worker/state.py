@@ -16,9 +16,8 @@ most 254 levels, without cycles. Everything else
 built-in types such as `IntEnum` members) is refused with a StateValidationError naming the
 JSON path of the offending value.
 
-Copies (the saved `state`, restored values, `copy_state`) are fresh containers whose
-objects list their keys in sorted order, as the canonical form does; values keep their
-Python types (`1.0` stays a float).
+Copies (the saved `state`, restored values, `copy_state`) are fresh containers that keep
+each object's key order and each value's Python type (`1.0` stays a float).
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ def validate_state(value: object, path: str = "$") -> None:
 
 
 def copy_state(value: JSONValue) -> JSONValue:
-    """A validated deep copy of `value` that shares no container with it (keys sorted)."""
+    """A validated deep copy of `value` that shares no container with it."""
     return encode_json(value, canonical=False).copy
 
 
