@@ -50,17 +50,8 @@ _ORJSON_OPTIONS = (
 # (`1.0`, `-0.0`; in a container a number is always followed by one of `,]}`), and the
 # exponents `e+16`..`e+20` and `e-6`. The regex has a literal prefix, so sre scans fast.
 _ZERO_FRACTION = re.compile(rb"\.0[,\]}]")
-
-
-def _may_need_float_rewrite(data: bytes) -> bool:
-    """False when no float token of `data` can differ from its ECMAScript form."""
-    if _ZERO_FRACTION.search(data) is not None:
-        return True
-    if b"+" in data and b"e+" in data:  # memchr first: "+" is rare in JSON text
-        return True
-    return b"e-6" in data
-
-
+_NEGATIVE_ZERO = re.compile(rb"-0[,\]}]")
+_NEGATIVE_ZERO_FLOAT = re.compile(rb"-0\.0[,\]}]")
 _FLOAT_TOKEN = re.compile(rb"-?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]?\d+)")
 # UTF-8 lead bytes of non-BMP characters, and of U+E000..U+FFFF (searched with memchr).
 _ASTRAL_LEADS = (b"\xf0", b"\xf1", b"\xf2", b"\xf3", b"\xf4")
@@ -96,7 +87,7 @@ def _describe(value: object) -> str:
 
     kind = type(value)
     if isinstance(value, enum.Enum):
-        return f"enum member {value!s} is not JSON state (store its value)"
+        return f"enum member {kind.__name__}.{value.name} is not JSON state (store its value)"
     if kind is tuple:
         return "tuple is not JSON state (use a list)"
     if isinstance(value, (set, frozenset)):
@@ -235,6 +226,15 @@ def _jcs_from_sorted(data: bytes, value: JSONValue, raw: bytes | None = None) ->
     return data
 
 
+def _may_need_float_rewrite(data: bytes) -> bool:
+    """False when no float token of `data` can differ from its ECMAScript form."""
+    if _ZERO_FRACTION.search(data) is not None:
+        return True
+    if b"+" in data and b"e+" in data:  # memchr first: "+" is rare in JSON text
+        return True
+    return b"e-6" in data
+
+
 def _split_strings(data: bytes) -> list[bytes]:
     """Split compact JSON at its string quotes: odd items are string bodies (escapes masked)."""
     # orjson escapes every control character, so NUL and SOH never occur in its output and
@@ -269,10 +269,6 @@ def _contains_any(data: bytes, needles: tuple[bytes, ...]) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _ecmascript_float(token: bytes) -> bytes:
     return rfc8785.dumps(float(token))
-
-
-_NEGATIVE_ZERO = re.compile(rb"-0[,\]}]")
-_NEGATIVE_ZERO_FLOAT = re.compile(rb"-0\.0[,\]}]")
 
 
 def _fix_zero_fractions(text: bytes) -> bytes:
