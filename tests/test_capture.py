@@ -267,6 +267,10 @@ def test_big_bytes_go_out_of_band_and_are_not_written_twice(blobs: BlobStore) ->
     ns.update(raw=payload, nested={"data": bytearray(payload), "n": 1}, same=payload)
     first = capture_namespace(ns, blobs)
     assert first.bytes_written < len(payload)  # zstd-compressible, and stored once
+    body = blobs.get_manifest(first.manifest_id)
+    kinds = {c["names"][0]: [b["kind"] for b in c["buffers"]] for c in body["components"]}
+    assert kinds == {"nested": ["bytearray"], "raw": ["bytes"], "same": ["bytes"]}
+    assert all(c["stream"]["size"] < 1024 for c in body["components"])  # all out of band
     second = capture_namespace(ns, blobs)
     assert second.bytes_written == 0  # same manifest, nothing new
     fresh = new_namespace()

@@ -318,7 +318,9 @@ def _pickle_values(namespace: dict[str, object], values: list[object]) -> _Pickl
     pickler.dump(values)
     stream = out.getvalue()
     memo: dict[int, Any] = pickler.memo.copy()
-    if len(stream) > LARGE_STREAM:
+    if len(stream) > LARGE_STREAM and any(
+        type(obj) in (bytes, bytearray) and len(obj) >= OUT_OF_BAND_MIN for _, obj in memo.values()
+    ):
         buffers = []
         out = io.BytesIO()
         extractor = _ExtractingPickler(out, namespace, buffers)
