@@ -935,3 +935,87 @@ def test_records_are_frozen() -> None:
     with pytest.raises(AttributeError):
         record.charge = 0  # type: ignore[misc]
     assert record._replace(charge=0).charge == 0 and record.charge == 5  # copies, never edits
+
+
+# --------------------------------------------------------------------------- more edges
+
+
+def test_failure_reporting_usage_above_its_reservation_closes_admission(
+    make_budget: Callable[[int], Any],
+) -> None:
+    budget = make_budget(1000)
+    metered = budgeted_provider(ScriptedProvider(), budget, reserve_tokens=100)
+    original = BoomWithUsage({"input_tokens": 400, "output_tokens": 50})
+    with pytest.raises(BudgetExceededError, match="used 450 tokens") as exceeded:
+        metered.invoke({"raise": original})
+    assert exceeded.value.__context__ is original  # the provider's failure is kept
+    [record] = budget.records
+    assert (record.status, record.charge, budget.closed) == ("exceeded", 450, True)
+
+
+def test_cancelling_a_sync_provider_run_in_a_thread_charges_the_reservation() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    def slow(request: Any) -> Any:
+        entered.set()
+        release.wait()
+        return {"usage": {"total_tokens": 1}}
+
+    budget = TokenBudget(1000)
+    metered = budgeted_provider(slow, budget, reserve_tokens=250)
+
+    async def main() -> None:
+        task = asyncio.create_task(metered.ainvoke("x"))
+        while not entered.is_set():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            release.set()  # let the worker thread finish before the loop shuts down
+
+    asyncio.run(main())
+    [record] = budget.records
+    assert (record.status, record.charge, budget.reserved) == ("unknown", 250, 0)
+
+
+def test_async_provider_receives_the_signal_when_it_accepts_one() -> None:
+    received: list[Any] = []
+
+    class SignalAware:
+        async def ainvoke(self, request: Any, signal: Any = None) -> Any:
+            received.append(signal)
+            return {"usage": {"total_tokens": 2}}
+
+    budget = TokenBudget(100)
+    metered = budgeted_provider(SignalAware(), budget, reserve_tokens=10)
+    signal = threading.Event()  # not awaitable: forwarded, checked, but not raced
+    asyncio.run(metered.ainvoke("x", signal=signal))
+    assert received == [signal] and budget.charged == 2
+
+
+def test_many_tasks_share_one_budget_without_overspending(
+    make_budget: Callable[[int], Any],
+) -> None:
+    budget = make_budget(5_000)
+    provider = AsyncScriptedProvider()
+    metered = budgeted_provider(provider, budget, reserve_tokens=lambda r: r["bound"])
+
+    async def one(i: int) -> str:
+        try:
+            await metered.ainvoke({"bound": 100 + i % 50, "usage": {"total_tokens": 60}})
+        except BudgetExceededError:
+            return "refused"
+        return "admitted"
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(one(i) for i in range(200)))
+
+    outcomes = asyncio.run(main())
+    admitted = outcomes.count("admitted")
+    assert admitted == len(provider.calls) == len(budget.records)
+    assert outcomes.count("refused") > 0
+    assert budget.charged == 60 * admitted <= 5_000
+    assert_ledger_adds_up(budget)

@@ -133,6 +133,22 @@ def run_process(path: str, worker: int, start: Any, results: Any) -> None:
     results.put((worker, tallies, [repr(e) for e in errors]))
 
 
+def max_in_flight_across_processes(path: Path) -> int:
+    """The most reservations of different processes that the ledger shows open at once
+    (a sweep over reserved/settled times, in ms)."""
+    raw = sqlite3.connect(path)
+    rows = raw.execute(
+        "SELECT reserved_at_ms, settled_at_ms, owner_pid FROM token_budget_ledger"
+    ).fetchall()
+    raw.close()
+    best = 0
+    for start, _, pid in rows:
+        owners = {p for s, e, p in rows if s <= start <= e}
+        best = max(best, len(owners | {pid}))
+    return best
+
+
+@pytest.mark.slow
 def test_eight_processes_never_overspend_and_the_ledger_adds_up(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite"
     budget = SharedTokenBudget(path, LIMIT)
@@ -179,7 +195,8 @@ def test_eight_processes_never_overspend_and_the_ledger_adds_up(tmp_path: Path) 
     snap = budget.snapshot()
     assert snap.charged <= LIMIT and snap.reserved == 0 and not snap.closed
     assert all(reserved + charged <= LIMIT for reserved, charged in samples)
-    assert max(reserved for reserved, _ in samples) > 450  # calls were in flight together
+    assert samples  # the watcher did sample throughout
+    assert max_in_flight_across_processes(path) >= 2  # calls really were in flight together
 
     # The ledger adds up exactly: counters, per-call rows, per-thread sums, statuses.
     assert budget.ledger_totals() == (0, snap.charged, 0)
@@ -410,3 +427,33 @@ def test_a_failed_transaction_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(BudgetExceededError, match="does not fit"):
         budget.reserve(81)
     assert (budget.snapshot(), budget.records, budget.ledger_totals()) == before
+
+
+def _open_fresh_and_spend(path: str, start: Any, results: Any) -> None:
+    start.wait()
+    try:
+        budget = SharedTokenBudget(path, 1000)
+        budget.settle(budget.reserve(10), 10)
+        results.put("ok")
+    except BaseException as exc:  # reported to the parent, which fails the test
+        results.put(repr(exc))
+
+
+def test_many_processes_can_create_the_same_budget_at_once(tmp_path: Path) -> None:
+    """Kernels starting together all open (and create) one fresh file without errors."""
+    path = tmp_path / "fresh.sqlite"
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Event(), context.Queue()
+    processes = [
+        context.Process(target=_open_fresh_and_spend, args=(str(path), start, results))
+        for _ in range(PROCESSES)
+    ]
+    for process in processes:
+        process.start()
+    start.set()
+    outcomes = [results.get(timeout=300) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    assert outcomes == ["ok"] * PROCESSES
+    budget = SharedTokenBudget(path)
+    assert (budget.limit, budget.charged, len(budget.records)) == (1000, 80, PROCESSES)
