@@ -1019,3 +1019,39 @@ def test_many_tasks_share_one_budget_without_overspending(
     assert outcomes.count("refused") > 0
     assert budget.charged == 60 * admitted <= 5_000
     assert_ledger_adds_up(budget)
+
+
+class ExplodingUsage:
+    """A usage object whose counters fail to read (a broken SDK object)."""
+
+    @property
+    def prompt_tokens(self) -> int:
+        raise RuntimeError("lazy field failed to load")
+
+    def __repr__(self) -> str:
+        return "ExplodingUsage()"
+
+
+def test_usage_that_cannot_be_read_is_invalid_not_a_leaked_reservation(
+    make_budget: Callable[[int], Any],
+) -> None:
+    budget = make_budget(1000)
+    with pytest.raises(InvalidUsageError, match="usage could not be read: RuntimeError"):
+        usage_tokens(ExplodingUsage())
+    metered = budgeted_provider(ScriptedProvider(), budget, reserve_tokens=100, require_usage=True)
+    with pytest.raises(InvalidUsageError, match="could not be read"):
+        metered.invoke({"response": {"usage": ExplodingUsage()}})
+
+    def broken_usage_of(response: Any) -> Any:
+        raise KeyError("usage")
+
+    lenient = budgeted_provider(
+        ScriptedProvider(), budget, reserve_tokens=100, usage_of=broken_usage_of
+    )
+    assert lenient.invoke({"usage": chat_usage(1, 1)})["output"] == "ok"
+    assert [(r.status, r.charge) for r in budget.records] == [
+        ("invalid_usage", 100),
+        ("invalid_usage", 100),
+    ]
+    assert budget.records[1].detail == "usage could not be read: KeyError: 'usage'"
+    assert (budget.reserved, budget.charged) == (0, 200)

@@ -323,6 +323,15 @@ def usage_tokens(usage: UsageSource) -> int:
     cache fields count 0). When `total_tokens` is also given the larger of it and the sum
     is charged, so an inconsistent report never lowers the charge. Raises
     InvalidUsageError naming what is missing or wrong."""
+    try:
+        return _usage_tokens(usage)
+    except InvalidUsageError:
+        raise
+    except Exception as exc:  # a usage object whose attributes fail to read
+        raise InvalidUsageError(f"usage could not be read: {_describe(exc)}") from exc
+
+
+def _usage_tokens(usage: UsageSource) -> int:
     if usage is None:
         raise InvalidUsageError("usage is missing")
     if isinstance(usage, (str, bytes, int, float, bool)):
@@ -408,7 +417,10 @@ def usage_snapshot(usage: UsageSource) -> dict[str, Any] | None:
     A value that is not a mapping or object is kept under the key `value`."""
     if usage is None:
         return None
-    plain = _plain(usage)
+    try:
+        plain = _plain(usage)
+    except Exception:  # an object that fails to read: keep what it was, not its fields
+        return {"value": f"<unreadable {type(usage).__name__}>"}
     if isinstance(plain, dict):
         return plain
     return {"value": plain}
@@ -863,10 +875,16 @@ class BudgetedProvider:
     # -- settlement
 
     def _settle_response(self, reservation: Reservation, response: Any) -> Any:
-        usage = self._usage_of(response)
+        usage: UsageSource = None
         try:
+            usage = self._usage_of(response)
             tokens = usage_tokens(usage)
-        except InvalidUsageError as problem:
+        except Exception as exc:  # even a failing usage_of must not leak the reservation
+            problem = (
+                exc
+                if isinstance(exc, InvalidUsageError)
+                else InvalidUsageError(f"usage could not be read: {_describe(exc)}")
+            )
             record = self.budget.settle(
                 reservation, status=INVALID_USAGE, usage=usage, detail=str(problem)
             )
