@@ -1,25 +1,42 @@
 """Capture and restore a Python namespace (a kernel's `user_ns`) into the blob store.
 
 Runs inside an IPython kernel, and in plain Python for tests. One checkpoint is one signed
-manifest:
+manifest `{"kind": "kernel-namespace", "components", "modules", "namespace_refs",
+"unrestorable", "chunks"}`:
 
-- variables are grouped into alias-connected components (variables whose pickles share a
-  mutable object), each component pickled as one protocol-5 stream so `a is b` and
-  `d["ref"] is arr` survive a restore;
-- large buffers (numpy, pandas and arrow data, big bytes/bytearray) go out of band into
+- every variable is pickled alone first; variables whose pickles share a mutable object
+  (found in the picklers' memos) form one alias-connected component, pickled together as one
+  protocol-5 stream, so `a is b` and `d["ref"] is arr` survive a restore. A variable that
+  cannot be pickled is reported and never joins a component, so it sinks nothing else;
+- large buffers (numpy, pandas and arrow data: anything pickled as a `PickleBuffer` of at
+  least 64 KiB; big bytes/bytearray objects inside a stream over 1 MiB) go out of band into
   fixed-size chunks stored by BLAKE3 content hash, so a checkpoint after `arr[0] = 42`
-  writes about one chunk. A per-process memo maps a fast XXH3-128 fingerprint of a chunk to
-  its BLAKE3 name, so unchanged buffers are fingerprinted, never re-hashed or re-written;
-- functions, lambdas and classes defined in the notebook are pickled by value
-  (cloudpickle); their globals are the live namespace again after restore;
-- modules are recorded as imports and re-imported;
-- IPython's own names (`In`, `Out`, `_`, `_i3`, `exit`, ...) are not state;
-- values that cannot be pickled are listed (name, type, reason) instead of failing the
-  checkpoint.
+  writes about one chunk. A per-process memo maps an XXH3-128 fingerprint of a chunk to its
+  BLAKE3 name: an unchanged buffer is fingerprinted (fast), never re-hashed or re-written.
+  The memo learns from every capture and every restored manifest (whose fingerprints it
+  signs), so the first checkpoint after a resume is incremental too;
+- functions, lambdas and classes defined in the notebook are pickled by value (cloudpickle);
+  their globals are the live namespace again after restore, not a frozen copy;
+- modules are recorded as imports (`np` -> `numpy`, `p` -> `posixpath` for `os.path`) and
+  re-imported;
+- IPython's own names (`In`, `Out`, `_`, `_i3`, `_3`, `exit`, `get_ipython`, everything in
+  `user_ns_hidden`, dunders) are not state; a user's own `_name` is;
+- values that cannot be pickled (generators, open files, sockets, locks, threads, database
+  connections, anything whose pickling raises) are listed with name, type and reason.
 
-Restore verifies the manifest's signature and every chunk's hash before unpickling, loads
-everything into a staging dict, and only then replaces the namespace: a failed restore
-changes nothing.
+Choices where the brief was silent: identity is kept for mutable objects (immutable values
+such as strings, bytes and tuples shared by two variables come back equal, not identical);
+numpy views come back as copies (numpy's own pickling); on an in-place restore a variable the
+checkpoint could not keep stays when its live value still has the recorded type (a database
+connection keeps working), otherwise it is removed. A capture writes without per-file fsync
+and makes everything durable with one `syncfs` before it returns (Linux; elsewhere every
+file is fsynced by the store).
+
+Restore verifies the manifest's signature and every chunk it reads before unpickling, and
+reads everything before touching the namespace: a failed restore changes nothing. In place,
+chunks that live arrays already hold are copied from memory, and a big writable buffer whose
+variable still holds a same-sized, non-overlapping one is patched chunk by chunk instead of
+allocated afresh (fresh memory is the slow part of restoring large arrays).
 """
 
 from __future__ import annotations

@@ -153,6 +153,11 @@ class KernelChannel:
                 message = await self.client.get_iopub_msg(timeout=None)
             except Empty:
                 continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a malformed message must not stop the busy tracking
+                await asyncio.sleep(0.05)
+                continue
             kind = message.get("header", {}).get("msg_type")
             content = message.get("content", {})
             parent = message.get("parent_header", {}).get("msg_id")
