@@ -317,6 +317,24 @@ def _settle_in_child(budget: SharedTokenBudget) -> None:
     budget.settle(budget.reserve(20), 20)
 
 
+def test_fork_while_a_thread_holds_the_budget_lock(tmp_path: Path) -> None:
+    """A child forked while the parent's lock is held (by some thread mid-transaction)
+    still works: it takes a lock and a connection of its own."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    budget = SharedTokenBudget(tmp_path / "shared.sqlite", 500)
+    context = multiprocessing.get_context("fork")
+    with budget._process_lock():  # as if another thread were inside a transaction
+        child = context.Process(target=_settle_in_child, args=(budget,))
+        child.start()
+        child.join(timeout=120)
+        if child.exitcode is None:  # stuck on the inherited lock: the bug this guards
+            child.kill()
+            child.join()
+    assert child.exitcode == 0
+    assert (budget.charged, budget.reserved) == (20, 0)
+
+
 # --------------------------------------------------------------------------- opening
 
 

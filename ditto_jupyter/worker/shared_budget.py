@@ -98,6 +98,10 @@ def _json(value: object) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"), default=repr)
 
 
+# Connections inherited from a parent process: referenced so they are never closed here.
+_INHERITED_CONNECTIONS: list[sqlite3.Connection] = []
+
+
 def _pid_alive(pid: int) -> bool:
     """Whether a process with this id exists on this machine."""
     try:
@@ -149,9 +153,24 @@ class SharedTokenBudget(BudgetAuthority):
         self._key = f"shared-token-budget:{self.path}:{name}"
         self._host = socket.gethostname()
         self._lock = threading.Lock()
+        self._lock_pid = os.getpid()
         self._connection_pid = -1
         self._connection_handle: sqlite3.Connection | None = None
         self._open_budget(limit)
+
+    def _process_lock(self) -> threading.Lock:
+        """This process's lock. A forked child gets a fresh one (the parent's may have been
+        held by a thread that does not exist in the child) and, on first use, a fresh
+        connection; the inherited connection is kept, never used or closed, as SQLite
+        requires."""
+        pid = os.getpid()
+        if self._lock_pid != pid:
+            if self._connection_handle is not None:
+                _INHERITED_CONNECTIONS.append(self._connection_handle)
+            self._connection_handle = None
+            self._lock = threading.Lock()
+            self._lock_pid = pid
+        return self._lock
 
     # -- connection and transactions
 
@@ -159,6 +178,8 @@ class SharedTokenBudget(BudgetAuthority):
         """This process's connection (lock held); reopened after a fork."""
         pid = os.getpid()
         if self._connection_handle is None or self._connection_pid != pid:
+            if self._connection_handle is not None:  # inherited across fork: leave it be
+                _INHERITED_CONNECTIONS.append(self._connection_handle)
             connection = sqlite3.connect(
                 self.path,
                 timeout=self._busy_timeout_s,
@@ -176,7 +197,7 @@ class SharedTokenBudget(BudgetAuthority):
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken up front so no other process can interleave; any
         exception rolls everything back."""
-        with self._lock:
+        with self._process_lock():
             connection = self._connection()
             connection.execute("BEGIN IMMEDIATE")
             try:
@@ -194,13 +215,13 @@ class SharedTokenBudget(BudgetAuthority):
 
     def close_connection(self) -> None:
         """Close this process's connection (reopened on next use)."""
-        with self._lock:
+        with self._process_lock():
             if self._connection_handle is not None and self._connection_pid == os.getpid():
                 self._connection_handle.close()
             self._connection_handle = None
 
     def _open_budget(self, limit: int | None) -> None:
-        with self._lock:
+        with self._process_lock():
             connection = self._connection()
             try:
                 connection.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
@@ -417,11 +438,11 @@ class SharedTokenBudget(BudgetAuthority):
             )
 
     def snapshot(self) -> BudgetSnapshot:
-        with self._lock:
+        with self._process_lock():
             return self._snapshot_of(self._connection())
 
     def ledger_totals(self) -> tuple[int, int, int]:
-        with self._lock:
+        with self._process_lock():
             row = (
                 self._connection()
                 .execute(
@@ -436,7 +457,7 @@ class SharedTokenBudget(BudgetAuthority):
 
     @property
     def records(self) -> list[BudgetRecord]:
-        with self._lock:
+        with self._process_lock():
             rows = (
                 self._connection()
                 .execute(
@@ -463,7 +484,7 @@ class SharedTokenBudget(BudgetAuthority):
 
     def open_reservations(self) -> list[tuple[int, int, str, int]]:
         """Reservations still held: (ledger id, tokens, owner host, owner pid)."""
-        with self._lock:
+        with self._process_lock():
             rows = (
                 self._connection()
                 .execute(
