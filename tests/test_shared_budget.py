@@ -1,8 +1,8 @@
 """SharedTokenBudget: one admission authority for many processes, on a real SQLite file.
 
 The central test runs 8 spawned processes, each with 4 threads making 50 metered calls
-(1600 calls, most of them in flight at once) against one limit, with random provider
-failures, invalid usage and partial usage; it checks that nothing is ever overspent and
+(1600 calls, many in flight at once) against one limit, with random provider failures,
+interrupts, invalid usage and partial usage; it checks that nothing is ever overspent and
 that the ledger adds up exactly, to the call and to the token."""
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ class FlakyProvider:
         outcome, used = request["outcome"], request["used"]
         if outcome == "fail":
             raise ConnectionError("provider dropped the connection")
+        if outcome == "interrupted":  # a cancellation (Ctrl-C in a notebook) mid-call
+            raise KeyboardInterrupt("simulated interrupt")
         if outcome == "fail_with_usage":
             error = TimeoutError("timed out after partial output")
             error.usage = {"input_tokens": used, "output_tokens": 0}  # type: ignore[attr-defined]
@@ -65,6 +67,7 @@ class FlakyProvider:
 EXPECTED_STATUS = {
     "ok": "settled",
     "fail": "unknown",
+    "interrupted": "unknown",
     "fail_with_usage": "failed",
     "invalid": "invalid_usage",
 }
@@ -90,7 +93,9 @@ def run_thread(budget: SharedTokenBudget, worker: int, thread: int, calls: int) 
     for _ in range(calls):
         reserve = rng.randint(50, 450)
         used = rng.randint(0, reserve)
-        outcome = rng.choices(["ok", "fail", "fail_with_usage", "invalid"], [70, 12, 8, 10])[0]
+        outcome = rng.choices(
+            ["ok", "fail", "interrupted", "fail_with_usage", "invalid"], [65, 12, 5, 8, 10]
+        )[0]
         request = {
             "reserve": reserve,
             "used": used,
@@ -104,7 +109,7 @@ def run_thread(budget: SharedTokenBudget, worker: int, thread: int, calls: int) 
             assert provider.calls == before, "a refused call reached the provider"
             tally["refused"] += 1
             continue
-        except (ConnectionError, TimeoutError):
+        except (ConnectionError, TimeoutError, KeyboardInterrupt):
             pass
         tally["admitted"] += 1
         tally["charge"] += used if outcome in ("ok", "fail_with_usage") else reserve
