@@ -45,8 +45,10 @@ class CliError(Exception):
 
 
 class UsageError(CliError):
+    """Bad arguments: nothing was sent."""
+
     def __init__(self, message: str) -> None:
-        super().__init__(message, EXIT_USAGE)
+        super().__init__(f"usage error: {message}", EXIT_USAGE)
 
 
 def parse_metadata(pairs: Sequence[str] | None) -> dict[str, str] | None:

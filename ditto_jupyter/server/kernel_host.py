@@ -122,9 +122,18 @@ class ServerKernelHost:
         return kernel_id in self.kernel_manager
 
     async def is_busy(self, kernel_id: str) -> bool:
-        """Whether the kernel is running code, as the server tracks it from iopub status."""
+        """Whether the kernel is running code.
+
+        With a channel open (after a first capture or restore), its iopub reader has seen
+        every status message up to the end of our own last call; the server's tracked
+        `execution_state` may still lag on the `idle` closing that call. Without a
+        channel, the server's tracked state is the one there is.
+        """
         if kernel_id not in self.kernel_manager:
             return False
+        channel = self._channels.get(kernel_id)
+        if channel is not None:
+            return channel.busy
         kernel = self.kernel_manager.get_kernel(kernel_id)
         return getattr(kernel, "execution_state", "idle") == "busy"
 

@@ -1,0 +1,183 @@
+"""A real `jupyter server` subprocess with the ditto_jupyter extension, for the tests that
+need a separate process (the CLI, a server restart, schemathesis) and the HTTP benchmark.
+
+Everything lives under one base directory: Jupyter config/data/runtime dirs (so
+`list_running_servers()` finds exactly this server), the notebook root, and the ditto data
+dir (SQLite store, blobs, workspaces), which survives a stop/start of the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServer:
+    """Start/stop a Jupyter server process; a small HTTP client and kernel runner for it."""
+
+    def __init__(
+        self,
+        base: Path,
+        *,
+        token: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        self.base = Path(base)
+        self.token = token or secrets.token_hex(16)
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.root_dir = self.base / "root"
+        self.data_dir = self.base / "ditto-data"
+        self.runtime_dir = self.base / "jupyter-runtime"
+        self.config = config or {}
+        self.log_path = self.base / "server.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "JUPYTER_CONFIG_DIR": str(self.base / "jupyter-config"),
+                "JUPYTER_DATA_DIR": str(self.base / "jupyter-data"),
+                "JUPYTER_RUNTIME_DIR": str(self.runtime_dir),
+                "JUPYTER_PLATFORM_DIRS": "1",
+            }
+        )
+        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_DATA_DIR"):
+            env.pop(name, None)
+        return env
+
+    def start(self) -> LiveServer:
+        """Start the server and wait until its API answers."""
+        for directory in (self.root_dir, self.data_dir, self.runtime_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        config_dir = self.base / "jupyter-config"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        config = {
+            "ServerApp": {
+                "jpserver_extensions": {"ditto_jupyter": True},
+                "open_browser": False,
+                "root_dir": str(self.root_dir),
+                "ip": "127.0.0.1",
+                "port_retries": 0,
+                "allow_root": True,
+            },
+            "IdentityProvider": {"token": self.token},
+            "DittoJupyterApp": {"data_dir": str(self.data_dir)},
+        }
+        for section, values in self.config.items():
+            config.setdefault(section, {}).update(values)
+        (config_dir / "jupyter_server_config.json").write_text(json.dumps(config))
+        self.port = free_port()
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jupyter_server", f"--port={self.port}"],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jupyter server exited:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "api/status", headers=self.headers()).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the server the way Ctrl-C does (its kernels are shut down with it)."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> LiveServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def request(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        return httpx.request(
+            method, self.url + path, headers=self.headers(), json=body, timeout=600
+        )
+
+    def api(self, method: str, route: str = "", body: Any = None) -> tuple[int, Any]:
+        response = self.request(method, f"api/v1/runtimes/{route}".rstrip("/"), body)
+        return response.status_code, response.json()
+
+    def open_notebook(self, path: str) -> dict[str, Any]:
+        """Create an empty notebook and a Jupyter session with a python3 kernel on it."""
+        notebook = {"type": "notebook", "content": _EMPTY_NOTEBOOK}
+        self.request("PUT", f"api/contents/{path}", notebook).raise_for_status()
+        body = {"path": path, "name": Path(path).name, "type": "notebook"}
+        response = self.request("POST", "api/sessions", {**body, "kernel": {"name": "python3"}})
+        response.raise_for_status()
+        model: dict[str, Any] = response.json()
+        return model
+
+    def execute(self, kernel_id: str, code: str) -> str:
+        """Run a cell in a server kernel (through its connection file); its stdout."""
+        from jupyter_client import BlockingKernelClient, find_connection_file
+
+        client = BlockingKernelClient()
+        client.load_connection_file(find_connection_file(kernel_id, path=[str(self.runtime_dir)]))
+        client.start_channels(hb=False)  # a slow first heartbeat reads as a dead kernel
+        try:
+            client.wait_for_ready(timeout=60)
+            out: list[str] = []
+            errors: list[str] = []
+
+            def output(msg: dict[str, Any]) -> None:
+                if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                    out.append(msg["content"]["text"])
+                elif msg["msg_type"] == "error":
+                    errors.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+
+            reply = client.execute_interactive(textwrap.dedent(code), output_hook=output)
+            if reply["content"]["status"] != "ok":
+                raise RuntimeError(f"cell failed: {errors}")
+            return "".join(out)
+        finally:
+            client.stop_channels()
+
+
+_EMPTY_NOTEBOOK = {
+    "cells": [],
+    "metadata": {},
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}

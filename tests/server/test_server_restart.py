@@ -1,0 +1,47 @@
+"""A server restart keeps paused runtimes resumable (a real `jupyter server` process, twice).
+
+The store is a SQLite file in the data dir; a runtime paused before the restart resumes
+after it with its variables; a runtime that was live when the server stopped lost its
+kernel, so the new server marks it lost: paused at its head checkpoint, resumable too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.server.live_server import LiveServer
+
+
+def test_paused_and_live_runtimes_survive_a_server_restart(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path)
+    with server:
+        paused = server.open_notebook("paused.ipynb")
+        live = server.open_notebook("live.ipynb")
+        server.execute(paused["kernel"]["id"], "import numpy as np\nx = 41\na = np.arange(10)")
+        server.execute(live["kernel"]["id"], "y = 'kept at the checkpoint'")
+        status, answer = server.api("POST", "checkpoint", {"runtime_id": live["id"]})
+        assert status == 200, answer
+        server.execute(live["kernel"]["id"], "y = 'lost with the kernel'")
+        status, answer = server.api("POST", "pause", {"runtime_id": paused["id"]})
+        assert status == 200, answer
+        first_pause = answer["checkpoint_id"]
+
+    with server:  # same data dir, new process
+        status, listing = server.api("GET")
+        assert status == 200
+        states = {r["runtime_id"]: r["status"] for r in listing["runtimes"]}
+        assert states == {paused["id"]: "paused", live["id"]: "paused"}
+
+        status, resumed = server.api("POST", "resume", {"runtime_id": paused["id"]})
+        assert status == 200, resumed
+        assert resumed["runtime"]["runtime_id"] == paused["id"]
+        assert resumed["checkpoint_id"] == first_pause
+        out = server.execute(resumed["kernel_id"], "print(x, int(a.sum()))")
+        assert out.split() == ["41", "45"]
+
+        status, resumed = server.api("POST", "resume", {"runtime_id": live["id"]})
+        assert status == 200, resumed
+        assert server.execute(resumed["kernel_id"], "print(y)").strip() == "kept at the checkpoint"
+
+        sessions = server.request("GET", "api/sessions").json()
+        assert {s["id"] for s in sessions} == {paused["id"], live["id"]}
