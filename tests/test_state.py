@@ -199,6 +199,13 @@ def test_checkpoint_rejects_invalid_state_with_its_path(value: object, path: str
     assert caught.value.path == path
 
 
+def test_integers_up_to_two_to_the_53_are_state() -> None:
+    value = {"max": 2**53, "min": -(2**53), "safe": 2**53 - 1}
+    saved = checkpoint_state("s", "v", value)
+    restored = restore_state(wire(saved), "s", "v")
+    assert restored == value and type(restored["max"]) is int  # type: ignore[index]
+
+
 def test_none_and_bools_are_state() -> None:
     value = {"none": None, "yes": True, "no": False, "list": [None, True]}
     assert restore_state(checkpoint_state("s", "v", value), "s", "v") == value

@@ -33,8 +33,8 @@ from ditto_jupyter.worker.errors import StateValidationError
 
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 
-MAX_SAFE_INTEGER = 2**53 - 1
-"""Largest integer allowed (JavaScript's Number.MAX_SAFE_INTEGER; RFC 8785's limit too)."""
+MAX_INTEGER = 2**53
+"""Integers outside +-2**53 are refused: beyond it a JavaScript number cannot hold them."""
 
 MAX_DEPTH = 254
 """Deepest nesting of arrays and objects allowed: orjson's own limit, which the fast path uses."""
@@ -133,10 +133,8 @@ def _check(value: object, path: str, active: dict[int, str], depth: int) -> None
         _check_str(value, path, "string")  # type: ignore[arg-type]
         return
     if kind is int:
-        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:  # type: ignore[operator]
-            raise StateValidationError(
-                path, f"integer {value} is outside the safe range +-(2**53 - 1)"
-            )
+        if not -MAX_INTEGER <= value <= MAX_INTEGER:  # type: ignore[operator]
+            raise StateValidationError(path, f"integer {value} is outside +-2**53")
         return
     if kind is float:
         if not math.isfinite(value):  # type: ignore[arg-type]
@@ -176,11 +174,30 @@ def _plain_copy(value: JSONValue) -> JSONValue:
     return value
 
 
+def _rfc8785(value: JSONValue) -> bytes:
+    """`rfc8785.dumps`, which refuses +-2**53 (beyond its +-(2**53 - 1)): those two integers
+    are exact doubles and print the same as floats, so they are passed as floats."""
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.IntegerDomainError:
+        return rfc8785.dumps(_edge_integers_as_floats(value))
+
+
+def _edge_integers_as_floats(value: JSONValue) -> JSONValue:
+    if type(value) is dict:
+        return {key: _edge_integers_as_floats(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_edge_integers_as_floats(item) for item in value]
+    if type(value) is int and abs(value) == MAX_INTEGER:
+        return float(value)
+    return value
+
+
 def _slow_encode(value: object, path: str, canonical: bool) -> EncodedJSON:
     """Reference path: walk, copy and rfc8785. Raises StateValidationError on bad input."""
     check_json(value, path)
     copy = _plain_copy(value)  # type: ignore[arg-type]
-    jcs = rfc8785.dumps(copy) if canonical else b""
+    jcs = _rfc8785(copy) if canonical else b""
     return EncodedJSON(orjson.dumps(copy), copy, jcs)
 
 
@@ -218,9 +235,9 @@ def _jcs_from_sorted(data: bytes, value: JSONValue, raw: bytes | None = None) ->
     """
     kind = type(value)
     if kind is not dict and kind is not list:
-        return rfc8785.dumps(value)
+        return _rfc8785(value)
     if not data.isascii() and _has_key_order_hazard(data):
-        return rfc8785.dumps(value)
+        return _rfc8785(value)
     if _may_need_float_rewrite(data):
         return _rewrite_floats(data, value, raw)
     return data

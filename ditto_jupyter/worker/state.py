@@ -9,9 +9,9 @@ where the digest is SHA-256 over the RFC 8785 canonical JSON of
 `{"scope": scope, "state": state, "version": version}`. The digest detects accidental
 corruption, not malicious modification: authenticate untrusted stored state separately.
 
-JSON state is `None`, `bool`, `int` within +-(2**53 - 1) (JavaScript's safe integers, the
-range RFC 8785 accepts), finite `float`, `str`, `list` and `dict` with `str` keys, nested at
-most 254 levels, without cycles. Everything else
+JSON state is `None`, `bool`, `int` within +-2**53 (what a JavaScript number holds exactly),
+finite `float`, `str`, `list` and `dict` with `str` keys, nested at most 254 levels, without
+cycles. Everything else
 (tuples, sets, bytes, dates, NaN, functions, class instances, generators, subclasses of the
 built-in types such as `IntEnum` members) is refused with a StateValidationError naming the
 JSON path of the offending value.
