@@ -31,6 +31,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.results_table import markdown_table, write_section  # noqa: E402
-from ditto_jupyter.control.blobs import BlobStore  # noqa: E402
 from ditto_jupyter.control.models import SessionRecord  # noqa: E402
 from ditto_jupyter.kernel.hosts import JupyterClientHost  # noqa: E402
 from ditto_jupyter.kernel.kernel_context import KernelContextCapture  # noqa: E402
@@ -57,6 +57,9 @@ CELLS = [
     "z = 2",
 ]
 SETUP = "import numpy as np"
+REPS = 3
+RESET = "del arr, d1, d2, d3, x, y, z"
+LAST_TIMING = "ditto_jupyter.kernel.capture:last_timing"
 ATTACH_KISHU = "from kishu import init_kishu; init_kishu(); __import__('kishu_timing').install()"
 #: what the state after cell 2 and after the last cell look like, as JSON from the kernel
 PROBE = (
@@ -95,8 +98,8 @@ def _post(result):
     times.append(_state.pop("pre", 0.0) + time.perf_counter() - start)
 
 
-def overheads():
-    return list(times)
+def last():
+    return times[-1]
 
 
 def head():
@@ -182,42 +185,94 @@ class Bench:
         handle = await self.context.start(record, WORK)
         return record.model_copy(update={"handle_state": handle})
 
-    async def ours(self) -> dict[str, Any]:
+    async def sequences(
+        self, with_kishu: bool = True
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Run the cells REPS times, each cell on our kernel then on Kishu's (interleaved, so
+        both see the same machine load), then the restores, REPS times each."""
         main = await self.session("ours")
-        kernel = main.handle_state["kernel_id"]
-        store = BlobStore(self.blob_root)
-        await self.host.execute(kernel, SETUP)
-        rows = []
-        manifests = []
-        for cell in CELLS:
+        ours_kernel = main.handle_state["kernel_id"]
+        await self.host.execute(ours_kernel, SETUP)
+        kishu_kernel = None
+        kishu_init_s = 0.0
+        if with_kishu:
+            kishu_kernel = await self.host.start_kernel(cwd=WORK, env=self.kishu_env)
+            await self.host.execute(kishu_kernel, SETUP)
             started = time.perf_counter()
-            await self.host.execute(kernel, cell)
-            cell_s = time.perf_counter() - started
-            before = tree_size(self.blob_root)
-            started = time.perf_counter()
-            captured = await self.context.capture(main)
-            checkpoint_s = time.perf_counter() - started
-            timing = await self.host.call(kernel, "ditto_jupyter.kernel.capture:last_timing", {})
-            assert isinstance(timing, dict)
-            rows.append(
-                {
-                    "cell_s": cell_s,
-                    "checkpoint_s": checkpoint_s,
-                    "in_kernel_s": timing["capture_s"],
-                    "bytes_written": captured.bytes_written,
-                    "growth": tree_size(self.blob_root) - before,
-                }
-            )
-            manifests.append(captured.manifest_id)
-        final_probe = json.loads(await self.host.execute(kernel, PROBE))
+            await self.host.execute(kishu_kernel, ATTACH_KISHU)
+            kishu_init_s = time.perf_counter() - started
 
-        started = time.perf_counter()
-        await self.context.restore(main, manifests[1])
-        restore_in_place_s = time.perf_counter() - started
-        timing = await self.host.call(kernel, "ditto_jupyter.kernel.capture:last_timing", {})
-        assert isinstance(timing, dict)
-        after_two = json.loads(await self.host.execute(kernel, PROBE))
-        restore_in_kernel_s = timing["restore_s"]
+        ours_rows: list[list[dict[str, float]]] = [[] for _ in CELLS]
+        kishu_rows: list[list[dict[str, float]]] = [[] for _ in CELLS]
+        manifests: list[str] = []
+        heads: list[str] = []
+        for rep in range(REPS):
+            manifests, heads = [], []
+            if rep:  # each repetition starts from the same (empty) state
+                await self.host.execute(ours_kernel, RESET)
+                if kishu_kernel is not None:
+                    await self.host.execute(kishu_kernel, RESET)
+            for index, cell in enumerate(CELLS):
+                await self.host.execute(ours_kernel, cell)
+                before = tree_size(self.blob_root)
+                started = time.perf_counter()
+                captured = await self.context.capture(main)
+                checkpoint_s = time.perf_counter() - started
+                timing = await self.host.call(ours_kernel, LAST_TIMING, {})
+                assert isinstance(timing, dict)
+                ours_rows[index].append(
+                    {
+                        "checkpoint_s": checkpoint_s,
+                        "in_kernel_s": timing["capture_s"],
+                        "bytes_written": captured.bytes_written,
+                        "growth": tree_size(self.blob_root) - before,
+                    }
+                )
+                manifests.append(captured.manifest_id)
+                if kishu_kernel is None:
+                    continue
+                before = kishu_db_size(self.notebook)
+                await self.host.execute(kishu_kernel, cell)
+                overhead = await self.host.call(kishu_kernel, "kishu_timing:last", {})
+                assert isinstance(overhead, float)
+                kishu_rows[index].append(
+                    {"overhead_s": overhead, "growth": kishu_db_size(self.notebook) - before}
+                )
+                head = await self.host.call(kishu_kernel, "kishu_timing:head", {})
+                heads.append(str(head))
+        final_probe = json.loads(await self.host.execute(ours_kernel, PROBE))
+
+        ours_restore: list[float] = []
+        ours_restore_in_kernel: list[float] = []
+        kishu_checkout: list[float] = []
+        kishu_checkout_in_kernel: list[float] = []
+        ours_after_two: Any = None
+        kishu_after_two: Any = None
+        for _ in range(REPS):
+            started = time.perf_counter()
+            await self.context.restore(main, manifests[1])
+            ours_restore.append(time.perf_counter() - started)
+            timing = await self.host.call(ours_kernel, LAST_TIMING, {})
+            assert isinstance(timing, dict)
+            ours_restore_in_kernel.append(timing["restore_s"])
+            if ours_after_two is None:
+                ours_after_two = json.loads(await self.host.execute(ours_kernel, PROBE))
+            await self.context.restore(main, manifests[-1])
+            if kishu_kernel is None:
+                continue
+            started = time.perf_counter()
+            in_kernel = await self.host.call(
+                kishu_kernel, "kishu_timing:checkout", {"commit_id": heads[1]}
+            )
+            kishu_checkout.append(time.perf_counter() - started)
+            assert isinstance(in_kernel, float)
+            kishu_checkout_in_kernel.append(in_kernel)
+            if kishu_after_two is None:
+                kishu_after_two = json.loads(await self.host.execute(kishu_kernel, PROBE))
+            await self.host.call(kishu_kernel, "kishu_timing:checkout", {"commit_id": heads[-1]})
+        if kishu_kernel is not None:
+            await self.host.shutdown_kernel(kishu_kernel)
+        await self.context.stop(main)
 
         fresh = await self.session("ours-fresh")
         started = time.perf_counter()
@@ -225,76 +280,44 @@ class Bench:
         restore_fresh_s = time.perf_counter() - started
         fresh_probe = json.loads(await self.host.execute(fresh.handle_state["kernel_id"], PROBE))
         await self.context.stop(fresh)
-        await self.context.stop(main)
-        return {
-            "rows": rows,
-            "store_total": tree_size(self.blob_root),
-            "chunks_total": store.stored_bytes(),
-            "restore_in_place_s": restore_in_place_s,
-            "restore_in_kernel_s": restore_in_kernel_s,
+        ours = {
+            "rows": ours_rows,
+            "sequence_stored": sum(rows[0]["growth"] for rows in ours_rows),
+            "restore_in_place_s": median(ours_restore),
+            "restore_in_kernel_s": median(ours_restore_in_kernel),
             "restore_fresh_s": restore_fresh_s,
             "final_probe": final_probe,
-            "after_two_probe": after_two,
+            "after_two_probe": ours_after_two,
             "fresh_probe": fresh_probe,
         }
+        if kishu_kernel is None:
+            return ours, None
 
-    async def kishu(self) -> dict[str, Any]:
-        kernel = await self.host.start_kernel(cwd=WORK, env=self.kishu_env)
-        await self.host.execute(kernel, SETUP)
+        kishu_fresh = await self.host.start_kernel(cwd=WORK, env=self.kishu_env)
+        await self.host.execute(kishu_fresh, SETUP)
         started = time.perf_counter()
-        await self.host.execute(
-            kernel,
-            "from kishu import init_kishu; init_kishu(); __import__('kishu_timing').install()",
-        )
-        init_s = time.perf_counter() - started
-        rows = []
-        heads = []
-        for cell in CELLS:
-            before = kishu_db_size(self.notebook)
-            started = time.perf_counter()
-            await self.host.execute(kernel, cell)
-            wall_s = time.perf_counter() - started
-            rows.append({"wall_s": wall_s, "growth": kishu_db_size(self.notebook) - before})
-            heads.append(await self.host.call(kernel, "kishu_timing:head", {}))
-        overheads = await self.host.call(kernel, "kishu_timing:overheads", {})
-        assert isinstance(overheads, list)
-        for row, overhead in zip(rows, overheads[-len(CELLS) :], strict=True):
-            row["overhead_s"] = overhead
-        total = kishu_db_size(self.notebook)
-        started = time.perf_counter()
-        checkout_in_kernel_s = await self.host.call(
-            kernel, "kishu_timing:checkout", {"commit_id": heads[1]}
-        )
-        checkout_s = time.perf_counter() - started
-        after_two = json.loads(await self.host.execute(kernel, PROBE))
-        await self.host.shutdown_kernel(kernel)
-
-        fresh = await self.host.start_kernel(cwd=WORK, env=self.kishu_env)
-        await self.host.execute(fresh, SETUP)
-        started = time.perf_counter()
-        await self.host.execute(  # init_kishu looks get_ipython up in the calling frame
-            fresh,
-            "from kishu import init_kishu; init_kishu(); __import__('kishu_timing').install()",
-        )
+        # init_kishu looks get_ipython up in the calling frame: it runs as a cell
+        await self.host.execute(kishu_fresh, ATTACH_KISHU)
         attach_s = time.perf_counter() - started
         fresh_checkout_s = await self.host.call(
-            fresh, "kishu_timing:checkout", {"commit_id": heads[-1]}
+            kishu_fresh, "kishu_timing:checkout", {"commit_id": heads[-1]}
         )
         fresh_total_s = time.perf_counter() - started
-        fresh_probe = json.loads(await self.host.execute(fresh, PROBE))
-        await self.host.shutdown_kernel(fresh)
-        return {
-            "init_s": init_s,
-            "rows": rows,
-            "store_total": total,
-            "checkout_s": checkout_s,
-            "checkout_in_kernel_s": checkout_in_kernel_s,
+        kishu_fresh_probe = json.loads(await self.host.execute(kishu_fresh, PROBE))
+        await self.host.shutdown_kernel(kishu_fresh)
+        kishu = {
+            "init_s": kishu_init_s,
+            "rows": kishu_rows,
+            "sequence_stored": sum(rows[0]["growth"] for rows in kishu_rows),
+            "checkout_s": median(kishu_checkout),
+            "checkout_in_kernel_s": median(kishu_checkout_in_kernel),
             "fresh_attach_s": attach_s,
             "fresh_checkout_s": fresh_checkout_s,
             "fresh_total_s": fresh_total_s,
-            "after_two_probe": after_two,
-            "fresh_probe": fresh_probe,
+            "after_two_probe": kishu_after_two,
+            "fresh_probe": kishu_fresh_probe,
         }
+        return ours, kishu
 
     async def dill(self) -> dict[str, Any]:
         env = {"PYTHONPATH": self.kishu_env["PYTHONPATH"]}
@@ -354,20 +377,25 @@ def report(
 ) -> str:
     rows = []
     for index, cell in enumerate(CELLS):
-        mine = ours["rows"][index]
+        mine_reps = ours["rows"][index]
+        mine = {
+            "checkpoint_s": median(r["checkpoint_s"] for r in mine_reps),
+            "in_kernel_s": median(r["in_kernel_s"] for r in mine_reps),
+        }
         line: list[object] = [
             f"{index + 1}. `{cell.splitlines()[0]}`",
             f"{ms(mine['checkpoint_s'])} ({ms(mine['in_kernel_s'])})",
-            mib(mine["bytes_written"]),
-            mib(mine["growth"]),
+            mib(mine_reps[0]["bytes_written"]),
+            mib(mine_reps[0]["growth"]),
         ]
         if kishu is not None:
-            theirs = kishu["rows"][index]
-            ratio = theirs["overhead_s"] / mine["checkpoint_s"]
-            in_kernel_ratio = theirs["overhead_s"] / mine["in_kernel_s"]
+            theirs_reps = kishu["rows"][index]
+            overhead = median(r["overhead_s"] for r in theirs_reps)
+            ratio = overhead / mine["checkpoint_s"]
+            in_kernel_ratio = overhead / mine["in_kernel_s"]
             line += [
-                ms(theirs["overhead_s"]),
-                mib(theirs["growth"]),
+                ms(overhead),
+                mib(theirs_reps[0]["growth"]),
                 f"{ratio:.1f}x ({in_kernel_ratio:.1f}x)",
                 f"{verdict(ratio >= 5)} ({verdict(in_kernel_ratio >= 5)})",
             ]
@@ -387,13 +415,13 @@ def report(
         ],
         rows,
     )
-    total_ours = ours["store_total"]
-    arr_cell = ours["rows"][5]["bytes_written"]
+    total_ours = ours["sequence_stored"]
+    arr_cell = ours["rows"][5][0]["bytes_written"]
     summary_rows: list[list[object]] = [
         [
             "whole sequence stored",
             mib(total_ours),
-            mib(kishu["store_total"]) if kishu else "n/a",
+            mib(kishu["sequence_stored"]) if kishu else "n/a",
             mib(dill["file_bytes"]) + " (2 dumps)" if dill else "n/a",
             "< 60 MiB",
             verdict(total_ours < 60 * MIB),
@@ -401,7 +429,7 @@ def report(
         [
             "checkpoint after `arr[0] = 42` writes",
             mib(arr_cell),
-            mib(kishu["rows"][5]["growth"]) if kishu else "n/a",
+            mib(kishu["rows"][5][0]["growth"]) if kishu else "n/a",
             "-",
             "< 2 MiB",
             verdict(arr_cell < 2 * MIB),
@@ -475,19 +503,24 @@ def report(
     notes = textwrap.dedent(
         """
         How it was measured: one run, same machine, a real ipykernel kernel per engine
-        (`JupyterClientHost`). Ours: `KernelContextCapture.capture` after each cell, timed at
-        the caller, which includes the kernel round trip of the server path (about 5-10 ms
-        here); the in-kernel part is in parentheses and is the like-for-like figure with
-        Kishu, whose hooks run inside the kernel (the magic path has no round trip either).
-        Bytes written as reported by the capture, store growth as bytes on disk under the blob
-        root. Kishu: `init_kishu()` in its test mode on a notebook file, committing after every
+        (`JupyterClientHost`). The 8 cells run 3 times (each repetition from an empty
+        state), each cell on our kernel and then on Kishu's, so both see the same machine
+        load; times are medians of the 3, bytes and growth come from the first repetition
+        (the sequence of the issue); the restores are medians of 3 as well.
+        Ours: `KernelContextCapture.capture` after each cell, timed at the caller, which
+        includes the kernel round trip of the server path (about 5-10 ms here); the in-kernel
+        part is in parentheses and is the like-for-like figure with Kishu, whose hooks run
+        inside the kernel (the magic path has no round trip either). Bytes written as
+        reported by the capture, store growth as bytes on disk under the blob root.
+        Kishu: `init_kishu()` in its test mode on a notebook file, committing after every
         cell through its IPython hooks; its overhead is the time inside `pre_run_cell` +
-        `post_run_cell`, measured in the kernel; store growth is the growth of its `.kishudb`
-        files. Restores: ours `KernelContextCapture.restore` (in-kernel part in parentheses),
-        Kishu `_kishu.checkout(commit)`, dill `load_session` (which only adds names back:
-        later variables stay). Every checkpoint is durable when it returns (ours: one
-        `syncfs`; Kishu's SQLite commits fsync too). The machine is shared (2 cores, other
-        work running), so single figures are noisy.
+        `post_run_cell`, measured in the kernel; store growth is the growth of its
+        `.kishudb` files. Restores: ours `KernelContextCapture.restore` (in-kernel part in
+        parentheses), Kishu `_kishu.checkout(commit)`, dill `load_session` (which only adds
+        names back: later variables stay). Every checkpoint is durable when it returns (ours:
+        one `syncfs`; Kishu's SQLite commits fsync too). The machine is shared (2 cores,
+        other engineers' tests running), so figures move between runs; the ratios are taken
+        within one run.
         """
     ).strip()
     return "\n\n".join([per_cell, summary, "\n".join(checks), notes])
@@ -495,14 +528,16 @@ def report(
 
 async def main() -> None:
     bench = Bench()
+    kishu_error = None
     try:
-        ours = await bench.ours()
-        kishu: dict[str, Any] | None = None
-        kishu_error = None
         try:
-            kishu = await bench.kishu()
-        except Exception as error:  # report exactly why, keep our figures
+            ours, kishu = await bench.sequences()
+        except Exception as error:  # Kishu broke: say exactly why, and still measure ours
             kishu_error = f"{type(error).__name__}: {error}"
+            kishu = None
+            if bench.blob_root.exists():
+                shutil.rmtree(bench.blob_root)
+            ours, _ = await bench.sequences(with_kishu=False)
         dill: dict[str, Any] | None
         try:
             dill = await bench.dill()
