@@ -437,3 +437,31 @@ def test_in_place_restore_patches_only_exclusive_live_buffers(blobs: BlobStore) 
     assert "view" not in ns
     assert float(view[0]) == 1.0 and float(base[0]) == 1.0  # the overlapping ones untouched
     assert float(outside[-1]) == solo_then[-1]  # documented: a patched buffer is shared
+
+
+def test_pandas_frames_round_trip_with_their_columns_out_of_band(blobs: BlobStore) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {"a": np.arange(100_000, dtype=np.int64), "b": np.linspace(0, 1, 100_000), "c": "x"}
+    )
+    ns = new_namespace()
+    ns.update(frame=frame, column=frame["a"])
+    captured = capture_namespace(ns, blobs)
+    body = blobs.get_manifest(captured.manifest_id)
+    assert sum(len(c["buffers"]) for c in body["components"]) >= 2
+    fresh = new_namespace()
+    restore_namespace(fresh, blobs, captured.manifest_id)
+    pd.testing.assert_frame_equal(fresh["frame"], frame)
+    pd.testing.assert_series_equal(fresh["column"], frame["a"])
+
+
+def test_hidden_names_are_skipped_only_while_they_hold_ipython_values() -> None:
+    from ditto_jupyter.kernel.capture import is_state_name
+
+    marker = object()
+    hidden = {"display": marker}
+    assert not is_state_name("display", marker, hidden)
+    assert is_state_name("display", 5, hidden)  # the user rebound it: now it is state
+    assert not is_state_name("_i12", "x = 1", {}) and not is_state_name("_12", 1, {})
+    assert not is_state_name("__doc__", None, {}) and not is_state_name(3, 1, {})
+    assert is_state_name("_tmp", 1, {}) and is_state_name("i", 1, {})

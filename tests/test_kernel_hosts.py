@@ -106,6 +106,18 @@ def test_call_errors_carry_the_kernel_reason(k: Kernels) -> None:
         k.execute(k.kernel, "1 / 0")
 
 
+def test_bad_input_is_refused_with_one_line(k: Kernels) -> None:
+    with pytest.raises(BackendError, match="could not start a no-such-kernel kernel"):
+        k.run(k.host.start_kernel("no-such-kernel"))
+    with pytest.raises(InvalidRequest, match="not a directory"):
+        k.run(k.host.start_kernel(cwd=k.root / "missing"))
+    kernel_id = k.kernel.handle_state["kernel_id"]
+    with pytest.raises(InvalidRequest, match="not JSON"):
+        k.run(k.host.call(kernel_id, "json:dumps", {"obj": object()}))
+    with pytest.raises(BackendError, match="no live kernel"):
+        k.run(k.context.capture(k.kernel.model_copy(update={"handle_state": {}})))
+
+
 def test_is_busy_follows_the_kernel(k: Kernels) -> None:
     async def scenario() -> bool:
         kernel_id = k.kernel.handle_state["kernel_id"]
