@@ -77,8 +77,11 @@ def k(kernels: Kernels) -> Kernels:
     return kernels
 
 
-def test_host_satisfies_the_protocol(k: Kernels) -> None:
+def test_host_and_context_satisfy_their_protocols(k: Kernels) -> None:
+    from ditto_jupyter.control.context import SessionContextCapture
+
     assert isinstance(k.host, KernelHost)
+    assert isinstance(k.context, SessionContextCapture)
     assert k.kernel.handle_state["kernel_id"] != k.fresh.handle_state["kernel_id"]
 
 
