@@ -5,9 +5,10 @@ share the parent's immutable base (an `immutables.Map`, a HAMT, so a fork costs 
 whatever the store's size) and record their own write set. `commit()` applies the whole
 write set atomically, and only if the parent's revision is still the one the branch forked
 from; otherwise it raises BranchConflictError and the parent is unchanged (no implicit
-merge). A branch of a branch commits into its parent branch. Values are stored as immutable
-JSON bytes, so reads and writes always copy: no caller can change stored state through a
-reference it holds.
+merge). Each `set`/`delete` updates the branch's own persistent map (O(log n)), so a commit
+just installs that map in the parent. A branch of a branch commits into its parent branch.
+Values are stored as immutable JSON bytes, so reads and writes always copy: no caller can
+change stored state through a reference it holds.
 
 Snapshots are plain JSON-able dicts::
 
@@ -287,7 +288,7 @@ class Branch:
     ) -> None:
         self._root = root
         self._parent = parent
-        self._map = base
+        self._map = base  # the base with this branch's writes applied
         self._base_revision = base_revision
         self._revision = 0  # bumped by each write here and each commit of a child branch
         self._written: set[str] = set()
@@ -388,14 +389,10 @@ class Branch:
             if actual != self._base_revision:
                 raise BranchConflictError(self._base_revision, actual, self._written)
             if self._written:
-                updated = parent._map.mutate()
-                for name in self._written:
-                    entry = self._map.get(name)
-                    if entry is not None:
-                        updated[name] = entry
-                    elif name in updated:
-                        del updated[name]
-                parent._map = updated.finish()
+                # Every change to a map bumps its owner's revision, so an unmoved parent
+                # still holds this branch's base, and this branch's map (base + writes) is
+                # the result: O(1), whatever the size of the store or of the write set.
+                parent._map = self._map
                 parent._revision += 1
                 if isinstance(parent, Branch):
                     parent._written |= self._written
