@@ -959,7 +959,7 @@ def test_cancelling_a_sync_provider_run_in_a_thread_charges_the_reservation() ->
 
     def slow(request: Any) -> Any:
         entered.set()
-        release.wait()
+        release.wait(60)  # bounded: a broken test fails instead of hanging the suite
         return {"usage": {"total_tokens": 1}}
 
     budget = TokenBudget(1000)
