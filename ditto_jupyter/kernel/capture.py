@@ -841,14 +841,37 @@ def _plan_buffer(
         return plan
     memory = _allocate(stored["size"], stored.get("kind", "stream"))
     view = memoryview(memory)
+    reads: list[tuple[str, memoryview]] = []
     for index, (start, stop) in enumerate(spans):
         target = view[start:stop]
         source = live.chunks.get(fingerprints[index]) if live is not None else None
         if source is not None and len(source) == len(target):
             target[:] = source
         else:
-            _read_chunk_into(blobs, chunks[index], target)
+            reads.append((chunks[index], target))
+    _read_chunks(blobs, reads)
     return _PlannedBuffer(stored, memory)
+
+
+def _read_chunks(blobs: BlobStore, reads: list[tuple[str, memoryview]]) -> None:
+    """Read and check chunks; a long run is split over a writer thread (reads and BLAKE3
+    release the GIL)."""
+    if len(reads) < 8 or (os.cpu_count() or 1) < 2:
+        for digest, target in reads:
+            _read_chunk_into(blobs, digest, target)
+        return
+    half = len(reads) // 2
+
+    def second_half() -> None:
+        for digest, target in reads[half:]:
+            _read_chunk_into(blobs, digest, target)
+
+    rest = _pool().submit(second_half)
+    try:
+        for digest, target in reads[:half]:
+            _read_chunk_into(blobs, digest, target)
+    finally:
+        rest.result()
 
 
 class _NamespaceUnpickler(pickle.Unpickler):
