@@ -125,7 +125,7 @@ def numeric_document(target: int = 1_000_000) -> dict[str, Any]:
     return {"run": "bench", "rows": rows}
 
 
-REPEATS = 11
+REPEATS = 15
 
 
 def best_ms(functions: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
