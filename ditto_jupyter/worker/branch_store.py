@@ -170,7 +170,22 @@ def _write_atomically(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-class BranchStore:
+class _Head:
+    """A revision and its namespace map, published together as one tuple so that a reader
+    without the lock never sees a map with another revision's number."""
+
+    _head: tuple[int, _Namespaces]
+
+    @property
+    def _revision(self) -> int:
+        return self._head[0]
+
+    @property
+    def _map(self) -> _Namespaces:
+        return self._head[1]
+
+
+class BranchStore(_Head):
     """The authority for a set of JSON namespaces; change it only through committed forks."""
 
     def __init__(self, store_id: str, snapshot: Mapping[str, object] | None = None) -> None:
@@ -178,10 +193,9 @@ class BranchStore:
             raise ValueError(f"store_id must be a non-empty string, got {store_id!r}")
         self._store_id = store_id
         self._lock = threading.Lock()  # one lock per root store: commits are atomic
-        self._revision = 0
-        self._map: _Namespaces = immutables.Map()
+        self._head = (0, immutables.Map())
         if snapshot is not None:
-            self._revision, self._map = _load_snapshot(store_id, snapshot)
+            self._head = _load_snapshot(store_id, snapshot)
 
     @property
     def store_id(self) -> str:
@@ -217,12 +231,11 @@ class BranchStore:
 
     def fork(self) -> Branch:
         """A new branch on the current revision; O(1) whatever the store's size."""
-        with self._lock:
-            return Branch(self, self, self._map, self._revision)
+        revision, current = self._head
+        return Branch(self, self, current, revision)
 
     def _current(self) -> tuple[int, _Namespaces]:
-        with self._lock:
-            return self._revision, self._map
+        return self._head
 
     def snapshot(self) -> dict[str, object]:
         """A JSON-able snapshot: store id, revision, namespaces (copied) and digest."""
@@ -270,13 +283,11 @@ class BranchStore:
         return cls(expected, snapshot)
 
     def __repr__(self) -> str:
-        return (
-            f"BranchStore({self._store_id!r}, revision={self._revision}, "
-            f"namespaces={len(self._map)})"
-        )
+        revision, current = self._head
+        return f"BranchStore({self._store_id!r}, revision={revision}, namespaces={len(current)})"
 
 
-class Branch:
+class Branch(_Head):
     """An isolated view forked from a store or another branch; commit it or discard it."""
 
     def __init__(
@@ -288,9 +299,10 @@ class Branch:
     ) -> None:
         self._root = root
         self._parent = parent
-        self._map = base  # the base with this branch's writes applied
+        # The base with this branch's writes applied, and a revision bumped by each write
+        # here and each commit of a child branch.
+        self._head = (0, base)
         self._base_revision = base_revision
-        self._revision = 0  # bumped by each write here and each commit of a child branch
         self._written: set[str] = set()
         self._closed: str | None = None  # "committed" or "discarded"
 
@@ -348,9 +360,9 @@ class Branch:
         entry = _encode_entry(_check_name(name), value)
         with self._root._lock:
             self._ensure_open()
-            self._map = self._map.set(name, entry)
+            revision, current = self._head
+            self._head = (revision + 1, current.set(name, entry))
             self._written.add(name)
-            self._revision += 1
 
     def delete(self, name: str) -> bool:
         """Remove `name` in this branch (recorded in the write set); True if it held a value."""
@@ -358,18 +370,18 @@ class Branch:
         _check_name(name)
         with self._root._lock:
             self._ensure_open()
-            existed = name in self._map
-            if existed:
-                self._map = self._map.delete(name)
+            revision, current = self._head
+            existed = name in current
+            self._head = (revision + 1, current.delete(name) if existed else current)
             self._written.add(name)
-            self._revision += 1
             return existed
 
     def fork(self) -> Branch:
         """A child branch on this branch's current view; its commit lands in this branch."""
         with self._root._lock:
             self._ensure_open()
-            return Branch(self._root, self, self._map, self._revision)
+            revision, current = self._head
+            return Branch(self._root, self, current, revision)
 
     def commit(self) -> int:
         """Apply the write set to the parent atomically; return the parent's new revision.
@@ -392,8 +404,7 @@ class Branch:
                 # Every change to a map bumps its owner's revision, so an unmoved parent
                 # still holds this branch's base, and this branch's map (base + writes) is
                 # the result: O(1), whatever the size of the store or of the write set.
-                parent._map = self._map
-                parent._revision += 1
+                parent._head = (actual + 1, self._map)
                 if isinstance(parent, Branch):
                     parent._written |= self._written
             self._closed = "committed"
