@@ -419,7 +419,10 @@ def test_in_place_restore_patches_only_exclusive_live_buffers(blobs: BlobStore) 
     """Overlapping live buffers (a view and its base) are never patched in place."""
     rng = np.random.default_rng(3)
     ns = new_namespace()
+    frozen = np.zeros(100_000)
+    frozen.flags.writeable = False  # read-only live buffers never block the others
     ns.update(base=rng.random(4 * CHUNK_SIZE // 8), solo=rng.random(4 * CHUNK_SIZE // 8))
+    ns["frozen"] = frozen
     base_then = ns["base"].copy()  # type: ignore[attr-defined]
     solo_then = ns["solo"].copy()  # type: ignore[attr-defined]
     captured = capture_namespace(ns, blobs)
@@ -428,13 +431,14 @@ def test_in_place_restore_patches_only_exclusive_live_buffers(blobs: BlobStore) 
     assert isinstance(base, np.ndarray) and isinstance(solo, np.ndarray)
     ns["base"] = base = np.ones_like(base)  # a new array of the same size
     ns["view"] = view = base[: base.size // 2]  # overlaps base: neither may be reused
+    ns["tail"] = base[-base.size // 4 :]  # overlaps base, not view
     solo[-1] = -1.0  # one chunk off: patched in place
     outside = solo  # a reference the namespace does not own
     restore_namespace(ns, blobs, captured.manifest_id)
 
     np.testing.assert_array_equal(ns["base"], base_then)  # type: ignore[arg-type]
     np.testing.assert_array_equal(ns["solo"], solo_then)  # type: ignore[arg-type]
-    assert "view" not in ns
+    assert "view" not in ns and "tail" not in ns and ns["frozen"] is not frozen
     assert float(view[0]) == 1.0 and float(base[0]) == 1.0  # the overlapping ones untouched
     assert float(outside[-1]) == solo_then[-1]  # documented: a patched buffer is shared
 

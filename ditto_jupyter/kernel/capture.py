@@ -45,7 +45,6 @@ import contextlib
 import ctypes
 import importlib
 import io
-import itertools
 import mmap
 import os
 import pickle
@@ -754,10 +753,14 @@ class _LiveState:
             self.holders.append(pickled)
             for buffer in pickled.buffers:
                 self._add(name, buffer.raw())
-        spans = sorted(self.buffers, key=lambda b: b.address)
-        for before, after in itertools.pairwise(spans):
-            if after.address < before.address + len(before.view) or before.address == -1:
-                before.exclusive = after.exclusive = False
+        active: list[_LiveBuffer] = []  # a sweep over start addresses marks every overlap
+        for live in sorted((b for b in self.buffers if b.exclusive), key=lambda b: b.address):
+            active = [a for a in active if a.address + len(a.view) > live.address]
+            if active:
+                live.exclusive = False
+                for other in active:
+                    other.exclusive = False
+            active.append(live)
 
     def _add(self, name: str, view: memoryview) -> None:
         parts = [view[offset : offset + CHUNK_SIZE] for offset in range(0, len(view), CHUNK_SIZE)]
