@@ -210,11 +210,6 @@ def _set_function_state(func: types.FunctionType, state: dict[str, Any]) -> None
         setattr(func, key, value)
 
 
-def _buffer_value(buffer: Any) -> Any:
-    """Unpickles an out-of-band bytes/bytearray as the object the restore handed in."""
-    return buffer
-
-
 class _NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
     """cloudpickle, plus: notebook functions keep the live namespace as their globals, open
     files are refused (cloudpickle would copy a readable file's text), and big buffers go out
