@@ -566,6 +566,7 @@ async def main() -> None:
             kishu_error = (kishu_error or "") + f" (dill failed: {type(error).__name__}: {error})"
     finally:
         await bench.host.shutdown_all()
+        shutil.rmtree(WORK, ignore_errors=True)  # ~700 MiB of stores and dumps
     body = report(ours, kishu, dill, kishu_error)
     print(body)
     write_section("bench_kernel", "Kernel checkpoints beside Kishu 0.3.4 and dill (issue 4)", body)
