@@ -217,8 +217,19 @@ class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):  # type: ignore[misc]
             if exc_info[1].args:  # log_message is a format string
                 with contextlib.suppress(TypeError, ValueError):
                     message = message % exc_info[1].args
+        if status_code == 405:  # RFC 9110: say which methods the route has
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         code = HTTP_ERROR_CODES.get(status_code, "HTTPError")
         self.finish(json.dumps({"error": code, "message": str(message)}))
+
+    @classmethod
+    def allowed_methods(cls) -> list[str]:
+        """The HTTP methods this route implements (OPTIONS comes with every API handler)."""
+        base = tornado.web.RequestHandler
+        own = [
+            m for m in ("GET", "POST") if getattr(cls, m.lower()) is not getattr(base, m.lower())
+        ]
+        return [*own, "OPTIONS"]
 
     def body(self, model: type[M]) -> M:
         return parse_body(self.request.body, model)

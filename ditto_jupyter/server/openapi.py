@@ -115,6 +115,53 @@ def _path_parameter(name: str, description: str) -> dict[str, Any]:
     }
 
 
+def _link(operation_id: str, **body: str) -> dict[str, Any]:
+    return {"operationId": operation_id, "requestBody": body}
+
+
+def _add_links(paths: dict[str, Any]) -> None:
+    """OpenAPI links: which answer supplies the ids another operation needs.
+
+    They document the API's flow (list -> checkpoint -> checkout ...) and let a stateful
+    tester chain real runtimes and checkpoints instead of guessing ids.
+    """
+    first_runtime = "$response.body#/runtimes/0/runtime_id"
+    listing = paths["/api/v1/runtimes"]["get"]["responses"]["200"]
+    listing["links"] = {
+        "GetRuntime": {
+            "operationId": "get_runtime",
+            "parameters": {"runtime_id": first_runtime},
+        },
+        "ListCheckpoints": {
+            "operationId": "list_checkpoints",
+            "parameters": {"runtime_id": first_runtime},
+        },
+        "Checkpoint": _link("checkpoint_a_runtime", runtime_id=first_runtime),
+    }
+    created = paths["/api/v1/runtimes/checkpoint"]["post"]["responses"]["200"]
+    checkpoint_id = "$response.body#/checkpoint_id"
+    runtime_id = "$response.body#/runtime/runtime_id"
+    created["links"] = {
+        "Checkout": _link("check_out_a_checkpoint", checkpoint_id=checkpoint_id),
+        "Restore": _link(
+            "restore_a_runtime_in_place", runtime_id=runtime_id, checkpoint_id=checkpoint_id
+        ),
+        "DeleteSnapshot": _link("delete_a_checkpoints_snapshot", checkpoint_id=checkpoint_id),
+        "GetCheckpoint": {
+            "operationId": "get_checkpoint",
+            "parameters": {"runtime_id": runtime_id, "reference": checkpoint_id},
+        },
+        "Pause": _link("pause_a_runtime", runtime_id=runtime_id),
+    }
+    checked_out = paths["/api/v1/runtimes/checkout"]["post"]["responses"]["200"]
+    checked_out["links"] = {
+        "CheckpointChild": _link("checkpoint_a_runtime", runtime_id=runtime_id),
+        "CloseChild": _link("close_a_runtime", runtime_id=runtime_id),
+    }
+    paused = paths["/api/v1/runtimes/pause"]["post"]["responses"]["200"]
+    paused["links"] = {"Resume": _link("resume_a_runtime", runtime_id=runtime_id)}
+
+
 def openapi_document(base_url: str = "/") -> dict[str, Any]:
     """The OpenAPI 3.1 document, with `base_url` as its server."""
     from ditto_jupyter.server import handlers as ext
@@ -227,6 +274,7 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
             }
         },
     }
+    _add_links(paths)
     return {
         "openapi": "3.1.0",
         "info": {
