@@ -53,7 +53,6 @@ import sys
 import threading
 import time
 import types
-from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -381,24 +380,20 @@ def _components(names: list[str], ids: dict[str, set[int]]) -> list[list[str]]:
 _MEMO_LIMIT = 1 << 21
 _memo_lock = threading.Lock()
 _chunk_memo: dict[str, str] = {}  # fingerprint -> BLAKE3 chunk name
-_manifests: OrderedDict[str, dict[str, Any]] = OrderedDict()  # recent manifest bodies
-_seeded: set[str] = set()
+_seeded: set[str] = set()  # manifests (captured or restored here) the memo has learned
 
 
 def _remember_chunk(fingerprint: str, digest: str) -> None:
     with _memo_lock:
         if len(_chunk_memo) >= _MEMO_LIMIT:
             _chunk_memo.clear()
+            _seeded.clear()
         _chunk_memo[fingerprint] = digest
 
 
 def _remember_manifest(manifest_id: str, body: dict[str, Any]) -> None:
-    """Keep a recent manifest body and learn the fingerprints of its chunks."""
+    """Learn the fingerprints of a manifest's chunks (once per manifest and process)."""
     with _memo_lock:
-        _manifests[manifest_id] = body
-        _manifests.move_to_end(manifest_id)
-        while len(_manifests) > 8:
-            _manifests.popitem(last=False)
         if manifest_id in _seeded:
             return
         _seeded.add(manifest_id)
