@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.multikernelmanager import AsyncMultiKernelManager
+from jupyter_core.paths import jupyter_runtime_dir
 
 from ditto_jupyter.control.errors import BackendError, InvalidRequest
 
@@ -250,7 +251,8 @@ class JupyterClientHost:
     def __init__(
         self, manager: AsyncMultiKernelManager | None = None, *, call_timeout: float | None = None
     ) -> None:
-        self.manager = manager or AsyncMultiKernelManager()
+        # Connection files go to Jupyter's runtime dir (the manager's default is the cwd).
+        self.manager = manager or AsyncMultiKernelManager(connection_dir=jupyter_runtime_dir())
         self.call_timeout = call_timeout
         self._channels: dict[str, KernelChannel] = {}
 
