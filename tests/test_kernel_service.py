@@ -1,0 +1,132 @@
+"""RuntimeService with real ipykernel kernels: checkpoint, checkout, pause and resume."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ditto_jupyter.control.blobs import BlobStore
+from ditto_jupyter.control.embedded import open_runtime_service
+from ditto_jupyter.control.errors import SessionBusy
+from ditto_jupyter.control.models import SessionLifecycleStatus
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.kernel.hosts import JupyterClientHost
+from ditto_jupyter.kernel.kernel_context import KernelContextCapture
+
+
+def kernel_service(data_dir: Path, host: JupyterClientHost) -> RuntimeService:
+    def factory(blobs: BlobStore) -> KernelContextCapture:
+        return KernelContextCapture(host, blobs.root)
+
+    return open_runtime_service(data_dir, context_factory=factory)
+
+
+async def show(host: JupyterClientHost, kernel_id: str, expression: str) -> str:
+    return (await host.execute(kernel_id, f"print(repr({expression}))")).strip()
+
+
+def kernel_pid(host: JupyterClientHost, kernel_id: str) -> int:
+    manager = host.manager.get_kernel(kernel_id)
+    return int(manager.provisioner.process.pid)  # type: ignore[union-attr]
+
+
+def test_kernel_runtime_life_cycle(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        host = JupyterClientHost()
+        service = kernel_service(tmp_path, host)
+        try:
+            rid = (await service.create_runtime("analysis.ipynb", "ana")).runtime_id
+            kernel = service.session(rid).handle_state["kernel_id"]
+            workspace = service.workspace_path(rid)
+            assert workspace is not None
+            assert (await show(host, kernel, "__import__('os').getcwd()")).strip("'") == str(
+                workspace.resolve()
+            )
+            await host.execute(
+                kernel,
+                "import numpy as np\n"
+                "arr = np.arange(300_000, dtype='float64')\n"
+                "shared = [1, 2]\nalias = shared\n"
+                "def double(v): return 2 * v\n"
+                "open('data.txt', 'w').write('from the parent')\n",
+            )
+            first = await service.checkpoint(rid, "base")
+
+            # checkout: a new kernel with the variables and a copy of the workspace
+            child = await service.checkout(first.checkpoint_id, conversation_id="branch.ipynb")
+            assert child.kernel_id and child.kernel_id != kernel
+            assert await show(host, child.kernel_id, "float(arr.sum())") == repr(
+                float(sum(range(300_000)))
+            )
+            assert await show(host, child.kernel_id, "(alias is shared, double(21))") == (
+                "(True, 42)"
+            )
+            assert await show(host, child.kernel_id, "open('data.txt').read()") == repr(
+                "from the parent"
+            )
+            await host.execute(child.kernel_id, "shared.append(3)")
+            assert await show(host, kernel, "shared") == "[1, 2]"
+
+            # a busy kernel refuses a checkpoint
+            running = asyncio.create_task(host.execute(kernel, "import time; time.sleep(3)"))
+            for _ in range(200):
+                if await host.is_busy(kernel):
+                    break
+                await asyncio.sleep(0.02)
+            with pytest.raises(SessionBusy):
+                await service.checkpoint(rid)
+            await running
+
+            # pause: the kernel process ends; resume: new kernel, same id, same variables
+            await host.execute(kernel, "after_base = 'kept by pause'")
+            pid = kernel_pid(host, kernel)
+            paused = await service.pause(rid)
+            assert paused.runtime.status is SessionLifecycleStatus.PAUSED
+            for _ in range(100):
+                if not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie":
+                    break
+                await asyncio.sleep(0.05)
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+            resumed = await service.resume(rid)
+            assert resumed.runtime.runtime_id == rid and resumed.kernel_id
+            assert resumed.kernel_id != kernel
+            assert await show(host, resumed.kernel_id, "(after_base, shared, double(2))") == (
+                "('kept by pause', [1, 2], 4)"
+            )
+            assert await show(host, resumed.kernel_id, "open('data.txt').read()") == repr(
+                "from the parent"
+            )
+            # close shuts the kernel down
+            await service.close(child.runtime.runtime_id)
+            assert child.kernel_id not in host.manager.list_kernel_ids()
+        finally:
+            await host.shutdown_all()
+            service.close_store()
+
+    asyncio.run(scenario())
+
+
+def test_restore_in_place_through_the_service(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        host = JupyterClientHost()
+        service = kernel_service(tmp_path, host)
+        try:
+            rid = (await service.create_runtime("nb.ipynb")).runtime_id
+            kernel = service.session(rid).handle_state["kernel_id"]
+            await host.execute(kernel, "a = b = {'k': 1}")
+            cp = (await service.checkpoint(rid)).checkpoint_id
+            await host.execute(kernel, "a['k'] = 2\nlater = 1")
+            _, lost = await service.restore(rid, cp)
+            assert lost == []
+            assert await show(host, kernel, "(a, a is b, 'later' in globals())") == (
+                "({'k': 1}, True, False)"
+            )
+            assert service.store.get_head(rid) == cp
+        finally:
+            await host.shutdown_all()
+            service.close_store()
+
+    asyncio.run(scenario())
