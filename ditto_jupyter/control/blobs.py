@@ -32,6 +32,7 @@ import zstandard
 
 CHUNK_SIZE = 1 << 20
 _RAW, _ZSTD = b"R", b"Z"
+_HEX = frozenset("0123456789abcdef")
 _SAMPLE = 64 * 1024
 _MIN_GAIN = 0.85
 
@@ -89,6 +90,7 @@ class BlobStore:
         self.root = Path(root)
         self.durable = durable
         self._chunks = self.root / "chunks"
+        self._chunks_dir = str(self._chunks)
         self._manifests = self.root / "manifests"
         self._tmp = self.root / "tmp"
         for folder in (self._chunks, self._manifests, self._tmp):
@@ -165,14 +167,18 @@ class BlobStore:
         """The BLAKE3 hex name of a chunk's content."""
         return blake3.blake3(data).hexdigest()
 
-    def _chunk_path(self, digest: str) -> Path:
-        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+    def chunk_file(self, digest: str) -> str:
+        """Where a chunk lives on disk (one codec byte, then the payload)."""
+        if len(digest) != 64 or not _HEX.issuperset(digest):
             raise BlobNotFound(f"{digest!r} is not a chunk id")
-        return self._chunks / digest[:2] / digest
+        return os.path.join(self._chunks_dir, digest[:2], digest)
+
+    def _chunk_path(self, digest: str) -> Path:
+        return Path(self.chunk_file(digest))
 
     def has_chunk(self, digest: str) -> bool:
         """Whether the chunk is stored."""
-        return self._chunk_path(digest).exists()
+        return os.path.exists(self.chunk_file(digest))
 
     def put_chunk(self, data: bytes | memoryview, digest: str | None = None) -> tuple[str, int]:
         """Store one chunk unless it is already there; return (digest, bytes written)."""
@@ -212,6 +218,28 @@ class BlobStore:
         if self.digest(data) != digest:
             raise BlobIntegrityError(f"chunk {digest} does not match its content hash")
         return data
+
+    def read_chunk_into(self, digest: str, target: memoryview) -> None:
+        """Read one chunk straight into `target` (exactly its size), checking its name.
+
+        Raw chunks are read with one `readinto`, without an intermediate copy; compressed
+        ones go through `get_chunk`.
+        """
+        try:
+            with open(self.chunk_file(digest), "rb", buffering=0) as handle:
+                if handle.read(1) == _RAW:
+                    count = handle.readinto(target)
+                    if count != len(target) or handle.read(1):
+                        raise BlobIntegrityError(f"chunk {digest} has the wrong length")
+                    if self.digest(target) != digest:
+                        raise BlobIntegrityError(f"chunk {digest} does not match its content hash")
+                    return
+        except FileNotFoundError:
+            raise BlobNotFound(f"chunk {digest} is missing from the blob store") from None
+        data = self.get_chunk(digest)
+        if len(data) != len(target):
+            raise BlobIntegrityError(f"chunk {digest} has the wrong length")
+        target[:] = data
 
     def put_bytes(self, data: bytes | memoryview, chunk_size: int = CHUNK_SIZE) -> StoredBytes:
         """Split `data` into fixed-size chunks and store the ones not yet present."""

@@ -457,11 +457,8 @@ _SYNC_FILE_RANGE_WRITE = 2
 
 def _begin_writeback(store: BlobStore, digest: str) -> None:
     """Start writing a new chunk to disk now, so the final sync has little left to do."""
-    chunk_path = getattr(store, "_chunk_path", None)
-    if chunk_path is None:
-        return
     try:
-        fd = os.open(chunk_path(digest), os.O_RDONLY)
+        fd = os.open(store.chunk_file(digest), os.O_RDONLY)
     except OSError:
         return
     try:
@@ -677,28 +674,8 @@ def _allocate(size: int, kind: str) -> Any:
 
 
 def _read_chunk_into(blobs: BlobStore, digest: str, target: memoryview) -> None:
-    """Read one chunk straight into `target`, checking its BLAKE3 name.
-
-    Raw chunks (the blob store's documented layout: one codec byte, then the payload) are
-    read with one `readinto`; anything else goes through `BlobStore.get_chunk`.
-    """
-    chunk_path = getattr(blobs, "_chunk_path", None)
-    if chunk_path is not None:
-        try:
-            with open(chunk_path(digest), "rb", buffering=0) as handle:
-                if handle.read(1) == b"R":
-                    count = handle.readinto(target)
-                    if count != len(target) or handle.read(1):
-                        raise BlobIntegrityError(f"chunk {digest} has the wrong length")
-                    if blake3.blake3(target).hexdigest() != digest:
-                        raise BlobIntegrityError(f"chunk {digest} does not match its content hash")
-                    return
-        except FileNotFoundError:
-            pass  # get_chunk raises the store's own BlobNotFound
-    data = blobs.get_chunk(digest)
-    if len(data) != len(target):
-        raise BlobIntegrityError(f"chunk {digest} has the wrong length")
-    target[:] = data
+    """Read one chunk straight into `target`, checking its BLAKE3 name."""
+    blobs.read_chunk_into(digest, target)
 
 
 def _chunk_views(stored: dict[str, Any], chunk_size: int) -> list[tuple[int, int]]:
