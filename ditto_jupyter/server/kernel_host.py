@@ -25,6 +25,9 @@ from ditto_jupyter.kernel.hosts import KernelChannel
 if TYPE_CHECKING:
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
+#: A cheap call that imports the capture module in the kernel.
+WARM_UP = "ditto_jupyter.kernel.capture:last_timing"
+
 #: The runtime whose kernel is being started; read by `ServerKernelHost.start_kernel`.
 starting_runtime: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "ditto_starting_runtime", default=None
@@ -48,6 +51,8 @@ class ServerKernelHost:
         self._opening: dict[str, asyncio.Lock] = {}
         self._deferred: set[str] = set()
         self._deferred_tasks: set[asyncio.Task[None]] = set()
+        self._own_calls: dict[str, int] = {}
+        self._warm_ups: dict[str, asyncio.Task[None]] = {}
 
     def kernel_env(self, runtime_id: str | None = None) -> dict[str, str]:
         """The extension's variables for a kernel (without the rest of the environment)."""
@@ -131,6 +136,8 @@ class ServerKernelHost:
         """
         if kernel_id not in self.kernel_manager:
             return False
+        if self._own_calls.get(kernel_id):  # busy with our own call; user code queues after it
+            return False
         channel = self._channels.get(kernel_id)
         if channel is not None:
             return channel.busy
@@ -160,6 +167,9 @@ class ServerKernelHost:
             return channel
 
     async def _close_channel(self, kernel_id: str) -> None:
+        warm_up = self._warm_ups.pop(kernel_id, None)
+        if warm_up is not None and not warm_up.done():
+            warm_up.cancel()
         channel = self._channels.pop(kernel_id, None)
         self._opening.pop(kernel_id, None)
         if channel is not None:
@@ -167,8 +177,29 @@ class ServerKernelHost:
 
     async def call(self, kernel_id: str, function: str, args: dict[str, object]) -> object:
         """Run `module:function(**args)` in the kernel and return its JSON result."""
-        channel = await self.channel(kernel_id)
-        return await channel.call(function, args, timeout=self.call_timeout)
+        self._own_calls[kernel_id] = self._own_calls.get(kernel_id, 0) + 1
+        try:
+            channel = await self.channel(kernel_id)
+            return await channel.call(function, args, timeout=self.call_timeout)
+        finally:
+            self._own_calls[kernel_id] -= 1
+            if not self._own_calls[kernel_id]:
+                del self._own_calls[kernel_id]
+
+    def warm_up(self, kernel_id: str) -> None:
+        """Prepare an idle kernel for fast captures, in the background (once per kernel).
+
+        Opening the message channel and importing the capture module in the kernel cost
+        about half a second the first time; a runtime's first checkpoint should not pay it.
+        """
+        if kernel_id in self._warm_ups or kernel_id not in self.kernel_manager:
+            return
+        task = asyncio.get_running_loop().create_task(self._warm_up(kernel_id))
+        self._warm_ups[kernel_id] = task
+
+    async def _warm_up(self, kernel_id: str) -> None:
+        with contextlib.suppress(Exception):  # best effort: the first real call retries
+            await self.call(kernel_id, WARM_UP, {})
 
     async def execute(self, kernel_id: str, code: str) -> str:
         """Run a cell as a user would; its stdout (tests, benchmarks)."""
@@ -177,5 +208,10 @@ class ServerKernelHost:
 
     async def close(self) -> None:
         """Close every channel this host opened (the kernels keep running)."""
+        for kernel_id in list(self._warm_ups):
+            task = self._warm_ups.pop(kernel_id)
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         for kernel_id in list(self._channels):
             await self._close_channel(kernel_id)

@@ -163,6 +163,8 @@ class RuntimeSessions:
                     handle_state={"kernel_id": model["kernel"]["id"]},
                 )
                 event.status = record.status.value
+            if self.host is not None and record.status.value == "idle":
+                self.host.warm_up(str(model["kernel"]["id"]))
 
     async def _sync_kernel(self, session: SessionRecord) -> None:
         """Follow kernel changes made outside the extension.
