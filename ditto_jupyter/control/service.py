@@ -285,24 +285,41 @@ class RuntimeService:
         asked again and the busy check does not apply).
         """
         async with self._operation(runtime_id):
-            session = self._live_session(runtime_id)
-            if precaptured is None:
-                await self._require_idle(session)
-            checkpoint, session = await self._take_checkpoint(session, name, metadata, precaptured)
             previous = self.store.get_head(runtime_id)
-            try:
-                with self.store.transaction():
-                    self.store.put_checkpoint(checkpoint)
-                    self.store.set_head(runtime_id, checkpoint.checkpoint_id)
-                    self.store.put_session(session)
-            except BaseException:
-                await self._discard_new_ref(runtime_id, checkpoint.backend_ref)
-                raise
+            checkpoint, session = await self._checkpoint_live(
+                runtime_id, name, metadata, precaptured
+            )
         return RuntimeCheckpointResult(
             checkpoint_id=checkpoint.checkpoint_id,
             runtime=await self._public(session),
             previous_checkpoint_id=previous,
         )
+
+    async def _checkpoint_live(
+        self,
+        runtime_id: str,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        precaptured: ContextCapture | None,
+    ) -> tuple[RuntimeCheckpoint, SessionRecord]:
+        """Checkpoint an idle live runtime and make it the head (checkpoint and pause).
+
+        The caller holds the runtime's operation slot. When the store refuses the new
+        records, a snapshot taken for them is discarded and the store is unchanged.
+        """
+        session = self._live_session(runtime_id)
+        if precaptured is None:
+            await self._require_idle(session)
+        checkpoint, session = await self._take_checkpoint(session, name, metadata, precaptured)
+        try:
+            with self.store.transaction():
+                self.store.put_checkpoint(checkpoint)
+                self.store.set_head(runtime_id, checkpoint.checkpoint_id)
+                self.store.put_session(session)
+        except BaseException:
+            await self._discard_new_ref(runtime_id, checkpoint.backend_ref)
+            raise
+        return checkpoint, session
 
     async def _take_checkpoint(
         self,
@@ -510,20 +527,9 @@ class RuntimeService:
     ) -> RuntimePauseResult:
         """Snapshot an idle runtime, then free its context and backend; the id stays."""
         async with self._operation(runtime_id):
-            session = self._live_session(runtime_id)
-            if precaptured is None:
-                await self._require_idle(session)
-            checkpoint, session = await self._take_checkpoint(
-                session, name or "pause", metadata, precaptured
+            checkpoint, session = await self._checkpoint_live(
+                runtime_id, name or "pause", metadata, precaptured
             )
-            try:
-                with self.store.transaction():
-                    self.store.put_checkpoint(checkpoint)
-                    self.store.set_head(runtime_id, checkpoint.checkpoint_id)
-                    self.store.put_session(session)
-            except BaseException:
-                await self._discard_new_ref(runtime_id, checkpoint.backend_ref)
-                raise
             await self.context.stop(session)
             await self._backend(session)  # attach first so release really frees it
             await self.backends.release(runtime_id)

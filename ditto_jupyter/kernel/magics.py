@@ -98,16 +98,14 @@ def unrestorable_line(values: Sequence[UnrestorableValue]) -> str:
 
 
 def parse_metadata(pairs: Sequence[str] | None) -> dict[str, str] | None:
-    """['owner=ana', 'note=a b'] -> {'owner': 'ana', 'note': 'a b'}."""
-    if not pairs:
-        return None
-    metadata: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidRequest(f"metadata {pair!r} is not KEY=VALUE")
-        metadata[key] = value
-    return metadata
+    """['owner=ana', 'note=a b'] -> {'owner': 'ana', 'note': 'a b'} (the CLI's parser)."""
+    from ditto_jupyter.cli import CliError
+    from ditto_jupyter.cli import parse_metadata as parse
+
+    try:
+        return parse(pairs)
+    except CliError as error:
+        raise InvalidRequest(str(error)) from None
 
 
 def _split(line: str) -> list[str]:
