@@ -132,6 +132,7 @@ class DittoJupyterApp(ExtensionApp):
             extra_providers=self._providers(),
             default_backend=self.default_backend,
         )
+        assert serverapp.event_logger is not None
         events = RuntimeEvents(serverapp.event_logger)
         sessions = RuntimeSessions(
             service, serverapp.session_manager, serverapp.contents_manager, events, host

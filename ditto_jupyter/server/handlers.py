@@ -169,7 +169,7 @@ def parse_body(raw: bytes, model: type[M]) -> M:
         raise InvalidRequest(_field_error(error)) from None
 
 
-class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):  # type: ignore[misc]
+class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):
     """Base handler: JSON bodies, `{"error", "message"}` errors, the extension's sessions."""
 
     auth_resource = AUTH_RESOURCE

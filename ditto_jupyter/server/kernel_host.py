@@ -39,12 +39,12 @@ class ServerKernelHost:
 
     def __init__(
         self,
-        kernel_manager: MappingKernelManager,
+        kernel_manager: MappingKernelManager | Any,
         *,
         env_provider: Callable[[], Mapping[str, str]] | None = None,
         call_timeout: float | None = None,
     ) -> None:
-        self.kernel_manager = kernel_manager
+        self.kernel_manager: Any = kernel_manager  # jupyter_server is untyped
         self.env_provider = env_provider
         self.call_timeout = call_timeout
         self._channels: dict[str, KernelChannel] = {}

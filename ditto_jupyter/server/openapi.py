@@ -66,12 +66,13 @@ def _models() -> list[type[BaseModel]]:
 
 
 @functools.cache
-def _schemas() -> tuple[dict[tuple[type[BaseModel], str], dict[str, Any]], dict[str, Any]]:
+def _schemas() -> tuple[dict[tuple[Any, str], dict[str, Any]], dict[str, Any]]:
     pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = []
     for model in _models():
         pairs += [(model, "validation"), (model, "serialization")]
     refs, top = models_json_schema(pairs, ref_template=_REF)
-    return {key: dict(value) for key, value in refs.items()}, dict(top.get("$defs", {}))
+    by_model = {(key[0], str(key[1])): dict(value) for key, value in refs.items()}
+    return by_model, dict(top.get("$defs", {}))
 
 
 def component_schemas() -> dict[str, Any]:

@@ -98,14 +98,14 @@ class RuntimeSessions:
     def __init__(
         self,
         service: RuntimeService,
-        session_manager: SessionManager,
-        contents_manager: ContentsManager,
+        session_manager: SessionManager | Any,
+        contents_manager: ContentsManager | Any,
         events: RuntimeEvents,
         host: ServerKernelHost | None = None,
     ) -> None:
         self.service = service
-        self.session_manager = session_manager
-        self.contents_manager = contents_manager
+        self.session_manager: Any = session_manager  # jupyter_server is untyped
+        self.contents_manager: Any = contents_manager
         self.events = events
         self.host = host
         self._register_lock = asyncio.Lock()
