@@ -301,7 +301,12 @@ class RuntimeSessions:
             return False
 
     async def _copy_notebook(self, source: str, target: str) -> bool:
-        """Copy `source` to `target` when the source exists and the target does not."""
+        """Copy notebook `source` to `target` when the source exists and the target does not.
+
+        A conversation id that is not a notebook path (no `.ipynb`) gets no copy.
+        """
+        if not target.endswith(".ipynb") or not source.endswith(".ipynb"):
+            return False
         if not await self._is_file(source) or await self._is_file(target):
             return False
         try:

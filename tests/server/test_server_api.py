@@ -343,6 +343,44 @@ async def test_checkout_of_a_deleted_snapshot_is_unsupported(
     assert after == before
 
 
+async def test_checkout_copies_the_notebook_and_a_failed_one_leaves_no_copy(
+    api: Api, ditto_app: DittoJupyterApp, jp_root_dir: Any
+) -> None:
+    import nbformat
+
+    (jp_root_dir / "notebooks").mkdir()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nbformat.write(notebook, str(jp_root_dir / "notebooks" / "work.ipynb"))
+    await new_runtime(ditto_app, "r1", x=1)
+    _, cp = await api("POST", "checkpoint", {"runtime_id": "r1"})
+
+    status, child = await api("POST", "checkout", {"checkpoint_id": cp["checkpoint_id"]})
+    assert status == 200, child
+    copy = child["notebook_path"]
+    assert copy.startswith("notebooks/work-") and copy.endswith(".ipynb")
+    assert nbformat.read(str(jp_root_dir / copy), as_version=4).cells[0].source == "x = 1"
+    assert child["runtime"]["conversation_id"] == copy
+
+    status, named = await api(
+        "POST",
+        "checkout",
+        {"checkpoint_id": cp["checkpoint_id"], "conversation_id": "notebooks/branch.ipynb"},
+    )
+    assert status == 200 and named["notebook_path"] == "notebooks/branch.ipynb"
+    assert (jp_root_dir / "notebooks" / "branch.ipynb").is_file()
+
+    status, chat = await api(
+        "POST", "checkout", {"checkpoint_id": cp["checkpoint_id"], "conversation_id": "chat-42"}
+    )
+    assert status == 200 and chat["notebook_path"] is None  # not a notebook path: no copy
+
+    before = sorted(p.name for p in (jp_root_dir / "notebooks").iterdir())
+    await api("POST", "checkpoint/delete-snapshot", {"checkpoint_id": cp["checkpoint_id"]})
+    status, answer = await api("POST", "checkout", {"checkpoint_id": cp["checkpoint_id"]})
+    assert (status, answer["error"]) == (422, "UnsupportedBackend")
+    assert sorted(p.name for p in (jp_root_dir / "notebooks").iterdir()) == before
+
+
 async def test_lost_context_is_a_backend_error(api: Api, ditto_app: DittoJupyterApp) -> None:
     await new_runtime(ditto_app, "r1", x=1)
     ditto_app.service.context.inner.namespaces.pop("r1")  # type: ignore[union-attr]
