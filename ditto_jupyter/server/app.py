@@ -5,8 +5,9 @@ Enabled by `jupyter-config/jupyter_server_config.d/ditto_jupyter.json`. Configur
 `data_dir` (SQLite store, blob store, workspaces), `store_url` (SQLAlchemy URL, for
 PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`.
 
-Kernels the server starts get `DITTO_SERVER_URL`, `DITTO_TOKEN` and `DITTO_DATA_DIR` in
-their environment, and `DITTO_RUNTIME_ID` (their session id) so the magics can call back.
+IPython kernels the server starts load the magics (`--ext=ditto_jupyter`, trait
+`load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR` and
+`DITTO_RUNTIME_ID` (their session id) in their environment, so the magics can call back.
 Kernels of ordinary Jupyter sessions get them through the session manager's own
 `get_kernel_env` hook (wrapped on the server's instance, the session id taken from the
 `start_kernel_for_session` / `update_session` call it runs in); kernels started by the
@@ -23,7 +24,7 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.services.sessions.handlers import SessionHandler
-from traitlets import Enum, Float, Unicode, default
+from traitlets import Bool, Enum, Float, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.control.blobs import BlobStore
@@ -73,6 +74,12 @@ class DittoJupyterApp(ExtensionApp):
         config=True,
         help="What a checkpoint captures: the kernel namespace ('kernel'), or a JSON "
         "namespace held by the server ('memory', for kernel-less deployments and tests).",
+    )
+    load_magics = Bool(
+        True,
+        config=True,
+        help="Load the ditto magics (%checkpoint, %restore, ...) in every IPython kernel the "
+        "server starts (adds `--ext=ditto_jupyter` to ipykernel's command line).",
     )
     kernel_call_timeout = Float(
         600.0, config=True, help="Seconds a capture or restore call into a kernel may take."
@@ -140,6 +147,8 @@ class DittoJupyterApp(ExtensionApp):
         self.host, self.service, self.runtime_sessions = host, service, sessions
         self.settings["ditto_runtime_sessions"] = sessions
         install_kernel_env(serverapp.session_manager, self.kernel_env)
+        if self.load_magics:
+            install_magics_autoload(serverapp.kernel_manager, serverapp.kernel_spec_manager)
         self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
 
     def initialize_handlers(self) -> None:
@@ -202,3 +211,40 @@ def install_kernel_env(session_manager: Any, env_provider: Callable[[], dict[str
     session_manager.start_kernel_for_session = start_kernel_for_session
     session_manager.update_session = update_session
     session_manager._ditto_env_installed = True
+
+
+MAGICS_ARGUMENT = "--ext=ditto_jupyter"
+
+
+def is_ipython_kernel(argv: list[str]) -> bool:
+    """Whether a kernel spec's command line starts an ipykernel (the magics are IPython's)."""
+    return any("ipykernel" in part for part in argv)
+
+
+def install_magics_autoload(kernel_manager: Any, kernel_spec_manager: Any) -> None:
+    """Start every IPython kernel of this server with `--ext=ditto_jupyter`.
+
+    Wraps `start_kernel` on the server's kernel-manager instance; IPython's own `--ext`
+    alias loads the extension at kernel start (and again after a restart, which reuses the
+    launch arguments). Kernels of other languages are started unchanged.
+    """
+    if getattr(kernel_manager, "_ditto_magics_installed", False):
+        return
+    original_start = kernel_manager.start_kernel
+
+    @functools.wraps(original_start)
+    async def start_kernel(*args: Any, **kwargs: Any) -> str:
+        name = kwargs.get("kernel_name") or kernel_manager.default_kernel_name
+        try:
+            argv = list(kernel_spec_manager.get_kernel_spec(name).argv)
+        except Exception:  # an unknown kernel name: let the manager report it
+            argv = []
+        if is_ipython_kernel(argv):
+            extra = list(kwargs.get("extra_arguments") or [])
+            if MAGICS_ARGUMENT not in extra:
+                kwargs["extra_arguments"] = [*extra, MAGICS_ARGUMENT]
+        kernel_id: str = await original_start(*args, **kwargs)
+        return kernel_id
+
+    kernel_manager.start_kernel = start_kernel
+    kernel_manager._ditto_magics_installed = True

@@ -79,6 +79,10 @@ async def test_notebook_session_life_cycle(
         "import os; print(os.environ['DITTO_RUNTIME_ID'], os.environ['DITTO_SERVER_URL'], "
         "os.environ['DITTO_TOKEN'])",
     )
+    magics = await run(
+        ditto_app, kernel_id, "print(sorted(get_ipython().magics_manager.magics['line']))"
+    )
+    assert "'checkpoint'" in magics and "'restore'" in magics  # loaded at kernel start
     token = ditto_app.serverapp.identity_provider.token  # type: ignore[union-attr]
     assert env.split() == [runtime_id, ditto_app.serverapp.connection_url, token]  # type: ignore[union-attr]
 
