@@ -17,6 +17,8 @@ import pytest
 
 from tests.server.live_server import LiveServer, free_port
 
+pytestmark = pytest.mark.slow  # real kernels / a jupyter server process
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LiveServer]:

@@ -21,6 +21,8 @@ import pytest
 
 from ditto_jupyter.server.app import DittoJupyterApp
 
+pytestmark = pytest.mark.slow  # real kernels under a real Jupyter server
+
 Api = Any  # the `api` fixture of conftest.py
 
 

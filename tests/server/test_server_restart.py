@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.server.live_server import LiveServer
+
+pytestmark = pytest.mark.slow  # real kernels / a jupyter server process
 
 
 def test_paused_and_live_runtimes_survive_a_server_restart(tmp_path: Path) -> None:

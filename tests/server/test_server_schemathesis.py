@@ -16,7 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.server.live_server import LiveServer
+
+pytestmark = pytest.mark.slow  # real kernels / a jupyter server process
 
 CHECKS = "all"
 EXCLUDED = "positive_data_acceptance"
