@@ -3,13 +3,10 @@ SQLite store in DITTO_DATA_DIR."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
@@ -17,40 +14,7 @@ from jupyter_client.manager import KernelManager
 
 from ditto_jupyter.control.embedded import open_runtime_service
 from ditto_jupyter.control.models import SessionLifecycleStatus
-
-
-@dataclass
-class CellOutput:
-    stdout: str = ""
-    stderr: str = ""
-    results: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-
-
-def run_cell(client: BlockingKernelClient, code: str) -> CellOutput:
-    out = CellOutput()
-
-    def hook(msg: dict[str, Any]) -> None:
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "stream":
-            if content["name"] == "stdout":
-                out.stdout += content["text"]
-            else:
-                out.stderr += content["text"]
-        elif kind in ("execute_result", "display_data"):
-            out.results.append(content["data"])
-        elif kind == "error":
-            out.error = "\n".join(content["traceback"])
-
-    client.execute_interactive(code, output_hook=hook, timeout=180)
-    return out
-
-
-def value(client: BlockingKernelClient, expression: str) -> Any:
-    """A JSON value computed in the kernel."""
-    out = run_cell(client, f"import json as _j; print(_j.dumps({expression}))")
-    assert out.error is None, out.error
-    return json.loads(out.stdout.strip().splitlines()[-1])
+from tests.kernel_cells import CellOutput, run_cell, value
 
 
 class Kernel:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from jupyter_client.connect import find_connection_file
+from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.blobs import BlobStore
@@ -150,14 +151,14 @@ class ServerControl:
             "name": name,
             "metadata": metadata,
         }
-        return RuntimeCheckpointResult.model_validate(self._post("self/checkpoint", body))
+        return _parse(RuntimeCheckpointResult, self._post("self/checkpoint", body))
 
     def resolve(self, reference: str, runtime_id: str | None = None) -> ResolvedCheckpoint:
         from urllib.parse import quote
 
         owner = quote(runtime_id or self.runtime_id, safe="")
         detail = self._get(f"{owner}/checkpoints/{quote(reference, safe='')}")
-        summary = CheckpointSummary.model_validate(detail["checkpoint"])
+        summary = _parse(CheckpointSummary, detail["checkpoint"])
         return _Resolved(
             summary.checkpoint_id,
             summary.runtime_id,
@@ -178,7 +179,7 @@ class ServerControl:
             "conversation_id": conversation_id,
             "sender_id": sender_id,
         }
-        return RuntimeCheckoutResult.model_validate(self._post("self/checkout", body))
+        return _parse(RuntimeCheckoutResult, self._post("self/checkout", body))
 
     def pause_self(self, capture: ContextCapture, name: str | None) -> RuntimePauseResult:
         body = {
@@ -186,19 +187,19 @@ class ServerControl:
             "capture": capture.model_dump(mode="json"),
             "name": name,
         }
-        return RuntimePauseResult.model_validate(self._post("self/pause", body))
+        return _parse(RuntimePauseResult, self._post("self/pause", body))
 
     def resume(self, runtime_id: str) -> RuntimeResumeResult:
-        return RuntimeResumeResult.model_validate(self._post("resume", {"runtime_id": runtime_id}))
+        return _parse(RuntimeResumeResult, self._post("resume", {"runtime_id": runtime_id}))
 
     def runtimes(self) -> list[RuntimeRecord]:
-        return [RuntimeRecord.model_validate(r) for r in self._get("")["runtimes"]]
+        return [_parse(RuntimeRecord, r) for r in self._get("")["runtimes"]]
 
     def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]:
         from urllib.parse import quote
 
         listed = self._get(f"{quote(runtime_id, safe='')}/checkpoints")["checkpoints"]
-        return [CheckpointSummary.model_validate(c) for c in listed]
+        return [_parse(CheckpointSummary, c) for c in listed]
 
     def exec(self, command: str) -> ExecResult:
         result = self._post("exec", {"runtime_id": self.runtime_id, "command": command})
@@ -212,6 +213,19 @@ class ServerControl:
 
     def connection_hint(self, kernel_id: str | None) -> str | None:
         return None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _parse(model: type[M], data: Any) -> M:
+    """A REST answer as its model (JSON strings become enums); BackendError if it is not one."""
+    try:
+        return model.model_validate(data, strict=False)
+    except ValidationError as error:
+        raise BackendError(
+            f"the server's answer is not a {model.__name__}: {error.errors()[0]['msg']}"
+        ) from None
 
 
 def _as_ditto_error(error: Exception) -> DittoError:

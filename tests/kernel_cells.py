@@ -1,0 +1,46 @@
+"""Run cells in a real kernel through its client and collect what a notebook would show."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from jupyter_client.blocking.client import BlockingKernelClient
+
+
+@dataclass
+class CellOutput:
+    """stdout, stderr, rich results and the error traceback of one cell."""
+
+    stdout: str = ""
+    stderr: str = ""
+    results: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+
+def run_cell(client: BlockingKernelClient, code: str) -> CellOutput:
+    """Execute `code` and gather its outputs."""
+    out = CellOutput()
+
+    def hook(msg: dict[str, Any]) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            if content["name"] == "stdout":
+                out.stdout += content["text"]
+            else:
+                out.stderr += content["text"]
+        elif kind in ("execute_result", "display_data"):
+            out.results.append(content["data"])
+        elif kind == "error":
+            out.error = "\n".join(content["traceback"])
+
+    client.execute_interactive(code, output_hook=hook, timeout=180)
+    return out
+
+
+def value(client: BlockingKernelClient, expression: str) -> Any:
+    """A JSON value computed in the kernel."""
+    out = run_cell(client, f"import json as _j; print(_j.dumps({expression}))")
+    assert out.error is None, out.error
+    return json.loads(out.stdout.strip().splitlines()[-1])

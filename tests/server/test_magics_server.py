@@ -1,0 +1,127 @@
+"""Every magic in a real kernel of a real Jupyter server (the kernel calls the REST API)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client import BlockingKernelClient, find_connection_file
+
+from tests.kernel_cells import CellOutput, run_cell, value
+from tests.server.live_server import LiveServer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(tmp_path_factory.mktemp("magics-server")) as server:
+        yield server
+
+
+def connect(live: LiveServer, kernel_id: str) -> BlockingKernelClient:
+    client = BlockingKernelClient()
+    client.load_connection_file(find_connection_file(kernel_id, path=[str(live.runtime_dir)]))
+    client.start_channels(hb=False)
+    client.wait_for_ready(timeout=60)
+    return client
+
+
+def clean(out: CellOutput) -> CellOutput:
+    assert out.error is None, out.error
+    assert out.stderr == "", out.stderr
+    return out
+
+
+def wait_for_status(live: LiveServer, runtime_id: str, status: str) -> dict[str, Any]:
+    for _ in range(300):
+        code, record = live.api("GET", runtime_id)
+        if code == 200 and record["status"] == status:
+            return record  # type: ignore[no-any-return]
+        time.sleep(0.1)
+    raise AssertionError(f"runtime {runtime_id} never became {status}: {record}")
+
+
+def test_magics_drive_the_server(live: LiveServer) -> None:
+    session = live.open_notebook("analysis.ipynb")
+    rid, kernel_id = session["id"], session["kernel"]["id"]
+    client = connect(live, kernel_id)
+    try:
+        # loaded automatically in kernels the server starts
+        clean(run_cell(client, "x = [1]\ny = x\nimport os.path as osp"))
+        out = clean(run_cell(client, '%checkpoint "first one" -m owner=ana'))
+        assert re.search(r"checkpoint [0-9a-f]{12} 'first one' of runtime", out.stdout)
+        code, listed = live.api("GET", f"{rid}/checkpoints")
+        assert code == 200
+        [first] = listed["checkpoints"]
+        assert (first["name"], first["metadata"]) == ("first one", {"owner": "ana"})
+
+        clean(run_cell(client, "x.append(2)\nz = 1"))
+        out = clean(run_cell(client, "%restore 'first one'"))
+        assert out.stdout.startswith("restored ")
+        assert value(client, "[x, y is x, 'z' in globals(), osp.sep]") == [[1], True, False, "/"]
+
+        table = clean(run_cell(client, "%checkpoints")).results[-1]["text/plain"]
+        assert "first one" in table
+        runtimes = clean(run_cell(client, "%runtimes")).results[-1]["text/plain"]
+        assert f"* {rid}" in runtimes and "analysis.ipynb" in runtimes
+
+        out = clean(run_cell(client, "%%sandbox\necho from-the-sandbox > made.txt; cat made.txt"))
+        assert out.stdout.strip() == "from-the-sandbox"
+
+        out = clean(run_cell(client, "%checkout 'first one' --sender 'Bob Smith'"))
+        match = re.search(rf"into runtime ({re.escape(rid)}-[0-9a-f]{{12}})", out.stdout)
+        assert match, out.stdout
+        child_id = match.group(1)
+        assert "notebook analysis-" in out.stdout
+        code, child = live.api("GET", child_id)
+        assert code == 200 and child["sender_id"] == "Bob Smith"
+        child_kernel = live.request("GET", f"api/sessions/{child_id}").json()["kernel"]["id"]
+        assert live.execute(child_kernel, "print(x, y is x)").strip() == "[1] True"
+
+        err = run_cell(client, "%restore no-such-checkpoint")
+        assert err.error is None
+        assert err.stderr.strip().splitlines() == [err.stderr.strip()] and err.stderr.startswith(
+            "ditto: CheckpointNotFound: "
+        )
+
+        clean(run_cell(client, "x.append('before pause')"))
+        out = clean(run_cell(client, "%pause nightly"))
+        assert f"paused runtime {rid}" in out.stdout and f"%resume {rid}" in out.stdout
+    finally:
+        client.stop_channels()
+    wait_for_status(live, rid, "paused")
+
+    other = live.open_notebook("other.ipynb")
+    other_client = connect(live, other["kernel"]["id"])
+    try:
+        out = clean(run_cell(other_client, f"%resume {rid}"))
+        assert out.stdout.startswith(f"resumed runtime {rid}")
+    finally:
+        other_client.stop_channels()
+    wait_for_status(live, rid, "idle")
+    resumed_kernel = live.request("GET", f"api/sessions/{rid}").json()["kernel"]["id"]
+    assert resumed_kernel != kernel_id
+    assert live.execute(resumed_kernel, "print(x)").strip() == "[1, 'before pause']"
+
+
+def test_magic_errors_under_the_server_are_one_line(live: LiveServer, tmp_path: Path) -> None:
+    session = live.open_notebook("errors.ipynb")
+    client = connect(live, session["kernel"]["id"])
+    try:
+        for line, code in [
+            ("%resume no-such-runtime", "RuntimeNotFound"),
+            (f"%resume {session['id']}", "RuntimeNotPaused"),
+            ("%checkpoints no-such-runtime", "RuntimeNotFound"),
+            ("%checkpoint -m broken", "InvalidRequest"),
+        ]:
+            out = run_cell(client, line)
+            assert out.error is None, out.error
+            lines = out.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"ditto: {code}: "), out.stderr
+    finally:
+        client.stop_channels()
