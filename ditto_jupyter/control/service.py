@@ -249,9 +249,25 @@ class RuntimeService:
         """The current snapshot of a live runtime; changes nothing (seed: resume_session)."""
         return await self._public(self._live_session(runtime_id))
 
+    def find_session(self, runtime_id: str) -> SessionRecord | None:
+        """The internal session record, or None when the runtime is unknown."""
+        return self.store.get_session(runtime_id)
+
+    def sessions(self) -> list[SessionRecord]:
+        """Every internal session record, oldest first."""
+        return self.store.list_sessions()
+
     def session(self, runtime_id: str) -> SessionRecord:
         """The internal session record (for front ends that need the kernel handle)."""
         return self._session(runtime_id)
+
+    def update_handle(self, runtime_id: str, **handle: Any) -> None:
+        """Record a live runtime's new context handle (a kernel switched outside us)."""
+        session = self._live_session(runtime_id)
+        handle_state = {**session.handle_state, **handle}
+        self.store.put_session(
+            session.model_copy(update={"handle_state": handle_state, "updated_at_ms": now_ms()})
+        )
 
     def workspace_path(self, runtime_id: str) -> Path | None:
         """The local workspace directory of a live runtime, if it has one."""

@@ -147,7 +147,7 @@ class RuntimeSessions:
         A known runtime whose Jupyter session switched kernels gets its kernel handle updated.
         """
         async with self._register_lock:
-            known = self.service.store.get_session(runtime_id)
+            known = self.service.find_session(runtime_id)
             if known is not None:
                 await self._sync_kernel(known)
                 return
@@ -188,14 +188,11 @@ class RuntimeSessions:
             return
         kernel_id = model["kernel"]["id"]
         if session.handle_state.get("kernel_id") != kernel_id:
-            handle_state = {**session.handle_state, "kernel_id": kernel_id}
-            self.service.store.put_session(
-                session.model_copy(update={"handle_state": handle_state})
-            )
+            self.service.update_handle(session.session_id, kernel_id=kernel_id)
 
     async def register_live_sessions(self, user: str) -> None:
         """Register every live Jupyter session with a kernel (before listing runtimes)."""
-        for known in self.service.store.list_sessions():
+        for known in self.service.sessions():
             if known.status.value not in ("paused", "closed"):
                 await self._sync_kernel(known)
         models = await ensure_async(self.session_manager.list_sessions())
