@@ -49,6 +49,7 @@ from ditto_jupyter.worker.errors import (
     StateError,
     StateScopeError,
 )
+from ditto_jupyter.worker.state import check_saved_form
 
 __all__ = ["SNAPSHOT_FORMAT", "Branch", "BranchStore"]
 
@@ -114,16 +115,7 @@ def _load_snapshot(store_id: str, snapshot: object) -> tuple[int, _Namespaces]:
     """Check a snapshot (format, id, shape, values, digest) and return its revision and map."""
     if not isinstance(snapshot, Mapping):
         raise StateError(f"snapshot must be a dict from BranchStore.snapshot(), got {snapshot!r}")
-    if snapshot.get("format") != SNAPSHOT_FORMAT:
-        raise StateError(
-            f"snapshot has format {snapshot.get('format')!r}, expected {SNAPSHOT_FORMAT!r}"
-        )
-    missing = _SNAPSHOT_KEYS - snapshot.keys()
-    if missing:
-        raise StateError(f"snapshot lacks {', '.join(sorted(missing))}")
-    unknown = snapshot.keys() - _SNAPSHOT_KEYS
-    if unknown:
-        raise StateError(f"snapshot has unknown fields {sorted(map(repr, unknown))}")
+    check_saved_form(snapshot, SNAPSHOT_FORMAT, _SNAPSHOT_KEYS, "snapshot")
     if snapshot["store_id"] != store_id:
         raise StateScopeError(
             f"snapshot belongs to store {snapshot['store_id']!r}, not {store_id!r}"

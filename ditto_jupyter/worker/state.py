@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Mapping
 
 from ditto_jupyter.worker.canonical import JSONValue, encode_json
 from ditto_jupyter.worker.errors import (
@@ -93,6 +94,22 @@ def state_digest(scope: str, version: str, value: object) -> str:
     return _digest(scope, version, encode_json(value).canonical)
 
 
+def check_saved_form(
+    document: Mapping[str, object], expected_format: str, keys: frozenset[str], what: str
+) -> None:
+    """Refuse (StateError) a saved form of another format, or with missing or unknown fields."""
+    if document.get("format") != expected_format:
+        raise StateError(
+            f"{what} has format {document.get('format')!r}, expected {expected_format!r}"
+        )
+    missing = keys - document.keys()
+    if missing:
+        raise StateError(f"{what} lacks {', '.join(sorted(missing))}")
+    unknown = document.keys() - keys
+    if unknown:
+        raise StateError(f"{what} has unknown fields {sorted(map(repr, unknown))}")
+
+
 def checkpoint_state(scope: str, version: str, value: object) -> dict[str, object]:
     """Validate `value` and return its saved form (a copy: later changes to `value` don't leak)."""
     _check_label("scope", scope, StateScopeError)
@@ -117,16 +134,7 @@ def restore_state(saved: object, scope: str, version: str) -> JSONValue:
     _check_label("version", version, StateVersionError)
     if type(saved) is not dict:
         raise StateError(f"saved state must be a dict from checkpoint_state, got {type(saved)!r}")
-    if saved.get("format") != STATE_FORMAT:
-        raise StateError(
-            f"saved state has format {saved.get('format')!r}, expected {STATE_FORMAT!r}"
-        )
-    missing = _SAVED_KEYS - saved.keys()
-    if missing:
-        raise StateError(f"saved state lacks {', '.join(sorted(missing))}")
-    unknown = saved.keys() - _SAVED_KEYS
-    if unknown:
-        raise StateError(f"saved state has unknown fields {sorted(map(repr, unknown))}")
+    check_saved_form(saved, STATE_FORMAT, _SAVED_KEYS, "saved state")
     if saved["scope"] != scope:
         raise StateScopeError(f"saved state belongs to scope {saved['scope']!r}, not {scope!r}")
     if saved["version"] != version:
