@@ -37,6 +37,7 @@ test: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check ditto_jupyter tests benchmarks
 	$(BIN)/ruff format --check ditto_jupyter tests benchmarks
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy --strict ditto_jupyter/worker ditto_jupyter/control ditto_jupyter/backends

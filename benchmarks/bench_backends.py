@@ -38,7 +38,7 @@ import blake3  # noqa: E402
 from benchmarks.results_table import markdown_table, write_section  # noqa: E402
 from ditto_jupyter.backends.local import LocalBackend, LocalProvider  # noqa: E402
 from ditto_jupyter.backends.manager import BackendManager  # noqa: E402
-from ditto_jupyter.control.blobs import BlobStore  # noqa: E402
+from ditto_jupyter.core.blobs import BlobStore  # noqa: E402
 
 T = TypeVar("T")
 MiB = 1 << 20

@@ -39,9 +39,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.results_table import markdown_table, write_section  # noqa: E402
-from ditto_jupyter.control.models import SessionRecord  # noqa: E402
-from ditto_jupyter.kernel.hosts import JupyterClientHost  # noqa: E402
-from ditto_jupyter.kernel.kernel_context import KernelContextCapture  # noqa: E402
+from ditto_jupyter.core.models import SessionRecord  # noqa: E402
+from ditto_jupyter.kernel.host_context_capture import KernelContextCapture  # noqa: E402
+from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost  # noqa: E402
 
 WORK = ROOT / "benchmarks" / ".work" / "bench_kernel"
 MIB = 1024 * 1024

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ditto_jupyter.control.blobs import (
+from ditto_jupyter.core.blobs import (
     BlobError,
     BlobIntegrityError,
     BlobNotFound,
@@ -365,7 +365,7 @@ _WRITER = textwrap.dedent(
     """
     import json, os, sys, time
     from pathlib import Path
-    from ditto_jupyter.control.blobs import BlobStore
+    from ditto_jupyter.core.blobs import BlobStore
     root, go = Path(sys.argv[1]), Path(sys.argv[2])
     data = b"".join(i.to_bytes(4, "big") * 1024 for i in range(1024))  # 4 MiB, no repeats
     while not go.exists():
@@ -411,7 +411,7 @@ def test_processes_writing_the_same_content_agree(tmp_path: Path) -> None:
 _KILLED_WRITER = textwrap.dedent(
     """
     import os, sys
-    from ditto_jupyter.control.blobs import BlobStore
+    from ditto_jupyter.core.blobs import BlobStore
     store = BlobStore(sys.argv[1])
     print("ready", flush=True)
     while True:

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ditto_jupyter.control.blobs import (
+from ditto_jupyter.core.blobs import (
     BlobIntegrityError,
     BlobNotFound,
     BlobStore,

@@ -13,9 +13,9 @@ from ditto_jupyter.backends.base import Backend, BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.local import LocalBackend, LocalProvider
 from ditto_jupyter.backends.manager import BackendManager, ReleaseResult
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.errors import BackendError, InvalidRequest, UnsupportedBackend
-from ditto_jupyter.control.models import BackendCheckpointRef
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.models import BackendCheckpointRef
 
 T = TypeVar("T")
 

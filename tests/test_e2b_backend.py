@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 
 from ditto_jupyter.backends.base import Backend, BackendLocator, BackendProvider
 from ditto_jupyter.backends.e2b import E2B_KIND, E2BBackend, E2BConfig, E2BProvider, _normalize
-from ditto_jupyter.control.errors import (
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.errors import (
     BackendError,
     InvalidRequest,
     RateLimited,
     UnsupportedBackend,
 )
-from ditto_jupyter.control.models import BackendCheckpointRef
-from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.models import BackendCheckpointRef
 from tests.fakes.e2b_cloud import (
     ROUTE_CONNECT_SANDBOX,
     ROUTE_CREATE_SANDBOX,
@@ -571,7 +571,7 @@ def test_fake_serves_the_sdk_defaults(fake_e2b: FakeE2BCloud) -> None:
 
 def test_runtime_service_on_e2b(fake_e2b: FakeE2BCloud, tmp_path: Path) -> None:
     """Checkpoint, checkout, pause, resume, close and delete-snapshot of E2B runtimes."""
-    from ditto_jupyter.control.embedded import open_runtime_service
+    from ditto_jupyter.wiring import open_runtime_service
 
     def open_service() -> RuntimeService:
         return open_runtime_service(

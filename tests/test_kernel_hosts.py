@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.errors import BackendError, InvalidRequest
-from ditto_jupyter.control.models import SessionRecord
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import BackendError, InvalidRequest
+from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.kernel.capture import CHUNK_SIZE
-from ditto_jupyter.kernel.hosts import JupyterClientHost, KernelHost
-from ditto_jupyter.kernel.kernel_context import KernelContextCapture
+from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
+from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost, KernelHost
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
@@ -78,7 +78,7 @@ def k(kernels: Kernels) -> Kernels:
 
 
 def test_host_and_context_satisfy_their_protocols(k: Kernels) -> None:
-    from ditto_jupyter.control.context import SessionContextCapture
+    from ditto_jupyter.control.context_capture import SessionContextCapture
 
     assert isinstance(k.host, KernelHost)
     assert isinstance(k.context, SessionContextCapture)
@@ -249,12 +249,12 @@ def test_incremental_checkpoint_after_one_element_change(k: Kernels) -> None:
 def test_self_capture_and_self_restore_inside_the_kernel(k: Kernels) -> None:
     """The magic path: the kernel captures itself while busy, the service gets the result."""
     k.execute(k.kernel, "items = [1, 2]\nalias = items")
-    module = "__import__('ditto_jupyter.kernel.kernel_context', fromlist=['_'])"
+    module = "__import__('ditto_jupyter.kernel.host_context_capture', fromlist=['_'])"
     code = (
         f"print({module}.self_capture(get_ipython().user_ns, {str(k.blob_root)!r}, None)"
         ".model_dump_json())"
     )
-    from ditto_jupyter.control.models import ContextCapture
+    from ditto_jupyter.core.models import ContextCapture
 
     captured = ContextCapture.model_validate_json(k.execute(k.kernel, code))
     body = BlobStore(k.blob_root).get_manifest(captured.manifest_id)

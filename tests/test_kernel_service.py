@@ -8,13 +8,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.embedded import open_runtime_service
-from ditto_jupyter.control.errors import SessionBusy
-from ditto_jupyter.control.models import SessionLifecycleStatus
 from ditto_jupyter.control.service import RuntimeService
-from ditto_jupyter.kernel.hosts import JupyterClientHost
-from ditto_jupyter.kernel.kernel_context import KernelContextCapture
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import SessionBusy
+from ditto_jupyter.core.models import SessionLifecycleStatus
+from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
+from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost
+from ditto_jupyter.wiring import open_runtime_service
 
 
 def kernel_service(data_dir: Path, host: JupyterClientHost) -> RuntimeService:

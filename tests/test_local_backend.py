@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from ditto_jupyter.backends import local
 from ditto_jupyter.backends.base import Backend, BackendProvider
 from ditto_jupyter.backends.local import LocalBackend, LocalProvider
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.errors import BackendError, InvalidRequest, UnsupportedBackend
-from ditto_jupyter.control.models import BackendCheckpointRef
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.models import BackendCheckpointRef
 
 T = TypeVar("T")
 

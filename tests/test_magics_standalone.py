@@ -12,8 +12,8 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-from ditto_jupyter.control.embedded import open_runtime_service
-from ditto_jupyter.control.models import SessionLifecycleStatus
+from ditto_jupyter.core.models import SessionLifecycleStatus
+from ditto_jupyter.wiring import open_runtime_service
 from tests.kernel_cells import CellOutput, run_cell, value
 
 

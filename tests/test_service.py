@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.context import InMemoryContextCapture
-from ditto_jupyter.control.embedded import open_runtime_service
-from ditto_jupyter.control.errors import (
+from ditto_jupyter.control.context_capture import InMemoryContextCapture
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import (
     CheckpointNotFound,
     InvalidRequest,
     RuntimeClosed,
@@ -23,8 +23,8 @@ from ditto_jupyter.control.errors import (
     SessionBusy,
     UnsupportedBackend,
 )
-from ditto_jupyter.control.models import ContextCapture, SessionLifecycleStatus, SessionRecord
-from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.models import ContextCapture, SessionLifecycleStatus, SessionRecord
+from ditto_jupyter.wiring import open_runtime_service
 
 T = TypeVar("T")
 

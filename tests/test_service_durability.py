@@ -27,17 +27,17 @@ from hypothesis.stateful import (
     rule,
 )
 
-from ditto_jupyter.control.context import InMemoryContextCapture
-from ditto_jupyter.control.embedded import open_runtime_service
-from ditto_jupyter.control.errors import (
+from ditto_jupyter.control.context_capture import InMemoryContextCapture
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.errors import (
     DittoError,
     RuntimeClosed,
     RuntimeNotPaused,
     RuntimePaused,
     UnsupportedBackend,
 )
-from ditto_jupyter.control.models import SessionLifecycleStatus
-from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.models import SessionLifecycleStatus
+from ditto_jupyter.wiring import open_runtime_service
 
 T = TypeVar("T")
 
@@ -58,7 +58,7 @@ def python(script: str, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
 
 PAUSE_IN_ANOTHER_PROCESS = """
     import asyncio, json, sys
-    from ditto_jupyter.control.embedded import open_runtime_service
+    from ditto_jupyter.wiring import open_runtime_service
 
     async def main():
         service = open_runtime_service(sys.argv[1])
@@ -133,7 +133,7 @@ def test_lost_context_pauses_at_head_or_closes(tmp_path: Path) -> None:
 
 CHECKPOINT_FOREVER = """
     import asyncio, json, sys
-    from ditto_jupyter.control.embedded import open_runtime_service
+    from ditto_jupyter.wiring import open_runtime_service
 
     async def main():
         service = open_runtime_service(sys.argv[1])

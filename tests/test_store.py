@@ -28,14 +28,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ditto_jupyter.control.models import (
-    BackendBinding,
-    BackendCheckpointRef,
-    RuntimeCheckpoint,
-    SessionLifecycleStatus,
-    SessionRecord,
-    UnrestorableValue,
-)
 from ditto_jupyter.control.store import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -46,6 +38,14 @@ from ditto_jupyter.control.store import (
     SqlCheckpointStore,
     StoreError,
     open_store,
+)
+from ditto_jupyter.core.models import (
+    BackendBinding,
+    BackendCheckpointRef,
+    RuntimeCheckpoint,
+    SessionLifecycleStatus,
+    SessionRecord,
+    UnrestorableValue,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -604,7 +604,7 @@ def test_a_new_process_sees_everything(tmp_path: Path) -> None:
 
 _CHILD_PRELUDE = """
 import sys
-from ditto_jupyter.control.models import RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.core.models import RuntimeCheckpoint, SessionRecord
 from ditto_jupyter.control.store import SqlCheckpointStore
 
 def session(rid, **changes):

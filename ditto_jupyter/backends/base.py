@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ditto_jupyter.control.models import BackendCheckpointRef
+from ditto_jupyter.core.models import BackendCheckpointRef
 
 FileKind = Literal["file", "dir", "symlink", "other"]
 

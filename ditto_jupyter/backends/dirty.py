@@ -18,7 +18,7 @@ import asyncio
 from pathlib import Path
 
 from ditto_jupyter.backends.base import Backend, BackendLocator, ExecResult, FileStat, SearchMatch
-from ditto_jupyter.control.models import BackendCheckpointRef
+from ditto_jupyter.core.models import BackendCheckpointRef
 
 
 class DirtyTrackingBackend:

@@ -42,14 +42,14 @@ from ditto_jupyter.backends.base import (
     FileStat,
     SearchMatch,
 )
-from ditto_jupyter.control.errors import (
+from ditto_jupyter.core.errors import (
     BackendError,
     DittoError,
     InvalidRequest,
     RateLimited,
     UnsupportedBackend,
 )
-from ditto_jupyter.control.models import BackendCheckpointRef
+from ditto_jupyter.core.models import BackendCheckpointRef
 
 E2B_KIND = "e2b"
 TEMP_DIR = ".ditto-tmp"

@@ -59,9 +59,9 @@ from ditto_jupyter.backends.base import (
     FileStat,
     SearchMatch,
 )
-from ditto_jupyter.control.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
-from ditto_jupyter.control.errors import BackendError, InvalidRequest, UnsupportedBackend
-from ditto_jupyter.control.models import BackendCheckpointRef
+from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
+from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.models import BackendCheckpointRef
 
 KIND = "local"
 TEMP_DIR = ".ditto-tmp"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ditto_jupyter.backends.base import BackendLocator, BackendProvider
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
-from ditto_jupyter.control.errors import InvalidRequest, UnsupportedBackend
-from ditto_jupyter.control.models import BackendCheckpointRef
+from ditto_jupyter.core.errors import InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.models import BackendCheckpointRef
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,10 @@ from typing import Any
 from ditto_jupyter.backends.base import BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
-from ditto_jupyter.control.blobs import BlobStore, GcReport
-from ditto_jupyter.control.context import SessionContextCapture
-from ditto_jupyter.control.errors import (
+from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.store import CheckpointStore
+from ditto_jupyter.core.blobs import BlobStore, GcReport
+from ditto_jupyter.core.errors import (
     CheckpointNotFound,
     InvalidRequest,
     RuntimeClosed,
@@ -36,7 +37,7 @@ from ditto_jupyter.control.errors import (
     SessionBusy,
     UnsupportedBackend,
 )
-from ditto_jupyter.control.models import (
+from ditto_jupyter.core.models import (
     BackendBinding,
     BackendCheckpointRef,
     CheckpointListResult,
@@ -55,7 +56,6 @@ from ditto_jupyter.control.models import (
     UnrestorableValue,
     now_ms,
 )
-from ditto_jupyter.control.store import CheckpointStore
 
 _EXECUTION_COUNT = "checkpointed_execution_count"
 

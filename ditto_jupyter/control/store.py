@@ -43,7 +43,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from ditto_jupyter.control.models import BackendBinding, RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
 
 __all__ = [
     "MIGRATIONS",

@@ -1,7 +1,8 @@
 """Kernel side of ditto-jupyter: namespace capture/restore, kernel hosts, context capture.
 
 Kept import-light: importing this package (as every kernel call does) pulls in neither
-IPython nor jupyter_client; `capture`, `hosts` and `kernel_context` are imported on use.
+IPython nor jupyter_client; `capture`, `kernel_hosts` and `host_context_capture` are
+imported on use.
 `dispatch_call` is the one entry point a host's silent user expression calls.
 """
 

@@ -63,14 +63,14 @@ from typing import Any
 import blake3
 import cloudpickle
 
-from ditto_jupyter.control.blobs import (
+from ditto_jupyter.core.blobs import (
     CHUNK_SIZE,
     BlobError,
     BlobIntegrityError,
     BlobNotFound,
     BlobStore,
 )
-from ditto_jupyter.control.models import ContextCapture, UnrestorableValue
+from ditto_jupyter.core.models import ContextCapture, UnrestorableValue
 
 try:  # a fast non-cryptographic fingerprint; BLAKE3 stands in when xxhash is missing
     import xxhash

@@ -23,14 +23,14 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ditto_jupyter.control.errors import DittoError, InvalidRequest
-from ditto_jupyter.control.models import (
+from ditto_jupyter.core.errors import DittoError, InvalidRequest
+from ditto_jupyter.core.models import (
     CheckpointSummary,
     RuntimeRecord,
     UnrestorableValue,
 )
 from ditto_jupyter.kernel.capture import capture_namespace, open_store, restore_namespace
-from ditto_jupyter.kernel.control import RuntimeControl, control_from_environment
+from ditto_jupyter.kernel.runtime_control import RuntimeControl, control_from_environment
 
 
 class MagicResult:
@@ -99,8 +99,8 @@ def unrestorable_line(values: Sequence[UnrestorableValue]) -> str:
 
 def parse_metadata(pairs: Sequence[str] | None) -> dict[str, str] | None:
     """['owner=ana', 'note=a b'] -> {'owner': 'ana', 'note': 'a b'} (the CLI's parser)."""
-    from ditto_jupyter.cli import CliError
-    from ditto_jupyter.cli import parse_metadata as parse
+    from ditto_jupyter.client import CliError
+    from ditto_jupyter.client import parse_metadata as parse
 
     try:
         return parse(pairs)

@@ -27,14 +27,14 @@ from jupyter_server.services.sessions.handlers import SessionHandler
 from traitlets import Bool, Enum, Float, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.context import InMemoryContextCapture, SessionContextCapture
-from ditto_jupyter.control.embedded import default_data_dir, open_runtime_service
+from ditto_jupyter.control.context_capture import InMemoryContextCapture, SessionContextCapture
 from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
-from ditto_jupyter.server.kernel_host import ServerKernelHost
+from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions, ServerContextCapture
+from ditto_jupyter.wiring import default_data_dir, open_runtime_service
 
 #: The Jupyter session whose kernel the session manager is starting or updating.
 _session_in_progress: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -109,7 +109,7 @@ class DittoJupyterApp(ExtensionApp):
         def build(blobs: BlobStore) -> SessionContextCapture:
             if self.context_capture == "memory":
                 return ServerContextCapture(InMemoryContextCapture(blobs))
-            from ditto_jupyter.kernel.kernel_context import KernelContextCapture
+            from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
 
             return ServerContextCapture(KernelContextCapture(host, blobs.root))
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from jupyter_events import EventLogger
 
-from ditto_jupyter.control.errors import DittoError
+from ditto_jupyter.core.errors import DittoError
 
 RUNTIME_EVENT_SCHEMA_ID = "https://events.ditto-jupyter.dev/ditto_jupyter/runtime/v1"
 RUNTIME_EVENT_SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "runtime" / "v1.yaml"

@@ -31,8 +31,8 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ditto_jupyter.control.errors import DittoError, InvalidRequest
-from ditto_jupyter.control.models import (
+from ditto_jupyter.core.errors import DittoError, InvalidRequest
+from ditto_jupyter.core.models import (
     CheckpointSummary,
     ContextCapture,
     RuntimeCheckoutRequest,

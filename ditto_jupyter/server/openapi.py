@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from ditto_jupyter.control import models as core
+from ditto_jupyter.core import models as core
 
 _REF = "#/components/schemas/{model}"
 

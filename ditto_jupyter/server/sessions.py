@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Any
 from jupyter_server.utils import ensure_async
 from tornado.web import HTTPError
 
-from ditto_jupyter.control.context import SessionContextCapture
-from ditto_jupyter.control.errors import (
+from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.errors import (
     BackendError,
     InvalidRequest,
     RuntimeNotFound,
     SessionBusy,
 )
-from ditto_jupyter.control.models import (
+from ditto_jupyter.core.models import (
     ContextCapture,
     RuntimeCheckoutResult,
     RuntimeCheckpointResult,
@@ -43,9 +44,8 @@ from ditto_jupyter.control.models import (
     SessionRecord,
     UnrestorableValue,
 )
-from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.server.events import RuntimeEvents
-from ditto_jupyter.server.kernel_host import ServerKernelHost, starting_runtime
+from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
 
 if TYPE_CHECKING:
     from jupyter_server.services.contents.manager import ContentsManager

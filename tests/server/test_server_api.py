@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jupyter_server.utils import JupyterServerAuthWarning
 
-from ditto_jupyter.control.errors import ERROR_TYPES
+from ditto_jupyter.core.errors import ERROR_TYPES
 from ditto_jupyter.server.app import DittoJupyterApp
 from ditto_jupyter.server.handlers import route_table
 from tests.fakes.e2b_cloud import ROUTE_CREATE_SNAPSHOT, FakeE2BCloud

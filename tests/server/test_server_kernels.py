@@ -236,7 +236,7 @@ async def test_kernel_shut_down_in_jupyterlab_is_marked_lost(
 
 SELF_CALL = """
 import os, httpx
-from ditto_jupyter.kernel.kernel_context import self_capture
+from ditto_jupyter.kernel.host_context_capture import self_capture
 def _ditto(route, **body):
     url = os.environ["DITTO_SERVER_URL"] + "api/v1/runtimes/" + route
     headers = {"Authorization": "token " + os.environ["DITTO_TOKEN"]}

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ditto_jupyter.control.errors import BackendError
-from ditto_jupyter.control.models import ContextCapture, SessionRecord, UnrestorableValue
+from ditto_jupyter.core.errors import BackendError
+from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
 from ditto_jupyter.kernel.capture import capture_namespace, open_store, restore_namespace
-from ditto_jupyter.kernel.hosts import KernelHost
+from ditto_jupyter.kernel.kernel_hosts import KernelHost
 
 CAPTURE = "ditto_jupyter.kernel.capture:kernel_capture"
 RESTORE = "ditto_jupyter.kernel.capture:kernel_restore"

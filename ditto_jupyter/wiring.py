@@ -14,10 +14,10 @@ from pathlib import Path
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.backends.local import LocalProvider
 from ditto_jupyter.backends.manager import BackendManager
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.context import InMemoryContextCapture, SessionContextCapture
+from ditto_jupyter.control.context_capture import InMemoryContextCapture, SessionContextCapture
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import open_store
+from ditto_jupyter.core.blobs import BlobStore
 
 ContextFactory = Callable[[BlobStore], SessionContextCapture]
 

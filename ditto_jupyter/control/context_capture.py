@@ -13,9 +13,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.errors import BackendError
-from ditto_jupyter.control.models import ContextCapture, SessionRecord, UnrestorableValue
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import BackendError
+from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
 
 
 @runtime_checkable

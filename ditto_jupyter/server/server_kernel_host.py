@@ -4,7 +4,7 @@ Kernels started here are ordinary server kernels (they show up in /api/kernels, 
 can connect to them), started with the extension's environment (`DITTO_SERVER_URL`,
 `DITTO_TOKEN`, `DITTO_DATA_DIR`, and `DITTO_RUNTIME_ID` of the runtime being started) so
 the magics can call back. `is_busy` reads the server's tracked `execution_state`; calls
-into a kernel reuse `ditto_jupyter.kernel.hosts.KernelChannel` (the message logic of the
+into a kernel reuse `ditto_jupyter.kernel.kernel_hosts.KernelChannel` (the message logic of the
 embedded host) over a client of the server's kernel manager.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ditto_jupyter.control.errors import BackendError, InvalidRequest
-from ditto_jupyter.kernel.hosts import KernelChannel
+from ditto_jupyter.core.errors import BackendError, InvalidRequest
+from ditto_jupyter.kernel.kernel_hosts import KernelChannel
 
 if TYPE_CHECKING:
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager

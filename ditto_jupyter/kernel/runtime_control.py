@@ -28,10 +28,10 @@ from jupyter_client.connect import find_connection_file
 from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.backends.base import ExecResult
-from ditto_jupyter.control.blobs import BlobStore
-from ditto_jupyter.control.embedded import default_data_dir, open_runtime_service
-from ditto_jupyter.control.errors import BackendError, DittoError
-from ditto_jupyter.control.models import (
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import BackendError, DittoError
+from ditto_jupyter.core.models import (
     CheckpointSummary,
     ContextCapture,
     RuntimeCheckoutResult,
@@ -42,10 +42,10 @@ from ditto_jupyter.control.models import (
     SessionRecord,
     UnrestorableValue,
 )
-from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
-from ditto_jupyter.kernel.hosts import JupyterClientHost
-from ditto_jupyter.kernel.kernel_context import KernelContextCapture
+from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
+from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost
+from ditto_jupyter.wiring import default_data_dir, open_runtime_service
 
 T = TypeVar("T")
 Namespace = dict[str, Any]
@@ -120,14 +120,14 @@ class ServerControl:
     mode = "server"
 
     def __init__(self, url: str, token: str, runtime_id: str, data_dir: Path) -> None:
-        from ditto_jupyter.cli import RuntimeClient
+        from ditto_jupyter.client import RuntimeClient
 
         self.client = RuntimeClient(url, token)
         self.runtime_id = runtime_id
         self.blob_root = data_dir / "blobs"
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
-        from ditto_jupyter.cli import CliError
+        from ditto_jupyter.client import CliError
 
         try:
             return self.client.post(path, body)
@@ -135,7 +135,7 @@ class ServerControl:
             raise _as_ditto_error(error) from None
 
     def _get(self, path: str) -> Any:
-        from ditto_jupyter.cli import CliError
+        from ditto_jupyter.client import CliError
 
         try:
             return self.client.get(path)
@@ -230,7 +230,7 @@ def _parse(model: type[M], data: Any) -> M:
 
 def _as_ditto_error(error: Exception) -> DittoError:
     """A REST error answer as the DittoError of its code (one line for the user)."""
-    from ditto_jupyter.control import errors
+    from ditto_jupyter.core import errors
 
     body = getattr(error, "body", None)
     code = body.get("error") if isinstance(body, dict) else None

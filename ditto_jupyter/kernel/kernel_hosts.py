@@ -28,7 +28,7 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.multikernelmanager import AsyncMultiKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
-from ditto_jupyter.control.errors import BackendError, InvalidRequest
+from ditto_jupyter.core.errors import BackendError, InvalidRequest
 
 _FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _POLL_S = 0.5

@@ -1,0 +1,108 @@
+"""REST client of the runtime API, shared by the `ditto` CLI and the magics.
+
+`RuntimeClient` sends JSON and turns an error answer into one `CliError` line with an
+exit code; `find_server` finds the server the way `jupyter server list` does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_SERVER = 4
+
+API = "api/v1/runtimes"
+
+
+class CliError(Exception):
+    """A failure to report in one line, with its exit code."""
+
+    def __init__(self, message: str, exit_code: int, body: Any = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.body = body
+
+
+class UsageError(CliError):
+    """Bad arguments: nothing was sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"usage error: {message}", EXIT_USAGE)
+
+
+def parse_metadata(pairs: Sequence[str] | None) -> dict[str, str] | None:
+    """`["owner=ana", "k=v=w"]` -> `{"owner": "ana", "k": "v=w"}`; None when none given."""
+    if not pairs:
+        return None
+    metadata: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"metadata must be KEY=VALUE, got {pair!r}")
+        metadata[key] = value
+    return metadata
+
+
+def find_server(url: str | None, token: str | None) -> tuple[str, str]:
+    """The server URL and token: flags, then environment, then a running Jupyter server."""
+    url = url or os.environ.get("DITTO_SERVER_URL")
+    token = token if token is not None else os.environ.get("DITTO_TOKEN")
+    if url:
+        return url, token or ""
+    from jupyter_server.serverapp import list_running_servers
+
+    for info in list_running_servers():
+        found = str(info.get("url") or "")
+        if found:
+            return found, token if token is not None else str(info.get("token") or "")
+    raise CliError(
+        "no Jupyter server found: start one (make lab) or pass --url/--token "
+        "(or set DITTO_SERVER_URL/DITTO_TOKEN)",
+        EXIT_SERVER,
+    )
+
+
+class RuntimeClient:
+    """A small synchronous client of the runtime API."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 600.0) -> None:
+        self.base_url = base_url.rstrip("/") + "/"
+        headers = {"Authorization": f"token {token}"} if token else {}
+        self.http = httpx.Client(headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        url = self.base_url + f"{API}/{path}".rstrip("/")
+        try:
+            response = self.http.request(method, url, json=body)
+        except httpx.HTTPError as error:
+            raise CliError(
+                f"cannot reach the server at {self.base_url}: {error}", EXIT_SERVER
+            ) from None
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if response.status_code < 400:
+            return payload
+        code = payload.get("error") if isinstance(payload, dict) else None
+        message = payload.get("message") if isinstance(payload, dict) else None
+        text = f"{code}: {message}" if code else f"HTTP {response.status_code}"
+        if response.status_code == 403 and not code:
+            text = "HTTP 403: not authorized (check --token / DITTO_TOKEN)"
+        exit_code = EXIT_REFUSED if response.status_code < 500 else EXIT_SERVER
+        raise CliError(text, exit_code, payload)
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", path, {k: v for k, v in body.items() if v is not None})
