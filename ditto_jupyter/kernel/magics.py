@@ -103,7 +103,6 @@ class SandboxResult:
     def _repr_html_(self) -> str:
         rows = [
             ("exit code", str(self.result.exit_code)),
-            ("timed out", str(self.result.timed_out)),
             ("truncated", str(self.result.truncated)),
         ]
         cells = "".join(
