@@ -171,6 +171,7 @@ def _add_global_flags(parser: argparse.ArgumentParser, *, with_defaults: bool) -
     parser.add_argument(
         "--timeout",
         type=float,
+        metavar="SECONDS",
         default=default(600.0),
         help="seconds to wait for an answer",
     )
