@@ -1,18 +1,25 @@
 """`ditto`: drive a Jupyter server's runtime API from a shell.
 
     ditto runtimes
+    ditto runtime RUNTIME
     ditto checkpoints RUNTIME
     ditto checkpoint RUNTIME [--name NAME] [-m KEY=VALUE ...]
     ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME]
     ditto restore RUNTIME CHECKPOINT
     ditto pause RUNTIME [--name NAME] | resume RUNTIME | close RUNTIME
-    ditto delete-snapshot CHECKPOINT
+    ditto delete-snapshot CHECKPOINT [--runtime RUNTIME]
 
-The server is `--url`/`--token`, else `DITTO_SERVER_URL`/`DITTO_TOKEN`, else the running
-Jupyter server found the way `jupyter server list` finds it. Output is for people by
-default, `--json` prints the server's JSON. Exit codes: 0 done, 2 usage error, 3 the
-server refused the operation (a 4xx answer), 4 server or connection error (5xx,
-unreachable, no server found).
+CHECKPOINT is a full id, a unique id prefix (the 12 characters `ditto checkpoints` prints
+will do) or a name: within RUNTIME when one is given (`--runtime RUNTIME`, restore's
+RUNTIME, or `RUNTIME:NAME`), else looked up across every runtime. The server resolves it
+and the command then runs on the full id.
+
+The global flags `--url`, `--token`, `--json` and `--timeout` go before or after the
+command. The server is `--url`/`--token`, else `DITTO_SERVER_URL`/`DITTO_TOKEN`, else the
+running Jupyter server found the way `jupyter server list` finds it. Output is for people
+by default, `--json` prints the server's JSON. Exit codes: 0 done, 2 usage error, 3 the
+server refused the operation (a 4xx answer: unknown or ambiguous checkpoint included), 4
+server or connection error (5xx, unreachable, no server found).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from ditto_jupyter.client import (
     CliError,
     RuntimeClient,
     UsageError,
+    api_path,
     find_server,
     parse_metadata,
 )
@@ -134,77 +142,111 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"ditto: usage error: {message}\n")
 
 
+def _add_global_flags(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
+    """--url, --token, --json, --timeout.
+
+    Every command's parser has them too, defaulting to SUPPRESS there, so a flag given
+    before the command is kept and one given after it is taken: any position works.
+    """
+
+    def default(value: object) -> object:
+        return value if with_defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--url",
+        default=default(None),
+        help="server URL with base_url (default: $DITTO_SERVER_URL or the running server)",
+    )
+    parser.add_argument(
+        "--token",
+        default=default(None),
+        help="server token (default: $DITTO_TOKEN or the running server's)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=default(False),
+        help="print the server's JSON answer",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        default=default(600.0),
+        help="seconds to wait for an answer",
+    )
+
+
+_CHECKPOINT_HELP = "checkpoint id, unique id prefix, name, or RUNTIME:NAME"
+_RUNTIME_HELP = "look CHECKPOINT up (id prefix or name) in this runtime only"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The `ditto` argument parser: global flags, then one sub-parser per command."""
     parser = _Parser(
         prog="ditto", description="Checkpoint, branch and pause live Jupyter runtimes."
     )
-    parser.add_argument(
-        "--url", help="server URL with base_url (default: $DITTO_SERVER_URL or the running server)"
-    )
-    parser.add_argument(
-        "--token", help="server token (default: $DITTO_TOKEN or the running server's)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the server's JSON answer")
-    parser.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds to wait for an answer"
-    )
+    _add_global_flags(parser, with_defaults=True)
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
 
-    sub.add_parser("runtimes", help="list runtimes (live Jupyter sessions included)")
-    p = sub.add_parser("runtime", help="show one runtime")
-    p.add_argument("runtime")
-    p = sub.add_parser("checkpoints", help="list a runtime's checkpoints")
-    p.add_argument("runtime")
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+        _add_global_flags(p, with_defaults=False)
+        return p
 
     def metadata(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "-m", "--metadata", action="append", metavar="KEY=VALUE", help="metadata (repeatable)"
         )
 
-    p = sub.add_parser("checkpoint", help="checkpoint an idle runtime")
+    command("runtimes", "list runtimes (live Jupyter sessions included)")
+    p = command("runtime", "show one runtime")
+    p.add_argument("runtime")
+    p = command("checkpoints", "list a runtime's checkpoints")
+    p.add_argument("runtime")
+    p = command("checkpoint", "checkpoint an idle runtime")
     p.add_argument("runtime")
     p.add_argument("--name")
     metadata(p)
-    p = sub.add_parser("checkout", help="branch a new runtime from a checkpoint")
-    p.add_argument("checkpoint", help="checkpoint id (or name / id prefix with --runtime)")
-    p.add_argument("--runtime", help="resolve CHECKPOINT as a name or id prefix in this runtime")
+    p = command("checkout", "branch a new runtime from a checkpoint")
+    p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
+    p.add_argument("--runtime", help=_RUNTIME_HELP)
     p.add_argument("--conversation", help="conversation (notebook path) of the new runtime")
     p.add_argument("--sender", help="sender of the new runtime")
     metadata(p)
-    p = sub.add_parser("restore", help="restore a checkpoint into an idle runtime, in place")
+    p = command("restore", "restore a checkpoint into an idle runtime, in place")
     p.add_argument("runtime")
-    p.add_argument("checkpoint", help="checkpoint id, id prefix or name")
-    p = sub.add_parser("pause", help="snapshot a runtime and free its kernel")
+    p.add_argument("checkpoint", help="checkpoint id, unique id prefix or name in RUNTIME")
+    p = command("pause", "snapshot a runtime and free its kernel")
     p.add_argument("runtime")
     p.add_argument("--name")
     metadata(p)
-    p = sub.add_parser("resume", help="resume a paused runtime under the same id")
+    p = command("resume", "resume a paused runtime under the same id")
     p.add_argument("runtime")
     metadata(p)
-    p = sub.add_parser("close", help="close a runtime for good (checkpoints stay)")
+    p = command("close", "close a runtime for good (checkpoints stay)")
     p.add_argument("runtime")
-    p = sub.add_parser("delete-snapshot", help="delete the provider snapshot of a checkpoint")
-    p.add_argument("checkpoint")
+    p = command("delete-snapshot", "delete the provider snapshot of a checkpoint")
+    p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
+    p.add_argument("--runtime", help=_RUNTIME_HELP)
     return parser
 
 
-def _quote(part: str) -> str:
-    from urllib.parse import quote
-
-    return quote(part, safe="")
-
-
 def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
-    """Send the request a parsed command stands for; the server's JSON answer."""
+    """Send the request a parsed command stands for; the server's JSON answer.
+
+    A checkpoint reference is resolved to its full id first (one GET), then the
+    operation is sent with that id.
+    """
     command = args.command
     if command == "runtimes":
         return client.get("")
     if command == "runtime":
-        return client.get(_quote(args.runtime))
+        return client.get(api_path(args.runtime))
     if command == "checkpoints":
-        return client.get(f"{_quote(args.runtime)}/checkpoints")
+        return client.get(api_path(args.runtime, "checkpoints"))
     if command == "checkpoint":
         body = {
             "runtime_id": args.runtime,
@@ -213,21 +255,16 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
         }
         return client.post("checkpoint", body)
     if command == "checkout":
-        checkpoint_id = args.checkpoint
-        if args.runtime:
-            detail = client.get(f"{_quote(args.runtime)}/checkpoints/{_quote(checkpoint_id)}")
-            checkpoint_id = detail["checkpoint"]["checkpoint_id"]
         body = {
-            "checkpoint_id": checkpoint_id,
+            "checkpoint_id": client.resolve_checkpoint_id(args.checkpoint, args.runtime),
             "conversation_id": args.conversation,
             "sender_id": args.sender,
             "metadata": parse_metadata(args.metadata),
         }
         return client.post("checkout", body)
     if command == "restore":
-        return client.post(
-            "restore", {"runtime_id": args.runtime, "checkpoint_id": args.checkpoint}
-        )
+        checkpoint_id = client.resolve_checkpoint_id(args.checkpoint, args.runtime)
+        return client.post("restore", {"runtime_id": args.runtime, "checkpoint_id": checkpoint_id})
     if command == "pause":
         body = {
             "runtime_id": args.runtime,
@@ -242,7 +279,8 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
     if command == "close":
         return client.post("close", {"runtime_id": args.runtime})
     if command == "delete-snapshot":
-        return client.post("checkpoint/delete-snapshot", {"checkpoint_id": args.checkpoint})
+        checkpoint_id = client.resolve_checkpoint_id(args.checkpoint, args.runtime)
+        return client.post("checkpoint/delete-snapshot", {"checkpoint_id": checkpoint_id})
     raise UsageError(f"unknown command {command!r}")
 
 

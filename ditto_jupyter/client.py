@@ -1,7 +1,9 @@
 """REST client of the runtime API, shared by the `ditto` CLI and the magics.
 
 `RuntimeClient` sends JSON and turns an error answer into one `CliError` line with an
-exit code; `find_server` finds the server the way `jupyter server list` does.
+exit code; it resolves a checkpoint reference (id, unique id prefix, name,
+`RUNTIME:NAME`) to its checkpoint on the server. `find_server` finds the server the way
+`jupyter server list` does.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -49,6 +52,26 @@ def parse_metadata(pairs: Sequence[str] | None) -> dict[str, str] | None:
     return metadata
 
 
+def api_path(*parts: str) -> str:
+    """Path segments of a route under `api/v1/runtimes`, each quoted (ids may hold `/`)."""
+    return "/".join(quote(part, safe="") for part in parts)
+
+
+def split_reference(reference: str, runtime_id: str | None) -> tuple[str | None, str]:
+    """The runtime and the checkpoint a reference names.
+
+    With `runtime_id` the reference is an id, id prefix or name in that runtime, taken
+    whole. Without one, `RUNTIME:NAME` (split at the first colon; ids never hold one)
+    names a checkpoint in RUNTIME, and anything else is looked up across every runtime.
+    """
+    if runtime_id is not None:
+        return runtime_id, reference
+    owner, colon, name = reference.partition(":")
+    if colon and owner and name:
+        return owner, name
+    return None, reference
+
+
 def find_server(url: str | None, token: str | None) -> tuple[str, str]:
     """The server URL and token: flags, then environment, then a running Jupyter server."""
     url = url or os.environ.get("DITTO_SERVER_URL")
@@ -77,9 +100,11 @@ class RuntimeClient:
         self.http = httpx.Client(headers=headers, timeout=timeout)
 
     def close(self) -> None:
+        """Close the HTTP connection pool."""
         self.http.close()
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """Send one request to `api/v1/runtimes/<path>`; its JSON answer, or CliError."""
         url = self.base_url + f"{API}/{path}".rstrip("/")
         try:
             response = self.http.request(method, url, json=body)
@@ -102,7 +127,27 @@ class RuntimeClient:
         raise CliError(text, exit_code, payload)
 
     def get(self, path: str) -> Any:
+        """GET a route; its JSON answer."""
         return self.request("GET", path)
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST a JSON body (fields that are None left out); the JSON answer."""
         return self.request("POST", path, {k: v for k, v in body.items() if v is not None})
+
+    def checkpoint_detail(self, reference: str, runtime_id: str | None = None) -> Any:
+        """The server's `{checkpoint, context_manifest_id}` for a checkpoint reference.
+
+        The server resolves it (`RuntimeService.resolve_checkpoint`): an id, a unique id
+        prefix or a name, in `runtime_id` or `RUNTIME:NAME`'s runtime when one is given,
+        else across every runtime. CheckpointNotFound (404) when nothing matches,
+        InvalidRequest (400) when a prefix matches several.
+        """
+        owner, name = split_reference(reference, runtime_id)
+        if owner is None:
+            return self.get(api_path("checkpoints", name))
+        return self.get(api_path(owner, "checkpoints", name))
+
+    def resolve_checkpoint_id(self, reference: str, runtime_id: str | None = None) -> str:
+        """The full id of the checkpoint a reference names (see `checkpoint_detail`)."""
+        detail = self.checkpoint_detail(reference, runtime_id)
+        return str(detail["checkpoint"]["checkpoint_id"])

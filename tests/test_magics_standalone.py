@@ -15,6 +15,7 @@ from jupyter_client.manager import KernelManager
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
 from tests.kernel_cells import CellOutput, run_cell, value
+from tests.magic_display import printed_once, returned_once
 
 
 class Kernel:
@@ -57,14 +58,12 @@ def kernel(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 def test_checkpoint_and_restore_in_place(kernel: Kernel, data_dir: Path) -> None:
     kernel.run("a = b = [1, 2]\nd = {'ref': a}\ndef f(x): return x + 1\nimport os.path as p")
     out = kernel.run('%checkpoint "before cleaning" -m owner=ana -m "note=two words"')
-    assert out.error is None and out.stderr == "", (out.error, out.stderr)
-    assert re.search(r"checkpoint [0-9a-f]{12} 'before cleaning' of runtime", out.stdout)
-    assert "written in" in out.stdout
-    assert any("text/html" in r for r in out.results)
+    line = printed_once(out)
+    assert re.match(r"checkpoint [0-9a-f]{12} 'before cleaning' of runtime", line)
+    assert "written in" in line
     kernel.run("a.append(3)\nlater = 'gone after restore'\ndel f")
-    restored = kernel.run("%restore 'before cleaning'")
-    assert restored.error is None and restored.stderr == "", restored.stderr
-    assert "restored" in restored.stdout
+    restored = printed_once(kernel.run("%restore 'before cleaning'"))
+    assert restored.startswith("restored ")
     assert value(kernel.client, "[a, a is b, d['ref'] is a, 'later' in globals(), f(1)]") == [
         [1, 2],
         True,
@@ -85,14 +84,13 @@ def test_checkpoint_and_restore_in_place(kernel: Kernel, data_dir: Path) -> None
 
 def test_unpicklable_values_are_reported(kernel: Kernel) -> None:
     kernel.run("gen = (i for i in range(3))\nimport threading\nlock = threading.Lock()\nkeep = 5")
-    out = kernel.run("%checkpoint with-gen")
-    assert "not kept:" in out.stdout and "gen (generator" in out.stdout and "lock" in out.stdout
+    out = printed_once(kernel.run("%checkpoint with-gen"))
+    assert "not kept:" in out and "gen (generator" in out and "lock" in out
     kernel.run("keep = 6")
-    restored = kernel.run("%restore with-gen")
-    assert "not kept:" in restored.stdout and "gen" in restored.stdout
+    restored = printed_once(kernel.run("%restore with-gen"))
+    assert "not kept:" in restored and "gen" in restored
     assert value(kernel.client, "keep") == 5
-    listing = kernel.run("%checkpoints")
-    text = listing.results[-1]["text/plain"]
+    text = returned_once(kernel.run("%checkpoints"))["text/plain"]
     assert "with-gen" in text and "gen, lock" in text
     kernel.run("del gen, lock")
 
@@ -110,14 +108,18 @@ def test_expected_errors_print_one_line(kernel: Kernel) -> None:
         assert len(lines) == 1 and lines[0].startswith(f"ditto: {code}: "), out.stderr
 
 
-def test_checkout_starts_a_kernel_holding_the_variables(kernel: Kernel) -> None:
+def test_checkout_starts_a_kernel_holding_the_variables(kernel: Kernel, data_dir: Path) -> None:
     kernel.run("branch_value = {'k': [1, 2, 3]}")
     kernel.run("%checkpoint for-branch")
-    kernel.run("%%sandbox\necho workspace-file > note.txt")
-    out = kernel.run("%checkout for-branch --conversation 'branch copy.ipynb' --sender bob")
-    assert out.error is None and out.stderr == "", out.stderr
-    match = re.search(r"connect: jupyter console --existing (\S+)", out.stdout)
-    assert match, out.stdout
+    wrote = kernel.run("%%sandbox\necho workspace-file > note.txt; pwd")
+    workspace = Path(wrote.stdout.strip())
+    assert workspace.parent == (data_dir / "workspaces").resolve(), workspace
+    assert (workspace / "note.txt").read_text() == "workspace-file\n"
+    out = printed_once(
+        kernel.run("%checkout for-branch --conversation 'branch copy.ipynb' --sender bob")
+    )
+    match = re.search(r"connect: jupyter console --existing (\S+)", out)
+    assert match, out
     child = BlockingKernelClient()
     child.load_connection_file(match.group(1))
     child.start_channels()
@@ -126,15 +128,16 @@ def test_checkout_starts_a_kernel_holding_the_variables(kernel: Kernel) -> None:
         assert value(child, "branch_value") == {"k": [1, 2, 3]}
     finally:
         child.stop_channels()
-    runtimes = kernel.run("%runtimes").results[-1]["text/plain"]
+    runtimes = returned_once(kernel.run("%runtimes"))["text/plain"]
     assert "branch copy.ipynb" in runtimes and "bob" in runtimes
 
 
 def test_sandbox_runs_in_the_workspace(kernel: Kernel) -> None:
     out = kernel.run("%%sandbox\necho hello; pwd; exit 4")
-    assert out.stdout.splitlines()[0] == "hello"
-    assert "workspaces" in out.stdout
-    assert out.results[-1]["text/plain"] == "exit 4"
+    assert out.error is None and out.stderr == "", out.stderr
+    hello, workspace = out.stdout.splitlines()  # the command's own output, once
+    assert hello == "hello" and "workspaces" in workspace
+    assert [r["text/plain"] for r in out.results] == ["exit 4"]  # the status, once
 
 
 def test_pause_stops_the_kernel_after_its_output_and_resume_keeps_the_id(
@@ -143,10 +146,9 @@ def test_pause_stops_the_kernel_after_its_output_and_resume_keeps_the_id(
     k = Kernel(data_dir, tmp_path)
     try:
         k.run("%load_ext ditto_jupyter\nsaved = list(range(5))")
-        out = k.run("%pause nightly")
-        assert out.error is None and out.stderr == "", out.stderr
-        match = re.search(r"paused runtime (\S+) at checkpoint", out.stdout)
-        assert match, out.stdout
+        out = printed_once(k.run("%pause nightly"))
+        match = re.match(r"paused runtime (\S+) at checkpoint", out)
+        assert match, out
         runtime_id = match.group(1)
         for _ in range(100):  # the kernel asked to exit after the cell
             if not k.manager.is_alive():
@@ -166,10 +168,9 @@ def test_pause_stops_the_kernel_after_its_output_and_resume_keeps_the_id(
     other = Kernel(data_dir, tmp_path)
     try:
         other.run("%load_ext ditto_jupyter")
-        resumed = other.run(f"%resume {runtime_id}")
-        assert resumed.error is None and resumed.stderr == "", resumed.stderr
-        assert f"resumed runtime {runtime_id}" in resumed.stdout
-        match = re.search(r"connect: jupyter console --existing (\S+)", resumed.stdout)
+        resumed = printed_once(other.run(f"%resume {runtime_id}"))
+        assert resumed.startswith(f"resumed runtime {runtime_id}")
+        match = re.search(r"connect: jupyter console --existing (\S+)", resumed)
         assert match
         child = BlockingKernelClient()
         child.load_connection_file(match.group(1))

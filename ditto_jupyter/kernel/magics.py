@@ -3,26 +3,37 @@
 
 Thin over `RuntimeControl` (the server's REST API, or an in-process RuntimeService when
 no server started this kernel). The kernel captures and restores its own namespace here,
-because it is busy running the magic and nobody else can. Each magic prints one short
-line and returns a result with an HTML repr; an expected error prints one line
-(`ditto: Code: message`) and returns None, never a traceback.
+because it is busy running the magic and nobody else can.
+
+Each result is shown once, following IPython's convention that a magic either prints or
+returns a value with a rich repr, never both:
+- the actions (%checkpoint, %restore, %checkout, %pause, %resume) print one line and
+  return None, so the line shows wherever the magic sits in a cell;
+- the listings (%runtimes, %checkpoints) print nothing and return a `TableResult` (text
+  and HTML table), displayed when the magic ends the cell or kept with `rows = %runtimes`;
+- %%sandbox streams the command's own stdout and stderr and returns a `SandboxResult`
+  whose repr is the exit status (`exit 0`, `timed out`).
+An expected error prints one line to stderr (`ditto: Code: message`) and returns None,
+never a traceback.
 """
 
 from __future__ import annotations
 
+import argparse
 import html
 import os
 import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
 from ditto_jupyter.core.models import (
     CheckpointSummary,
@@ -32,25 +43,21 @@ from ditto_jupyter.core.models import (
 from ditto_jupyter.kernel.capture import capture_namespace, open_store, restore_namespace
 from ditto_jupyter.kernel.runtime_control import RuntimeControl, control_from_environment
 
+T = TypeVar("T")
+MagicMethod = TypeVar("MagicMethod", bound=Callable[..., Any])
 
-class MagicResult:
-    """What a magic returns: a one-line text and an HTML table for notebooks."""
 
-    def __init__(self, text: str, rows: Sequence[tuple[str, str]], data: Any = None) -> None:
-        self.text = text
-        self.rows = list(rows)
-        self.data = data
+class _MagicDecorator(Protocol):
+    """A decorator that hands back the magic it was given."""
 
-    def __repr__(self) -> str:
-        return self.text
+    def __call__(self, magic: MagicMethod, /) -> MagicMethod: ...
 
-    def _repr_html_(self) -> str:
-        cells = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-            for k, v in self.rows
-        )
-        return f"<table class='ditto-result'>{cells}</table>"
+
+# IPython's magic_arguments module has no annotations (IPython is only partly typed);
+# these are the real signatures of its two decorator factories, which return the
+# decorated function itself after attaching an argparse parser to it.
+_with_arguments = cast(Callable[[], _MagicDecorator], magic_arguments)
+_argument = cast(Callable[..., _MagicDecorator], argument)
 
 
 class TableResult:
@@ -78,6 +85,32 @@ class TableResult:
             for row in self.rows
         )
         return f"<table class='ditto-table'><tr>{head}</tr>{body}</table>"
+
+
+class SandboxResult:
+    """What %%sandbox returns: the command's exit status (its output is already streamed)."""
+
+    def __init__(self, result: ExecResult) -> None:
+        self.result = result
+
+    @property
+    def exit_code(self) -> int:
+        return self.result.exit_code
+
+    def __repr__(self) -> str:
+        return "timed out" if self.result.timed_out else f"exit {self.result.exit_code}"
+
+    def _repr_html_(self) -> str:
+        rows = [
+            ("exit code", str(self.result.exit_code)),
+            ("truncated", str(self.result.truncated)),
+        ]
+        cells = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in rows
+        )
+        return f"<table class='ditto-result'>{cells}</table>"
 
 
 def human_bytes(count: int) -> str:
@@ -152,9 +185,10 @@ class DittoMagics(Magics):
     @property
     def namespace(self) -> dict[str, Any]:
         assert self.shell is not None
-        return self.shell.user_ns  # type: ignore[no-any-return]
+        namespace: dict[str, Any] = self.shell.user_ns  # IPython leaves the getter unannotated
+        return namespace
 
-    def _guard(self, action: Callable[[], Any]) -> Any:
+    def _guard(self, action: Callable[[], T]) -> T | None:
         """Run a magic body; expected errors print one line and return None."""
         try:
             return action()
@@ -162,22 +196,24 @@ class DittoMagics(Magics):
             print(f"ditto: {error.code}: {error.message}", file=sys.stderr)
         return None
 
-    def _args(self, magic: Callable[..., Any], line: str) -> Any:
+    def _args(self, magic: Callable[..., Any], line: str) -> argparse.Namespace:
+        # `parser` is attached to the function at runtime by IPython's @magic_arguments.
+        parser: argparse.ArgumentParser = magic.parser  # type: ignore[attr-defined]
         try:  # POSIX shell quoting: "a name with spaces" arrives without its quotes
-            return magic.parser.parse_args(_split(line))  # type: ignore[attr-defined]
+            return parser.parse_args(_split(line))
         except UsageError as error:  # one line, not a traceback
             raise InvalidRequest(str(error).splitlines()[-1]) from None
 
     # ---- magics -------------------------------------------------------------------------
 
-    @magic_arguments()
-    @argument("name", nargs="?", help="a name for the checkpoint (unique names are handy)")
-    @argument("-m", "--metadata", action="append", metavar="KEY=VALUE", help="metadata")
+    @_with_arguments()
+    @_argument("name", nargs="?", help="a name for the checkpoint (unique names are handy)")
+    @_argument("-m", "--metadata", action="append", metavar="KEY=VALUE", help="metadata")
     @line_magic
-    def checkpoint(self, line: str = "") -> MagicResult | None:
-        """Checkpoint this kernel: its variables, its workspace, its session."""
+    def checkpoint(self, line: str = "") -> None:
+        """Checkpoint this kernel: its variables, its workspace, its session. Prints a line."""
 
-        def run() -> MagicResult:
+        def run() -> None:
             args = self._args(DittoMagics.checkpoint, line)
             metadata = parse_metadata(args.metadata)
             started = time.perf_counter()
@@ -198,29 +234,16 @@ class DittoMagics(Magics):
             )
             lost = unrestorable_line(capture.unrestorable)
             print(text + (f"; {lost}" if lost else ""))
-            return MagicResult(
-                text,
-                [
-                    ("checkpoint", result.checkpoint_id),
-                    ("name", args.name or ""),
-                    ("runtime", result.runtime.runtime_id),
-                    ("previous", result.previous_checkpoint_id or ""),
-                    ("written", human_bytes(capture.bytes_written)),
-                    ("time", f"{elapsed * 1000:.0f} ms"),
-                    ("not kept", lost.removeprefix("not kept: ")),
-                ],
-                result,
-            )
 
-        return self._guard(run)  # type: ignore[no-any-return]
+        self._guard(run)
 
-    @magic_arguments()
-    @argument("checkpoint", help="checkpoint id, unique id prefix, or name in this runtime")
+    @_with_arguments()
+    @_argument("checkpoint", help="checkpoint id, unique id prefix, or name in this runtime")
     @line_magic
-    def restore(self, line: str = "") -> MagicResult | None:
-        """Roll this kernel back to a checkpoint, in place."""
+    def restore(self, line: str = "") -> None:
+        """Roll this kernel back to a checkpoint, in place. Prints a line."""
 
-        def run() -> MagicResult:
+        def run() -> None:
             args = self._args(DittoMagics.restore, line)
             started = time.perf_counter()
             control = self.control
@@ -235,28 +258,18 @@ class DittoMagics(Magics):
             text = f"restored {_short(checkpoint.checkpoint_id)}{label} in {elapsed * 1000:.0f} ms"
             lost_text = unrestorable_line(lost or checkpoint.unrestorable)
             print(text + (f"; {lost_text}" if lost_text else ""))
-            return MagicResult(
-                text,
-                [
-                    ("checkpoint", checkpoint.checkpoint_id),
-                    ("name", checkpoint.name or ""),
-                    ("time", f"{elapsed * 1000:.0f} ms"),
-                    ("not kept", lost_text.removeprefix("not kept: ")),
-                ],
-                checkpoint,
-            )
 
-        return self._guard(run)  # type: ignore[no-any-return]
+        self._guard(run)
 
-    @magic_arguments()
-    @argument("checkpoint", help="checkpoint id, unique id prefix, or name in this runtime")
-    @argument("--conversation", help="notebook path / conversation id of the new runtime")
-    @argument("--sender", help="user of the new runtime")
+    @_with_arguments()
+    @_argument("checkpoint", help="checkpoint id, unique id prefix, or name in this runtime")
+    @_argument("--conversation", help="notebook path / conversation id of the new runtime")
+    @_argument("--sender", help="user of the new runtime")
     @line_magic
-    def checkout(self, line: str = "") -> MagicResult | None:
-        """Branch a NEW runtime (new kernel, workspace copy) from a checkpoint."""
+    def checkout(self, line: str = "") -> None:
+        """Branch a NEW runtime (new kernel, workspace copy) from a checkpoint. Prints a line."""
 
-        def run() -> MagicResult:
+        def run() -> None:
             args = self._args(DittoMagics.checkout, line)
             started = time.perf_counter()
             control = self.control
@@ -272,28 +285,19 @@ class DittoMagics(Magics):
             extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
             extra += [f"connect: {hint}"] if hint else []
             print("; ".join([text, *extra]))
-            return MagicResult(
-                text,
-                [
-                    ("runtime", child),
-                    ("from checkpoint", result.checkpoint_id),
-                    ("kernel", result.kernel_id or ""),
-                    ("notebook", result.notebook_path or ""),
-                    ("connect", hint or ""),
-                    ("time", f"{elapsed:.2f} s"),
-                ],
-                result,
-            )
 
-        return self._guard(run)  # type: ignore[no-any-return]
+        self._guard(run)
 
-    @magic_arguments()
-    @argument("name", nargs="?", help="a name for the pause checkpoint")
+    @_with_arguments()
+    @_argument("name", nargs="?", help="a name for the pause checkpoint")
     @line_magic
-    def pause(self, line: str = "") -> MagicResult | None:
-        """Checkpoint this kernel and stop it when this cell ends; resume it by id later."""
+    def pause(self, line: str = "") -> None:
+        """Checkpoint this kernel and stop it when this cell ends; resume it by id later.
 
-        def run() -> MagicResult:
+        Prints a line.
+        """
+
+        def run() -> None:
             args = self._args(DittoMagics.pause, line)
             control = self.control
             capture = capture_namespace(
@@ -312,13 +316,8 @@ class DittoMagics(Magics):
             print(text + (f"; {lost}" if lost else ""))
             if control.mode == "local":
                 self._stop_after_cell()
-            return MagicResult(
-                text,
-                [("runtime", rid), ("checkpoint", result.checkpoint_id), ("not kept", lost)],
-                result,
-            )
 
-        return self._guard(run)  # type: ignore[no-any-return]
+        self._guard(run)
 
     def _stop_after_cell(self) -> None:
         """Ask IPython to exit once the current cell has finished (its output is sent)."""
@@ -327,17 +326,19 @@ class DittoMagics(Magics):
 
         def stop(*_: Any) -> None:
             shell.events.unregister("post_run_cell", stop)
-            shell.ask_exit()
+            # Every concrete shell (ipykernel's, the terminal's) defines ask_exit and
+            # IPython's own `exit` calls it, but the InteractiveShell base does not declare it.
+            shell.ask_exit()  # type: ignore[attr-defined]
 
         shell.events.register("post_run_cell", stop)
 
-    @magic_arguments()
-    @argument("runtime", help="the id of a paused runtime")
+    @_with_arguments()
+    @_argument("runtime", help="the id of a paused runtime")
     @line_magic
-    def resume(self, line: str = "") -> MagicResult | None:
-        """Bring a paused runtime back (new kernel, same id, same variables)."""
+    def resume(self, line: str = "") -> None:
+        """Bring a paused runtime back (new kernel, same id, same variables). Prints a line."""
 
-        def run() -> MagicResult:
+        def run() -> None:
             args = self._args(DittoMagics.resume, line)
             started = time.perf_counter()
             control = self.control
@@ -349,22 +350,12 @@ class DittoMagics(Magics):
             )
             hint = control.connection_hint(result.kernel_id)
             print(text + (f"; connect: {hint}" if hint else ""))
-            return MagicResult(
-                text,
-                [
-                    ("runtime", result.runtime.runtime_id),
-                    ("checkpoint", result.checkpoint_id),
-                    ("kernel", result.kernel_id or ""),
-                    ("connect", hint or ""),
-                ],
-                result,
-            )
 
-        return self._guard(run)  # type: ignore[no-any-return]
+        self._guard(run)
 
     @line_magic
     def runtimes(self, line: str = "") -> TableResult | None:
-        """List the runtimes the control plane knows."""
+        """List the runtimes the control plane knows; returns the table, prints nothing."""
 
         def run() -> TableResult:
             if _split(line):
@@ -382,11 +373,11 @@ class DittoMagics(Magics):
             ]
             return TableResult(["runtime", "status", "conversation", "sender"], rows, records)
 
-        return self._guard(run)  # type: ignore[no-any-return]
+        return self._guard(run)
 
     @line_magic
     def checkpoints(self, line: str = "") -> TableResult | None:
-        """List the checkpoints of this runtime (or of the runtime given)."""
+        """List this runtime's (or the given runtime's) checkpoints; returns the table."""
 
         def run() -> TableResult:
             parts = _split(line)
@@ -406,26 +397,24 @@ class DittoMagics(Magics):
             ]
             return TableResult(["checkpoint", "name", "parent", "time", "not kept"], rows, listed)
 
-        return self._guard(run)  # type: ignore[no-any-return]
+        return self._guard(run)
 
     @cell_magic
-    def sandbox(self, line: str = "", cell: str = "") -> MagicResult | None:
-        """Run the cell body as a shell command in this runtime's backend (workspace/sandbox)."""
+    def sandbox(self, line: str = "", cell: str = "") -> SandboxResult | None:
+        """Run the cell body as a shell command in this runtime's backend (workspace/sandbox).
 
-        def run() -> MagicResult:
+        The command's stdout and stderr are streamed; the returned result is its exit status.
+        """
+
+        def run() -> SandboxResult:
             if _split(line):
                 raise InvalidRequest("%%sandbox takes no arguments; put the command in the cell")
             result = self.control.exec(cell)
             sys.stdout.write(result.stdout)
             sys.stderr.write(result.stderr)
-            status = "timed out" if result.timed_out else f"exit {result.exit_code}"
-            return MagicResult(
-                status,
-                [("exit code", str(result.exit_code)), ("truncated", str(result.truncated))],
-                result,
-            )
+            return SandboxResult(result)
 
-        return self._guard(run)  # type: ignore[no-any-return]
+        return self._guard(run)
 
 
 def load_ipython_extension(shell: InteractiveShell) -> None:

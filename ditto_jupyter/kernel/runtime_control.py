@@ -154,10 +154,12 @@ class ServerControl:
         return _parse(RuntimeCheckpointResult, self._post("self/checkpoint", body))
 
     def resolve(self, reference: str, runtime_id: str | None = None) -> ResolvedCheckpoint:
-        from urllib.parse import quote
+        from ditto_jupyter.client import CliError
 
-        owner = quote(runtime_id or self.runtime_id, safe="")
-        detail = self._get(f"{owner}/checkpoints/{quote(reference, safe='')}")
+        try:  # a reference is taken whole within the runtime, like LocalControl.resolve
+            detail = self.client.checkpoint_detail(reference, runtime_id or self.runtime_id)
+        except CliError as error:
+            raise _as_ditto_error(error) from None
         summary = _parse(CheckpointSummary, detail["checkpoint"])
         return _Resolved(
             summary.checkpoint_id,
@@ -196,9 +198,9 @@ class ServerControl:
         return [_parse(RuntimeRecord, r) for r in self._get("")["runtimes"]]
 
     def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]:
-        from urllib.parse import quote
+        from ditto_jupyter.client import api_path
 
-        listed = self._get(f"{quote(runtime_id, safe='')}/checkpoints")["checkpoints"]
+        listed = self._get(api_path(runtime_id, "checkpoints"))["checkpoints"]
         return [_parse(CheckpointSummary, c) for c in listed]
 
     def exec(self, command: str) -> ExecResult:

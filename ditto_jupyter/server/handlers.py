@@ -492,6 +492,22 @@ class CheckpointDetailHandler(DittoAPIHandler):
         await self.respond(run)
 
 
+class CheckpointLookupHandler(DittoAPIHandler):
+    """GET /api/v1/runtimes/checkpoints/{reference}: id, id prefix or name in any runtime."""
+
+    @tornado.web.authenticated
+    @authorized
+    async def get(self, reference: str) -> None:
+        async def run() -> BaseModel:
+            checkpoint = self.runtime_sessions.service.resolve_checkpoint(reference)
+            return CheckpointDetail(
+                checkpoint=checkpoint.summary(),
+                context_manifest_id=checkpoint.context_manifest_id,
+            )
+
+        await self.respond(run)
+
+
 class OpenAPIHandler(DittoAPIHandler):
     """GET /api/v1/runtimes/openapi.json: the OpenAPI 3 document of these routes."""
 
@@ -521,6 +537,7 @@ def route_table() -> list[tuple[str, type[DittoAPIHandler]]]:
         (rf"/{API_PREFIX}/self/pause", SelfPauseHandler),
         (rf"/{API_PREFIX}/exec", ExecHandler),
         (rf"/{API_PREFIX}/self/restore", SelfRestoreHandler),
+        (rf"/{API_PREFIX}/checkpoints/(?P<reference>[^/]+)", CheckpointLookupHandler),
         (rf"/{API_PREFIX}/?", RuntimeListHandler),
         (rf"/{API_PREFIX}/{_ID}/checkpoints/?", CheckpointListHandler),
         (rf"/{API_PREFIX}/{_ID}/checkpoints/(?P<reference>[^/]+)", CheckpointDetailHandler),

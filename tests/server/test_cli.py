@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -139,3 +140,154 @@ def test_cli_finds_the_running_server_like_jupyter_does(server: LiveServer) -> N
     session = server.open_notebook("found.ipynb")
     result = ditto("--json", "runtimes", env={"JUPYTER_RUNTIME_DIR": str(server.runtime_dir)})
     assert [r["runtime_id"] for r in as_json(result)["runtimes"]] == [session["id"]]
+
+
+# ---- the CLI accepts what it prints ---------------------------------------------------
+
+
+def listed_ids(server: LiveServer, runtime_id: str) -> list[str]:
+    """The CHECKPOINT column of `ditto checkpoints RUNTIME`, as printed."""
+    result = ditto("checkpoints", runtime_id, server=server)
+    assert result.returncode == 0, result.stderr
+    return [line.split()[0] for line in result.stdout.splitlines()[1:]]
+
+
+def refused(result: subprocess.CompletedProcess[str], code: str) -> str:
+    """The one line a refused command prints (exit 3); its message."""
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"ditto: {code}: "), line
+    return line.removeprefix(f"ditto: {code}: ")
+
+
+def test_cli_takes_back_the_ids_it_prints(server: LiveServer) -> None:
+    session = server.open_notebook("ids.ipynb")
+    runtime_id, kernel_id = session["id"], session["kernel"]["id"]
+    server.execute(kernel_id, "x = 1")
+    full_id = as_json(ditto("--json", "checkpoint", runtime_id, server=server))["checkpoint_id"]
+    [short] = listed_ids(server, runtime_id)
+    assert len(short) == 12 and full_id.startswith(short)
+
+    # checkout by the printed id, --json after the command
+    child = as_json(ditto("checkout", short, "--json", server=server))
+    assert child["checkpoint_id"] == full_id
+    assert child["runtime"]["runtime_id"].startswith(f"{runtime_id}-")
+
+    # restore by the printed id, in RUNTIME
+    server.execute(kernel_id, "x = 2")
+    restored = ditto("restore", runtime_id, short, server=server)
+    assert restored.returncode == 0, restored.stderr
+    assert restored.stdout.startswith(f"restored {full_id} into {runtime_id} (idle")
+    assert server.execute(kernel_id, "print(x)").strip() == "1"
+
+    # delete-snapshot by the printed id; the record is the full id's
+    deleted = ditto("delete-snapshot", short, server=server)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == f"snapshot of checkpoint {full_id}: deleted"
+
+
+def test_cli_takes_names_as_runtime_colon_name_or_with_runtime(server: LiveServer) -> None:
+    session = server.open_notebook("names.ipynb")
+    runtime_id, kernel_id = session["id"], session["kernel"]["id"]
+    server.execute(kernel_id, "x = 'named'")
+    named = as_json(ditto("checkpoint", runtime_id, "--name", "v1:final", "--json", server=server))
+    unnamed = as_json(ditto("--json", "checkpoint", runtime_id, server=server))
+    assert named["checkpoint_id"] != unnamed["checkpoint_id"]
+
+    # RUNTIME:NAME splits at the first colon, so a name may hold one; --json before
+    child = as_json(ditto("--json", "checkout", f"{runtime_id}:v1:final", server=server))
+    assert child["checkpoint_id"] == named["checkpoint_id"]
+    # with --runtime the reference is taken whole; global flags after the command
+    answer = ditto(
+        "delete-snapshot",
+        "v1:final",
+        "--runtime",
+        runtime_id,
+        "--timeout",
+        "60",
+        "--json",
+        server=server,
+    )
+    assert as_json(answer)["checkpoint_id"] == named["checkpoint_id"]
+    # restore's RUNTIME scopes the name
+    server.execute(kernel_id, "x = 'changed'")
+    restored = as_json(ditto("restore", runtime_id, "v1:final", "--json", server=server))
+    assert restored["checkpoint_id"] == named["checkpoint_id"]
+    assert server.execute(kernel_id, "print(x)").strip() == "named"
+    # --url and --token after the command too
+    listing = ditto(
+        "runtimes", "--url", server.url, "--token", server.token, env={"DITTO_TOKEN": "wrong"}
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert runtime_id in listing.stdout
+
+
+def test_cli_refuses_an_unknown_name_or_an_ambiguous_prefix_in_one_line(
+    server: LiveServer,
+) -> None:
+    session = server.open_notebook("refused.ipynb")
+    runtime_id = session["id"]
+    server.execute(session["kernel"]["id"], "x = 1")
+
+    message = refused(ditto("checkout", "no-such-name", server=server), "CheckpointNotFound")
+    assert "'no-such-name'" in message
+    message = refused(
+        ditto("checkout", f"{runtime_id}:no-such-name", server=server), "CheckpointNotFound"
+    )
+    assert "'no-such-name'" in message and runtime_id in message
+    refused(ditto("restore", runtime_id, "no-such-name", server=server), "CheckpointNotFound")
+    refused(ditto("delete-snapshot", "no-such-name", server=server), "CheckpointNotFound")
+    answer = ditto("checkout", "no-such-name", "--json", server=server)
+    assert answer.returncode == 3 and json.loads(answer.stdout)["error"] == "CheckpointNotFound"
+
+    # Checkpoint until two ids share their first character (at most 17 by pigeonhole).
+    ids: list[str] = []
+    while len({i[0] for i in ids}) == len(ids):
+        status, answer_body = server.api("POST", "checkpoint", {"runtime_id": runtime_id})
+        assert status == 200, answer_body
+        ids.append(answer_body["checkpoint_id"])
+    prefix = next(i[0] for i in ids if sum(j[0] == i[0] for j in ids) > 1)
+    sharing = sum(i.startswith(prefix) for i in ids)
+    for args in (
+        ["checkout", prefix],
+        ["checkout", prefix, "--runtime", runtime_id],
+        ["restore", runtime_id, prefix],
+        ["delete-snapshot", f"{runtime_id}:{prefix}"],
+    ):
+        message = refused(ditto(*args, server=server), "InvalidRequest")
+        assert message == f"{prefix!r} matches {sharing} checkpoints; give more of the id", args
+    # nothing ran: no checkout child appeared
+    runtimes = as_json(ditto("runtimes", "--json", server=server))["runtimes"]
+    assert [r["runtime_id"] for r in runtimes] == [runtime_id]
+
+
+def readme_cli_lines() -> list[list[str]]:
+    """Every `ditto ...` line of the README's code blocks, as argument lists."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = readme.split("```")[1::2]
+    lines = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    return [shlex.split(line)[1:] for line in lines if line.startswith("ditto ")]
+
+
+def test_readme_cli_examples_work_as_written(server: LiveServer) -> None:
+    examples = readme_cli_lines()
+    assert len(examples) >= 3
+    session = server.open_notebook("readme.ipynb")
+    runtime_id = session["id"]
+    server.execute(session["kernel"]["id"], "x = 1")
+    for args in examples:
+        shown = {"RUNTIME": runtime_id}
+        if any("CHECKPOINT" in arg for arg in args):
+            shown["CHECKPOINT"] = listed_ids(server, runtime_id)[-1]  # as printed: 12 chars
+        concrete = [fill_placeholders(arg, shown) for arg in args]
+        result = ditto(*concrete, server=server)
+        assert result.returncode == 0, (args, result.stderr)
+        if "--json" in concrete:
+            json.loads(result.stdout)
+
+
+def fill_placeholders(arg: str, values: dict[str, str]) -> str:
+    """`RUNTIME:before-cleaning` -> `<runtime id>:before-cleaning`."""
+    for name, value in values.items():
+        arg = arg.replace(name, value)
+    return arg

@@ -1,4 +1,9 @@
-"""Every magic in a real kernel of a real Jupyter server (the kernel calls the REST API)."""
+"""Every magic in a real kernel of a real Jupyter server (the kernel calls the REST API).
+
+Each magic's result shows exactly once: the actions print one line and return None, the
+listings return a table and print nothing, %%sandbox streams the command's output and
+returns its exit status.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import pytest
 from jupyter_client import BlockingKernelClient, find_connection_file
 
 from tests.kernel_cells import CellOutput, run_cell, value
+from tests.magic_display import printed_once, returned_once
 from tests.server.live_server import LiveServer
 
 pytestmark = pytest.mark.slow
@@ -53,31 +59,31 @@ def test_magics_drive_the_server(live: LiveServer) -> None:
     try:
         # loaded automatically in kernels the server starts
         clean(run_cell(client, "x = [1]\ny = x\nimport os.path as osp"))
-        out = clean(run_cell(client, '%checkpoint "first one" -m owner=ana'))
-        assert re.search(r"checkpoint [0-9a-f]{12} 'first one' of runtime", out.stdout)
+        line = printed_once(run_cell(client, '%checkpoint "first one" -m owner=ana'))
+        assert re.match(r"checkpoint [0-9a-f]{12} 'first one' of runtime", line)
         code, listed = live.api("GET", f"{rid}/checkpoints")
         assert code == 200
         [first] = listed["checkpoints"]
         assert (first["name"], first["metadata"]) == ("first one", {"owner": "ana"})
 
         clean(run_cell(client, "x.append(2)\nz = 1"))
-        out = clean(run_cell(client, "%restore 'first one'"))
-        assert out.stdout.startswith("restored ")
+        assert printed_once(run_cell(client, "%restore 'first one'")).startswith("restored ")
         assert value(client, "[x, y is x, 'z' in globals(), osp.sep]") == [[1], True, False, "/"]
 
-        table = clean(run_cell(client, "%checkpoints")).results[-1]["text/plain"]
+        table = returned_once(run_cell(client, "%checkpoints"))["text/plain"]
         assert "first one" in table
-        runtimes = clean(run_cell(client, "%runtimes")).results[-1]["text/plain"]
+        runtimes = returned_once(run_cell(client, "%runtimes"))["text/plain"]
         assert f"* {rid}" in runtimes and "analysis.ipynb" in runtimes
 
         out = clean(run_cell(client, "%%sandbox\necho from-the-sandbox > made.txt; cat made.txt"))
-        assert out.stdout.strip() == "from-the-sandbox"
+        assert out.stdout == "from-the-sandbox\n"  # the command's output, once
+        assert [r["text/plain"] for r in out.results] == ["exit 0"]  # its status, once
 
-        out = clean(run_cell(client, "%checkout 'first one' --sender 'Bob Smith'"))
-        match = re.search(rf"into runtime ({re.escape(rid)}-[0-9a-f]{{12}})", out.stdout)
-        assert match, out.stdout
+        out_line = printed_once(run_cell(client, "%checkout 'first one' --sender 'Bob Smith'"))
+        match = re.search(rf"into runtime ({re.escape(rid)}-[0-9a-f]{{12}})", out_line)
+        assert match, out_line
         child_id = match.group(1)
-        assert "notebook analysis-" in out.stdout
+        assert "notebook analysis-" in out_line
         code, child = live.api("GET", child_id)
         assert code == 200 and child["sender_id"] == "Bob Smith"
         child_kernel = live.request("GET", f"api/sessions/{child_id}").json()["kernel"]["id"]
@@ -90,8 +96,8 @@ def test_magics_drive_the_server(live: LiveServer) -> None:
         )
 
         clean(run_cell(client, "x.append('before pause')"))
-        out = clean(run_cell(client, "%pause nightly"))
-        assert f"paused runtime {rid}" in out.stdout and f"%resume {rid}" in out.stdout
+        paused = printed_once(run_cell(client, "%pause nightly"))
+        assert paused.startswith(f"paused runtime {rid}") and f"%resume {rid}" in paused
     finally:
         client.stop_channels()
     wait_for_status(live, rid, "paused")
@@ -99,8 +105,8 @@ def test_magics_drive_the_server(live: LiveServer) -> None:
     other = live.open_notebook("other.ipynb")
     other_client = connect(live, other["kernel"]["id"])
     try:
-        out = clean(run_cell(other_client, f"%resume {rid}"))
-        assert out.stdout.startswith(f"resumed runtime {rid}")
+        resumed = printed_once(run_cell(other_client, f"%resume {rid}"))
+        assert resumed.startswith(f"resumed runtime {rid}")
     finally:
         other_client.stop_channels()
     wait_for_status(live, rid, "idle")
