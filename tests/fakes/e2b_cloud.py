@@ -23,6 +23,11 @@ directory (commands are not: they are ordinary host processes).
 Fault injection: `fail_next(route, status, times=n)` makes the next `n` calls of `route`
 (a key of the form `"METHOD /path/{param}"`, see the `ROUTE_*` constants) answer `status`
 with a JSON error body carrying `message`, as E2B does; a 429 carries `Retry-After: 0`.
+Latency injection: `hold_next(route)` makes the next call of `route` wait, before it is
+answered, until the `threading.Event` it returns is set, so a test can order a race.
+
+The module runs past 600 lines because it is one fake of one service: the two apps share
+the cloud's state, its errors and its ASGI helpers, and a test reads them all together.
 """
 
 from __future__ import annotations
@@ -200,6 +205,8 @@ class FakeE2BCloud:
         self.killed: list[str] = []
         self.calls: list[tuple[str, int]] = []
         self._faults: dict[str, deque[_Fault]] = {}
+        self._holds: dict[str, deque[threading.Event]] = {}
+        self._holds_issued: list[threading.Event] = []
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -282,6 +289,9 @@ class FakeE2BCloud:
         """Kill every fake process and shut both servers down."""
         if self._thread is None:
             return
+        with self._lock:
+            for gate in self._holds_issued:
+                gate.set()  # a held call must not keep the servers from stopping
         for server in self._servers:
             server.should_exit = True
         self._thread.join()
@@ -323,6 +333,22 @@ class FakeE2BCloud:
             if not queue:
                 return None
             return queue.popleft()
+
+    def hold_next(self, route: str) -> threading.Event:
+        """Make the next call of `route` wait before it is answered until the event is set."""
+        gate = threading.Event()
+        with self._lock:
+            self._holds.setdefault(route, deque()).append(gate)
+            self._holds_issued.append(gate)
+        return gate
+
+    async def wait_if_held(self, route: str) -> None:
+        """Called by the apps before answering `route`: wait out a hold set by `hold_next`."""
+        with self._lock:
+            queue = self._holds.get(route)
+            gate = queue.popleft() if queue else None
+        while gate is not None and not gate.is_set():
+            await asyncio.sleep(0.005)
 
     def record(self, route: str, status: int) -> None:
         with self._lock:
@@ -556,6 +582,7 @@ class _ApiApp:
         try:
             if _headers(scope).get("x-api-key") != self.cloud.api_key:
                 raise _HttpError(401, "fake: invalid API key")
+            await self.cloud.wait_if_held(route)
             fault = self.cloud.take_fault(route)
             if fault is not None:
                 raise _HttpError(fault.status, fault.message)
@@ -859,6 +886,7 @@ class _EnvdApp:
         headers = _headers(scope)
         status = 200
         try:
+            await self.cloud.wait_if_held(route)
             fault = self.cloud.take_fault(route)
             if fault is not None:
                 raise _HttpError(fault.status, fault.message)
