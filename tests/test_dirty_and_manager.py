@@ -3,7 +3,8 @@
 Both run on real backends: a local workspace, and the real `E2BProvider` talking through
 the `e2b` SDK to the fake E2B cloud of tests/fakes/ (sandboxes are real directories,
 commands real processes), whose fault and latency injection stand in for a provider that
-refuses a call or answers late.
+refuses a call or answers late. The two halves share those fixtures and are read together
+(the manager's guarantees rest on the wrapper's), which is why this file runs past 600 lines.
 """
 
 from __future__ import annotations
