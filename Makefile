@@ -7,7 +7,13 @@ PORT ?= 8888
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test lint typecheck pytest bench clean
+# Root installs system packages; anyone else goes through sudo.
+AS_ROOT := $(if $(filter 0,$(shell id -u)),,sudo)
+# Records that Debian's `postgresql` (the server tests/test_store_postgres.py starts) was
+# installed. Outside .venv on purpose: `make clean` does not uninstall system packages.
+POSTGRESQL_STAMP := .make/postgresql.installed
+
+.PHONY: lab test lint typecheck pytest postgresql bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,10 +46,20 @@ lint: $(VENV)/.installed-test
 	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-test
-	$(BIN)/mypy --strict ditto_jupyter/worker ditto_jupyter/control ditto_jupyter/backends
+	$(BIN)/mypy --strict ditto_jupyter
+
+## Install the PostgreSQL server the PostgreSQL store suite runs on (once; Debian/apt).
+postgresql: $(POSTGRESQL_STAMP)
+
+$(POSTGRESQL_STAMP):
+	@command -v apt-get >/dev/null || { echo "make: the PostgreSQL tests need Debian's postgresql package, and apt-get is missing" >&2; exit 1; }
+	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get update
+	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql
+	mkdir -p $(@D)
+	touch $@
 
 ## pytest runs the tests and, through nbval, the tutorial notebooks with their outputs.
-pytest: $(VENV)/.installed-test
+pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 ## Run every benchmark side by side with its anchor; tables go to benchmarks/RESULTS.md.

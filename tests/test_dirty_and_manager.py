@@ -1,4 +1,11 @@
-"""DirtyTrackingBackend (every rule of the seed's "Dirty Tracking") and BackendManager."""
+"""DirtyTrackingBackend (every rule of the seed's "Dirty Tracking") and BackendManager.
+
+Both run on real backends: a local workspace, and the real `E2BProvider` talking through
+the `e2b` SDK to the fake E2B cloud of tests/fakes/ (sandboxes are real directories,
+commands real processes), whose fault and latency injection stand in for a provider that
+refuses a call or answers late. The two halves share those fixtures and are read together
+(the manager's guarantees rest on the wrapper's), which is why this file runs past 600 lines.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +18,30 @@ import pytest
 
 from ditto_jupyter.backends.base import Backend, BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
+from ditto_jupyter.backends.e2b import E2BBackend, E2BConfig, E2BProvider
 from ditto_jupyter.backends.local import LocalBackend, LocalProvider
 from ditto_jupyter.backends.manager import BackendManager, ReleaseResult
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.errors import (
+    BackendError,
+    InvalidRequest,
+    RateLimited,
+    UnsupportedBackend,
+)
 from ditto_jupyter.core.models import BackendCheckpointRef
+from tests.fakes.e2b_cloud import (
+    ROUTE_CONNECT_SANDBOX,
+    ROUTE_CREATE_SANDBOX,
+    ROUTE_CREATE_SNAPSHOT,
+    ROUTE_DELETE_TEMPLATE,
+    ROUTE_FILES_WRITE,
+    ROUTE_FS_MAKE_DIR,
+    ROUTE_KILL_SANDBOX,
+    ROUTE_PROCESS_START,
+    FakeE2BCloud,
+)
+
+pytest_plugins = ["tests.fakes.e2b_fixtures"]  # the `fake_e2b` fixture
 
 T = TypeVar("T")
 
@@ -276,126 +302,143 @@ def test_forget_snapshot(inner: CountingLocalBackend) -> None:
     assert wrapper.dirty and wrapper.last_ref is None
 
 
+# ---- DirtyTrackingBackend on a remote sandbox (E2B) ------------------------------------
+
+
+@pytest.fixture
+def e2b() -> E2BProvider:
+    """The real E2B provider, no SDK retries: an injected fault surfaces at once.
+
+    It reaches the fake cloud through the SDK's environment, which `fake_e2b` sets.
+    """
+    return E2BProvider(E2BConfig(retries=0))
+
+
+def snapshots_taken(cloud: FakeE2BCloud) -> int:
+    """Provider snapshots the fake cloud has really made."""
+    return cloud.count_calls(ROUTE_CREATE_SNAPSHOT, 201)
+
+
+def test_a_clean_sandbox_reuses_its_snapshot_until_something_changes(
+    e2b: E2BProvider, fake_e2b: FakeE2BCloud
+) -> None:
+    async def scenario() -> None:
+        wrapper = DirtyTrackingBackend(await e2b.create("rt"))
+        assert wrapper.dirty and wrapper.last_ref is None
+        refs = await asyncio.gather(*(wrapper.checkpoint() for _ in range(5)))
+        assert snapshots_taken(fake_e2b) == 1 and all(r == refs[0] for r in refs)
+        ref = wrapper.last_ref
+        assert ref == refs[0] and not wrapper.dirty
+        assert fake_e2b.snapshot_ids() == [ref.provider_snapshot_id]
+        # read-only operations, succeeding or failing, leave it clean
+        await wrapper.write_bytes("f.txt", b"needle\n")
+        ref = await wrapper.checkpoint()
+        assert snapshots_taken(fake_e2b) == 2
+        assert (await wrapper.stat("f.txt")).size == 7
+        assert await wrapper.read_bytes("f.txt") == b"needle\n"
+        assert [m.path for m in await wrapper.search("needle")] == ["f.txt"]
+        assert await wrapper.export("f.txt")
+        with pytest.raises(BackendError, match="not found"):
+            await wrapper.read_bytes("missing")
+        assert not wrapper.dirty
+        assert await wrapper.checkpoint() is ref
+        assert snapshots_taken(fake_e2b) == 2
+        # a command that fails is still a result: dirty, and a new snapshot is taken
+        assert (await wrapper.exec("exit 7")).exit_code == 7
+        assert wrapper.dirty
+        fresh = await wrapper.checkpoint()
+        assert fresh.provider_snapshot_id != ref.provider_snapshot_id
+        assert snapshots_taken(fake_e2b) == 3 and not wrapper.dirty
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("operation", "route"),
+    [
+        ("write_bytes", ROUTE_FILES_WRITE),
+        ("create_dir_all", ROUTE_FS_MAKE_DIR),
+        ("temp_path", ROUTE_FILES_WRITE),
+        ("exec", ROUTE_PROCESS_START),
+    ],
+)
+def test_a_call_the_provider_refuses_does_not_mark_dirty(
+    e2b: E2BProvider, fake_e2b: FakeE2BCloud, operation: str, route: str
+) -> None:
+    async def call(wrapper: DirtyTrackingBackend) -> None:
+        if operation == "write_bytes":
+            await wrapper.write_bytes("f.txt", b"x")
+        elif operation == "create_dir_all":
+            await wrapper.create_dir_all("a/b")
+        elif operation == "temp_path":
+            await wrapper.temp_path(".txt")
+        else:
+            await wrapper.exec("touch made-by-exec")
+
+    async def scenario() -> None:
+        wrapper = DirtyTrackingBackend(await e2b.create("rt"))
+        ref = await wrapper.checkpoint()
+        fake_e2b.fail_next(route, 500, message="provider refused the call")
+        with pytest.raises(BackendError, match="provider refused the call"):
+            await call(wrapper)
+        fake_e2b.fail_next(route, 429)
+        with pytest.raises(RateLimited):
+            await call(wrapper)
+        assert not wrapper.dirty
+        assert await wrapper.checkpoint() is ref
+        assert snapshots_taken(fake_e2b) == 1
+        await call(wrapper)  # the same call, let through, marks it
+        assert wrapper.dirty
+
+    run(scenario())
+
+
+def test_a_failed_sandbox_snapshot_leaves_it_dirty(
+    e2b: E2BProvider, fake_e2b: FakeE2BCloud
+) -> None:
+    async def scenario() -> None:
+        wrapper = DirtyTrackingBackend(await e2b.create("rt"))
+        first = await wrapper.checkpoint()
+        await wrapper.write_bytes("x", b"x")
+        fake_e2b.fail_next(ROUTE_CREATE_SNAPSHOT, 500, message="snapshot storage unavailable")
+        with pytest.raises(BackendError, match="snapshot storage unavailable"):
+            await wrapper.checkpoint()
+        assert wrapper.dirty and wrapper.last_ref is first
+        second = await wrapper.checkpoint()
+        assert second.provider_snapshot_id != first.provider_snapshot_id
+        assert not wrapper.dirty
+        assert fake_e2b.snapshot_ids() == sorted(
+            [first.provider_snapshot_id, second.provider_snapshot_id]
+        )
+
+    run(scenario())
+
+
+def test_a_write_while_the_provider_snapshots_keeps_it_dirty(
+    e2b: E2BProvider, fake_e2b: FakeE2BCloud
+) -> None:
+    async def scenario() -> None:
+        wrapper = DirtyTrackingBackend(await e2b.create("rt"))
+        gate = fake_e2b.hold_next(ROUTE_CREATE_SNAPSHOT)
+        snapshot = asyncio.ensure_future(wrapper.checkpoint())
+        await asyncio.sleep(0)  # the snapshot has started; the provider holds its answer
+        await wrapper.write_bytes("late.txt", b"written while snapshotting")
+        assert not snapshot.done()
+        gate.set()
+        ref = await snapshot
+        assert wrapper.dirty and wrapper.last_ref == ref
+        assert (await wrapper.checkpoint()).provider_snapshot_id != ref.provider_snapshot_id
+        assert snapshots_taken(fake_e2b) == 2
+
+    run(scenario())
+
+
 # ---- BackendManager -----------------------------------------------------------------------
 
 
-class FakeSandbox:
-    """A fake remote sandbox for manager tests: files live in a real local workspace,
-    release counts and reports a deleted provider sandbox, like E2B's kill."""
-
-    def __init__(self, provider: FakeSandboxProvider, workspace: LocalBackend) -> None:
-        self.provider = provider
-        self.workspace = workspace
-
-    @property
-    def backend_id(self) -> str:
-        return "sbx-" + self.workspace.backend_id
-
-    @property
-    def kind(self) -> str:
-        return "fake-sandbox"
-
-    @property
-    def local_path(self) -> Path | None:
-        return None
-
-    def locator(self) -> BackendLocator:
-        return BackendLocator(kind=self.kind, backend_id=self.backend_id)
-
-    async def stat(self, path: str) -> Any:
-        return await self.workspace.stat(path)
-
-    async def read_bytes(self, path: str) -> bytes:
-        return await self.workspace.read_bytes(path)
-
-    async def write_bytes(self, path: str, data: bytes) -> None:
-        await self.workspace.write_bytes(path, data)
-
-    async def create_dir_all(self, path: str) -> None:
-        await self.workspace.create_dir_all(path)
-
-    async def temp_path(self, suffix: str = "") -> str:
-        return await self.workspace.temp_path(suffix)
-
-    async def exec(
-        self,
-        command: str,
-        *,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        env: dict[str, str] | None = None,
-    ) -> ExecResult:
-        return await self.workspace.exec(command, cwd=cwd, timeout=timeout, env=env)
-
-    async def search(self, pattern: str, path: str = ".", *, max_results: int = 1000) -> Any:
-        return await self.workspace.search(pattern, path, max_results=max_results)
-
-    async def export(self, path: str = ".") -> bytes:
-        return await self.workspace.export(path)
-
-    async def checkpoint(self) -> BackendCheckpointRef:
-        self.provider.snapshots_taken += 1
-        local_ref = await self.workspace.checkpoint()
-        snapshot_id = f"snap-{self.provider.snapshots_taken}"
-        self.provider.snapshots[snapshot_id] = local_ref
-        return BackendCheckpointRef(
-            backend_kind=self.kind, backend_id=self.backend_id, provider_snapshot_id=snapshot_id
-        )
-
-    async def release(self) -> bool:
-        if self.provider.fail_next_release:
-            self.provider.fail_next_release = False
-            raise BackendError("the fake provider refused to kill the sandbox")
-        self.provider.releases.append(self.backend_id)
-        return await self.workspace.release()
-
-
-class FakeSandboxProvider:
-    """A fake provider of remote sandboxes that counts releases and snapshot deletions."""
-
-    kind = "fake-sandbox"
-
-    def __init__(self, local: LocalProvider) -> None:
-        self.local = local
-        self.releases: list[str] = []
-        self.snapshots: dict[str, BackendCheckpointRef] = {}
-        self.snapshots_taken = 0
-        self.deleted: list[str] = []
-        self.fail_next_release = False
-
-    async def create(self, runtime_id: str) -> FakeSandbox:
-        await asyncio.sleep(0)  # a remote call: other tasks run meanwhile
-        return FakeSandbox(self, await self.local.create(runtime_id))
-
-    async def checkout(self, ref: BackendCheckpointRef, runtime_id: str) -> FakeSandbox:
-        assert ref.provider_snapshot_id is not None
-        local_ref = self.snapshots[ref.provider_snapshot_id]
-        return FakeSandbox(self, await self.local.checkout(local_ref, runtime_id))
-
-    async def attach(self, locator: BackendLocator) -> FakeSandbox:
-        await asyncio.sleep(0)
-        inner = locator.backend_id.removeprefix("sbx-")
-        return FakeSandbox(self, await self.local.attach(BackendLocator("local", inner)))
-
-    async def delete_snapshot(self, ref: BackendCheckpointRef) -> bool:
-        assert ref.provider_snapshot_id is not None
-        if self.snapshots.pop(ref.provider_snapshot_id, None) is None:
-            return False
-        self.deleted.append(ref.provider_snapshot_id)
-        return True
-
-    def referenced_manifests(self, ref: BackendCheckpointRef) -> list[str]:
-        return []
-
-
 @pytest.fixture
-def fake(provider: LocalProvider) -> FakeSandboxProvider:
-    return FakeSandboxProvider(provider)
-
-
-@pytest.fixture
-def manager(provider: LocalProvider, fake: FakeSandboxProvider) -> BackendManager:
-    return BackendManager({"local": provider, "fake-sandbox": fake})
+def manager(provider: LocalProvider, e2b: E2BProvider) -> BackendManager:
+    return BackendManager({"local": provider, "e2b": e2b})
 
 
 def test_create_binds_the_runtime(manager: BackendManager) -> None:
@@ -410,78 +453,108 @@ def test_create_binds_the_runtime(manager: BackendManager) -> None:
     with pytest.raises(UnsupportedBackend, match="no backend provider"):
         run(manager.create("rt-3", "conch"))
     assert manager.get("rt-3") is None
-    assert manager.kinds == ["fake-sandbox", "local"]
+    assert manager.kinds == ["e2b", "local"]
 
 
-def test_provider_lookup(manager: BackendManager, fake: FakeSandboxProvider) -> None:
-    assert manager.provider("fake-sandbox") is fake
+def test_provider_lookup(manager: BackendManager, e2b: E2BProvider) -> None:
+    assert manager.provider("e2b") is e2b
     with pytest.raises(UnsupportedBackend):
-        manager.provider("e2b")
+        manager.provider("conch")
     with pytest.raises(InvalidRequest):
-        BackendManager({"e2b": fake})
+        BackendManager({"local": e2b})
 
 
-def test_shared_backend_is_released_only_by_the_last_runtime(
-    manager: BackendManager, fake: FakeSandboxProvider
+def test_shared_sandbox_is_killed_only_by_the_last_runtime(
+    manager: BackendManager, fake_e2b: FakeE2BCloud
 ) -> None:
-    backend = run(manager.create("rt-1", "fake-sandbox"))
-    manager.bind("rt-2", backend.backend_id)
-    manager.bind("rt-2", backend.backend_id)  # idempotent
-    assert manager.get("rt-2") is backend
-    assert manager.runtimes_bound_to(backend.backend_id) == {"rt-1", "rt-2"}
-    first = run(manager.release("rt-1"))
-    assert first == ReleaseResult(backend_released=False, provider_sandbox_deleted=False)
-    assert fake.releases == []
-    assert manager.get("rt-1") is None and manager.get("rt-2") is backend
-    last = run(manager.release("rt-2"))
-    assert last == ReleaseResult(backend_released=True, provider_sandbox_deleted=True)
-    assert fake.releases == [backend.backend_id]
-    assert manager.live_backend_ids() == set()
-    assert run(manager.release("rt-2")) == ReleaseResult(False, False)
-    assert fake.releases == [backend.backend_id]
-    with pytest.raises(InvalidRequest, match="no live backend"):
-        manager.bind("rt-3", backend.backend_id)
+    async def scenario() -> None:
+        backend = await manager.create("rt-1", "e2b")
+        assert isinstance(backend.inner, E2BBackend)
+        manager.bind("rt-2", backend.backend_id)
+        manager.bind("rt-2", backend.backend_id)  # idempotent
+        assert manager.get("rt-2") is backend
+        assert manager.runtimes_bound_to(backend.backend_id) == {"rt-1", "rt-2"}
+        first = await manager.release("rt-1")
+        assert first == ReleaseResult(backend_released=False, provider_sandbox_deleted=False)
+        assert fake_e2b.killed == []
+        assert fake_e2b.running_sandbox_ids() == [backend.backend_id]
+        assert manager.get("rt-1") is None and manager.get("rt-2") is backend
+        last = await manager.release("rt-2")
+        assert last == ReleaseResult(backend_released=True, provider_sandbox_deleted=True)
+        assert fake_e2b.killed == [backend.backend_id]
+        assert fake_e2b.running_sandbox_ids() == []
+        assert manager.live_backend_ids() == set()
+        assert await manager.release("rt-2") == ReleaseResult(False, False)
+        assert fake_e2b.count_calls(ROUTE_KILL_SANDBOX) == 1
+        with pytest.raises(InvalidRequest, match="no live backend"):
+            manager.bind("rt-3", backend.backend_id)
+
+    run(scenario())
 
 
-def test_concurrent_creates_for_one_runtime_leave_one_backend(
-    manager: BackendManager, fake: FakeSandboxProvider
+def test_concurrent_creates_for_one_runtime_leave_one_sandbox(
+    manager: BackendManager, fake_e2b: FakeE2BCloud
 ) -> None:
     async def scenario() -> list[object]:
         return list(
             await asyncio.gather(
-                manager.create("rt-1", "fake-sandbox"),
-                manager.create("rt-1", "fake-sandbox"),
+                manager.create("rt-1", "e2b"),
+                manager.create("rt-1", "e2b"),
                 return_exceptions=True,
             )
         )
 
-    winner, loser = run(scenario())
-    assert isinstance(winner, DirtyTrackingBackend)
-    assert isinstance(loser, InvalidRequest)
+    results = run(scenario())
+    winners = [r for r in results if isinstance(r, DirtyTrackingBackend)]
+    losers = [r for r in results if isinstance(r, InvalidRequest)]
+    assert len(winners) == 1 and len(losers) == 1
+    winner = winners[0]
+    assert fake_e2b.count_calls(ROUTE_CREATE_SANDBOX, 201) == 2  # both really made one
     assert manager.get("rt-1") is winner and manager.live_backend_ids() == {winner.backend_id}
-    assert len(fake.releases) == 1 and fake.releases[0] != winner.backend_id  # loser freed
+    assert fake_e2b.running_sandbox_ids() == [winner.backend_id]
+    assert len(fake_e2b.killed) == 1 and fake_e2b.killed[0] != winner.backend_id  # loser freed
 
 
-def test_an_attach_that_loses_a_race_never_destroys_the_backend(
-    manager: BackendManager, fake: FakeSandboxProvider, provider: LocalProvider
+def test_an_attach_that_loses_a_race_never_destroys_the_sandbox(
+    manager: BackendManager, e2b: E2BProvider, fake_e2b: FakeE2BCloud
 ) -> None:
-    existing = run(provider.create("rt-old"))
-    run(existing.write_bytes("keep.txt", b"keep"))
-    locator = BackendLocator("fake-sandbox", "sbx-" + existing.backend_id)
+    async def scenario() -> None:
+        existing = await e2b.create("rt-old")
+        await existing.write_bytes("keep.txt", b"keep")
+        gate = fake_e2b.hold_next(ROUTE_CONNECT_SANDBOX)  # the attach answers late
+        create = asyncio.ensure_future(manager.create("rt-1", "e2b"))
+        attach = asyncio.ensure_future(manager.attach("rt-1", existing.locator()))
+        created = await create
+        gate.set()
+        with pytest.raises(InvalidRequest, match="bound to another backend meanwhile"):
+            await attach
+        assert isinstance(created, DirtyTrackingBackend) and manager.get("rt-1") is created
+        assert fake_e2b.count_calls(ROUTE_CONNECT_SANDBOX, 200) == 1  # it really attached
+        assert fake_e2b.killed == []
+        assert existing.backend_id in fake_e2b.running_sandbox_ids()
+        assert await existing.read_bytes("keep.txt") == b"keep"
 
-    async def scenario() -> list[object]:
-        return list(
-            await asyncio.gather(
-                manager.create("rt-1", "fake-sandbox"),
-                manager.attach("rt-1", locator),
-                return_exceptions=True,
-            )
-        )
+    run(scenario())
 
-    created, attached = run(scenario())
-    assert isinstance(created, DirtyTrackingBackend) and isinstance(attached, InvalidRequest)
-    assert fake.releases == []
-    assert (existing.local_path / "keep.txt").read_bytes() == b"keep"
+
+def test_a_create_that_loses_a_race_to_an_attach_kills_only_its_own_sandbox(
+    manager: BackendManager, e2b: E2BProvider, fake_e2b: FakeE2BCloud
+) -> None:
+    async def scenario() -> None:
+        existing = await e2b.create("rt-old")
+        gate = fake_e2b.hold_next(ROUTE_CREATE_SANDBOX)  # the create answers late
+        create = asyncio.ensure_future(manager.create("rt-1", "e2b"))
+        attach = asyncio.ensure_future(manager.attach("rt-1", existing.locator()))
+        attached = await attach
+        gate.set()
+        with pytest.raises(InvalidRequest, match="bound to another backend meanwhile"):
+            await create
+        assert manager.get("rt-1") is attached
+        assert attached.backend_id == existing.backend_id
+        assert fake_e2b.running_sandbox_ids() == [existing.backend_id]
+        assert len(fake_e2b.killed) == 1 and fake_e2b.killed[0] != existing.backend_id
+
+    run(scenario())
 
 
 def test_bind_refuses_a_runtime_bound_elsewhere(manager: BackendManager) -> None:
@@ -492,14 +565,23 @@ def test_bind_refuses_a_runtime_bound_elsewhere(manager: BackendManager) -> None
 
 
 def test_a_failed_release_keeps_the_binding(
-    manager: BackendManager, fake: FakeSandboxProvider
+    manager: BackendManager, fake_e2b: FakeE2BCloud
 ) -> None:
-    backend = run(manager.create("rt-1", "fake-sandbox"))
-    fake.fail_next_release = True
-    with pytest.raises(BackendError):
-        run(manager.release("rt-1"))
-    assert manager.get("rt-1") is backend
-    assert run(manager.release("rt-1")) == ReleaseResult(True, True)
+    async def scenario() -> None:
+        backend = await manager.create("rt-1", "e2b")
+        fake_e2b.fail_next(ROUTE_KILL_SANDBOX, 500, message="kill queue full")
+        with pytest.raises(BackendError, match="kill queue full"):
+            await manager.release("rt-1")
+        fake_e2b.fail_next(ROUTE_KILL_SANDBOX, 429)
+        with pytest.raises(RateLimited):
+            await manager.release("rt-1")
+        assert manager.get("rt-1") is backend
+        assert manager.live_backend_ids() == {backend.backend_id}
+        assert fake_e2b.running_sandbox_ids() == [backend.backend_id]
+        assert await manager.release("rt-1") == ReleaseResult(True, True)
+        assert fake_e2b.killed == [backend.backend_id] and manager.get("rt-1") is None
+
+    run(scenario())
 
 
 def test_releasing_a_local_workspace_removes_it(manager: BackendManager) -> None:
@@ -510,26 +592,30 @@ def test_releasing_a_local_workspace_removes_it(manager: BackendManager) -> None
 
 
 def test_checkpoint_backend_by_runtime_or_backend_id(
-    manager: BackendManager, fake: FakeSandboxProvider
+    manager: BackendManager, fake_e2b: FakeE2BCloud
 ) -> None:
-    backend = run(manager.create("rt-1", "fake-sandbox"))
-    by_runtime = run(manager.checkpoint_backend(runtime_id="rt-1"))
-    by_backend = run(manager.checkpoint_backend(backend_id=backend.backend_id))
-    both = run(manager.checkpoint_backend(runtime_id="rt-1", backend_id=backend.backend_id))
-    assert by_runtime == by_backend == both  # clean: reused
-    assert fake.snapshots_taken == 1
-    run(backend.exec("echo hi > f"))
-    fresh = run(manager.checkpoint_backend(runtime_id="rt-1"))
-    assert fresh.provider_snapshot_id != by_runtime.provider_snapshot_id
-    assert fake.snapshots_taken == 2
-    with pytest.raises(InvalidRequest):
-        run(manager.checkpoint_backend())
-    with pytest.raises(InvalidRequest, match="no backend bound"):
-        run(manager.checkpoint_backend(runtime_id="rt-unknown"))
-    with pytest.raises(InvalidRequest, match="not bound to backend"):
-        run(manager.checkpoint_backend(runtime_id="rt-1", backend_id="other"))
-    with pytest.raises(InvalidRequest, match="no live backend"):
-        run(manager.checkpoint_backend(backend_id="other"))
+    async def scenario() -> None:
+        backend = await manager.create("rt-1", "e2b")
+        by_runtime = await manager.checkpoint_backend(runtime_id="rt-1")
+        by_backend = await manager.checkpoint_backend(backend_id=backend.backend_id)
+        both = await manager.checkpoint_backend(runtime_id="rt-1", backend_id=backend.backend_id)
+        assert by_runtime == by_backend == both  # clean: reused
+        assert snapshots_taken(fake_e2b) == 1
+        await backend.exec("echo hi > f")
+        fresh = await manager.checkpoint_backend(runtime_id="rt-1")
+        assert fresh.provider_snapshot_id != by_runtime.provider_snapshot_id
+        assert snapshots_taken(fake_e2b) == 2
+        with pytest.raises(InvalidRequest):
+            await manager.checkpoint_backend()
+        with pytest.raises(InvalidRequest, match="no backend bound"):
+            await manager.checkpoint_backend(runtime_id="rt-unknown")
+        with pytest.raises(InvalidRequest, match="not bound to backend"):
+            await manager.checkpoint_backend(runtime_id="rt-1", backend_id="other")
+        with pytest.raises(InvalidRequest, match="no live backend"):
+            await manager.checkpoint_backend(backend_id="other")
+        assert snapshots_taken(fake_e2b) == 2
+
+    run(scenario())
 
 
 def test_checkout_backend(manager: BackendManager) -> None:
@@ -547,6 +633,36 @@ def test_checkout_backend(manager: BackendManager) -> None:
         run(manager.checkout_backend(ref, "rt-1-child"))
 
 
+def test_checkout_backend_of_a_sandbox_snapshot(
+    manager: BackendManager, fake_e2b: FakeE2BCloud
+) -> None:
+    async def scenario() -> None:
+        source = await manager.create("rt-1", "e2b")
+        await source.write_bytes("data.txt", b"from the parent")
+        ref = await manager.checkpoint_backend(runtime_id="rt-1")
+        child = await manager.checkout_backend(ref, "rt-1-child")
+        assert child.backend_id != source.backend_id
+        assert sorted(fake_e2b.running_sandbox_ids()) == sorted(
+            [source.backend_id, child.backend_id]
+        )
+        assert manager.get("rt-1-child") is child
+        assert not child.dirty and child.last_ref == ref
+        assert await manager.checkpoint_backend(runtime_id="rt-1-child") == ref  # reused
+        assert snapshots_taken(fake_e2b) == 1
+        assert await child.read_bytes("data.txt") == b"from the parent"
+        await child.write_bytes("data.txt", b"child")
+        assert await source.read_bytes("data.txt") == b"from the parent"
+        with pytest.raises(InvalidRequest, match="already bound"):
+            await manager.checkout_backend(ref, "rt-1-child")
+        fake_e2b.fail_next(ROUTE_CREATE_SANDBOX, 429)
+        with pytest.raises(RateLimited):
+            await manager.checkout_backend(ref, "rt-1-other")
+        assert manager.get("rt-1-other") is None
+        assert len(fake_e2b.running_sandbox_ids()) == 2
+
+    run(scenario())
+
+
 def test_checkout_backend_unsupported(manager: BackendManager, provider: LocalProvider) -> None:
     conch = BackendCheckpointRef(backend_kind="conch", backend_id="c", provider_snapshot_id="s")
     with pytest.raises(UnsupportedBackend, match="conch"):
@@ -557,7 +673,7 @@ def test_checkout_backend_unsupported(manager: BackendManager, provider: LocalPr
     assert manager.get("rt-x") is None
     local_only = BackendManager({"local": provider})
     sandbox_ref = BackendCheckpointRef(
-        backend_kind="fake-sandbox", backend_id="b", provider_snapshot_id="snap-1"
+        backend_kind="e2b", backend_id="isb1", provider_snapshot_id="snap1"
     )
     with pytest.raises(UnsupportedBackend):
         run(local_only.checkout_backend(sandbox_ref, "rt-y"))
@@ -587,24 +703,47 @@ def test_attach_after_a_restart(tmp_path: Path) -> None:
 
 
 def test_delete_snapshot_through_the_manager(
-    manager: BackendManager, fake: FakeSandboxProvider
+    manager: BackendManager, fake_e2b: FakeE2BCloud
 ) -> None:
-    backend = run(manager.create("rt-1", "fake-sandbox"))
-    ref = run(manager.checkpoint_backend(runtime_id="rt-1"))
-    assert run(manager.delete_snapshot(ref)) is True
-    assert fake.deleted == [ref.provider_snapshot_id]
-    assert run(manager.delete_snapshot(ref)) is False
-    cleared = ref.model_copy(update={"provider_snapshot_id": None})
-    assert run(manager.delete_snapshot(cleared)) is False
-    # The live backend no longer hands out the deleted snapshot.
-    assert backend.dirty and backend.last_ref is None
-    again = run(manager.checkpoint_backend(runtime_id="rt-1"))
-    assert again.provider_snapshot_id != ref.provider_snapshot_id
-    with pytest.raises(UnsupportedBackend):
-        run(manager.delete_snapshot(ref.model_copy(update={"backend_kind": "conch"})))
+    async def scenario() -> None:
+        backend = await manager.create("rt-1", "e2b")
+        ref = await manager.checkpoint_backend(runtime_id="rt-1")
+        assert fake_e2b.snapshot_ids() == [ref.provider_snapshot_id]
+        assert await manager.delete_snapshot(ref) is True
+        assert fake_e2b.snapshot_ids() == []
+        assert await manager.delete_snapshot(ref) is False  # E2B answers 404: already gone
+        assert fake_e2b.count_calls(ROUTE_DELETE_TEMPLATE) == 2
+        cleared = ref.model_copy(update={"provider_snapshot_id": None})
+        assert await manager.delete_snapshot(cleared) is False
+        assert fake_e2b.count_calls(ROUTE_DELETE_TEMPLATE) == 2  # no provider call for it
+        # The live backend no longer hands out the deleted snapshot.
+        assert backend.dirty and backend.last_ref is None
+        again = await manager.checkpoint_backend(runtime_id="rt-1")
+        assert again.provider_snapshot_id != ref.provider_snapshot_id
+        assert fake_e2b.snapshot_ids() == [again.provider_snapshot_id]
+        with pytest.raises(UnsupportedBackend):
+            await manager.delete_snapshot(ref.model_copy(update={"backend_kind": "conch"}))
+
+    run(scenario())
 
 
-def test_local_snapshot_manifests_are_reported_for_gc(
+def test_a_failed_snapshot_deletion_keeps_the_snapshot_in_use(
+    manager: BackendManager, fake_e2b: FakeE2BCloud
+) -> None:
+    async def scenario() -> None:
+        backend = await manager.create("rt-1", "e2b")
+        ref = await manager.checkpoint_backend(runtime_id="rt-1")
+        fake_e2b.fail_next(ROUTE_DELETE_TEMPLATE, 500, message="template store is read-only")
+        with pytest.raises(BackendError, match="template store is read-only"):
+            await manager.delete_snapshot(ref)
+        assert fake_e2b.snapshot_ids() == [ref.provider_snapshot_id]
+        assert not backend.dirty and backend.last_ref == ref
+        assert await manager.checkpoint_backend(runtime_id="rt-1") == ref
+
+    run(scenario())
+
+
+def test_snapshot_manifests_are_reported_for_gc(
     manager: BackendManager, provider: LocalProvider
 ) -> None:
     run(manager.create("rt-1", "local"))
@@ -612,3 +751,5 @@ def test_local_snapshot_manifests_are_reported_for_gc(
     assert manager.referenced_manifests(ref) == [ref.provider_snapshot_id]
     other = BackendCheckpointRef(backend_kind="conch", backend_id="c", provider_snapshot_id="s")
     assert manager.referenced_manifests(other) == []
+    sandbox = BackendCheckpointRef(backend_kind="e2b", backend_id="b", provider_snapshot_id="s")
+    assert manager.referenced_manifests(sandbox) == []  # E2B snapshots live at the provider

@@ -149,16 +149,46 @@ CHECKPOINT_FOREVER = """
 """
 
 
+def _read_committed(proc: subprocess.Popen[str], wanted: int) -> list[dict[str, Any]]:
+    """Read the child's reports until `wanted` checkpoints are committed; fail if it stops."""
+    assert proc.stdout is not None and proc.stderr is not None
+    committed: list[dict[str, Any]] = []
+    while len(committed) < wanted:
+        line = proc.stdout.readline()
+        if not line:
+            proc.wait()
+            pytest.fail(
+                f"the checkpointing child exited ({proc.returncode}) after "
+                f"{len(committed)} checkpoints, before the kill:\n{proc.stderr.read()}"
+            )
+        if line.startswith("{"):
+            committed.append(json.loads(line))
+    return committed
+
+
+def _step_of(name: str | None) -> int:
+    assert name is not None and name.startswith("step-"), name
+    return int(name.removeprefix("step-"))
+
+
 @pytest.mark.slow
 def test_sigkill_during_checkpoints_leaves_a_consistent_store(tmp_path: Path) -> None:
+    """SIGKILL a process that checkpoints in a loop, at a random point after it has
+    committed a few checkpoints: every checkpoint it reported is stored and restores to
+    exactly its state, and the store holds at most the one it was killed in, also whole."""
     rng = random.Random(7)
     for attempt in range(6):
         data = tmp_path / f"run{attempt}"
         proc = python(CHECKPOINT_FOREVER, str(data))
-        time.sleep(0.8 + rng.random() * 1.5)
+        wanted = rng.randint(1, 4)
+        committed = _read_committed(proc, wanted)
+        time.sleep(rng.random() * 0.3)  # the kill lands anywhere in a later checkpoint
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        committed = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        assert proc.returncode == -signal.SIGKILL  # killed mid-loop, not finished
+        committed += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        assert len(committed) >= wanted >= 1
+        assert [c["step"] for c in committed] == list(range(len(committed)))
         service = open_runtime_service(data)
         try:
             stored = service.store.list_checkpoints()
@@ -166,21 +196,22 @@ def test_sigkill_during_checkpoints_leaves_a_consistent_store(tmp_path: Path) ->
             # Everything reported committed is there; at most one more (killed before print).
             assert {c["checkpoint_id"] for c in committed} <= stored_ids
             assert len(stored_ids) - len(committed) in (0, 1)
-            for checkpoint in stored:  # no half checkpoint: every part loads
+            assert sorted(_step_of(c.name) for c in stored) == list(range(len(stored)))
+            for checkpoint in stored:  # no half checkpoint: every part loads, and restores
                 assert checkpoint.context_manifest_id is not None
                 service.blobs.get_manifest(checkpoint.context_manifest_id)
                 assert checkpoint.backend_ref is not None
                 assert checkpoint.backend_ref.provider_snapshot_id is not None
                 service.blobs.get_manifest(checkpoint.backend_ref.provider_snapshot_id)
-            for reported in committed[-2:]:  # earlier checkpoints restore
-                child = run(service.checkout(reported["checkpoint_id"])).runtime.runtime_id
+                step = _step_of(checkpoint.name)
+                child = run(service.checkout(checkpoint.checkpoint_id)).runtime.runtime_id
                 assert isinstance(service.context, InMemoryContextCapture)
-                assert service.context.namespace(child) == {"step": reported["step"]}
+                assert service.context.namespace(child) == {"step": step}
                 workspace = service.workspace_path(child)
                 assert workspace is not None
-                step = reported["step"]
-                expected = bytes([step % 256]) * (50_000 + step)
-                assert (workspace / f"f{step % 7}.bin").read_bytes() == expected
+                for earlier in range(max(0, step - 6), step + 1):  # each file's latest write
+                    expected = bytes([earlier % 256]) * (50_000 + earlier)
+                    assert (workspace / f"f{earlier % 7}.bin").read_bytes() == expected
         finally:
             service.close_store()
 

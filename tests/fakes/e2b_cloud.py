@@ -23,6 +23,11 @@ directory (commands are not: they are ordinary host processes).
 Fault injection: `fail_next(route, status, times=n)` makes the next `n` calls of `route`
 (a key of the form `"METHOD /path/{param}"`, see the `ROUTE_*` constants) answer `status`
 with a JSON error body carrying `message`, as E2B does; a 429 carries `Retry-After: 0`.
+Latency injection: `hold_next(route)` makes the next call of `route` wait, before it is
+answered, until the `threading.Event` it returns is set, so a test can order a race.
+
+The module runs past 600 lines because it is one fake of one service: the two apps share
+the cloud's state, its errors and its ASGI helpers, and a test reads them all together.
 """
 
 from __future__ import annotations
@@ -200,6 +205,8 @@ class FakeE2BCloud:
         self.killed: list[str] = []
         self.calls: list[tuple[str, int]] = []
         self._faults: dict[str, deque[_Fault]] = {}
+        self._holds: dict[str, deque[threading.Event]] = {}
+        self._holds_issued: list[threading.Event] = []
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -282,6 +289,9 @@ class FakeE2BCloud:
         """Kill every fake process and shut both servers down."""
         if self._thread is None:
             return
+        with self._lock:
+            for gate in self._holds_issued:
+                gate.set()  # a held call must not keep the servers from stopping
         for server in self._servers:
             server.should_exit = True
         self._thread.join()
@@ -323,6 +333,22 @@ class FakeE2BCloud:
             if not queue:
                 return None
             return queue.popleft()
+
+    def hold_next(self, route: str) -> threading.Event:
+        """Make the next call of `route` wait before it is answered until the event is set."""
+        gate = threading.Event()
+        with self._lock:
+            self._holds.setdefault(route, deque()).append(gate)
+            self._holds_issued.append(gate)
+        return gate
+
+    async def wait_if_held(self, route: str) -> None:
+        """Called by the apps before answering `route`: wait out a hold set by `hold_next`."""
+        with self._lock:
+            queue = self._holds.get(route)
+            gate = queue.popleft() if queue else None
+        while gate is not None and not gate.is_set():
+            await asyncio.sleep(0.005)
 
     def record(self, route: str, status: int) -> None:
         with self._lock:
@@ -529,6 +555,29 @@ async def _respond_error(send: Send, status: int, message: str) -> None:
     await _respond(send, status, body, "application/json", extra)
 
 
+class _RecordingSend:
+    """ASGI `send` that records the call's status as its answer starts, so a client that
+    has the answer always finds the call in `FakeE2BCloud.calls`."""
+
+    def __init__(self, cloud: FakeE2BCloud, route: str, send: Send) -> None:
+        self.cloud = cloud
+        self.route = route
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and not self.started:
+            self.started = True
+            self.cloud.record(self.route, int(message["status"]))
+        await self.send(message)
+
+    def record_if_unanswered(self) -> None:
+        """A call that raised before answering: the server answers 500."""
+        if not self.started:
+            self.started = True
+            self.cloud.record(self.route, 500)
+
+
 # ---- the control-plane API app -----------------------------------------------------------
 
 
@@ -552,24 +601,24 @@ class _ApiApp:
             await _respond_error(send, 404, f"fake: no route {method} {path}")
             return
         body = await _read_body(receive)
-        status = 500
+        answer = _RecordingSend(self.cloud, route, send)
         try:
             if _headers(scope).get("x-api-key") != self.cloud.api_key:
                 raise _HttpError(401, "fake: invalid API key")
+            await self.cloud.wait_if_held(route)
             fault = self.cloud.take_fault(route)
             if fault is not None:
                 raise _HttpError(fault.status, fault.message)
             query = parse_qs(scope.get("query_string", b"").decode())
             status, payload = await self._dispatch(route, params, body, query)
             if payload is None:
-                await _respond(send, status)
+                await _respond(answer, status)
             else:
-                await _respond_json(send, status, payload)
+                await _respond_json(answer, status, payload)
         except _HttpError as err:
-            status = err.status
-            await _respond_error(send, err.status, err.message)
+            await _respond_error(answer, err.status, err.message)
         finally:
-            self.cloud.record(route, status)
+            answer.record_if_unanswered()
 
     async def _dispatch(
         self, route: str, params: dict[str, str], body: bytes, query: dict[str, list[str]]
@@ -857,8 +906,9 @@ class _EnvdApp:
             return
         route = f"{scope['method']} {scope['path']}"
         headers = _headers(scope)
-        status = 200
+        answer = _RecordingSend(self.cloud, route, send)
         try:
+            await self.cloud.wait_if_held(route)
             fault = self.cloud.take_fault(route)
             if fault is not None:
                 raise _HttpError(fault.status, fault.message)
@@ -866,26 +916,24 @@ class _EnvdApp:
                 headers.get("e2b-sandbox-id"), headers.get("x-access-token")
             )
             if scope["path"].startswith("/filesystem.Filesystem/"):
-                await self.filesystem(scope, receive, send)
+                await self.filesystem(scope, receive, answer)
             elif scope["path"].startswith("/process.Process/"):
-                await self.process(scope, receive, send)
+                await self.process(scope, receive, answer)
             elif route == ROUTE_HEALTH:
-                status = 204
-                await _respond(send, 204)
+                await _respond(answer, 204)
             elif route == ROUTE_FILES_READ:
-                await self._read_file(box, scope, send)
+                await self._read_file(box, scope, answer)
             elif route == ROUTE_FILES_WRITE:
-                await self._write_files(box, scope, headers, receive, send)
+                await self._write_files(box, scope, headers, receive, answer)
             else:
                 raise _HttpError(404, f"fake envd: no route {route}")
         except _HttpError as err:
-            status = err.status
-            await _respond_error(send, err.status, err.message)
+            await _respond_error(answer, err.status, err.message)
         except ConnectError as err:
             status = 403 if err.code == Code.PERMISSION_DENIED else 400
-            await _respond_error(send, status, err.message)
+            await _respond_error(answer, status, err.message)
         finally:
-            self.cloud.record(route, status)
+            answer.record_if_unanswered()
 
     async def _read_file(self, box: FakeSandbox, scope: Scope, send: Send) -> None:
         query = parse_qs(scope.get("query_string", b"").decode())
