@@ -402,15 +402,17 @@ def test_create_binds_the_runtime(manager: BackendManager) -> None:
     backend = run(manager.create("rt-1", "local"))
     assert isinstance(backend, DirtyTrackingBackend) and backend.dirty
     assert manager.get("rt-1") is backend
-    assert manager.backend_id_for("rt-1") == backend.backend_id
     assert manager.runtimes_bound_to(backend.backend_id) == {"rt-1"}
-    assert manager.get("rt-2") is None and manager.backend_id_for("rt-2") is None
+    assert manager.get("rt-2") is None
     with pytest.raises(InvalidRequest, match="already bound"):
         run(manager.create("rt-1", "local"))
     with pytest.raises(UnsupportedBackend, match="no backend provider"):
         run(manager.create("rt-3", "conch"))
     assert manager.get("rt-3") is None
-    assert manager.kinds == ["fake-sandbox", "local"]
+    assert [manager.provider(kind).kind for kind in ("fake-sandbox", "local")] == [
+        "fake-sandbox",
+        "local",
+    ]
 
 
 def test_provider_lookup(manager: BackendManager, fake: FakeSandboxProvider) -> None:
@@ -436,7 +438,7 @@ def test_shared_backend_is_released_only_by_the_last_runtime(
     last = run(manager.release("rt-2"))
     assert last == ReleaseResult(backend_released=True, provider_sandbox_deleted=True)
     assert fake.releases == [backend.backend_id]
-    assert manager.live_backend_ids() == set()
+    assert manager.runtimes_bound_to(backend.backend_id) == set()
     assert run(manager.release("rt-2")) == ReleaseResult(False, False)
     assert fake.releases == [backend.backend_id]
     with pytest.raises(InvalidRequest, match="no live backend"):
@@ -458,7 +460,8 @@ def test_concurrent_creates_for_one_runtime_leave_one_backend(
     winner, loser = run(scenario())
     assert isinstance(winner, DirtyTrackingBackend)
     assert isinstance(loser, InvalidRequest)
-    assert manager.get("rt-1") is winner and manager.live_backend_ids() == {winner.backend_id}
+    assert manager.get("rt-1") is winner
+    assert manager.runtimes_bound_to(winner.backend_id) == {"rt-1"}
     assert len(fake.releases) == 1 and fake.releases[0] != winner.backend_id  # loser freed
 
 
