@@ -21,6 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ditto_jupyter.core.blobs import (
+    CODEC_RAW,
+    CODEC_ZSTD,
     BlobError,
     BlobIntegrityError,
     BlobNotFound,
@@ -111,16 +113,16 @@ def test_zstd_for_compressible_raw_for_random(blobs: BlobStore) -> None:
     (noise_id,) = blobs.put_bytes(noise, chunk_size=len(noise)).chunks
     small_id, _ = blobs.put_chunk(b"a" * 100)  # too small to be worth a frame
     text_raw = chunk_file(blobs, text_id).read_bytes()
-    assert text_raw[:1] == b"Z" and len(text_raw) < len(text) // 20
+    assert text_raw[:1] == CODEC_ZSTD and len(text_raw) < len(text) // 20
     noise_raw = chunk_file(blobs, noise_id).read_bytes()
-    assert noise_raw[:1] == b"R" and noise_raw[1:] == noise
-    assert chunk_file(blobs, small_id).read_bytes() == b"R" + b"a" * 100
+    assert noise_raw[:1] == CODEC_RAW and noise_raw[1:] == noise
+    assert chunk_file(blobs, small_id).read_bytes() == CODEC_RAW + b"a" * 100
     assert blobs.get_chunk(text_id) == text
     assert blobs.get_chunk(noise_id) == noise
     # mostly random with a compressible start: the whole chunk is judged, not the sample
     mixed = compressible(64 * KIB) + os.urandom(512 * KIB)
     (mixed_id,) = blobs.put_bytes(mixed, chunk_size=len(mixed)).chunks
-    assert chunk_file(blobs, mixed_id).read_bytes()[:1] == b"R"
+    assert chunk_file(blobs, mixed_id).read_bytes()[:1] == CODEC_RAW
     assert blobs.get_chunk(mixed_id) == mixed
 
 
@@ -131,7 +133,7 @@ def test_a_flipped_byte_is_detected(blobs: BlobStore, kind: str, where: int) -> 
     digest, _ = blobs.put_chunk(data)
     path = chunk_file(blobs, digest)
     raw = bytearray(path.read_bytes())
-    assert raw[:1] == (b"R" if kind == "raw" else b"Z")
+    assert raw[:1] == (CODEC_RAW if kind == "raw" else CODEC_ZSTD)
     raw[where] ^= 0x01
     path.write_bytes(bytes(raw))
     with pytest.raises(BlobIntegrityError, match=digest):

@@ -1,4 +1,4 @@
-"""Namespace capture and restore in plain Python (no kernel): the rules of kernel/capture.py.
+"""Namespace capture and restore in plain Python (no kernel): the rules of kernel/capture/.
 
 Namespaces here are dicts with `__name__ = "__main__"`, and code is run in them with `exec`,
 the way a kernel runs cells, so notebook-defined functions and classes are real ones.
@@ -20,12 +20,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ditto_jupyter.core.blobs import (
+    CHUNK_SIZE,
+    CODEC_RAW,
     BlobIntegrityError,
     BlobNotFound,
     BlobStore,
     ManifestSignatureError,
 )
-from ditto_jupyter.kernel.capture import CHUNK_SIZE, capture_namespace, restore_namespace
+from ditto_jupyter.kernel.capture import (
+    BUFFER_BYTEARRAY,
+    BUFFER_BYTES,
+    capture_namespace,
+    restore_namespace,
+)
 
 
 def run(namespace: dict[str, object], code: str) -> None:
@@ -269,7 +276,7 @@ def test_big_bytes_go_out_of_band_and_are_not_written_twice(blobs: BlobStore) ->
     assert first.bytes_written < len(payload)  # zstd-compressible, and stored once
     body = blobs.get_manifest(first.manifest_id)
     kinds = {c["names"][0]: [b["kind"] for b in c["buffers"]] for c in body["components"]}
-    assert kinds == {"nested": ["bytearray"], "raw": ["bytes"], "same": ["bytes"]}
+    assert kinds == {"nested": [BUFFER_BYTEARRAY], "raw": [BUFFER_BYTES], "same": [BUFFER_BYTES]}
     assert all(c["stream"]["size"] < 1024 for c in body["components"])  # all out of band
     second = capture_namespace(ns, blobs)
     assert second.bytes_written == 0  # same manifest, nothing new
@@ -305,8 +312,8 @@ def test_a_damaged_chunk_fails_the_restore_before_anything_changes(blobs: BlobSt
     capture_namespace(ns, blobs)
     body = blobs.get_manifest(first.manifest_id)
     last = body["components"][0]["buffers"][0]["chunks"][-1]
-    chunk = blobs.root / "chunks" / last[:2] / last
-    chunk.write_bytes(b"R" + b"\x01" * (CHUNK_SIZE))  # same length, wrong content
+    chunk = Path(blobs.chunk_file(last))
+    chunk.write_bytes(CODEC_RAW + b"\x01" * (CHUNK_SIZE))  # same length, wrong content
     with pytest.raises(BlobIntegrityError):
         restore_namespace(ns, blobs, first.manifest_id)
     assert ns["arr"] is arr and arr[-1] == 7.0  # the live array was not patched
@@ -469,3 +476,19 @@ def test_hidden_names_are_skipped_only_while_they_hold_ipython_values() -> None:
     assert not is_state_name("_i12", "x = 1", {}) and not is_state_name("_12", 1, {})
     assert not is_state_name("__doc__", None, {}) and not is_state_name(3, 1, {})
     assert is_state_name("_tmp", 1, {}) and is_state_name("i", 1, {})
+
+
+def test_pickled_functions_name_the_helpers_at_the_package_path(blobs: BlobStore) -> None:
+    """Streams name the helpers that rebuild a notebook function: those names are part of
+    the checkpoint format, so they stay `ditto_jupyter.kernel.capture.<helper>` whatever
+    module defines them (checkpoints written before the package was split still load)."""
+    ns = new_namespace()
+    run(ns, "def f(x):\n    return x + 1\n")
+    manifest_id = capture_namespace(ns, blobs).manifest_id
+    (component,) = blobs.get_manifest(manifest_id)["components"]
+    stream = blobs.get_bytes(component["stream"]["chunks"])
+    assert b"ditto_jupyter.kernel.capture" in stream and b"_make_function" in stream
+    assert b"ditto_jupyter.kernel.capture." not in stream  # no submodule path
+    fresh = new_namespace()
+    restore_namespace(fresh, blobs, manifest_id)
+    assert fresh["f"](1) == 2  # type: ignore[operator]

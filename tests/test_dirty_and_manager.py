@@ -445,15 +445,14 @@ def test_create_binds_the_runtime(manager: BackendManager) -> None:
     backend = run(manager.create("rt-1", "local"))
     assert isinstance(backend, DirtyTrackingBackend) and backend.dirty
     assert manager.get("rt-1") is backend
-    assert manager.backend_id_for("rt-1") == backend.backend_id
     assert manager.runtimes_bound_to(backend.backend_id) == {"rt-1"}
-    assert manager.get("rt-2") is None and manager.backend_id_for("rt-2") is None
+    assert manager.get("rt-2") is None
     with pytest.raises(InvalidRequest, match="already bound"):
         run(manager.create("rt-1", "local"))
     with pytest.raises(UnsupportedBackend, match="no backend provider"):
         run(manager.create("rt-3", "conch"))
     assert manager.get("rt-3") is None
-    assert manager.kinds == ["e2b", "local"]
+    assert [manager.provider(kind).kind for kind in ("e2b", "local")] == ["e2b", "local"]
 
 
 def test_provider_lookup(manager: BackendManager, e2b: E2BProvider) -> None:
@@ -483,7 +482,7 @@ def test_shared_sandbox_is_killed_only_by_the_last_runtime(
         assert last == ReleaseResult(backend_released=True, provider_sandbox_deleted=True)
         assert fake_e2b.killed == [backend.backend_id]
         assert fake_e2b.running_sandbox_ids() == []
-        assert manager.live_backend_ids() == set()
+        assert manager.runtimes_bound_to(backend.backend_id) == set()
         assert await manager.release("rt-2") == ReleaseResult(False, False)
         assert fake_e2b.count_calls(ROUTE_KILL_SANDBOX) == 1
         with pytest.raises(InvalidRequest, match="no live backend"):
@@ -510,7 +509,9 @@ def test_concurrent_creates_for_one_runtime_leave_one_sandbox(
     assert len(winners) == 1 and len(losers) == 1
     winner = winners[0]
     assert fake_e2b.count_calls(ROUTE_CREATE_SANDBOX, 201) == 2  # both really made one
-    assert manager.get("rt-1") is winner and manager.live_backend_ids() == {winner.backend_id}
+    assert manager.get("rt-1") is winner and manager.runtimes_bound_to(winner.backend_id) == {
+        "rt-1"
+    }
     assert fake_e2b.running_sandbox_ids() == [winner.backend_id]
     assert len(fake_e2b.killed) == 1 and fake_e2b.killed[0] != winner.backend_id  # loser freed
 
@@ -576,7 +577,7 @@ def test_a_failed_release_keeps_the_binding(
         with pytest.raises(RateLimited):
             await manager.release("rt-1")
         assert manager.get("rt-1") is backend
-        assert manager.live_backend_ids() == {backend.backend_id}
+        assert manager.runtimes_bound_to(backend.backend_id) == {"rt-1"}
         assert fake_e2b.running_sandbox_ids() == [backend.backend_id]
         assert await manager.release("rt-1") == ReleaseResult(True, True)
         assert fake_e2b.killed == [backend.backend_id] and manager.get("rt-1") is None

@@ -246,14 +246,12 @@ def test_incremental_checkpoint_after_one_element_change(k: Kernels) -> None:
     assert k.value(k.kernel, "float(big[0]) != 42") is True
 
 
-def test_self_capture_and_self_restore_inside_the_kernel(k: Kernels) -> None:
+def test_a_kernel_captures_and_restores_its_own_namespace(k: Kernels) -> None:
     """The magic path: the kernel captures itself while busy, the service gets the result."""
     k.execute(k.kernel, "items = [1, 2]\nalias = items")
-    module = "__import__('ditto_jupyter.kernel.host_context_capture', fromlist=['_'])"
-    code = (
-        f"print({module}.self_capture(get_ipython().user_ns, {str(k.blob_root)!r}, None)"
-        ".model_dump_json())"
-    )
+    module = "__import__('ditto_jupyter.kernel.capture', fromlist=['_'])"
+    store = f"{module}.open_blob_store({str(k.blob_root)!r})"
+    code = f"print({module}.capture_namespace(get_ipython().user_ns, {store}).model_dump_json())"
     from ditto_jupyter.core.models import ContextCapture
 
     captured = ContextCapture.model_validate_json(k.execute(k.kernel, code))
@@ -265,7 +263,7 @@ def test_self_capture_and_self_restore_inside_the_kernel(k: Kernels) -> None:
 
     k.execute(k.kernel, "items.append(3)\nextra = 1")
     restore = (
-        f"print(len({module}.self_restore(get_ipython().user_ns, {str(k.blob_root)!r}, "
+        f"print(len({module}.restore_namespace(get_ipython().user_ns, {store}, "
         f"{captured.manifest_id!r})))"
     )
     assert k.execute(k.kernel, restore).strip() == "0"

@@ -18,9 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ditto_jupyter.backends import local
 from ditto_jupyter.backends.base import Backend, BackendProvider
-from ditto_jupyter.backends.local import LocalBackend, LocalProvider
+from ditto_jupyter.backends.local import LocalBackend, LocalProvider, snapshots
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
 from ditto_jupyter.core.models import BackendCheckpointRef
@@ -319,7 +318,7 @@ def test_snapshot_and_checkout_round_trip(provider: LocalProvider, backend: Loca
     assert ref.backend_kind == "local" and ref.backend_id == backend.backend_id
     assert ref.provider_snapshot_id is not None
     body = provider.blobs.get_manifest(ref.provider_snapshot_id)
-    assert body["kind"] == "workspace"
+    assert body["kind"] == snapshots.MANIFEST_KIND
     assert {f["path"] for f in body["files"]} == {
         "bin/all-bytes",
         "big/three-chunks",
@@ -401,18 +400,18 @@ def test_absolute_symlink_inside_becomes_relative(
 
 
 class CountingReads:
-    """Wraps `local.store_file` and records which files a snapshot really read."""
+    """Wraps `snapshots.store_file` and records which files a snapshot really read."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sizes: list[int] = []
-        real = local.store_file
+        real = snapshots.store_file
 
         def counting(blobs: BlobStore, fd: int) -> tuple[list[str], int, int]:
             result = real(blobs, fd)
             self.sizes.append(result[1])
             return result
 
-        monkeypatch.setattr(local, "store_file", counting)
+        monkeypatch.setattr(snapshots, "store_file", counting)
 
     def take(self) -> list[int]:
         taken, self.sizes = self.sizes, []
@@ -453,13 +452,13 @@ def test_racy_files_are_read_again(backend: LocalBackend, monkeypatch: pytest.Mo
     reads = CountingReads(monkeypatch)
     run(backend.write_bytes("a.txt", b"a"))
     ctime = os.stat(backend.local_path / "a.txt").st_ctime_ns
-    real_clock = local._touch_clock
-    monkeypatch.setattr(local, "_touch_clock", lambda marker: ctime)
+    real_clock = snapshots._touch_clock
+    monkeypatch.setattr(snapshots, "_touch_clock", lambda marker: ctime)
     run(backend.checkpoint())
     assert reads.take() == [1]
     run(backend.checkpoint())  # same fingerprint, but racy: read again
     assert reads.take() == [1]
-    monkeypatch.setattr(local, "_touch_clock", real_clock)
+    monkeypatch.setattr(snapshots, "_touch_clock", real_clock)
     let_fs_clock_pass(backend.local_path)
     run(backend.checkpoint())  # still racy from the previous snapshot's pinned clock
     assert reads.take() == [1]
@@ -549,16 +548,16 @@ def test_checkout_child_reuses_its_materialised_files(
     for i in range(5):
         run(backend.write_bytes(f"{i}.txt", str(i).encode() * 100))
     ref = run(backend.checkpoint())
-    real_clock = local._touch_clock
+    real_clock = snapshots._touch_clock
 
     def clock_after_materialising(marker: Path) -> int:
         for child_dir in provider.root.glob("local-*"):
             let_fs_clock_pass(child_dir)
         return real_clock(marker)
 
-    monkeypatch.setattr(local, "_touch_clock", clock_after_materialising)
+    monkeypatch.setattr(snapshots, "_touch_clock", clock_after_materialising)
     child = run(provider.checkout(ref, "rt-2"))
-    monkeypatch.setattr(local, "_touch_clock", real_clock)
+    monkeypatch.setattr(snapshots, "_touch_clock", real_clock)
     reads = CountingReads(monkeypatch)
     child_ref = run(child.checkpoint())
     assert reads.take() == []

@@ -351,10 +351,12 @@ class RuntimeMachine(RuleBasedStateMachine):
         for checkpoint in checkpoints:
             assert checkpoint.parent_checkpoint_id == self.parents[checkpoint.checkpoint_id]
         # no snapshot leaks: every stored workspace manifest belongs to some checkpoint
+        from ditto_jupyter.backends.local import MANIFEST_KIND as WORKSPACE
+
         live = self.service.live_manifests()
         for manifest_id in self.service.blobs.iter_manifests():
             body = self.service.blobs.get_manifest(manifest_id)
-            if body.get("kind") == "workspace":
+            if body.get("kind") == WORKSPACE:
                 assert manifest_id in live
 
 

@@ -51,11 +51,6 @@ class BackendManager:
                 f"no backend provider of kind {kind!r} is configured"
             ) from None
 
-    @property
-    def kinds(self) -> list[str]:
-        """The backend kinds this manager can create."""
-        return sorted(self._providers)
-
     # ---- session index --------------------------------------------------------------------
 
     def get(self, runtime_id: str) -> DirtyTrackingBackend | None:
@@ -63,17 +58,9 @@ class BackendManager:
         backend_id = self._index.get(runtime_id)
         return self._backends.get(backend_id) if backend_id is not None else None
 
-    def backend_id_for(self, runtime_id: str) -> str | None:
-        """The id of the backend bound to `runtime_id` (internal; never shown to callers)."""
-        return self._index.get(runtime_id)
-
     def runtimes_bound_to(self, backend_id: str) -> set[str]:
         """Every runtime currently bound to `backend_id`."""
         return {runtime for runtime, bound in self._index.items() if bound == backend_id}
-
-    def live_backend_ids(self) -> set[str]:
-        """Ids of every live backend this manager holds."""
-        return set(self._backends)
 
     def _require_unbound(self, runtime_id: str) -> None:
         if runtime_id in self._index:

@@ -11,6 +11,11 @@ idempotent. Unlike the seed, the store is persistent and local restore works.
 Every operation leaves the store as it was when it fails: provider work done before the
 failure (a new snapshot, a started kernel, a checked-out backend) is undone, and store
 writes happen in one transaction after it.
+
+Why one module of some 700 lines: it is one class whose operations share the per-runtime
+operation lock, the idle and state checks, and the undo-then-commit discipline above;
+split by operation, each part would need all of that, and the rules would be harder to
+check side by side.
 """
 
 from __future__ import annotations

@@ -31,7 +31,10 @@ import orjson
 import zstandard
 
 CHUNK_SIZE = 1 << 20
-_RAW, _ZSTD = b"R", b"Z"
+#: Codec tag (the first byte of a chunk file) of a chunk stored as is.
+CODEC_RAW = b"R"
+#: Codec tag of a chunk stored as one zstd frame (when that saves at least 15%).
+CODEC_ZSTD = b"Z"
 _HEX = frozenset("0123456789abcdef")
 _SAMPLE = 64 * 1024
 _MIN_GAIN = 0.85
@@ -188,14 +191,14 @@ class BlobStore:
             return digest, 0
         path.parent.mkdir(exist_ok=True)
         payload: bytes | memoryview = data
-        tag = _RAW
+        tag = CODEC_RAW
         if len(data) >= 512:
             sample = bytes(data[:_SAMPLE])
             compressor = self._compressor()
             if len(compressor.compress(sample)) < len(sample) * _MIN_GAIN:
                 compressed = compressor.compress(bytes(data))
                 if len(compressed) < len(data) * _MIN_GAIN:
-                    payload, tag = compressed, _ZSTD
+                    payload, tag = compressed, CODEC_ZSTD
         self._write_atomic(path, (tag, payload))
         return digest, len(payload) + 1
 
@@ -206,12 +209,12 @@ class BlobStore:
         except FileNotFoundError:
             raise BlobNotFound(f"chunk {digest} is missing from the blob store") from None
         tag, payload = raw[:1], raw[1:]
-        if tag == _ZSTD:
+        if tag == CODEC_ZSTD:
             try:
                 data = zstandard.ZstdDecompressor().decompress(payload)
             except zstandard.ZstdError as exc:
                 raise BlobIntegrityError(f"chunk {digest} is corrupt: {exc}") from None
-        elif tag == _RAW:
+        elif tag == CODEC_RAW:
             data = payload
         else:
             raise BlobIntegrityError(f"chunk {digest} has an unknown codec tag {tag!r}")
@@ -227,7 +230,7 @@ class BlobStore:
         """
         try:
             with open(self.chunk_file(digest), "rb", buffering=0) as handle:
-                if handle.read(1) == _RAW:
+                if handle.read(1) == CODEC_RAW:
                     count = handle.readinto(target)
                     if count != len(target) or handle.read(1):
                         raise BlobIntegrityError(f"chunk {digest} has the wrong length")

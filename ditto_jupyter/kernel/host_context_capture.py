@@ -3,8 +3,8 @@
 The control plane starts and stops kernels through a `KernelHost` and captures or restores
 their namespaces by calling `ditto_jupyter.kernel.capture` inside them (the server-initiated
 path: the kernel is idle). A magic cannot use that path, since its own kernel is busy running
-it; `self_capture` / `self_restore` are the in-kernel path it uses instead, handing the
-resulting `ContextCapture` to the service.
+it: it calls `capture_namespace` / `restore_namespace` on its own namespace in-process and
+hands the resulting `ContextCapture` to the service.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pydantic import ValidationError
 
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
-from ditto_jupyter.kernel.capture import capture_namespace, open_store, restore_namespace
 from ditto_jupyter.kernel.kernel_hosts import KernelHost
 
 CAPTURE = "ditto_jupyter.kernel.capture:kernel_capture"
@@ -106,17 +105,3 @@ class KernelContextCapture:
 
 def _json(value: object) -> str:
     return json.dumps(value)
-
-
-def self_capture(
-    namespace: dict[str, object], blob_root: Path | str, previous: str | None = None
-) -> ContextCapture:
-    """Capture the calling kernel's own namespace (the magic path); hand it to the service."""
-    return capture_namespace(namespace, open_store(blob_root), previous_manifest_id=previous)
-
-
-def self_restore(
-    namespace: dict[str, object], blob_root: Path | str, manifest_id: str | None
-) -> list[UnrestorableValue]:
-    """Restore the calling kernel's own namespace in place (the magic path)."""
-    return restore_namespace(namespace, open_store(blob_root), manifest_id)

@@ -40,7 +40,7 @@ from ditto_jupyter.core.models import (
     RuntimeRecord,
     UnrestorableValue,
 )
-from ditto_jupyter.kernel.capture import capture_namespace, open_store, restore_namespace
+from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
 from ditto_jupyter.kernel.runtime_control import RuntimeControl, control_from_environment
 
 T = TypeVar("T")
@@ -220,7 +220,7 @@ class DittoMagics(Magics):
             control = self.control
             capture = capture_namespace(
                 self.namespace,
-                open_store(control.blob_root),
+                open_blob_store(control.blob_root),
                 previous_manifest_id=self._last_manifest,
             )
             result = control.checkpoint(capture, args.name, metadata)
@@ -249,7 +249,7 @@ class DittoMagics(Magics):
             control = self.control
             checkpoint = control.resolve(args.checkpoint)
             lost = restore_namespace(
-                self.namespace, open_store(control.blob_root), checkpoint.context_manifest_id
+                self.namespace, open_blob_store(control.blob_root), checkpoint.context_manifest_id
             )
             control.record_restore(checkpoint.checkpoint_id)
             self._last_manifest = checkpoint.context_manifest_id
@@ -302,7 +302,7 @@ class DittoMagics(Magics):
             control = self.control
             capture = capture_namespace(
                 self.namespace,
-                open_store(control.blob_root),
+                open_blob_store(control.blob_root),
                 previous_manifest_id=self._last_manifest,
             )
             result = control.pause_self(capture, args.name)

@@ -26,7 +26,6 @@ from tornado.web import HTTPError
 from ditto_jupyter.control.context_capture import SessionContextCapture
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import (
-    BackendError,
     InvalidRequest,
     RuntimeNotFound,
     SessionBusy,
@@ -395,10 +394,3 @@ class RuntimeSessions:
         """Run a shell command in the runtime's backend (the `%%sandbox` magic)."""
         await self.ensure_runtime(runtime_id, user)
         return await self.service.exec(runtime_id, command, timeout=timeout)
-
-    def require_kernel(self, runtime_id: str) -> str:
-        """The live kernel id of a runtime (BackendError when it has none)."""
-        kernel_id = self.service.session(runtime_id).handle_state.get("kernel_id")
-        if not kernel_id:
-            raise BackendError(f"runtime {runtime_id} has no live kernel")
-        return str(kernel_id)

@@ -222,11 +222,6 @@ def encode_json(value: object, path: str = "$", *, canonical: bool = True) -> En
     return EncodedJSON(data, copy, _jcs_from_sorted(ordered, copy, raw))
 
 
-def jcs_of_valid(value: JSONValue) -> bytes:
-    """RFC 8785 bytes of a value already known to be JSON state (no validation)."""
-    return _jcs_from_sorted(orjson.dumps(value, option=orjson.OPT_SORT_KEYS), value)
-
-
 def _jcs_from_sorted(data: bytes, value: JSONValue, raw: bytes | None = None) -> bytes:
     """RFC 8785 bytes of a valid value, given its orjson bytes with sorted keys.
 

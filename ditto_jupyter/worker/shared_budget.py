@@ -28,27 +28,28 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, cast
 
-from ditto_jupyter.worker.budget import (
+from ditto_jupyter.worker.budget.authority import (
+    BudgetAuthority,
+    exceeded_message,
+    refusal,
+    settlement_charge,
+)
+from ditto_jupyter.worker.budget.errors import BudgetExceededError
+from ditto_jupyter.worker.budget.records import (
     EXCEEDED,
     RELEASED,
     REPLAYED,
     SETTLED,
     UNKNOWN,
-    BudgetAuthority,
-    BudgetExceededError,
     BudgetRecord,
     BudgetSnapshot,
     RecordStatus,
     Reservation,
     Scope,
     ScopeValue,
-    UsageSource,
     check_count,
-    exceeded_message,
-    refusal,
-    settlement_charge,
-    usage_snapshot,
 )
+from ditto_jupyter.worker.budget.usage import UsageSource, usage_snapshot
 
 __all__ = ["SharedTokenBudget"]
 

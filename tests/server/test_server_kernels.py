@@ -236,7 +236,7 @@ async def test_kernel_shut_down_in_jupyterlab_is_marked_lost(
 
 SELF_CALL = """
 import os, httpx
-from ditto_jupyter.kernel.host_context_capture import self_capture
+from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
 def _ditto(route, **body):
     url = os.environ["DITTO_SERVER_URL"] + "api/v1/runtimes/" + route
     headers = {"Authorization": "token " + os.environ["DITTO_TOKEN"]}
@@ -256,7 +256,7 @@ async def test_a_busy_kernel_checkpoints_and_pauses_itself(
         kernel_id,
         """
         blobs = os.environ["DITTO_DATA_DIR"] + "/blobs"
-        cap = self_capture(get_ipython().user_ns, blobs)
+        cap = capture_namespace(get_ipython().user_ns, open_blob_store(blobs))
         answer = _ditto("self/checkpoint", capture=cap.model_dump(mode="json"), name="mine")
         print(answer.status_code, answer.json()["checkpoint_id"])
         """,
@@ -279,7 +279,7 @@ async def test_a_busy_kernel_checkpoints_and_pauses_itself(
         kernel_id,
         """
         secret["k"] = "changed"
-        cap = self_capture(get_ipython().user_ns, blobs)
+        cap = capture_namespace(get_ipython().user_ns, open_blob_store(blobs))
         answer = _ditto("self/pause", capture=cap.model_dump(mode="json"))
         print(answer.status_code, answer.json()["runtime"]["status"])
         """,

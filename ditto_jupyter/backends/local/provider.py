@@ -1,0 +1,184 @@
+"""The local provider: creates, re-opens and checks out workspaces under one root.
+
+State kept beside (not inside) the workspaces, under `<workspaces_root>/.state/`: the id
+of each workspace's last manifest (so a new process reuses unchanged files too) and the
+clock marker file. A workspace is deleted only by `release()`, which the manager calls
+when no runtime is bound to it any more (pause snapshots first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import threading
+import uuid
+from pathlib import Path
+
+import orjson
+
+from ditto_jupyter.backends.base import BackendLocator
+from ditto_jupyter.backends.local.snapshots import (
+    MANIFEST_KIND,
+    FileIndex,
+    load_index,
+    materialise,
+)
+from ditto_jupyter.backends.local.workspace import (
+    DEFAULT_EXEC_TIMEOUT,
+    DEFAULT_OUTPUT_LIMIT,
+    KIND,
+    LocalBackend,
+)
+from ditto_jupyter.core.blobs import BlobError, BlobNotFound, BlobStore
+from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.models import BackendCheckpointRef
+
+_STATE_DIR = ".state"
+_ID_PATTERN = re.compile(r"^local-[0-9a-f]{32}$")
+
+
+class LocalProvider:
+    """Creates local workspaces under `workspaces_root` and manages their snapshots."""
+
+    def __init__(
+        self,
+        workspaces_root: str | os.PathLike[str],
+        blobs: BlobStore,
+        *,
+        exec_timeout: float = DEFAULT_EXEC_TIMEOUT,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> None:
+        if exec_timeout <= 0 or output_limit < 0:
+            raise InvalidRequest("exec_timeout must be positive and output_limit non-negative")
+        self.root = Path(workspaces_root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = Path(os.path.realpath(self.root))
+        self.blobs = blobs
+        self.exec_timeout = exec_timeout
+        self.output_limit = output_limit
+        # Snapshots run in worker threads. A BlobStore's compressor is not thread-safe, so
+        # they write through a private instance on the same directory (same secret, same
+        # content-addressed names, as when processes share a store), one at a time.
+        self.snapshot_writer = BlobStore(blobs.root, durable=blobs.durable)
+        self.write_lock = threading.Lock()
+        (self.root / _STATE_DIR).mkdir(exist_ok=True)
+
+    @property
+    def kind(self) -> str:
+        """Always "local"."""
+        return KIND
+
+    # ---- bookkeeping beside the workspaces ----------------------------------------------
+
+    def workspace_dir(self, backend_id: str) -> Path:
+        """Where the workspace of `backend_id` lives."""
+        if not _ID_PATTERN.match(backend_id):
+            raise InvalidRequest(f"{backend_id!r} is not a local backend id")
+        return self.root / backend_id
+
+    def clock_marker(self, backend_id: str) -> Path:
+        """The marker file touched to read the filesystem clock at snapshot start."""
+        return self.root / _STATE_DIR / f"{backend_id}.clock"
+
+    def _state_file(self, backend_id: str) -> Path:
+        return self.root / _STATE_DIR / f"{backend_id}.json"
+
+    def save_state(self, backend_id: str, manifest_id: str) -> None:
+        """Remember the workspace's last manifest id (atomically) for a later process."""
+        target = self._state_file(backend_id)
+        tmp = target.with_suffix(f".{secrets.token_hex(4)}.tmp")
+        tmp.write_bytes(orjson.dumps({"last_manifest_id": manifest_id}))
+        os.replace(tmp, target)
+
+    def _saved_manifest_id(self, backend_id: str) -> str | None:
+        try:
+            value = orjson.loads(self._state_file(backend_id).read_bytes()).get("last_manifest_id")
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
+
+    def remove_workspace(self, backend_id: str) -> bool:
+        """Delete a workspace and its bookkeeping; True when the directory existed."""
+        folder = self.workspace_dir(backend_id)
+        existed = folder.is_dir()
+        if existed:
+            shutil.rmtree(folder)
+        for extra in (self._state_file(backend_id), self.clock_marker(backend_id)):
+            extra.unlink(missing_ok=True)
+        return existed
+
+    # ---- BackendProvider ------------------------------------------------------------------
+
+    async def create(self, runtime_id: str) -> LocalBackend:
+        """A fresh, empty workspace directory for `runtime_id`."""
+        backend_id = f"local-{uuid.uuid4().hex}"
+        folder = self.workspace_dir(backend_id)
+        try:
+            folder.mkdir(mode=0o755)
+        except OSError as exc:
+            raise BackendError(f"cannot create workspace {folder}: {exc.strerror}") from None
+        return LocalBackend(self, backend_id, folder)
+
+    async def attach(self, locator: BackendLocator) -> LocalBackend:
+        """Re-open a workspace recorded before a restart, with its last snapshot's index."""
+        if locator.kind != KIND:
+            raise UnsupportedBackend(f"a {locator.kind!r} locator cannot be opened as local")
+        folder = self.workspace_dir(locator.backend_id)
+        if not folder.is_dir():
+            raise BackendError(f"workspace {locator.backend_id} is gone from {self.root}")
+        index: FileIndex | None = None
+        manifest_id: str | None = None
+        candidates = [self._saved_manifest_id(locator.backend_id)]
+        recorded = locator.details.get("last_manifest_id")
+        candidates.append(recorded if isinstance(recorded, str) else None)
+        for candidate in candidates:
+            index = load_index(self.blobs, candidate)
+            if index is not None:
+                manifest_id = candidate
+                break
+        return LocalBackend(
+            self, locator.backend_id, folder, index=index, last_manifest_id=manifest_id
+        )
+
+    async def checkout(self, ref: BackendCheckpointRef, runtime_id: str) -> LocalBackend:
+        """A new workspace holding real copies of every file of the snapshot `ref`."""
+        if ref.backend_kind != KIND:
+            raise UnsupportedBackend(
+                f"a {ref.backend_kind!r} snapshot cannot be checked out locally"
+            )
+        if not ref.provider_snapshot_id:
+            raise UnsupportedBackend("the checkpoint's local snapshot has been deleted")
+        try:
+            body = self.blobs.get_manifest(ref.provider_snapshot_id)
+        except BlobNotFound:
+            raise BackendError(
+                f"local snapshot {ref.provider_snapshot_id} is missing from the blob store"
+            ) from None
+        except BlobError as exc:
+            raise BackendError(f"local snapshot refused: {exc}") from None
+        if body.get("kind") != MANIFEST_KIND:
+            raise BackendError(f"manifest {ref.provider_snapshot_id} is not a workspace snapshot")
+        backend_id = f"local-{uuid.uuid4().hex}"
+        folder = self.workspace_dir(backend_id)
+        index = await asyncio.to_thread(
+            materialise, self.blobs, body, folder, self.clock_marker(backend_id)
+        )
+        return LocalBackend(self, backend_id, folder, index=index)
+
+    async def delete_snapshot(self, ref: BackendCheckpointRef) -> bool:
+        """Delete the snapshot's manifest (its chunks go at the next gc); False if gone."""
+        if ref.backend_kind != KIND:
+            raise UnsupportedBackend(f"a {ref.backend_kind!r} snapshot is not a local snapshot")
+        if not ref.provider_snapshot_id:
+            return False
+        try:
+            return self.blobs.delete_manifest(ref.provider_snapshot_id)
+        except BlobNotFound:
+            return False
+
+    def referenced_manifests(self, ref: BackendCheckpointRef) -> list[str]:
+        """The manifest a local snapshot keeps alive."""
+        return [ref.provider_snapshot_id] if ref.provider_snapshot_id else []

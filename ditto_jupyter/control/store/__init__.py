@@ -1,0 +1,50 @@
+"""Persistent checkpoint store: sessions, checkpoints, heads and backend bindings.
+
+`SqlCheckpointStore` keeps them in SQLite by default (one file, WAL) or in PostgreSQL
+(`postgresql+psycopg://` URL) through SQLAlchemy Core; `MemoryCheckpointStore` has the same
+API and semantics on dicts, for unit tests. Both store models as JSON text
+(`model_dump_json` / `model_validate_json`) beside the columns they are queried by.
+
+Semantics shared by both stores:
+- `transaction()` makes every call inside the block commit atomically, or not at all when
+  the block raises. Nested blocks are savepoints inside the outer transaction: an inner
+  block that raises undoes only its own writes; the rest commits with the outer block.
+  Outside a block each call is its own transaction. Write transactions are serialized
+  (SQLite `BEGIN IMMEDIATE`, a PostgreSQL advisory lock, a lock in memory), so a
+  read-modify-write inside one block never loses an update, across processes too.
+  Do not `await` inside a block: the write lock is held until it ends.
+- References are checked when the outermost transaction commits, so writes may come in
+  any order inside a block: a checkpoint, head or binding must name a runtime that is in
+  the store, and a head must name a stored checkpoint; otherwise the whole transaction is
+  refused with a `ValueError` naming the dangling reference.
+- Returned models are fresh copies: changing one never changes the store.
+
+SQLite runs with `synchronous=FULL`: every commit is on disk when it returns, so a
+checkpoint the user was told about survives power loss, not only a process crash (with
+NORMAL, WAL stays consistent but may lose the last commits). Commits are rare (one per
+control operation) and the extra fsync is small beside the blob writes of a checkpoint.
+
+Modules: `interface` (the `CheckpointStore` protocol, errors, shared checks), `schema` (SQL
+tables and migrations), `sql` (`SqlCheckpointStore`), `memory` (`MemoryCheckpointStore`),
+`opening` (`open_store`).
+"""
+
+from __future__ import annotations
+
+from ditto_jupyter.control.store.interface import CheckpointStore, SchemaVersionError, StoreError
+from ditto_jupyter.control.store.memory import MemoryCheckpointStore
+from ditto_jupyter.control.store.opening import open_store
+from ditto_jupyter.control.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
+from ditto_jupyter.control.store.sql import SqlCheckpointStore
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "CheckpointStore",
+    "MemoryCheckpointStore",
+    "Migration",
+    "SchemaVersionError",
+    "SqlCheckpointStore",
+    "StoreError",
+    "open_store",
+]

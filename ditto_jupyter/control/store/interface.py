@@ -1,0 +1,166 @@
+"""The checkpoint store's interface, its errors, and the checks both stores share.
+
+Both stores refuse a wrong argument type or an empty id before writing, keep models as JSON
+text, and check references when the outermost transaction commits (`Ref`).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
+
+_M = TypeVar("_M", bound=BaseModel)
+
+BUSY_TIMEOUT_MS = 30_000
+"""How long a writer waits for another process's write transaction before giving up."""
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or used (damaged file, closed store, lock timeout)."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by a newer ditto-jupyter than this one."""
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Where runtimes, checkpoints, heads and backend bindings live (runtime_id == session_id)."""
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Make every call inside the block commit atomically, or not at all if it raises."""
+        ...
+
+    def insert_session(self, session: SessionRecord) -> None:
+        """Add a new runtime; ValueError if one with that id exists."""
+        ...
+
+    def put_session(self, session: SessionRecord) -> None:
+        """Insert or replace a runtime."""
+        ...
+
+    def get_session(self, runtime_id: str) -> SessionRecord | None:
+        """The runtime with that id, or None."""
+        ...
+
+    def list_sessions(self) -> list[SessionRecord]:
+        """Every runtime, by created_at_ms then id."""
+        ...
+
+    def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
+        """Insert or replace a checkpoint."""
+        ...
+
+    def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
+        """The checkpoint with that id, or None."""
+        ...
+
+    def list_checkpoints(self, runtime_id: str | None = None) -> list[RuntimeCheckpoint]:
+        """Checkpoints (of one runtime, or all), oldest first."""
+        ...
+
+    def find_checkpoints(
+        self, prefix: str, runtime_id: str | None = None
+    ) -> list[RuntimeCheckpoint]:
+        """Checkpoints whose id starts with `prefix` or whose name is exactly `prefix`."""
+        ...
+
+    def get_head(self, runtime_id: str) -> str | None:
+        """The current checkpoint id of a runtime, or None."""
+        ...
+
+    def set_head(self, runtime_id: str, checkpoint_id: str | None) -> None:
+        """Make `checkpoint_id` the runtime's current checkpoint (None clears it)."""
+        ...
+
+    def put_binding(self, binding: BackendBinding) -> None:
+        """Insert or replace the backend binding of a runtime."""
+        ...
+
+    def get_binding(self, runtime_id: str) -> BackendBinding | None:
+        """The backend binding of a runtime, or None."""
+        ...
+
+    def delete_binding(self, runtime_id: str) -> None:
+        """Remove a runtime's backend binding (no error when there is none)."""
+        ...
+
+    def list_bindings(self) -> list[BackendBinding]:
+        """Every backend binding, by runtime id."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; later calls raise StoreError."""
+        ...
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference a write made, checked when the outermost transaction commits."""
+
+    kind: str  # "runtime" or "checkpoint"
+    key: str
+    holder: str  # what holds the reference, for the error message
+
+
+def require_model(value: object, model: type[BaseModel], method: str) -> None:
+    """TypeError unless `value` is a `model` (the argument of `method`)."""
+    if not isinstance(value, model):
+        raise TypeError(f"{method} needs a {model.__name__}, got {type(value).__name__}")
+
+
+def require_id(value: object, what: str) -> str:
+    """`value` if it is a non-empty string, else ValueError naming `what`."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def load_model(model: type[_M], text: str, what: str) -> _M:
+    """A stored model read back from its JSON text (StoreError naming `what` if damaged)."""
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the record"
+        raise StoreError(f"stored {what} is damaged at {where}: {first['msg']}") from None
+
+
+def refs_of_checkpoint(checkpoint: RuntimeCheckpoint) -> list[Ref]:
+    """What a stored checkpoint refers to: its runtime."""
+    return [
+        Ref(
+            "runtime",
+            checkpoint.runtime_id,
+            f"checkpoint {checkpoint.checkpoint_id!r} names runtime {checkpoint.runtime_id!r}",
+        )
+    ]
+
+
+def refs_of_head(runtime_id: str, checkpoint_id: str) -> list[Ref]:
+    """What a head refers to: its runtime and its checkpoint."""
+    return [
+        Ref("runtime", runtime_id, f"the head of runtime {runtime_id!r}"),
+        Ref(
+            "checkpoint",
+            checkpoint_id,
+            f"the head of runtime {runtime_id!r} names checkpoint {checkpoint_id!r}",
+        ),
+    ]
+
+
+def refs_of_binding(binding: BackendBinding) -> list[Ref]:
+    """What a backend binding refers to: its runtime."""
+    return [Ref("runtime", binding.runtime_id, f"a backend binding names {binding.runtime_id!r}")]
+
+
+def dangling(ref: Ref) -> ValueError:
+    """The error that refuses a transaction leaving `ref` pointing at nothing."""
+    if ref.holder.startswith("the head of") and ref.kind == "runtime":
+        return ValueError(f"{ref.holder} cannot be set: runtime {ref.key!r} is not in the store")
+    return ValueError(f"{ref.holder}, which is not in the store")

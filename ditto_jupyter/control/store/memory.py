@@ -1,0 +1,263 @@
+"""The checkpoint store on dicts: same API and semantics as the SQL store, nothing kept."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ditto_jupyter.control.store.interface import (
+    BUSY_TIMEOUT_MS,
+    Ref,
+    StoreError,
+    dangling,
+    load_model,
+    refs_of_binding,
+    refs_of_checkpoint,
+    refs_of_head,
+    require_id,
+    require_model,
+)
+from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
+
+
+@dataclass
+class _MemState:
+    sessions: dict[str, tuple[int, str]] = field(default_factory=dict)  # id -> (created, json)
+    checkpoints: dict[str, tuple[int, int, str, str | None, str]] = field(default_factory=dict)
+    # checkpoint id -> (created_at_ms, seq, runtime_id, name, json)
+    heads: dict[str, str] = field(default_factory=dict)
+    bindings: dict[str, str] = field(default_factory=dict)
+    seq: int = 0
+
+    def copy(self) -> _MemState:
+        return _MemState(
+            dict(self.sessions),
+            dict(self.checkpoints),
+            dict(self.heads),
+            dict(self.bindings),
+            self.seq,
+        )
+
+
+@dataclass
+class _MemTxn:
+    levels: list[_MemState]
+    refs: list[list[Ref]]
+
+
+class MemoryCheckpointStore:
+    """The checkpoint store on dicts: same API and semantics, nothing persisted.
+
+    Records are kept as JSON text, so what comes back is a fresh copy, exactly as from
+    the SQL store. Transactions work on a copy that replaces the committed state only
+    when the outermost block succeeds; readers outside a block see committed state only.
+    """
+
+    def __init__(self, *, lock_timeout_s: float = BUSY_TIMEOUT_MS / 1000) -> None:
+        self._state = _MemState()
+        self._lock = threading.Lock()
+        self._lock_timeout_s = lock_timeout_s
+        self._closed = False
+        self._active: contextvars.ContextVar[_MemTxn | None] = contextvars.ContextVar(
+            f"ditto_memstore_txn_{id(self)}", default=None
+        )
+
+    def __repr__(self) -> str:
+        return "MemoryCheckpointStore()"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the in-memory checkpoint store is closed")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Commit everything inside atomically; nested blocks are savepoints."""
+        self._check_open()
+        active = self._active.get()
+        if active is not None:
+            active.levels.append(active.levels[-1].copy())
+            active.refs.append([])
+            try:
+                yield
+            except BaseException:
+                active.levels.pop()
+                active.refs.pop()
+                raise
+            inner_state, inner_refs = active.levels.pop(), active.refs.pop()
+            active.levels[-1] = inner_state
+            active.refs[-1].extend(inner_refs)
+            return
+        if not self._lock.acquire(timeout=self._lock_timeout_s):
+            raise StoreError(
+                f"timed out after {self._lock_timeout_s:g}s waiting for another "
+                "transaction on the in-memory checkpoint store"
+            )
+        try:
+            txn = _MemTxn(levels=[self._state.copy()], refs=[[]])
+            token = self._active.set(txn)
+            try:
+                yield
+                self._verify_refs(txn.levels[0], txn.refs[0])
+                self._state = txn.levels[0]
+            finally:
+                self._active.reset(token)
+        finally:
+            self._lock.release()
+
+    def _view(self) -> _MemState:
+        self._check_open()
+        active = self._active.get()
+        return self._state if active is None else active.levels[-1]
+
+    @contextmanager
+    def _write(self, refs: Sequence[Ref] = ()) -> Iterator[_MemState]:
+        with self.transaction():
+            active = self._active.get()
+            assert active is not None
+            yield active.levels[-1]
+            active.refs[-1].extend(refs)
+
+    @staticmethod
+    def _verify_refs(state: _MemState, refs: Sequence[Ref]) -> None:
+        for ref in refs:
+            table: dict[str, Any] = state.sessions if ref.kind == "runtime" else state.checkpoints
+            if ref.key not in table:
+                raise dangling(ref)
+
+    # ---- sessions -------------------------------------------------------------------
+
+    def insert_session(self, session: SessionRecord) -> None:
+        """Add a new runtime; ValueError if one with that id exists."""
+        require_model(session, SessionRecord, "insert_session")
+        with self._write() as state:
+            if session.session_id in state.sessions:
+                raise ValueError(f"runtime {session.session_id!r} already exists")
+            state.sessions[session.session_id] = (session.created_at_ms, session.model_dump_json())
+
+    def put_session(self, session: SessionRecord) -> None:
+        """Insert or replace a runtime."""
+        require_model(session, SessionRecord, "put_session")
+        with self._write() as state:
+            state.sessions[session.session_id] = (session.created_at_ms, session.model_dump_json())
+
+    def get_session(self, runtime_id: str) -> SessionRecord | None:
+        """The runtime with that id, or None."""
+        found = self._view().sessions.get(runtime_id)
+        return (
+            None
+            if found is None
+            else load_model(SessionRecord, found[1], f"runtime {runtime_id!r}")
+        )
+
+    def list_sessions(self) -> list[SessionRecord]:
+        """Every runtime, by created_at_ms then id."""
+        rows = sorted(
+            (created, rid, data) for rid, (created, data) in self._view().sessions.items()
+        )
+        return [load_model(SessionRecord, data, f"runtime {rid!r}") for _, rid, data in rows]
+
+    # ---- checkpoints ----------------------------------------------------------------
+
+    def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
+        """Insert or replace a checkpoint; its runtime must be in the store at commit."""
+        require_model(checkpoint, RuntimeCheckpoint, "put_checkpoint")
+        with self._write(refs_of_checkpoint(checkpoint)) as state:
+            old = state.checkpoints.get(checkpoint.checkpoint_id)
+            if old is None:
+                state.seq += 1
+                seq = state.seq
+            else:
+                seq = old[1]
+            state.checkpoints[checkpoint.checkpoint_id] = (
+                checkpoint.created_at_ms,
+                seq,
+                checkpoint.runtime_id,
+                checkpoint.name,
+                checkpoint.model_dump_json(),
+            )
+
+    def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
+        """The checkpoint with that id, or None."""
+        found = self._view().checkpoints.get(checkpoint_id)
+        if found is None:
+            return None
+        return load_model(RuntimeCheckpoint, found[4], f"checkpoint {checkpoint_id!r}")
+
+    def _select(self, keep: Callable[[str, str, str | None], bool]) -> list[RuntimeCheckpoint]:
+        rows = sorted(
+            (created, seq, cid, data)
+            for cid, (created, seq, rid, name, data) in self._view().checkpoints.items()
+            if keep(cid, rid, name)
+        )
+        return [
+            load_model(RuntimeCheckpoint, data, f"checkpoint {cid!r}") for _, _, cid, data in rows
+        ]
+
+    def list_checkpoints(self, runtime_id: str | None = None) -> list[RuntimeCheckpoint]:
+        """Checkpoints (of one runtime, or all), oldest first."""
+        return self._select(lambda _cid, rid, _name: runtime_id is None or rid == runtime_id)
+
+    def find_checkpoints(
+        self, prefix: str, runtime_id: str | None = None
+    ) -> list[RuntimeCheckpoint]:
+        """Checkpoints whose id starts with `prefix` or whose name is exactly `prefix`."""
+        require_id(prefix, "a checkpoint id prefix or name")
+        return self._select(
+            lambda cid, rid, name: (
+                (runtime_id is None or rid == runtime_id)
+                and (cid.startswith(prefix) or name == prefix)
+            )
+        )
+
+    # ---- heads ----------------------------------------------------------------------
+
+    def get_head(self, runtime_id: str) -> str | None:
+        """The current checkpoint id of a runtime, or None."""
+        return self._view().heads.get(runtime_id)
+
+    def set_head(self, runtime_id: str, checkpoint_id: str | None) -> None:
+        """Make `checkpoint_id` the runtime's current checkpoint (None clears it)."""
+        require_id(runtime_id, "runtime_id")
+        if checkpoint_id is None:
+            with self._write() as state:
+                state.heads.pop(runtime_id, None)
+            return
+        require_id(checkpoint_id, "checkpoint_id")
+        with self._write(refs_of_head(runtime_id, checkpoint_id)) as state:
+            state.heads[runtime_id] = checkpoint_id
+
+    # ---- backend bindings -----------------------------------------------------------
+
+    def put_binding(self, binding: BackendBinding) -> None:
+        """Insert or replace the backend binding of a runtime."""
+        require_model(binding, BackendBinding, "put_binding")
+        with self._write(refs_of_binding(binding)) as state:
+            state.bindings[binding.runtime_id] = binding.model_dump_json()
+
+    def get_binding(self, runtime_id: str) -> BackendBinding | None:
+        """The backend binding of a runtime, or None."""
+        found = self._view().bindings.get(runtime_id)
+        return (
+            None if found is None else load_model(BackendBinding, found, f"binding {runtime_id!r}")
+        )
+
+    def delete_binding(self, runtime_id: str) -> None:
+        """Remove a runtime's backend binding (no error when there is none)."""
+        with self._write() as state:
+            state.bindings.pop(runtime_id, None)
+
+    def list_bindings(self) -> list[BackendBinding]:
+        """Every backend binding, by runtime id."""
+        bindings = self._view().bindings
+        return [
+            load_model(BackendBinding, bindings[rid], f"binding {rid!r}")
+            for rid in sorted(bindings)
+        ]
+
+    def close(self) -> None:
+        """Forget nothing, but refuse later calls (mirrors the SQL store)."""
+        self._closed = True

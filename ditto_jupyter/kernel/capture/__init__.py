@@ -1,0 +1,69 @@
+"""Capture and restore a Python namespace (a kernel's `user_ns`) into the blob store.
+
+Runs inside an IPython kernel, and in plain Python for tests. One checkpoint is one signed
+kernel-namespace manifest (`manifest`):
+
+- `rules`: which names are state. IPython's own names (`In`, `Out`, `_`, `_i3`, `_3`,
+  `exit`, `get_ipython`, everything in `user_ns_hidden`, dunders) are not; a user's `_name` is;
+- `pickling`: variables pickled alone, then grouped into alias-connected components pickled
+  together (so `a is b` survives); notebook functions and classes by value; big buffers out
+  of band;
+- `chunks`: out-of-band buffers stored as fixed-size chunks by BLAKE3 name, an XXH3 memo so
+  an unchanged buffer is never re-hashed or re-written, and one filesystem sync per capture;
+- `capturing` / `restoring`: `capture_namespace` and `restore_namespace` (a restore checks
+  everything before it touches the namespace, and patches big live arrays in place);
+- `kernel_entry`: the functions a kernel host calls inside a kernel (`kernel_capture`,
+  `kernel_restore`, `warm_up`, `last_timing`) and the kernel's own `open_blob_store`.
+
+Hosts call `ditto_jupyter.kernel.capture:<function>`, and pickled notebook functions name
+`ditto_jupyter.kernel.capture._make_function` and its two siblings (see
+`pickling.PICKLE_MODULE`): those names stay here, whatever module defines them.
+"""
+
+from __future__ import annotations
+
+from ditto_jupyter.core.blobs import CHUNK_SIZE
+from ditto_jupyter.kernel.capture.capturing import capture_namespace
+from ditto_jupyter.kernel.capture.kernel_entry import (
+    kernel_capture,
+    kernel_restore,
+    last_timing,
+    open_blob_store,
+    warm_up,
+)
+from ditto_jupyter.kernel.capture.manifest import (
+    BUFFER_BYTEARRAY,
+    BUFFER_BYTES,
+    BUFFER_PICKLE,
+    MANIFEST_KIND,
+    MANIFEST_VERSION,
+    load_manifest,
+)
+from ditto_jupyter.kernel.capture.pickling import LARGE_STREAM, OUT_OF_BAND_MIN
+from ditto_jupyter.kernel.capture.pickling import _live_namespace as _live_namespace
+from ditto_jupyter.kernel.capture.pickling import _make_function as _make_function
+from ditto_jupyter.kernel.capture.pickling import _set_function_state as _set_function_state
+from ditto_jupyter.kernel.capture.restoring import MMAP_MIN, restore_namespace
+from ditto_jupyter.kernel.capture.rules import IPYTHON_NAMES, is_state_name
+
+__all__ = [
+    "BUFFER_BYTEARRAY",
+    "BUFFER_BYTES",
+    "BUFFER_PICKLE",
+    "CHUNK_SIZE",
+    "IPYTHON_NAMES",
+    "LARGE_STREAM",
+    "MANIFEST_KIND",
+    "MANIFEST_VERSION",
+    "MMAP_MIN",
+    "OUT_OF_BAND_MIN",
+    "capture_namespace",
+    "is_state_name",
+    "kernel_capture",
+    "kernel_restore",
+    "last_timing",
+    "load_manifest",
+    "open_blob_store",
+    "restore_namespace",
+    "warm_up",
+]

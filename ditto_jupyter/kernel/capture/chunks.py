@@ -1,0 +1,239 @@
+"""Chunk I/O of a capture: fixed-size chunks by BLAKE3 name, a fingerprint memo, one sync.
+
+A per-process memo maps an XXH3-128 fingerprint of a chunk to its BLAKE3 name: an unchanged
+buffer is fingerprinted (fast), never re-hashed or re-written. The memo learns from every
+capture and every restored manifest (whose fingerprints it signs), so the first checkpoint
+after a resume is incremental too. BLAKE3, zstd and file I/O release the GIL, so a big
+buffer's chunks are hashed, written and read on two threads. A capture writes without
+per-file fsync and makes everything durable with one `syncfs` before it returns (Linux;
+elsewhere every file is fsynced by the store).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import blake3
+
+from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobStore
+from ditto_jupyter.kernel.capture.manifest import stored_entries
+
+try:  # a fast non-cryptographic fingerprint; BLAKE3 stands in when xxhash is missing
+    import xxhash
+
+    def _fingerprint(data: memoryview) -> str:
+        return xxhash.xxh3_128_hexdigest(data)
+
+except ImportError:  # pragma: no cover - depends on the environment
+
+    def _fingerprint(data: memoryview) -> str:
+        return blake3.blake3(data).hexdigest()[:32]
+
+
+# ---- the fingerprint memo -------------------------------------------------------------
+
+_MEMO_LIMIT = 1 << 21
+_memo_lock = threading.Lock()
+_chunk_memo: dict[str, str] = {}  # fingerprint -> BLAKE3 chunk name
+_seeded: set[str] = set()  # manifests (captured or restored here) the memo has learned
+
+
+def _remember_chunk(fingerprint: str, digest: str) -> None:
+    with _memo_lock:
+        if len(_chunk_memo) >= _MEMO_LIMIT:
+            _chunk_memo.clear()
+            _seeded.clear()
+        _chunk_memo[fingerprint] = digest
+
+
+def remember_manifest(manifest_id: str, body: dict[str, Any]) -> None:
+    """Learn the fingerprints of a manifest's chunks (once per manifest and process)."""
+    with _memo_lock:
+        if manifest_id in _seeded:
+            return
+        _seeded.add(manifest_id)
+    for stored in stored_entries(body):
+        for fingerprint, digest in zip(stored["fps"], stored["chunks"], strict=True):
+            _remember_chunk(fingerprint, digest)
+
+
+def knows_manifest(manifest_id: str) -> bool:
+    """Whether the memo has learned this manifest's chunks already."""
+    return manifest_id in _seeded
+
+
+def forget_chunks() -> None:
+    """Empty the memo (a chunk it named has been collected since)."""
+    with _memo_lock:
+        _chunk_memo.clear()
+        _seeded.clear()
+
+
+# ---- threads --------------------------------------------------------------------------
+
+_writer_pool: ThreadPoolExecutor | None = None
+_thread_stores = threading.local()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """Two writer threads: BLAKE3, zstd and file writes release the GIL, so new chunks of a
+    big buffer are hashed and written in parallel."""
+    global _writer_pool
+    if _writer_pool is None:
+        _writer_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ditto-chunks")
+    return _writer_pool
+
+
+def _store_for_thread(blobs: BlobStore) -> BlobStore:
+    """This thread's own BlobStore on the same root (a store's zstd compressor is not
+    thread-safe)."""
+    if threading.current_thread() is threading.main_thread():
+        return blobs
+    stores: dict[tuple[str, bool], BlobStore] = _thread_stores.__dict__.setdefault("stores", {})
+    key = (str(blobs.root), blobs.durable)
+    store = stores.get(key)
+    if store is None:
+        store = stores[key] = BlobStore(blobs.root, durable=blobs.durable)
+    return store
+
+
+def fingerprint_chunks(parts: list[memoryview]) -> list[str]:
+    """Fingerprints of chunks; a big buffer's second half is done on a writer thread."""
+    if len(parts) < 8 or (os.cpu_count() or 1) < 2:
+        return [_fingerprint(part) for part in parts]
+    half = len(parts) // 2
+    rest = _pool().submit(lambda: [_fingerprint(part) for part in parts[half:]])
+    return [_fingerprint(part) for part in parts[:half]] + rest.result()
+
+
+# ---- writing --------------------------------------------------------------------------
+
+
+def _load_libc_function(name: str) -> Any:
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_start_writeback = _load_libc_function("sync_file_range")
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def _begin_writeback(store: BlobStore, digest: str) -> None:
+    """Start writing a new chunk to disk now, so the final sync has little left to do."""
+    try:
+        fd = os.open(store.chunk_file(digest), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        _start_writeback(fd, ctypes.c_longlong(0), ctypes.c_longlong(0), _SYNC_FILE_RANGE_WRITE)
+    finally:
+        os.close(fd)
+
+
+def _put_chunk(blobs: BlobStore, part: memoryview) -> tuple[str, int]:
+    store = _store_for_thread(blobs)
+    digest, written = store.put_chunk(part, blake3.blake3(part).hexdigest())
+    if store is not blobs:
+        store.flush()  # a durable store's directory fsyncs happen where it wrote
+    if written and not store.durable and _start_writeback is not None:
+        _begin_writeback(store, digest)
+    return digest, written
+
+
+class ChunkWriter:
+    """Stores byte views as fixed-size chunks, skipping the ones already stored."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self.blobs = blobs
+        self.bytes_written = 0
+        self.chunks: dict[str, None] = {}
+
+    def store(self, data: memoryview) -> dict[str, Any]:
+        """Store one byte string; its manifest entry `{"size", "chunks", "fps"}`."""
+        view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
+        parts = [view[offset : offset + CHUNK_SIZE] for offset in range(0, len(view), CHUNK_SIZE)]
+        prints = fingerprint_chunks(parts)
+        digests = [_chunk_memo.get(fingerprint) for fingerprint in prints]
+        missing: dict[str, memoryview] = {}
+        for part, fingerprint, digest in zip(parts, prints, digests, strict=True):
+            if digest is None:
+                missing.setdefault(fingerprint, part)
+        if missing:
+            if len(missing) >= 4 and (os.cpu_count() or 1) > 1:
+                results = list(_pool().map(lambda p: _put_chunk(self.blobs, p), missing.values()))
+            else:
+                results = [_put_chunk(self.blobs, part) for part in missing.values()]
+            learned = {}
+            for fingerprint, (digest, written) in zip(missing, results, strict=True):
+                self.bytes_written += written
+                learned[fingerprint] = digest
+                _remember_chunk(fingerprint, digest)
+            digests = [learned.get(f, d) for d, f in zip(digests, prints, strict=True)]
+        chunks = [str(digest) for digest in digests]
+        for digest in chunks:
+            self.chunks[digest] = None
+        return {"size": len(view), "chunks": chunks, "fps": prints}
+
+
+_syncfs = _load_libc_function("syncfs")  # None off Linux: write through the durable store
+_twins: dict[str, BlobStore] = {}
+
+
+def write_store(blobs: BlobStore) -> tuple[BlobStore, bool]:
+    """The store a capture writes through, and whether it must sync the filesystem after.
+
+    A durable store fsyncs every chunk file, which costs more than the capture itself for a
+    big new array (50 chunks, 50 fsyncs). With `syncfs` a capture writes its chunks and its
+    manifest without fsync and makes them durable with one filesystem sync before returning:
+    the same guarantee when it returns, and a crash in between leaves at worst a manifest
+    whose chunks fail their hash check (refused on restore, never registered).
+    """
+    if not blobs.durable or _syncfs is None:
+        return blobs, False
+    key = str(blobs.root)
+    twin = _twins.get(key)
+    if twin is None:
+        twin = _twins[key] = BlobStore(blobs.root, durable=False)
+    return twin, True
+
+
+def sync_filesystem(root: Path) -> None:
+    """Make everything written under `root` durable with one `syncfs`."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            error = ctypes.get_errno()
+            raise BlobError(f"could not sync the blob store at {root}: {os.strerror(error)}")
+    finally:
+        os.close(fd)
+
+
+# ---- reading --------------------------------------------------------------------------
+
+
+def read_chunks(blobs: BlobStore, reads: list[tuple[str, memoryview]]) -> None:
+    """Read and check chunks into their targets; a long run is split over a writer thread
+    (reads and BLAKE3 release the GIL)."""
+    if len(reads) < 8 or (os.cpu_count() or 1) < 2:
+        for digest, target in reads:
+            blobs.read_chunk_into(digest, target)
+        return
+    half = len(reads) // 2
+
+    def second_half() -> None:
+        for digest, target in reads[half:]:
+            blobs.read_chunk_into(digest, target)
+
+    rest = _pool().submit(second_half)
+    try:
+        for digest, target in reads[:half]:
+            blobs.read_chunk_into(digest, target)
+    finally:
+        rest.result()

@@ -1,0 +1,75 @@
+"""Kernel entry points: what a kernel host calls inside a kernel (through `KernelHost.call`).
+
+The kernel's own blob store is opened once per process and root, and reused by every later
+checkpoint and restore of that kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.kernel.capture.capturing import capture_namespace
+from ditto_jupyter.kernel.capture.chunks import write_store
+from ditto_jupyter.kernel.capture.restoring import restore_namespace
+from ditto_jupyter.kernel.capture.rules import ipython_shell
+
+
+def _user_namespace() -> dict[str, object]:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise RuntimeError("not running inside an IPython kernel")
+    return shell.user_ns  # type: ignore[no-any-return]
+
+
+_stores: dict[str, BlobStore] = {}
+
+
+def open_blob_store(blob_root: str | os.PathLike[str]) -> BlobStore:
+    """The kernel's own BlobStore on a shared root (opened once per process)."""
+    key = str(Path(blob_root).resolve())
+    store = _stores.get(key)
+    if store is None:
+        store = _stores[key] = BlobStore(key)
+    return store
+
+
+def warm_up(blob_root: str) -> bool:
+    """Import the capture machinery and open the store ahead of the first checkpoint."""
+    write_store(open_blob_store(blob_root))
+    return True
+
+
+_last_timing: dict[str, float] = {}
+
+
+def last_timing() -> dict[str, float]:
+    """Seconds the last kernel_capture / kernel_restore of this kernel took inside it."""
+    return dict(_last_timing)
+
+
+def kernel_capture(blob_root: str, previous_manifest_id: str | None = None) -> dict[str, Any]:
+    """Capture this kernel's namespace; the ContextCapture as JSON."""
+    started = time.perf_counter()
+    namespace = _user_namespace()
+    result = capture_namespace(
+        namespace, open_blob_store(blob_root), previous_manifest_id=previous_manifest_id
+    )
+    _last_timing["capture_s"] = time.perf_counter() - started
+    shell = ipython_shell(namespace)
+    if shell is not None:  # idle: the last finished cell is one before the next count
+        result = result.model_copy(update={"execution_count": shell.execution_count - 1})
+    return result.model_dump(mode="json")
+
+
+def kernel_restore(blob_root: str, manifest_id: str | None) -> list[dict[str, Any]]:
+    """Restore this kernel's namespace in place; the unrestorable values as JSON."""
+    started = time.perf_counter()
+    lost = restore_namespace(_user_namespace(), open_blob_store(blob_root), manifest_id)
+    _last_timing["restore_s"] = time.perf_counter() - started
+    return [entry.model_dump(mode="json") for entry in lost]

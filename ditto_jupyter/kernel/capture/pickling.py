@@ -1,0 +1,278 @@
+"""Pickling a namespace: components of aliased variables, notebook functions, big buffers.
+
+Every variable is pickled alone first; variables whose pickles share a mutable object (found
+in the picklers' memos) form one alias-connected component, pickled together as one
+protocol-5 stream, so `a is b` survives a restore. Functions, lambdas and classes defined in
+the notebook are pickled by value (cloudpickle), with the live namespace as their globals
+again after restore. Big buffers (a `PickleBuffer` of at least 64 KiB; big bytes/bytearray
+objects inside a large stream) go out of band, for the chunk store.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import threading
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+
+from ditto_jupyter.core.blobs import CHUNK_SIZE
+from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTEARRAY, BUFFER_BYTES
+
+#: Buffers smaller than this stay inside the pickle stream.
+OUT_OF_BAND_MIN = 64 * 1024
+#: A component whose in-band stream exceeds this is pickled again with big bytes/bytearray
+#: objects taken out of band (the C pickler never offers them to `reducer_override`).
+LARGE_STREAM = CHUNK_SIZE
+#: The persistent-id tag of a bytes/bytearray object taken out of band: `(tag, index)`.
+EXTRACTED_BUFFER_TAG = "ditto-buffer"
+#: The module that pickled notebook functions name for the helpers that rebuild them. The
+#: name is written into every checkpoint's streams, so it is part of the checkpoint format:
+#: it stays the package path whatever module the helpers live in (the package binds them).
+PICKLE_MODULE = "ditto_jupyter.kernel.capture"
+
+
+class _NamespaceRef:
+    """Stands for the namespace being captured; unpickles as the namespace being restored."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (_live_namespace, ())
+
+
+_NAMESPACE_REF = _NamespaceRef()
+_restore_target = threading.local()
+
+
+def _live_namespace() -> dict[str, object]:
+    target = getattr(_restore_target, "namespace", None)
+    if target is None:
+        raise pickle.UnpicklingError("a notebook function can only be loaded by restore_namespace")
+    return target  # type: ignore[no-any-return]
+
+
+@contextmanager
+def restoring_into(namespace: dict[str, object]) -> Iterator[None]:
+    """Notebook functions unpickled inside this block get `namespace` as their globals."""
+    previous = getattr(_restore_target, "namespace", None)
+    _restore_target.namespace = namespace
+    try:
+        yield
+    finally:
+        _restore_target.namespace = previous
+
+
+def _make_empty_cell() -> types.CellType:
+    if False:  # the compiler makes `cell` a free variable of the lambda, left empty
+        cell: object = None
+    return (lambda: cell).__closure__[0]  # type: ignore[index]
+
+
+def _make_function(
+    code: types.CodeType,
+    globals_: dict[str, object],
+    name: str,
+    closure: tuple[types.CellType, ...] | None,
+) -> types.FunctionType:
+    return types.FunctionType(code, globals_, name, None, closure)
+
+
+def _set_function_state(func: types.FunctionType, state: dict[str, Any]) -> None:
+    func.__dict__.update(state.pop("__dict__"))
+    for cell, (full, value) in zip(
+        func.__closure__ or (), state.pop("__closure_values__"), strict=True
+    ):
+        if full:
+            cell.cell_contents = value
+    for key, value in state.items():
+        setattr(func, key, value)
+
+
+#: The helpers a pickled notebook function names (see PICKLE_MODULE).
+PICKLED_HELPERS = (_live_namespace, _make_function, _set_function_state)
+for _helper in PICKLED_HELPERS:
+    _helper.__module__ = PICKLE_MODULE
+
+
+class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """cloudpickle, plus: notebook functions keep the live namespace as their globals, open
+    files are refused (cloudpickle would copy a readable file's text), and big buffers go out
+    of band."""
+
+    def __init__(
+        self, file: io.BytesIO, namespace: dict[str, object], buffers: list[pickle.PickleBuffer]
+    ) -> None:
+        super().__init__(file, protocol=5, buffer_callback=self._take_buffer)
+        self.namespace = namespace
+        self.buffers = buffers
+
+    def _take_buffer(self, buffer: pickle.PickleBuffer) -> bool:
+        try:
+            raw = buffer.raw()
+        except BufferError:  # not contiguous: keep it in band
+            return True
+        if raw.nbytes < OUT_OF_BAND_MIN:
+            return True
+        self.buffers.append(buffer)
+        return False
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is types.FunctionType and obj.__globals__ is self.namespace:
+            return self._main_function_reduce(obj)
+        if isinstance(obj, io.IOBase) and not isinstance(obj, (io.StringIO, io.BytesIO)):
+            name = getattr(obj, "name", None)
+            raise pickle.PicklingError(f"cannot pickle an open file ({name!r})")
+        return super().reducer_override(obj)
+
+    @staticmethod
+    def _main_function_reduce(func: types.FunctionType) -> tuple[Any, ...]:
+        code = func.__code__
+        closure = None
+        values: list[tuple[bool, object]] = []
+        if func.__closure__ is not None:
+            closure = tuple(_make_empty_cell() for _ in code.co_freevars)
+            for cell in func.__closure__:
+                try:
+                    values.append((True, cell.cell_contents))
+                except ValueError:  # an empty cell (a name not yet bound)
+                    values.append((False, None))
+        state = {
+            "__dict__": func.__dict__,
+            "__closure_values__": values,
+            "__qualname__": func.__qualname__,
+            "__module__": func.__module__,
+            "__doc__": func.__doc__,
+            "__defaults__": func.__defaults__,
+            "__kwdefaults__": func.__kwdefaults__,
+            "__annotations__": func.__annotations__,
+        }
+        newargs = (code, _NAMESPACE_REF, func.__name__, closure)
+        return (_make_function, newargs, state, None, None, _set_function_state)
+
+
+class ExtractingPickler(NamespacePickler):
+    """Also takes big bytes/bytearray objects out of band, through persistent ids (slower:
+    used only for components whose in-band stream is large)."""
+
+    def __init__(
+        self, file: io.BytesIO, namespace: dict[str, object], buffers: list[pickle.PickleBuffer]
+    ) -> None:
+        super().__init__(file, namespace, buffers)
+        self.extracted: list[tuple[str, bytes | bytearray]] = []
+        self._extracted_ids: dict[int, int] = {}
+
+    def persistent_id(self, obj: Any) -> Any:
+        kind = type(obj)
+        if (kind is bytes or kind is bytearray) and len(obj) >= OUT_OF_BAND_MIN:
+            index = self._extracted_ids.get(id(obj))
+            if index is None:
+                index = len(self.extracted)
+                self._extracted_ids[id(obj)] = index
+                self.extracted.append((BUFFER_BYTES if kind is bytes else BUFFER_BYTEARRAY, obj))
+            return (EXTRACTED_BUFFER_TAG, index)
+        return None
+
+
+class NamespaceUnpickler(pickle.Unpickler):
+    """Loads a component's stream with its out-of-band buffers and extracted bytes."""
+
+    def __init__(self, data: Any, buffers: list[Any], extracted: list[Any]) -> None:
+        super().__init__(io.BytesIO(data), buffers=buffers)
+        self.extracted = extracted
+
+    def persistent_load(self, pid: Any) -> Any:
+        if isinstance(pid, tuple) and len(pid) == 2 and pid[0] == EXTRACTED_BUFFER_TAG:
+            return self.extracted[pid[1]]
+        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+
+
+_ATOMIC = (
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    tuple,
+    frozenset,
+    range,
+    slice,
+    type,
+    types.ModuleType,
+    types.CodeType,
+    types.BuiltinFunctionType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    pickle.PickleBuffer,
+    _NamespaceRef,
+)
+
+
+@dataclass
+class Pickled:
+    """One pickled component: its stream, its out-of-band buffers, the objects it holds."""
+
+    stream: bytes
+    buffers: list[pickle.PickleBuffer]
+    extracted: list[tuple[str, bytes | bytearray]] = field(default_factory=list)
+    memo: dict[int, Any] = field(default_factory=dict)
+
+
+def pickle_values(namespace: dict[str, object], values: list[object]) -> Pickled:
+    """Pickle `values` as one stream, big buffers out of band (raises what pickling raises)."""
+    buffers: list[pickle.PickleBuffer] = []
+    out = io.BytesIO()
+    pickler = NamespacePickler(out, namespace, buffers)
+    pickler.dump(values)
+    stream = out.getvalue()
+    memo: dict[int, Any] = pickler.memo.copy()
+    if len(stream) > LARGE_STREAM and any(
+        type(obj) in (bytes, bytearray) and len(obj) >= OUT_OF_BAND_MIN for _, obj in memo.values()
+    ):
+        buffers = []
+        out = io.BytesIO()
+        extractor = ExtractingPickler(out, namespace, buffers)
+        extractor.dump(values)
+        return Pickled(out.getvalue(), buffers, extractor.extracted, memo)
+    return Pickled(stream, buffers, [], memo)
+
+
+def identity_ids(pickled: Pickled, namespace: dict[str, object]) -> set[int]:
+    """Ids of the objects in a pickle whose identity matters (mutable, shared by reference)."""
+    ids = set()
+    for object_id, (_, obj) in pickled.memo.items():
+        if isinstance(obj, _ATOMIC):
+            continue
+        if isinstance(obj, types.FunctionType) and obj.__globals__ is not namespace:
+            continue  # a module-level function, pickled by reference
+        ids.add(object_id)
+    return ids
+
+
+def components(names: list[str], ids: dict[str, set[int]]) -> list[list[str]]:
+    """Group names whose pickles share an identity-bearing object (union-find)."""
+    parent = {name: name for name in names}
+
+    def find(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    owner: dict[int, str] = {}
+    for name in names:
+        for object_id in ids[name]:
+            other = owner.setdefault(object_id, name)
+            if other != name:
+                root_a, root_b = find(name), find(other)
+                if root_a != root_b:
+                    parent[root_b] = root_a
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(find(name), []).append(name)
+    return sorted((sorted(group) for group in groups.values()), key=lambda group: group[0])
