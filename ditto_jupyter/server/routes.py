@@ -36,7 +36,6 @@ from ditto_jupyter.core.models import (
     CheckpointListResult,
     RuntimeCheckoutRequest,
     RuntimeCheckoutResult,
-    RuntimeCheckpoint,
     RuntimeCheckpointRequest,
     RuntimeCheckpointResult,
     RuntimeCheckpointSnapshotDeleteRequest,
@@ -115,62 +114,13 @@ class RouteSpec(Generic[Body]):
         return regex + ("/?" if self.trailing_slash else "")
 
 
-# ---- the calls: each one talks to the session mapping only ------------------------------
-
-
-async def _checkpoint(
-    sessions: RuntimeSessions, req: RouteRequest[RuntimeCheckpointRequest]
-) -> BaseModel:
-    body = req.body
-    return await sessions.checkpoint(body.runtime_id, body.name, body.metadata, req.user)
-
-
-async def _delete_snapshot(
-    sessions: RuntimeSessions, req: RouteRequest[RuntimeCheckpointSnapshotDeleteRequest]
-) -> BaseModel:
-    return await sessions.delete_snapshot(req.body.checkpoint_id)
-
-
-async def _checkout(
-    sessions: RuntimeSessions, req: RouteRequest[RuntimeCheckoutRequest]
-) -> BaseModel:
-    body = req.body
-    return await sessions.checkout(
-        body.checkpoint_id, body.conversation_id, body.sender_id, body.metadata
-    )
-
-
-async def _pause(sessions: RuntimeSessions, req: RouteRequest[RuntimePauseRequest]) -> BaseModel:
-    body = req.body
-    return await sessions.pause(body.runtime_id, body.name, body.metadata, req.user)
-
-
-async def _resume(sessions: RuntimeSessions, req: RouteRequest[RuntimeResumeRequest]) -> BaseModel:
-    return await sessions.resume(req.body.runtime_id, req.body.metadata, req.user)
-
-
-async def _close(sessions: RuntimeSessions, req: RouteRequest[RuntimeCloseRequest]) -> BaseModel:
-    return await sessions.close(req.body.runtime_id, req.user)
-
-
-async def _restore(
-    sessions: RuntimeSessions, req: RouteRequest[RuntimeRestoreRequest]
-) -> BaseModel:
-    return await sessions.restore(req.body.runtime_id, req.body.checkpoint_id, req.user)
-
-
-async def _self_checkpoint(
-    sessions: RuntimeSessions, req: RouteRequest[SelfCheckpointRequest]
-) -> BaseModel:
-    body = req.body
-    return await sessions.checkpoint(
-        body.runtime_id, body.name, body.metadata, req.user, precaptured=body.capture
-    )
+# ---- calls that do more than one call of the session mapping ---------------------------
 
 
 async def _self_checkout(
     sessions: RuntimeSessions, req: RouteRequest[SelfCheckoutRequest]
 ) -> BaseModel:
+    """A kernel's own checkout: register the calling runtime, then branch (no idle check)."""
     body = req.body
     await sessions.ensure_runtime(body.runtime_id, req.user)
     return await sessions.checkout(
@@ -194,51 +144,24 @@ async def _exec(sessions: RuntimeSessions, req: RouteRequest[ExecRequest]) -> Ba
     )
 
 
-async def _self_pause(
-    sessions: RuntimeSessions, req: RouteRequest[SelfCheckpointRequest]
-) -> BaseModel:
-    body = req.body
-    return await sessions.pause(
-        body.runtime_id, body.name, body.metadata, req.user, precaptured=body.capture
-    )
-
-
-async def _self_restore(
-    sessions: RuntimeSessions, req: RouteRequest[RuntimeRestoreRequest]
-) -> BaseModel:
-    return await sessions.record_restore(req.body.runtime_id, req.body.checkpoint_id, req.user)
-
-
-async def _list_runtimes(sessions: RuntimeSessions, req: RouteRequest[None]) -> BaseModel:
-    return await sessions.list_runtimes(req.user)
-
-
-async def _get_runtime(sessions: RuntimeSessions, req: RouteRequest[None]) -> BaseModel:
-    return await sessions.get_runtime(req.path["runtime_id"], req.user)
-
-
-async def _list_checkpoints(sessions: RuntimeSessions, req: RouteRequest[None]) -> BaseModel:
-    return await sessions.list_checkpoints(req.path["runtime_id"], req.user)
-
-
-def _detail(checkpoint: RuntimeCheckpoint) -> CheckpointDetail:
+async def _checkpoint_detail(
+    sessions: RuntimeSessions, req: RouteRequest[None]
+) -> CheckpointDetail:
+    """One checkpoint by reference, within the path's runtime when it names one."""
+    runtime_id = req.path.get("runtime_id")
+    checkpoint = await sessions.find_checkpoint(req.path["reference"], runtime_id, req.user)
     return CheckpointDetail(
         checkpoint=checkpoint.summary(), context_manifest_id=checkpoint.context_manifest_id
     )
 
 
-async def _get_checkpoint(sessions: RuntimeSessions, req: RouteRequest[None]) -> BaseModel:
-    reference, runtime_id = req.path["reference"], req.path["runtime_id"]
-    return _detail(await sessions.find_checkpoint(reference, runtime_id, req.user))
+# ---- the table: each call talks to the session mapping only ----------------------------
 
-
-async def _find_checkpoint(sessions: RuntimeSessions, req: RouteRequest[None]) -> BaseModel:
-    return _detail(await sessions.find_checkpoint(req.path["reference"], None, req.user))
-
-
-# ---- the table ---------------------------------------------------------------------------
-
-ROUTES: tuple[RouteSpec[Any], ...] = (
+# One row a route: method, path, summary, OpenAPI operationId, request model (GET: None),
+# result model, error types, call. Built without a declared type first, so that mypy checks
+# each call with its own request model (under `tuple[RouteSpec[Any], ...]` every body would
+# be Any).
+_TABLE = (
     RouteSpec(
         "POST",
         f"{API_PREFIX}/checkpoint",
@@ -247,7 +170,9 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         RuntimeCheckpointRequest,
         RuntimeCheckpointResult,
         OPERATION_ERRORS,
-        _checkpoint,
+        lambda sessions, req: sessions.checkpoint(
+            req.body.runtime_id, req.body.name, req.body.metadata, req.user
+        ),
     ),
     RouteSpec(
         "POST",
@@ -257,7 +182,7 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         RuntimeCheckpointSnapshotDeleteRequest,
         RuntimeCheckpointSnapshotDeleteResult,
         OPERATION_ERRORS,
-        _delete_snapshot,
+        lambda sessions, req: sessions.delete_snapshot(req.body.checkpoint_id),
     ),
     RouteSpec(
         "POST",
@@ -267,7 +192,9 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         RuntimeCheckoutRequest,
         RuntimeCheckoutResult,
         OPERATION_ERRORS,
-        _checkout,
+        lambda sessions, req: sessions.checkout(
+            req.body.checkpoint_id, req.body.conversation_id, req.body.sender_id, req.body.metadata
+        ),
     ),
     RouteSpec(
         "POST",
@@ -277,7 +204,9 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         RuntimePauseRequest,
         RuntimePauseResult,
         OPERATION_ERRORS,
-        _pause,
+        lambda sessions, req: sessions.pause(
+            req.body.runtime_id, req.body.name, req.body.metadata, req.user
+        ),
     ),
     RouteSpec(
         "POST",
@@ -287,7 +216,7 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         RuntimeResumeRequest,
         RuntimeResumeResult,
         OPERATION_ERRORS,
-        _resume,
+        lambda sessions, req: sessions.resume(req.body.runtime_id, req.body.metadata, req.user),
     ),
     RouteSpec(
         "POST",
@@ -297,7 +226,7 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         RuntimeCloseRequest,
         RuntimeCloseResult,
         OPERATION_ERRORS,
-        _close,
+        lambda sessions, req: sessions.close(req.body.runtime_id, req.user),
     ),
     RouteSpec(
         "POST",
@@ -307,7 +236,9 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         RuntimeRestoreRequest,
         RuntimeRestoreResult,
         OPERATION_ERRORS,
-        _restore,
+        lambda sessions, req: sessions.restore(
+            req.body.runtime_id, req.body.checkpoint_id, req.user
+        ),
     ),
     RouteSpec(
         "POST",
@@ -317,7 +248,13 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         SelfCheckpointRequest,
         RuntimeCheckpointResult,
         OPERATION_ERRORS,
-        _self_checkpoint,
+        lambda sessions, req: sessions.checkpoint(
+            req.body.runtime_id,
+            req.body.name,
+            req.body.metadata,
+            req.user,
+            precaptured=req.body.capture,
+        ),
     ),
     RouteSpec(
         "POST",
@@ -347,7 +284,13 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         SelfCheckpointRequest,
         RuntimePauseResult,
         OPERATION_ERRORS,
-        _self_pause,
+        lambda sessions, req: sessions.pause(
+            req.body.runtime_id,
+            req.body.name,
+            req.body.metadata,
+            req.user,
+            precaptured=req.body.capture,
+        ),
     ),
     RouteSpec(
         "POST",
@@ -357,9 +300,11 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         RuntimeRestoreRequest,
         RuntimeRestoreResult,
         OPERATION_ERRORS,
-        _self_restore,
+        lambda sessions, req: sessions.record_restore(
+            req.body.runtime_id, req.body.checkpoint_id, req.user
+        ),
     ),
-    RouteSpec(
+    RouteSpec[None](
         "GET",
         API_PREFIX,
         "List runtimes",
@@ -367,10 +312,10 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         None,
         RuntimeListResult,
         (),
-        _list_runtimes,
+        lambda sessions, req: sessions.list_runtimes(req.user),
         trailing_slash=True,
     ),
-    RouteSpec(
+    RouteSpec[None](
         "GET",
         f"{API_PREFIX}/{{runtime_id}}",
         "Get a runtime",
@@ -378,10 +323,10 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         None,
         RuntimeRecord,
         (RuntimeNotFound,),
-        _get_runtime,
+        lambda sessions, req: sessions.get_runtime(req.path["runtime_id"], req.user),
         trailing_slash=True,
     ),
-    RouteSpec(
+    RouteSpec[None](
         "GET",
         f"{API_PREFIX}/{{runtime_id}}/checkpoints",
         "List a runtime's checkpoints",
@@ -389,10 +334,10 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         None,
         CheckpointListResult,
         (RuntimeNotFound,),
-        _list_checkpoints,
+        lambda sessions, req: sessions.list_checkpoints(req.path["runtime_id"], req.user),
         trailing_slash=True,
     ),
-    RouteSpec(
+    RouteSpec[None](
         "GET",
         f"{API_PREFIX}/{{runtime_id}}/checkpoints/{{reference}}",
         "Resolve a checkpoint by id, id prefix or name",
@@ -400,9 +345,9 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         None,
         CheckpointDetail,
         (InvalidRequest, RuntimeNotFound, CheckpointNotFound),
-        _get_checkpoint,
+        _checkpoint_detail,
     ),
-    RouteSpec(
+    RouteSpec[None](
         "GET",
         f"{API_PREFIX}/checkpoints/{{reference}}",
         "Resolve a checkpoint of any runtime by id, id prefix or name",
@@ -410,6 +355,9 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
         None,
         CheckpointDetail,
         (InvalidRequest, CheckpointNotFound),
-        _find_checkpoint,
+        _checkpoint_detail,
     ),
 )
+
+#: Every route of the API, in the order of the OpenAPI document.
+ROUTES: tuple[RouteSpec[Any], ...] = _TABLE
