@@ -47,6 +47,9 @@ HTTP_ERROR_CODES: dict[int, str] = {
 #: Builds the OpenAPI document for a base_url (`openapi.openapi_document`, given by the app).
 DocumentBuilder = Callable[[str], dict[str, Any]]
 
+#: One entry of the extension's handler list: URL pattern, handler class, its arguments.
+Route = tuple[str, type["DittoAPIHandler"], dict[str, Any]]
+
 
 def _field_error(error: ValidationError) -> str:
     """One sentence naming the first bad field of a validation error."""
@@ -202,9 +205,6 @@ class OpenAPIHandler(DittoAPIHandler):
 def _literal_first(spec: RouteSpec[Any]) -> tuple[bool, ...]:
     """Sort key: at each path segment a literal comes before a parameter (`{runtime_id}`)."""
     return tuple(segment.startswith("{") for segment in spec.path.split("/"))
-
-
-Route = tuple[str, type[DittoAPIHandler], dict[str, Any]]
 
 
 def route_table(document: DocumentBuilder) -> list[Route]:

@@ -4,6 +4,7 @@
 registered the first time a route (or the runtime list) touches it: its notebook path is
 the conversation, the identity provider's user the sender, its kernel the handle.
 
+The REST routes (`routes.py`) talk to this mapping only, never to the service behind it.
 The runtime work itself is RuntimeService's; this module adds the Jupyter side around it:
 checkout copies the notebook beside the original and saves a Jupyter session for the child
 (so it opens like any other), pause and close drop the Jupyter session row of the stopped
@@ -92,7 +93,7 @@ def sibling_notebook_path(path: str, suffix: str) -> str:
 
 
 class RuntimeSessions:
-    """Runs runtime operations for the REST handlers, keeping Jupyter sessions in step."""
+    """Runs runtime operations for the REST routes, keeping Jupyter sessions in step."""
 
     def __init__(
         self,
