@@ -1,8 +1,9 @@
 """Open a RuntimeService on an embedded data directory (SQLite file + blob store + workspaces).
 
 This is how every front end gets its service: the server extension, the magics with no
-server behind them, the CLI in local mode and the tests. The context capture is
-pluggable; the kernel package passes its kernel implementation.
+server behind them, the CLI in local mode and the tests. The caller always says how the
+session context is captured (`context_factory`): the server and the magics pass their kernel
+capture (`ditto_jupyter.kernel`, a layer above this one), the tests a test double.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.backends.local import LocalProvider
 from ditto_jupyter.backends.manager import BackendManager
-from ditto_jupyter.control.context_capture import InMemoryContextCapture, SessionContextCapture
+from ditto_jupyter.control.context_capture import SessionContextCapture
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import open_store
 from ditto_jupyter.core.blobs import BlobStore
@@ -34,18 +35,18 @@ def default_data_dir() -> Path:
 def open_runtime_service(
     data_dir: str | os.PathLike[str] | None = None,
     *,
+    context_factory: ContextFactory,
     store_url: str | None = None,
-    context_factory: ContextFactory | None = None,
     extra_providers: Mapping[str, BackendProvider] | None = None,
     default_backend: str = "local",
 ) -> RuntimeService:
-    """A RuntimeService over `data_dir` (created if missing)."""
+    """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     root.mkdir(parents=True, exist_ok=True)
     blobs = BlobStore(root / "blobs")
     providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
     providers.update(extra_providers or {})
-    context = (context_factory or InMemoryContextCapture)(blobs)
+    context = context_factory(blobs)
     return RuntimeService(
         open_store(store_url, root),
         blobs,

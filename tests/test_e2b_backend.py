@@ -572,10 +572,12 @@ def test_fake_serves_the_sdk_defaults(fake_e2b: FakeE2BCloud) -> None:
 def test_runtime_service_on_e2b(fake_e2b: FakeE2BCloud, tmp_path: Path) -> None:
     """Checkpoint, checkout, pause, resume, close and delete-snapshot of E2B runtimes."""
     from ditto_jupyter.wiring import open_runtime_service
+    from tests.fakes.fake_context_capture import InMemoryContextCapture
 
     def open_service() -> RuntimeService:
         return open_runtime_service(
             tmp_path / "data",
+            context_factory=InMemoryContextCapture,
             extra_providers={"e2b": provider()},
             default_backend="e2b",
         )

@@ -14,6 +14,7 @@ from jupyter_client.manager import KernelManager
 
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
+from tests.fakes.fake_context_capture import InMemoryContextCapture
 from tests.kernel_cells import CellOutput, run_cell, value
 from tests.magic_display import printed_once, returned_once
 
@@ -72,7 +73,7 @@ def test_checkpoint_and_restore_in_place(kernel: Kernel, data_dir: Path) -> None
         2,
     ]
     assert value(kernel.client, "p.join('x', 'y')") == "x/y"
-    service = open_runtime_service(data_dir)
+    service = open_runtime_service(data_dir, context_factory=InMemoryContextCapture)
     try:
         runtimes = service.store.list_sessions()
         checkpoints = service.store.list_checkpoints(runtimes[0].session_id)
@@ -159,7 +160,7 @@ def test_pause_stops_the_kernel_after_its_output_and_resume_keeps_the_id(
         assert not k.manager.is_alive()
     finally:
         k.stop()
-    service = open_runtime_service(data_dir)
+    service = open_runtime_service(data_dir, context_factory=InMemoryContextCapture)
     try:
         record = service.store.get_session(runtime_id)
         assert record is not None and record.status is SessionLifecycleStatus.PAUSED

@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ditto_jupyter.control.context_capture import InMemoryContextCapture
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import (
@@ -25,6 +24,7 @@ from ditto_jupyter.core.errors import (
 )
 from ditto_jupyter.core.models import ContextCapture, SessionLifecycleStatus, SessionRecord
 from ditto_jupyter.wiring import open_runtime_service
+from tests.fakes.fake_context_capture import InMemoryContextCapture
 
 T = TypeVar("T")
 

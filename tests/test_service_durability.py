@@ -27,7 +27,6 @@ from hypothesis.stateful import (
     rule,
 )
 
-from ditto_jupyter.control.context_capture import InMemoryContextCapture
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import (
     DittoError,
@@ -38,6 +37,7 @@ from ditto_jupyter.core.errors import (
 )
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
+from tests.fakes.fake_context_capture import InMemoryContextCapture
 
 T = TypeVar("T")
 
@@ -59,9 +59,10 @@ def python(script: str, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
 PAUSE_IN_ANOTHER_PROCESS = """
     import asyncio, json, sys
     from ditto_jupyter.wiring import open_runtime_service
+    from tests.fakes.fake_context_capture import InMemoryContextCapture
 
     async def main():
-        service = open_runtime_service(sys.argv[1])
+        service = open_runtime_service(sys.argv[1], context_factory=InMemoryContextCapture)
         rid = (await service.create_runtime("nb.ipynb", "ana")).runtime_id
         service.context.execute(rid, answer=42, items=["a", "b"])
         await service.backends.get(rid).write_bytes("results/table.csv", b"a,b\\n1,2\\n")
@@ -78,7 +79,7 @@ def test_paused_runtime_survives_a_process_restart(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     created = json.loads(out)
-    service = open_runtime_service(tmp_path)
+    service = open_runtime_service(tmp_path, context_factory=InMemoryContextCapture)
     try:
         rid = created["runtime_id"]
         record = run(service.get_runtime(rid))
@@ -97,7 +98,7 @@ def test_paused_runtime_survives_a_process_restart(tmp_path: Path) -> None:
 
 def test_live_runtime_backend_reattaches_after_restart(tmp_path: Path) -> None:
     """A new service over the same store finds a live runtime's workspace again."""
-    first = open_runtime_service(tmp_path)
+    first = open_runtime_service(tmp_path, context_factory=InMemoryContextCapture)
     rid = run(first.create_runtime("nb.ipynb")).runtime_id
     backend = first.backends.get(rid)
     assert backend is not None
@@ -115,7 +116,7 @@ def test_live_runtime_backend_reattaches_after_restart(tmp_path: Path) -> None:
 
 
 def test_lost_context_pauses_at_head_or_closes(tmp_path: Path) -> None:
-    service = open_runtime_service(tmp_path)
+    service = open_runtime_service(tmp_path, context_factory=InMemoryContextCapture)
     try:
         with_head = run(service.create_runtime("a.ipynb")).runtime_id
         assert isinstance(service.context, InMemoryContextCapture)
@@ -134,9 +135,10 @@ def test_lost_context_pauses_at_head_or_closes(tmp_path: Path) -> None:
 CHECKPOINT_FOREVER = """
     import asyncio, json, sys
     from ditto_jupyter.wiring import open_runtime_service
+    from tests.fakes.fake_context_capture import InMemoryContextCapture
 
     async def main():
-        service = open_runtime_service(sys.argv[1])
+        service = open_runtime_service(sys.argv[1], context_factory=InMemoryContextCapture)
         rid = (await service.create_runtime("nb.ipynb")).runtime_id
         backend = service.backends.get(rid)
         for i in range(10_000):
@@ -189,7 +191,7 @@ def test_sigkill_during_checkpoints_leaves_a_consistent_store(tmp_path: Path) ->
         committed += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         assert len(committed) >= wanted >= 1
         assert [c["step"] for c in committed] == list(range(len(committed)))
-        service = open_runtime_service(data)
+        service = open_runtime_service(data, context_factory=InMemoryContextCapture)
         try:
             stored = service.store.list_checkpoints()
             stored_ids = {c.checkpoint_id for c in stored}
@@ -227,7 +229,9 @@ class RuntimeMachine(RuleBasedStateMachine):
         import tempfile
 
         self.tmp = tempfile.TemporaryDirectory()
-        self.service: RuntimeService = open_runtime_service(Path(self.tmp.name))
+        self.service: RuntimeService = open_runtime_service(
+            Path(self.tmp.name), context_factory=InMemoryContextCapture
+        )
         self.status: dict[str, SessionLifecycleStatus] = {}
         self.heads: dict[str, str | None] = {}
         self.parents: dict[str, str | None] = {}

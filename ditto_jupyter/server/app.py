@@ -27,11 +27,13 @@ from jupyter_server.services.sessions.handlers import SessionHandler
 from traitlets import Bool, Enum, Float, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
-from ditto_jupyter.control.context_capture import InMemoryContextCapture, SessionContextCapture
+from ditto_jupyter.control.context_capture import SessionContextCapture
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
+from ditto_jupyter.server.openapi import openapi_document
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions, ServerContextCapture
 from ditto_jupyter.wiring import default_data_dir, open_runtime_service
@@ -68,13 +70,6 @@ class DittoJupyterApp(ExtensionApp):
         ["local", "e2b"], default_value="local", config=True, help="Backend of new runtimes."
     )
     e2b_template = Unicode("base", config=True, help="E2B template of new E2B sandboxes.")
-    context_capture = Enum(
-        ["kernel", "memory"],
-        default_value="kernel",
-        config=True,
-        help="What a checkpoint captures: the kernel namespace ('kernel'), or a JSON "
-        "namespace held by the server ('memory', for kernel-less deployments and tests).",
-    )
     load_magics = Bool(
         True,
         config=True,
@@ -107,10 +102,6 @@ class DittoJupyterApp(ExtensionApp):
         self, host: ServerKernelHost
     ) -> Callable[[BlobStore], SessionContextCapture]:
         def build(blobs: BlobStore) -> SessionContextCapture:
-            if self.context_capture == "memory":
-                return ServerContextCapture(InMemoryContextCapture(blobs))
-            from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
-
             return ServerContextCapture(KernelContextCapture(host, blobs.root))
 
         return build
@@ -152,7 +143,7 @@ class DittoJupyterApp(ExtensionApp):
         self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
 
     def initialize_handlers(self) -> None:
-        self.handlers.extend(route_table())
+        self.handlers.extend(route_table(openapi_document))
         # Checkout children are Jupyter sessions whose id is the source id plus a suffix,
         # which jupyter_server's UUID-shaped /api/sessions/{id} pattern does not match;
         # serve those ids with the server's own SessionHandler so JupyterLab can rename

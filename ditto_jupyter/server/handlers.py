@@ -1,19 +1,14 @@
-"""REST handlers of the runtime API (DESIGN.md section 6), thin over RuntimeSessions.
+"""REST handlers of the runtime API (DESIGN.md section 6), built from the route table.
 
+One generic handler serves every route of `routes.ROUTES`: it validates the body with the
+route's request model, runs the route's call on the session mapping and writes the result.
 Every handler is `@tornado.web.authenticated` and `@authorized` with the auth resource
 `ditto`. Bodies are validated by the strict pydantic request models; anything malformed
 (not JSON, not an object, a missing, mistyped or unknown field, a lone surrogate) is a 400
 `InvalidRequest` naming the problem, before any service code runs. Every error answer is
 `{"error": code, "message": one sentence}`; only a bug inside the service answers 500.
-
-Beyond the table of section 6, a few routes serve the magics and the side panel:
-`POST /api/v1/runtimes/restore` (restore an idle kernel in place), `POST .../exec` (a shell
-command in the runtime's backend, for `%%sandbox`), the `self/...` routes a kernel calls
-about itself from a magic (it is busy running the magic, so it captures or restores its
-own namespace and the server only records the result; `self/checkout` skips the idle
-check for the caller's own checkpoints), and
-`GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` (a checkpoint by id, unique id
-prefix or name, with its context manifest id).
+The OpenAPI document is served from the function the app passes in (this module does not
+build it).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 from http.client import responses
 from typing import Any, TypeVar
 
@@ -29,26 +24,13 @@ import tornado.web
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
-from ditto_jupyter.core.models import (
-    CheckpointSummary,
-    ContextCapture,
-    RuntimeCheckoutRequest,
-    RuntimeCheckpointRequest,
-    RuntimeCheckpointSnapshotDeleteRequest,
-    RuntimeCloseRequest,
-    RuntimePauseRequest,
-    RuntimeRecord,
-    RuntimeResumeRequest,
-    UnrestorableValue,
-)
-from ditto_jupyter.server.openapi import openapi_document
+from ditto_jupyter.server.routes import API_PREFIX, ROUTES, RouteRequest, RouteSpec
 from ditto_jupyter.server.sessions import RuntimeSessions
 
 AUTH_RESOURCE = "ditto"
-API_PREFIX = "api/v1/runtimes"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -62,74 +44,11 @@ HTTP_ERROR_CODES: dict[int, str] = {
     500: "InternalError",
 }
 
+#: Builds the OpenAPI document for a base_url (`openapi.openapi_document`, given by the app).
+DocumentBuilder = Callable[[str], dict[str, Any]]
 
-class _ExtensionModel(BaseModel):
-    """Request/result models of the extension's own routes: strict like the core models."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class RuntimeRestoreRequest(_ExtensionModel):
-    """POST /api/v1/runtimes/restore and /self/restore: a checkpoint by id, prefix or name."""
-
-    runtime_id: str
-    checkpoint_id: str
-
-
-class RuntimeRestoreResult(_ExtensionModel):
-    """Result of a restore: the runtime, the checkpoint restored, what it could not keep."""
-
-    runtime: RuntimeRecord
-    checkpoint_id: str
-    unrestorable: list[UnrestorableValue]
-
-
-class SelfCheckpointRequest(_ExtensionModel):
-    """POST /api/v1/runtimes/self/checkpoint and /self/pause: a kernel's own capture."""
-
-    runtime_id: str
-    capture: ContextCapture
-    name: str | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class SelfCheckoutRequest(_ExtensionModel):
-    """POST /api/v1/runtimes/self/checkout: a kernel branches from a magic.
-
-    `runtime_id` is the calling runtime: when the checkpoint is its own, its kernel is busy
-    only with the magic asking, so the idle check of checkout does not apply to it.
-    """
-
-    runtime_id: str
-    checkpoint_id: str
-    conversation_id: str | None = None
-    sender_id: str | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class ExecRequest(_ExtensionModel):
-    """POST /api/v1/runtimes/exec: a shell command in the runtime's backend (`%%sandbox`)."""
-
-    runtime_id: str
-    command: str
-    timeout: float | None = Field(default=None, gt=0)
-
-
-class ExecResponse(_ExtensionModel):
-    """The command's outcome; a non-zero exit code is a result, not an error."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool
-    truncated: bool
-
-
-class CheckpointDetail(_ExtensionModel):
-    """GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}."""
-
-    checkpoint: CheckpointSummary
-    context_manifest_id: str | None
+#: One entry of the extension's handler list: URL pattern, handler class, its arguments.
+Route = tuple[str, type["DittoAPIHandler"], dict[str, Any]]
 
 
 def _field_error(error: ValidationError) -> str:
@@ -170,7 +89,7 @@ def parse_body(raw: bytes, model: type[M]) -> M:
 
 
 class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):
-    """Base handler: JSON bodies, `{"error", "message"}` errors, the extension's sessions."""
+    """Base handler: JSON answers, `{"error", "message"}` errors, the extension's sessions."""
 
     auth_resource = AUTH_RESOURCE
 
@@ -189,10 +108,71 @@ class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):
         text = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
         self.finish(text)
 
-    async def respond(self, operation: Callable[[], Awaitable[BaseModel]]) -> None:
-        """Run an operation and write its result, or its error with the code's status."""
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Errors raised outside a route's call (auth, XSRF, routing) in the same body shape."""
+        self.set_header("Content-Type", "application/json")
+        message = responses.get(status_code, "Unknown HTTP Error")
+        exc_info = kwargs.get("exc_info")
+        if exc_info is not None and isinstance(exc_info[1], tornado.web.HTTPError):
+            message = exc_info[1].log_message or message
+            if exc_info[1].args:  # log_message is a format string
+                with contextlib.suppress(TypeError, ValueError):
+                    message = message % exc_info[1].args
+        if status_code == 405:  # RFC 9110: say which methods the route has
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
+        code = HTTP_ERROR_CODES.get(status_code, "HTTPError")
+        self.finish(json.dumps({"error": code, "message": str(message)}))
+
+    def allowed_methods(self) -> list[str]:
+        """The HTTP methods this handler implements (OPTIONS comes with every API handler)."""
+        base = tornado.web.RequestHandler
+        own = [
+            m
+            for m in ("GET", "POST")
+            if getattr(type(self), m.lower()) is not getattr(base, m.lower())
+        ]
+        return [*own, "OPTIONS"]
+
+
+class RouteHandler(DittoAPIHandler):
+    """Serves the routes of one URL pattern, one `RouteSpec` per HTTP method."""
+
+    specs: Mapping[str, RouteSpec[Any]]
+
+    def initialize(self, name: str, specs: Mapping[str, RouteSpec[Any]]) -> None:
+        super().initialize(name)
+        self.specs = specs
+
+    def allowed_methods(self) -> list[str]:
+        return [*self.specs, "OPTIONS"]
+
+    async def prepare(self) -> None:  # type: ignore[override]  # as APIHandler.prepare
+        """After the server's own checks (host, user, XSRF): 405 for a method not routed."""
+        await super().prepare()
+        method = self.request.method or ""
+        if method not in self.specs and method != "OPTIONS":
+            raise tornado.web.HTTPError(405)
+
+    # One decorated function per method: `authorized` fixes its action (read for GET, write
+    # for POST) at its first call, so GET and POST cannot share one.
+
+    @tornado.web.authenticated
+    @authorized
+    async def get(self, **path: str) -> None:
+        await self.serve(path)
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self, **path: str) -> None:
+        await self.serve(path)
+
+    async def serve(self, path: dict[str, str]) -> None:
+        """Run the route's call and write its result, or its error with the code's status."""
+        spec = self.specs[self.request.method or ""]
         try:
-            result = await operation()
+            body = None if spec.request is None else parse_body(self.request.body, spec.request)
+            request = RouteRequest(body, path, self.user_name)
+            result = await spec.call(self.runtime_sessions, request)
         except DittoError as error:
             self.set_status(error.http_status)
             self.finish(json.dumps(error.to_body()))
@@ -207,339 +187,34 @@ class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):
             return
         self.write_json(result)
 
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """Errors raised outside `respond` (auth, XSRF, routing) in the same body shape."""
-        self.set_header("Content-Type", "application/json")
-        message = responses.get(status_code, "Unknown HTTP Error")
-        exc_info = kwargs.get("exc_info")
-        if exc_info is not None and isinstance(exc_info[1], tornado.web.HTTPError):
-            message = exc_info[1].log_message or message
-            if exc_info[1].args:  # log_message is a format string
-                with contextlib.suppress(TypeError, ValueError):
-                    message = message % exc_info[1].args
-        if status_code == 405:  # RFC 9110: say which methods the route has
-            self.set_header("Allow", ", ".join(self.allowed_methods()))
-        code = HTTP_ERROR_CODES.get(status_code, "HTTPError")
-        self.finish(json.dumps({"error": code, "message": str(message)}))
-
-    @classmethod
-    def allowed_methods(cls) -> list[str]:
-        """The HTTP methods this route implements (OPTIONS comes with every API handler)."""
-        base = tornado.web.RequestHandler
-        own = [
-            m for m in ("GET", "POST") if getattr(cls, m.lower()) is not getattr(base, m.lower())
-        ]
-        return [*own, "OPTIONS"]
-
-    def body(self, model: type[M]) -> M:
-        return parse_body(self.request.body, model)
-
-
-class CheckpointHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/checkpoint."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(RuntimeCheckpointRequest)
-            return await self.runtime_sessions.checkpoint(
-                req.runtime_id, req.name, req.metadata, self.user_name
-            )
-
-        await self.respond(run)
-
-
-class DeleteSnapshotHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/checkpoint/delete-snapshot."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(RuntimeCheckpointSnapshotDeleteRequest)
-            return await self.runtime_sessions.delete_snapshot(req.checkpoint_id)
-
-        await self.respond(run)
-
-
-class CheckoutHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/checkout."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(RuntimeCheckoutRequest)
-            return await self.runtime_sessions.checkout(
-                req.checkpoint_id, req.conversation_id, req.sender_id, req.metadata
-            )
-
-        await self.respond(run)
-
-
-class PauseHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/pause."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(RuntimePauseRequest)
-            return await self.runtime_sessions.pause(
-                req.runtime_id, req.name, req.metadata, self.user_name
-            )
-
-        await self.respond(run)
-
-
-class ResumeHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/resume."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(RuntimeResumeRequest)
-            return await self.runtime_sessions.resume(req.runtime_id, req.metadata, self.user_name)
-
-        await self.respond(run)
-
-
-class CloseHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/close."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(RuntimeCloseRequest)
-            return await self.runtime_sessions.close(req.runtime_id, self.user_name)
-
-        await self.respond(run)
-
-
-class RestoreHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/restore: restore a checkpoint into the idle kernel in place."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(RuntimeRestoreRequest)
-            sessions = self.runtime_sessions
-            checkpoint_id, unrestorable = await sessions.restore(
-                req.runtime_id, req.checkpoint_id, self.user_name
-            )
-            return RuntimeRestoreResult(
-                runtime=await sessions.service.get_runtime(req.runtime_id),
-                checkpoint_id=checkpoint_id,
-                unrestorable=unrestorable,
-            )
-
-        await self.respond(run)
-
-
-class SelfCheckpointHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/self/checkpoint: record a kernel's own capture as a checkpoint."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(SelfCheckpointRequest)
-            return await self.runtime_sessions.checkpoint(
-                req.runtime_id, req.name, req.metadata, self.user_name, precaptured=req.capture
-            )
-
-        await self.respond(run)
-
-
-class SelfCheckoutHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/self/checkout: checkout asked by a kernel about its own state."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(SelfCheckoutRequest)
-            sessions = self.runtime_sessions
-            await sessions.ensure_runtime(req.runtime_id, self.user_name)
-            return await sessions.checkout(
-                req.checkpoint_id,
-                req.conversation_id,
-                req.sender_id,
-                req.metadata,
-                caller_runtime_id=req.runtime_id,
-            )
-
-        await self.respond(run)
-
-
-class ExecHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/exec: run a shell command in the runtime's backend."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(ExecRequest)
-            result = await self.runtime_sessions.exec(
-                req.runtime_id, req.command, req.timeout, self.user_name
-            )
-            return ExecResponse(
-                exit_code=result.exit_code,
-                stdout=result.stdout,
-                stderr=result.stderr,
-                timed_out=result.timed_out,
-                truncated=result.truncated,
-            )
-
-        await self.respond(run)
-
-
-class SelfPauseHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/self/pause: pause a kernel that captured itself.
-
-    The answer is sent first; the kernel is shut down when the calling cell has finished.
-    """
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(SelfCheckpointRequest)
-            return await self.runtime_sessions.pause(
-                req.runtime_id, req.name, req.metadata, self.user_name, precaptured=req.capture
-            )
-
-        await self.respond(run)
-
-
-class SelfRestoreHandler(DittoAPIHandler):
-    """POST /api/v1/runtimes/self/restore: a kernel restored a checkpoint itself; record it."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def post(self) -> None:
-        async def run() -> BaseModel:
-            req = self.body(RuntimeRestoreRequest)
-            sessions = self.runtime_sessions
-            await sessions.record_restore(req.runtime_id, req.checkpoint_id, self.user_name)
-            checkpoint = sessions.service.get_checkpoint(req.checkpoint_id)
-            return RuntimeRestoreResult(
-                runtime=await sessions.service.get_runtime(req.runtime_id),
-                checkpoint_id=checkpoint.checkpoint_id,
-                unrestorable=checkpoint.unrestorable,
-            )
-
-        await self.respond(run)
-
-
-class RuntimeListHandler(DittoAPIHandler):
-    """GET /api/v1/runtimes: the store's runtimes, after registering live Jupyter sessions."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def get(self) -> None:
-        async def run() -> BaseModel:
-            return await self.runtime_sessions.list_runtimes(self.user_name)
-
-        await self.respond(run)
-
-
-class RuntimeHandler(DittoAPIHandler):
-    """GET /api/v1/runtimes/{runtime_id}."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def get(self, runtime_id: str) -> None:
-        async def run() -> BaseModel:
-            return await self.runtime_sessions.get_runtime(runtime_id, self.user_name)
-
-        await self.respond(run)
-
-
-class CheckpointListHandler(DittoAPIHandler):
-    """GET /api/v1/runtimes/{runtime_id}/checkpoints."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def get(self, runtime_id: str) -> None:
-        async def run() -> BaseModel:
-            sessions = self.runtime_sessions
-            await sessions.ensure_runtime(runtime_id, self.user_name)
-            return await sessions.service.list_checkpoints(runtime_id)
-
-        await self.respond(run)
-
-
-class CheckpointDetailHandler(DittoAPIHandler):
-    """GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}: id, id prefix or name."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def get(self, runtime_id: str, reference: str) -> None:
-        async def run() -> BaseModel:
-            sessions = self.runtime_sessions
-            await sessions.ensure_runtime(runtime_id, self.user_name)
-            checkpoint = sessions.service.resolve_checkpoint(reference, runtime_id)
-            return CheckpointDetail(
-                checkpoint=checkpoint.summary(),
-                context_manifest_id=checkpoint.context_manifest_id,
-            )
-
-        await self.respond(run)
-
-
-class CheckpointLookupHandler(DittoAPIHandler):
-    """GET /api/v1/runtimes/checkpoints/{reference}: id, id prefix or name in any runtime."""
-
-    @tornado.web.authenticated
-    @authorized
-    async def get(self, reference: str) -> None:
-        async def run() -> BaseModel:
-            checkpoint = self.runtime_sessions.service.resolve_checkpoint(reference)
-            return CheckpointDetail(
-                checkpoint=checkpoint.summary(),
-                context_manifest_id=checkpoint.context_manifest_id,
-            )
-
-        await self.respond(run)
-
 
 class OpenAPIHandler(DittoAPIHandler):
-    """GET /api/v1/runtimes/openapi.json: the OpenAPI 3 document of these routes."""
+    """GET /api/v1/runtimes/openapi.json: the OpenAPI 3 document of the routes."""
+
+    def initialize(self, name: str, document: DocumentBuilder) -> None:
+        super().initialize(name)
+        self.document = document
 
     @tornado.web.authenticated
     @authorized
     async def get(self) -> None:
         base_url = self.settings.get("base_url", "/")
-        self.write_json(openapi_document(base_url))
+        self.write_json(self.document(base_url))
 
 
-_ID = r"(?P<runtime_id>[^/]+)"
+def _literal_first(spec: RouteSpec[Any]) -> tuple[bool, ...]:
+    """Sort key: at each path segment a literal comes before a parameter (`{runtime_id}`)."""
+    return tuple(segment.startswith("{") for segment in spec.path.split("/"))
 
 
-def route_table() -> list[tuple[str, type[DittoAPIHandler]]]:
-    """URL patterns (relative to base_url) and their handlers; literal routes come first."""
-    return [
-        (rf"/{API_PREFIX}/openapi\.json", OpenAPIHandler),
-        (rf"/{API_PREFIX}/checkpoint", CheckpointHandler),
-        (rf"/{API_PREFIX}/checkpoint/delete-snapshot", DeleteSnapshotHandler),
-        (rf"/{API_PREFIX}/checkout", CheckoutHandler),
-        (rf"/{API_PREFIX}/pause", PauseHandler),
-        (rf"/{API_PREFIX}/resume", ResumeHandler),
-        (rf"/{API_PREFIX}/close", CloseHandler),
-        (rf"/{API_PREFIX}/restore", RestoreHandler),
-        (rf"/{API_PREFIX}/self/checkpoint", SelfCheckpointHandler),
-        (rf"/{API_PREFIX}/self/checkout", SelfCheckoutHandler),
-        (rf"/{API_PREFIX}/self/pause", SelfPauseHandler),
-        (rf"/{API_PREFIX}/exec", ExecHandler),
-        (rf"/{API_PREFIX}/self/restore", SelfRestoreHandler),
-        (rf"/{API_PREFIX}/checkpoints/(?P<reference>[^/]+)", CheckpointLookupHandler),
-        (rf"/{API_PREFIX}/?", RuntimeListHandler),
-        (rf"/{API_PREFIX}/{_ID}/checkpoints/?", CheckpointListHandler),
-        (rf"/{API_PREFIX}/{_ID}/checkpoints/(?P<reference>[^/]+)", CheckpointDetailHandler),
-        (rf"/{API_PREFIX}/{_ID}/?", RuntimeHandler),
-    ]
+def route_table(document: DocumentBuilder) -> list[Route]:
+    """URL patterns (relative to base_url), handlers and their arguments, from `ROUTES`.
+
+    Literal segments are matched before parameters, so `checkpoint` is never a runtime id.
+    """
+    by_pattern: dict[str, dict[str, RouteSpec[Any]]] = {}
+    for spec in sorted(ROUTES, key=_literal_first):
+        by_pattern.setdefault(spec.pattern(), {})[spec.method] = spec
+    table: list[Route] = [(rf"{API_PREFIX}/openapi\.json", OpenAPIHandler, {"document": document})]
+    table += [(pattern, RouteHandler, {"specs": specs}) for pattern, specs in by_pattern.items()]
+    return table

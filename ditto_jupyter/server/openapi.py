@@ -1,8 +1,9 @@
-"""The OpenAPI 3.1 document of the runtime API, generated from the pydantic models.
+"""The OpenAPI 3.1 document of the runtime API, generated from the route table.
 
-Served at `GET {base_url}api/v1/runtimes/openapi.json`. Request and result schemas come
-straight from the models the handlers validate with, so the document cannot drift from
-the code; every error status a route can answer is listed with the `ErrorBody` schema.
+Served at `GET {base_url}api/v1/runtimes/openapi.json`. Paths, operations, parameters and
+the request and result schemas come from `routes.ROUTES` and the pydantic models the
+handlers validate with, so the document cannot drift from the code; every error status a
+route can answer (from its error types) is listed with the `ErrorBody` schema.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from ditto_jupyter.core import models as core
+from ditto_jupyter.core.models import ErrorBody
+from ditto_jupyter.server.routes import PATH_PARAMETERS, ROUTES, RouteSpec
 
 _REF = "#/components/schemas/{model}"
 
@@ -23,6 +25,7 @@ _COMMON_ERRORS = {
     "403": "Not authenticated (no or wrong token), not authorized, or missing XSRF token.",
     "500": "Unexpected server error (a bug; never caused by bad input).",
 }
+#: What an error status means, by the error types that answer it.
 _ERROR_TEXT = {
     "400": "InvalidRequest: the body is not JSON, not an object, or a field is missing, "
     "of the wrong type, or unknown.",
@@ -32,37 +35,17 @@ _ERROR_TEXT = {
     "429": "RateLimited: the provider refused for rate or concurrency limits.",
     "502": "BackendError: the provider or the kernel failed.",
 }
-_ALL_OPERATION_ERRORS = ("400", "404", "409", "422", "429", "502")
 
 
 def _models() -> list[type[BaseModel]]:
-    from ditto_jupyter.server import handlers as ext  # local: handlers import this module
-
-    return [
-        core.RuntimeCheckpointRequest,
-        core.RuntimeCheckpointResult,
-        core.RuntimeCheckpointSnapshotDeleteRequest,
-        core.RuntimeCheckpointSnapshotDeleteResult,
-        core.RuntimeCheckoutRequest,
-        core.RuntimeCheckoutResult,
-        core.RuntimePauseRequest,
-        core.RuntimePauseResult,
-        core.RuntimeResumeRequest,
-        core.RuntimeResumeResult,
-        core.RuntimeCloseRequest,
-        core.RuntimeCloseResult,
-        core.RuntimeListResult,
-        core.RuntimeRecord,
-        core.CheckpointListResult,
-        core.ErrorBody,
-        ext.RuntimeRestoreRequest,
-        ext.RuntimeRestoreResult,
-        ext.SelfCheckpointRequest,
-        ext.SelfCheckoutRequest,
-        ext.ExecRequest,
-        ext.ExecResponse,
-        ext.CheckpointDetail,
-    ]
+    """Every model a route reads or answers, and the error body; each once, in table order."""
+    models: dict[type[BaseModel], None] = {}
+    for spec in ROUTES:
+        if spec.request is not None:
+            models[spec.request] = None
+        models[spec.response] = None
+    models[ErrorBody] = None
+    return list(models)
 
 
 @functools.cache
@@ -84,36 +67,39 @@ def _json(model: type[BaseModel], mode: str = "serialization") -> dict[str, Any]
     return {"application/json": {"schema": dict(_schemas()[0][(model, mode)])}}
 
 
-def _responses(result: type[BaseModel], errors: tuple[str, ...]) -> dict[str, Any]:
-    responses: dict[str, Any] = {"200": {"description": "OK", "content": _json(result)}}
-    for status in errors:
-        responses[status] = {"description": _ERROR_TEXT[status], "content": _json(core.ErrorBody)}
+def error_statuses(spec: RouteSpec[Any]) -> list[str]:
+    """The error statuses a route answers itself (without 403 and 500), in order."""
+    return [str(status) for status in sorted({error.http_status for error in spec.errors})]
+
+
+def _responses(spec: RouteSpec[Any]) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": {"description": "OK", "content": _json(spec.response)}}
+    for status in error_statuses(spec):
+        responses[status] = {"description": _ERROR_TEXT[status], "content": _json(ErrorBody)}
     for status, text in _COMMON_ERRORS.items():
-        responses[status] = {"description": text, "content": _json(core.ErrorBody)}
+        responses[status] = {"description": text, "content": _json(ErrorBody)}
     return responses
 
 
-def _post(
-    summary: str, request: type[BaseModel], result: type[BaseModel], errors: tuple[str, ...]
-) -> dict[str, Any]:
-    return {
-        "post": {
-            "summary": summary,
-            "operationId": summary.lower().replace(" ", "_").replace("'", ""),
-            "requestBody": {"required": True, "content": _json(request, "validation")},
-            "responses": _responses(result, errors),
-        }
-    }
-
-
-def _path_parameter(name: str, description: str) -> dict[str, Any]:
+def _path_parameter(name: str) -> dict[str, Any]:
     return {
         "name": name,
         "in": "path",
         "required": True,
-        "description": description,
+        "description": PATH_PARAMETERS[name],
         "schema": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},
     }
+
+
+def _operation(spec: RouteSpec[Any]) -> dict[str, Any]:
+    operation: dict[str, Any] = {"summary": spec.summary, "operationId": spec.operation_id}
+    if spec.parameters:
+        operation["parameters"] = [_path_parameter(name) for name in spec.parameters]
+    if spec.request is not None:
+        body = _json(spec.request, "validation")
+        operation["requestBody"] = {"required": True, "content": body}
+    operation["responses"] = _responses(spec)
+    return operation
 
 
 def _link(operation_id: str, **body: str) -> dict[str, Any]:
@@ -165,116 +151,9 @@ def _add_links(paths: dict[str, Any]) -> None:
 
 def openapi_document(base_url: str = "/") -> dict[str, Any]:
     """The OpenAPI 3.1 document, with `base_url` as its server."""
-    from ditto_jupyter.server import handlers as ext
-
-    runtime_id = _path_parameter("runtime_id", "The runtime id (the Jupyter session id).")
-    reference = _path_parameter("reference", "A checkpoint id, unique id prefix, or name.")
-    read_errors = ("404",)
-    paths: dict[str, Any] = {
-        "/api/v1/runtimes/checkpoint": _post(
-            "Checkpoint a runtime",
-            core.RuntimeCheckpointRequest,
-            core.RuntimeCheckpointResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/checkpoint/delete-snapshot": _post(
-            "Delete a checkpoint's snapshot",
-            core.RuntimeCheckpointSnapshotDeleteRequest,
-            core.RuntimeCheckpointSnapshotDeleteResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/checkout": _post(
-            "Check out a checkpoint",
-            core.RuntimeCheckoutRequest,
-            core.RuntimeCheckoutResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/pause": _post(
-            "Pause a runtime",
-            core.RuntimePauseRequest,
-            core.RuntimePauseResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/resume": _post(
-            "Resume a runtime",
-            core.RuntimeResumeRequest,
-            core.RuntimeResumeResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/close": _post(
-            "Close a runtime",
-            core.RuntimeCloseRequest,
-            core.RuntimeCloseResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/restore": _post(
-            "Restore a runtime in place",
-            ext.RuntimeRestoreRequest,
-            ext.RuntimeRestoreResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/self/checkpoint": _post(
-            "Record a kernel's own checkpoint",
-            ext.SelfCheckpointRequest,
-            core.RuntimeCheckpointResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/self/checkout": _post(
-            "Check out from a kernel's magic",
-            ext.SelfCheckoutRequest,
-            core.RuntimeCheckoutResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/exec": _post(
-            "Run a command in a runtime's backend",
-            ext.ExecRequest,
-            ext.ExecResponse,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/self/pause": _post(
-            "Pause a kernel that captured itself",
-            ext.SelfCheckpointRequest,
-            core.RuntimePauseResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes/self/restore": _post(
-            "Record a kernel's own restore",
-            ext.RuntimeRestoreRequest,
-            ext.RuntimeRestoreResult,
-            _ALL_OPERATION_ERRORS,
-        ),
-        "/api/v1/runtimes": {
-            "get": {
-                "summary": "List runtimes",
-                "operationId": "list_runtimes",
-                "responses": _responses(core.RuntimeListResult, ()),
-            }
-        },
-        "/api/v1/runtimes/{runtime_id}": {
-            "get": {
-                "summary": "Get a runtime",
-                "operationId": "get_runtime",
-                "parameters": [runtime_id],
-                "responses": _responses(core.RuntimeRecord, read_errors),
-            }
-        },
-        "/api/v1/runtimes/{runtime_id}/checkpoints": {
-            "get": {
-                "summary": "List a runtime's checkpoints",
-                "operationId": "list_checkpoints",
-                "parameters": [runtime_id],
-                "responses": _responses(core.CheckpointListResult, read_errors),
-            }
-        },
-        "/api/v1/runtimes/{runtime_id}/checkpoints/{reference}": {
-            "get": {
-                "summary": "Resolve a checkpoint by id, id prefix or name",
-                "operationId": "get_checkpoint",
-                "parameters": [runtime_id, reference],
-                "responses": _responses(ext.CheckpointDetail, ("400", "404")),
-            }
-        },
-    }
+    paths: dict[str, Any] = {}
+    for spec in ROUTES:
+        paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec)
     _add_links(paths)
     return {
         "openapi": "3.1.0",

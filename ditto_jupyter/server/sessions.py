@@ -4,6 +4,7 @@
 registered the first time a route (or the runtime list) touches it: its notebook path is
 the conversation, the identity provider's user the sender, its kernel the handle.
 
+The REST routes (`routes.py`) talk to this mapping only, never to the service behind it.
 The runtime work itself is RuntimeService's; this module adds the Jupyter side around it:
 checkout copies the notebook beside the original and saves a Jupyter session for the child
 (so it opens like any other), pause and close drop the Jupyter session row of the stopped
@@ -23,16 +24,15 @@ from typing import TYPE_CHECKING, Any
 from jupyter_server.utils import ensure_async
 from tornado.web import HTTPError
 
+from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.context_capture import SessionContextCapture
 from ditto_jupyter.control.service import RuntimeService
-from ditto_jupyter.core.errors import (
-    InvalidRequest,
-    RuntimeNotFound,
-    SessionBusy,
-)
+from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, SessionBusy
 from ditto_jupyter.core.models import (
+    CheckpointListResult,
     ContextCapture,
     RuntimeCheckoutResult,
+    RuntimeCheckpoint,
     RuntimeCheckpointResult,
     RuntimeCheckpointSnapshotDeleteResult,
     RuntimeCloseResult,
@@ -44,6 +44,7 @@ from ditto_jupyter.core.models import (
     UnrestorableValue,
 )
 from ditto_jupyter.server.events import RuntimeEvents
+from ditto_jupyter.server.models import RuntimeRestoreResult
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def sibling_notebook_path(path: str, suffix: str) -> str:
 
 
 class RuntimeSessions:
-    """Runs runtime operations for the REST handlers, keeping Jupyter sessions in step."""
+    """Runs runtime operations for the REST routes, keeping Jupyter sessions in step."""
 
     def __init__(
         self,
@@ -212,6 +213,21 @@ class RuntimeSessions:
         await self.ensure_runtime(runtime_id, user)
         return await self.service.get_runtime(runtime_id)
 
+    async def list_checkpoints(self, runtime_id: str, user: str) -> CheckpointListResult:
+        await self.ensure_runtime(runtime_id, user)
+        return await self.service.list_checkpoints(runtime_id)
+
+    async def find_checkpoint(
+        self, reference: str, runtime_id: str | None, user: str
+    ) -> RuntimeCheckpoint:
+        """A checkpoint by id, unique id prefix or name, within one runtime or across all.
+
+        CheckpointNotFound when nothing matches; InvalidRequest when a prefix is ambiguous.
+        """
+        if runtime_id is not None:
+            await self.ensure_runtime(runtime_id, user)
+        return self.service.resolve_checkpoint(reference, runtime_id)
+
     # ---- operations ----------------------------------------------------------------------
 
     async def checkpoint(
@@ -313,25 +329,35 @@ class RuntimeSessions:
             ) from error
         return True
 
-    async def restore(
-        self, runtime_id: str, checkpoint_id: str, user: str
-    ) -> tuple[str, list[UnrestorableValue]]:
-        """Restore a checkpoint into the runtime's idle kernel, in place."""
+    async def restore(self, runtime_id: str, reference: str, user: str) -> RuntimeRestoreResult:
+        """Restore a checkpoint (id, id prefix or name) into the runtime's idle kernel."""
         with self.events.operation("restore", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
-            checkpoint = self.service.resolve_checkpoint(checkpoint_id, runtime_id)
+            checkpoint = self.service.resolve_checkpoint(reference, runtime_id)
             event.checkpoint_id = checkpoint.checkpoint_id
             _, unrestorable = await self.service.restore(runtime_id, checkpoint.checkpoint_id)
-            event.status = (await self.service.get_runtime(runtime_id)).status.value
-            return checkpoint.checkpoint_id, unrestorable
+            runtime = await self.service.get_runtime(runtime_id)
+            event.status = runtime.status.value
+        return RuntimeRestoreResult(
+            runtime=runtime, checkpoint_id=checkpoint.checkpoint_id, unrestorable=unrestorable
+        )
 
-    async def record_restore(self, runtime_id: str, checkpoint_id: str, user: str) -> None:
+    async def record_restore(
+        self, runtime_id: str, checkpoint_id: str, user: str
+    ) -> RuntimeRestoreResult:
         """A kernel restored itself (the magic): make the checkpoint its head."""
         with self.events.operation("restore", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
             event.checkpoint_id = checkpoint_id
             self.service.record_restore(runtime_id, checkpoint_id)
-            event.status = (await self.service.get_runtime(runtime_id)).status.value
+            runtime = await self.service.get_runtime(runtime_id)
+            event.status = runtime.status.value
+        checkpoint = self.service.get_checkpoint(checkpoint_id)
+        return RuntimeRestoreResult(
+            runtime=runtime,
+            checkpoint_id=checkpoint.checkpoint_id,
+            unrestorable=checkpoint.unrestorable,
+        )
 
     async def pause(
         self,
@@ -390,7 +416,9 @@ class RuntimeSessions:
             event.status = result.runtime.status.value
         return result
 
-    async def exec(self, runtime_id: str, command: str, timeout: float | None, user: str) -> Any:
+    async def exec(
+        self, runtime_id: str, command: str, timeout: float | None, user: str
+    ) -> ExecResult:
         """Run a shell command in the runtime's backend (the `%%sandbox` magic)."""
         await self.ensure_runtime(runtime_id, user)
         return await self.service.exec(runtime_id, command, timeout=timeout)

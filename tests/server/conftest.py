@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +16,30 @@ import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 
 from ditto_jupyter.server.app import DittoJupyterApp
+from tests.server.notebook_sessions import open_notebook_session, run
 
 Api = Callable[..., Awaitable[tuple[int, Any]]]
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """A live runtime of the test server: a Jupyter session and its real kernel."""
+
+    runtime_id: str
+    kernel_id: str
+
+
+OpenRuntime = Callable[..., Awaitable[Runtime]]
+
+
 @pytest.fixture
-def ditto_context() -> str:
-    """Which session context the server captures: real kernels unless a module overrides."""
-    return "kernel"
+def ditto_load_magics() -> bool:
+    """Whether kernels load the magics at start; modules that test only REST turn it off.
+
+    Loading them costs each kernel start about a second; REST tests need none of them
+    (captures and restores call `ditto_jupyter.kernel.capture` in the kernel either way).
+    """
+    return True
 
 
 @pytest.fixture
@@ -31,7 +48,7 @@ def ditto_data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def jp_server_config(ditto_context: str, ditto_data_dir: Path) -> Any:
+def jp_server_config(ditto_load_magics: bool, ditto_data_dir: Path) -> Any:
     from traitlets.config import Config
 
     return Config(
@@ -41,7 +58,7 @@ def jp_server_config(ditto_context: str, ditto_data_dir: Path) -> Any:
             },
             "DittoJupyterApp": {
                 "data_dir": str(ditto_data_dir),
-                "context_capture": ditto_context,
+                "load_magics": ditto_load_magics,
             },
         }
     )
@@ -79,3 +96,26 @@ def api(jp_fetch: Any, ditto_app: DittoJupyterApp) -> Api:
         return response.code, (json.loads(text) if text else None)
 
     return call
+
+
+@pytest.fixture
+def open_runtime(
+    api: Api, ditto_app: DittoJupyterApp, jp_fetch: Any, jp_root_dir: Path
+) -> OpenRuntime:
+    """`await open_runtime("nb.ipynb", x=1)`: a notebook session whose kernel holds `x = 1`.
+
+    The runtime is registered (the way the side panel's first GET does) before it returns.
+    Give each runtime of a test its own notebook path: Jupyter has one session per path.
+    """
+
+    async def open_(path: str = "notebooks/work.ipynb", *cells: str, **values: Any) -> Runtime:
+        session = await open_notebook_session(jp_fetch, jp_root_dir, path, *cells)
+        runtime = Runtime(session["id"], session["kernel"]["id"])
+        if values:
+            assignments = "\n".join(f"{name} = {value!r}" for name, value in values.items())
+            await run(ditto_app, runtime.kernel_id, assignments)
+        status, record = await api("GET", runtime.runtime_id)
+        assert (status, record["status"]) == (200, "idle"), record
+        return runtime
+
+    return open_

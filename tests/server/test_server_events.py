@@ -1,7 +1,8 @@
 """Runtime events: every operation emits one event of the registered schema.
 
 Subscribed both ways a client can: an event-logger listener in the server process, and the
-`/api/events/subscribe` websocket the JupyterLab side panel uses.
+`/api/events/subscribe` websocket the JupyterLab side panel uses. The runtimes are real
+notebook sessions with real kernels (`open_runtime` of conftest.py).
 """
 
 from __future__ import annotations
@@ -11,19 +12,19 @@ from typing import Any
 
 import pytest
 
-from ditto_jupyter.server.app import DittoJupyterApp
 from ditto_jupyter.server.events import RUNTIME_EVENT_SCHEMA_ID
+from tests.server.conftest import OpenRuntime
 
 Api = Any  # the `api` fixture of conftest.py
 
 
 @pytest.fixture
-def ditto_context() -> str:
-    return "memory"
+def ditto_load_magics() -> bool:
+    return False
 
 
 async def test_every_operation_emits_one_event(
-    api: Api, ditto_app: DittoJupyterApp, jp_serverapp: Any
+    api: Api, open_runtime: OpenRuntime, jp_serverapp: Any
 ) -> None:
     assert RUNTIME_EVENT_SCHEMA_ID in jp_serverapp.event_logger.schemas.schema_ids
     events: list[dict[str, Any]] = []
@@ -31,18 +32,17 @@ async def test_every_operation_emits_one_event(
     async def listener(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
         events.append(data)
 
+    r1 = (await open_runtime("nb.ipynb")).runtime_id  # registered before the listener
     jp_serverapp.event_logger.add_listener(schema_id=RUNTIME_EVENT_SCHEMA_ID, listener=listener)
-    assert ditto_app.service is not None
-    await ditto_app.service.create_runtime("nb.ipynb", runtime_id="r1")
 
-    _, cp = await api("POST", "checkpoint", {"runtime_id": "r1", "name": "a"})
+    _, cp = await api("POST", "checkpoint", {"runtime_id": r1, "name": "a"})
     _, child = await api("POST", "checkout", {"checkpoint_id": cp["checkpoint_id"]})
-    await api("POST", "restore", {"runtime_id": "r1", "checkpoint_id": "a"})
-    _, paused = await api("POST", "pause", {"runtime_id": "r1"})
-    await api("POST", "resume", {"runtime_id": "r1"})
+    await api("POST", "restore", {"runtime_id": r1, "checkpoint_id": "a"})
+    _, paused = await api("POST", "pause", {"runtime_id": r1})
+    await api("POST", "resume", {"runtime_id": r1})
     await api("POST", "checkpoint/delete-snapshot", {"checkpoint_id": cp["checkpoint_id"]})
-    await api("POST", "close", {"runtime_id": "r1"})
-    status, refused = await api("POST", "checkpoint", {"runtime_id": "r1"})
+    await api("POST", "close", {"runtime_id": r1})
+    status, refused = await api("POST", "checkpoint", {"runtime_id": r1})
     assert status == 409
     await jp_serverapp.event_logger.gather_listeners()
 
@@ -60,7 +60,7 @@ async def test_every_operation_emits_one_event(
     assert by_action["checkpoint"]["checkpoint_id"] == cp["checkpoint_id"]
     assert by_action["checkpoint"]["status"] == "idle" and by_action["checkpoint"]["ok"] is True
     assert by_action["checkout"]["runtime_id"] == child["runtime"]["runtime_id"]
-    assert by_action["checkout"]["source_runtime_id"] == "r1"
+    assert by_action["checkout"]["source_runtime_id"] == r1
     assert by_action["pause"]["status"] == "paused"
     assert by_action["pause"]["checkpoint_id"] == paused["checkpoint_id"]
     assert by_action["close"]["status"] == "closed"
@@ -70,13 +70,12 @@ async def test_every_operation_emits_one_event(
 
 
 async def test_side_panel_websocket_receives_runtime_events(
-    api: Api, ditto_app: DittoJupyterApp, jp_ws_fetch: Any
+    api: Api, open_runtime: OpenRuntime, jp_ws_fetch: Any
 ) -> None:
-    assert ditto_app.service is not None
-    await ditto_app.service.create_runtime("nb.ipynb", runtime_id="r1")
+    r1 = (await open_runtime("nb.ipynb")).runtime_id
     ws = await jp_ws_fetch("api", "events", "subscribe")
     try:
-        status, cp = await api("POST", "checkpoint", {"runtime_id": "r1"})
+        status, cp = await api("POST", "checkpoint", {"runtime_id": r1})
         assert status == 200
         for _ in range(20):
             message = json.loads(await ws.read_message())
@@ -85,7 +84,7 @@ async def test_side_panel_websocket_receives_runtime_events(
         else:
             pytest.fail("no runtime event on /api/events/subscribe")
         assert message["action"] == "checkpoint"
-        assert message["runtime_id"] == "r1"
+        assert message["runtime_id"] == r1
         assert message["checkpoint_id"] == cp["checkpoint_id"]
         assert message["ok"] is True
     finally:

@@ -12,45 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from ditto_jupyter.server.app import DittoJupyterApp
+from tests.server.notebook_sessions import open_notebook_session, run, wait_until_busy
 
 pytestmark = pytest.mark.slow  # real kernels under a real Jupyter server
 
 Api = Any  # the `api` fixture of conftest.py
-
-
-async def open_notebook_session(jp_fetch: Any, root: Path, path: str) -> dict[str, Any]:
-    """Create `path` as a notebook and open a Jupyter session with a python3 kernel on it."""
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nbformat.v4.new_notebook(), str(target))
-    body = {
-        "path": path,
-        "name": Path(path).name,
-        "type": "notebook",
-        "kernel": {"name": "python3"},
-    }
-    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(body))
-    model: dict[str, Any] = json.loads(response.body)
-    return model
-
-
-async def run(app: DittoJupyterApp, kernel_id: str, code: str) -> str:
-    assert app.host is not None
-    return await app.host.execute(kernel_id, textwrap.dedent(code))
-
-
-async def wait_until_busy(app: DittoJupyterApp, kernel_id: str) -> None:
-    assert app.host is not None
-    while not await app.host.is_busy(kernel_id):
-        await asyncio.sleep(0.02)
 
 
 async def jupyter_session(jp_fetch: Any, session_id: str) -> tuple[int, Any]:
@@ -292,8 +264,3 @@ async def test_a_busy_kernel_checkpoints_and_pauses_itself(
     out = await run(ditto_app, resumed["kernel_id"], "print(secret['k'])")
     assert out.strip() == "changed"
     await api("POST", "close", {"runtime_id": runtime_id})
-
-
-@pytest.fixture
-def ditto_context() -> str:
-    return "kernel"

@@ -1,0 +1,363 @@
+"""The one table of the runtime API's routes (DESIGN.md section 6 and the extension's own).
+
+Each `RouteSpec` says everything about a route: its method and path, the request model its
+body is validated with (None for GET), the result model, the error types it can answer,
+and the call: an async function of the session mapping and the parsed request. The REST
+handlers (`handlers.py`) and the OpenAPI document (`openapi.py`) are both built from
+`ROUTES`; neither knows the other. The calls talk only to `RuntimeSessions`.
+
+Beyond the table of section 6, a few routes serve the magics and the side panel:
+`POST /api/v1/runtimes/restore` (restore an idle kernel in place), `POST .../exec` (a shell
+command in the runtime's backend, for `%%sandbox`), the `self/...` routes a kernel calls
+about itself from a magic (it is busy running the magic, so it captures or restores its
+own namespace and the server only records the result; `self/checkout` skips the idle
+check for the caller's own checkpoints), and two reads of one checkpoint by id, unique id
+prefix or name: `GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` within a
+runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from ditto_jupyter.core.errors import (
+    ERROR_TYPES,
+    CheckpointNotFound,
+    DittoError,
+    InvalidRequest,
+    RuntimeNotFound,
+)
+from ditto_jupyter.core.models import (
+    CheckpointListResult,
+    RuntimeCheckoutRequest,
+    RuntimeCheckoutResult,
+    RuntimeCheckpointRequest,
+    RuntimeCheckpointResult,
+    RuntimeCheckpointSnapshotDeleteRequest,
+    RuntimeCheckpointSnapshotDeleteResult,
+    RuntimeCloseRequest,
+    RuntimeCloseResult,
+    RuntimeListResult,
+    RuntimePauseRequest,
+    RuntimePauseResult,
+    RuntimeRecord,
+    RuntimeResumeRequest,
+    RuntimeResumeResult,
+)
+from ditto_jupyter.server.models import (
+    CheckpointDetail,
+    ExecRequest,
+    ExecResponse,
+    RuntimeRestoreRequest,
+    RuntimeRestoreResult,
+    SelfCheckoutRequest,
+    SelfCheckpointRequest,
+)
+from ditto_jupyter.server.sessions import RuntimeSessions
+
+#: The prefix of every route of the API, below the server's base_url.
+API_PREFIX = "/api/v1/runtimes"
+
+#: What each path parameter of the table names (shown in the OpenAPI document).
+PATH_PARAMETERS: dict[str, str] = {
+    "runtime_id": "The runtime id (the Jupyter session id).",
+    "reference": "A checkpoint id, unique id prefix, or name.",
+}
+
+#: Every error an operation on a runtime can answer.
+OPERATION_ERRORS: tuple[type[DittoError], ...] = ERROR_TYPES
+
+Body = TypeVar("Body")
+
+
+@dataclass(frozen=True)
+class RouteRequest(Generic[Body]):
+    """A request as a call sees it: the validated body, the path parameters, the user."""
+
+    body: Body
+    path: Mapping[str, str]
+    user: str
+
+
+@dataclass(frozen=True)
+class RouteSpec(Generic[Body]):
+    """One route: how it is reached, what it takes and answers, and what it does."""
+
+    method: Literal["GET", "POST"]
+    path: str
+    summary: str
+    operation_id: str
+    request: type[Body] | None
+    response: type[BaseModel]
+    errors: tuple[type[DittoError], ...]
+    call: Callable[[RuntimeSessions, RouteRequest[Body]], Awaitable[BaseModel]]
+    #: GET routes of collections and runtimes also answer with a trailing slash.
+    trailing_slash: bool = False
+
+    @property
+    def parameters(self) -> list[str]:
+        """The path parameters, in the order the path names them."""
+        return re.findall(r"\{(\w+)\}", self.path)
+
+    def pattern(self) -> str:
+        """The tornado URL pattern (relative to base_url) of this route."""
+        parts = re.split(r"(\{\w+\})", self.path)
+        regex = "".join(
+            f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
+            for part in parts
+        )
+        return regex + ("/?" if self.trailing_slash else "")
+
+
+# ---- calls that do more than one call of the session mapping ---------------------------
+
+
+async def _self_checkout(
+    sessions: RuntimeSessions, req: RouteRequest[SelfCheckoutRequest]
+) -> BaseModel:
+    """A kernel's own checkout: register the calling runtime, then branch (no idle check)."""
+    body = req.body
+    await sessions.ensure_runtime(body.runtime_id, req.user)
+    return await sessions.checkout(
+        body.checkpoint_id,
+        body.conversation_id,
+        body.sender_id,
+        body.metadata,
+        caller_runtime_id=body.runtime_id,
+    )
+
+
+async def _exec(sessions: RuntimeSessions, req: RouteRequest[ExecRequest]) -> BaseModel:
+    body = req.body
+    result = await sessions.exec(body.runtime_id, body.command, body.timeout, req.user)
+    return ExecResponse(
+        exit_code=result.exit_code,
+        stdout=result.stdout,
+        stderr=result.stderr,
+        timed_out=result.timed_out,
+        truncated=result.truncated,
+    )
+
+
+async def _checkpoint_detail(
+    sessions: RuntimeSessions, req: RouteRequest[None]
+) -> CheckpointDetail:
+    """One checkpoint by reference, within the path's runtime when it names one."""
+    runtime_id = req.path.get("runtime_id")
+    checkpoint = await sessions.find_checkpoint(req.path["reference"], runtime_id, req.user)
+    return CheckpointDetail(
+        checkpoint=checkpoint.summary(), context_manifest_id=checkpoint.context_manifest_id
+    )
+
+
+# ---- the table: each call talks to the session mapping only ----------------------------
+
+# One row a route: method, path, summary, OpenAPI operationId, request model (GET: None),
+# result model, error types, call. Built without a declared type first, so that mypy checks
+# each call with its own request model (under `tuple[RouteSpec[Any], ...]` every body would
+# be Any).
+_TABLE = (
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/checkpoint",
+        "Checkpoint a runtime",
+        "checkpoint_a_runtime",
+        RuntimeCheckpointRequest,
+        RuntimeCheckpointResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.checkpoint(
+            req.body.runtime_id, req.body.name, req.body.metadata, req.user
+        ),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/checkpoint/delete-snapshot",
+        "Delete a checkpoint's snapshot",
+        "delete_a_checkpoints_snapshot",
+        RuntimeCheckpointSnapshotDeleteRequest,
+        RuntimeCheckpointSnapshotDeleteResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.delete_snapshot(req.body.checkpoint_id),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/checkout",
+        "Check out a checkpoint",
+        "check_out_a_checkpoint",
+        RuntimeCheckoutRequest,
+        RuntimeCheckoutResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.checkout(
+            req.body.checkpoint_id, req.body.conversation_id, req.body.sender_id, req.body.metadata
+        ),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/pause",
+        "Pause a runtime",
+        "pause_a_runtime",
+        RuntimePauseRequest,
+        RuntimePauseResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.pause(
+            req.body.runtime_id, req.body.name, req.body.metadata, req.user
+        ),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/resume",
+        "Resume a runtime",
+        "resume_a_runtime",
+        RuntimeResumeRequest,
+        RuntimeResumeResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.resume(req.body.runtime_id, req.body.metadata, req.user),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/close",
+        "Close a runtime",
+        "close_a_runtime",
+        RuntimeCloseRequest,
+        RuntimeCloseResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.close(req.body.runtime_id, req.user),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/restore",
+        "Restore a runtime in place",
+        "restore_a_runtime_in_place",
+        RuntimeRestoreRequest,
+        RuntimeRestoreResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.restore(
+            req.body.runtime_id, req.body.checkpoint_id, req.user
+        ),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/self/checkpoint",
+        "Record a kernel's own checkpoint",
+        "record_a_kernels_own_checkpoint",
+        SelfCheckpointRequest,
+        RuntimeCheckpointResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.checkpoint(
+            req.body.runtime_id,
+            req.body.name,
+            req.body.metadata,
+            req.user,
+            precaptured=req.body.capture,
+        ),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/self/checkout",
+        "Check out from a kernel's magic",
+        "check_out_from_a_kernels_magic",
+        SelfCheckoutRequest,
+        RuntimeCheckoutResult,
+        OPERATION_ERRORS,
+        _self_checkout,
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/exec",
+        "Run a command in a runtime's backend",
+        "run_a_command_in_a_runtimes_backend",
+        ExecRequest,
+        ExecResponse,
+        OPERATION_ERRORS,
+        _exec,
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/self/pause",
+        "Pause a kernel that captured itself",
+        "pause_a_kernel_that_captured_itself",
+        SelfCheckpointRequest,
+        RuntimePauseResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.pause(
+            req.body.runtime_id,
+            req.body.name,
+            req.body.metadata,
+            req.user,
+            precaptured=req.body.capture,
+        ),
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/self/restore",
+        "Record a kernel's own restore",
+        "record_a_kernels_own_restore",
+        RuntimeRestoreRequest,
+        RuntimeRestoreResult,
+        OPERATION_ERRORS,
+        lambda sessions, req: sessions.record_restore(
+            req.body.runtime_id, req.body.checkpoint_id, req.user
+        ),
+    ),
+    RouteSpec[None](
+        "GET",
+        API_PREFIX,
+        "List runtimes",
+        "list_runtimes",
+        None,
+        RuntimeListResult,
+        (),
+        lambda sessions, req: sessions.list_runtimes(req.user),
+        trailing_slash=True,
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/{{runtime_id}}",
+        "Get a runtime",
+        "get_runtime",
+        None,
+        RuntimeRecord,
+        (RuntimeNotFound,),
+        lambda sessions, req: sessions.get_runtime(req.path["runtime_id"], req.user),
+        trailing_slash=True,
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/{{runtime_id}}/checkpoints",
+        "List a runtime's checkpoints",
+        "list_checkpoints",
+        None,
+        CheckpointListResult,
+        (RuntimeNotFound,),
+        lambda sessions, req: sessions.list_checkpoints(req.path["runtime_id"], req.user),
+        trailing_slash=True,
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/{{runtime_id}}/checkpoints/{{reference}}",
+        "Resolve a checkpoint by id, id prefix or name",
+        "get_checkpoint",
+        None,
+        CheckpointDetail,
+        (InvalidRequest, RuntimeNotFound, CheckpointNotFound),
+        _checkpoint_detail,
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/checkpoints/{{reference}}",
+        "Resolve a checkpoint of any runtime by id, id prefix or name",
+        "find_checkpoint",
+        None,
+        CheckpointDetail,
+        (InvalidRequest, CheckpointNotFound),
+        _checkpoint_detail,
+    ),
+)
+
+#: Every route of the API, in the order of the OpenAPI document.
+ROUTES: tuple[RouteSpec[Any], ...] = _TABLE

@@ -1,0 +1,75 @@
+"""A TEST DOUBLE of the session context capture: a JSON namespace per runtime, no kernel.
+
+The control plane's tests (`test_service*.py`) run RuntimeService on it, so they need no
+kernel: `execute` stands in for running a cell, `busy` for a kernel running one, and
+dropping a runtime's namespace for a kernel that died. Captures go to the real blob store
+as signed manifests, like the kernel capture's. The product never uses it: the server and
+the magics capture real kernels (`ditto_jupyter.kernel.host_context_capture`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import BackendError
+from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
+
+
+class InMemoryContextCapture:
+    """A JSON namespace per runtime, captured to the blob store (a SessionContextCapture)."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self.blobs = blobs
+        self.namespaces: dict[str, dict[str, Any]] = {}
+        self.busy: set[str] = set()
+        self.execution_counts: dict[str, int] = {}
+
+    def namespace(self, runtime_id: str) -> dict[str, Any]:
+        """The live namespace of a started runtime."""
+        try:
+            return self.namespaces[runtime_id]
+        except KeyError:
+            raise BackendError(f"runtime {runtime_id} has no live context") from None
+
+    def execute(self, runtime_id: str, **assignments: Any) -> None:
+        """Stand-in for running a cell: assign variables and bump the execution count."""
+        self.namespace(runtime_id).update(assignments)
+        self.execution_counts[runtime_id] = self.execution_counts.get(runtime_id, 0) + 1
+
+    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
+        self.namespaces[session.session_id] = {}
+        self.execution_counts[session.session_id] = 0
+        return {"context": "memory"}
+
+    async def stop(self, session: SessionRecord) -> None:
+        self.namespaces.pop(session.session_id, None)
+        self.busy.discard(session.session_id)
+
+    async def is_busy(self, session: SessionRecord) -> bool:
+        return session.session_id in self.busy
+
+    async def capture(self, session: SessionRecord) -> ContextCapture:
+        data = orjson.dumps(self.namespace(session.session_id), option=orjson.OPT_SORT_KEYS)
+        stored = self.blobs.put_bytes(data)
+        manifest_id, manifest_bytes = self.blobs.put_manifest(
+            {"kind": "memory-context", "chunks": stored.chunks, "size": stored.size}
+        )
+        return ContextCapture(
+            manifest_id=manifest_id,
+            bytes_written=stored.bytes_written + manifest_bytes,
+            execution_count=self.execution_counts.get(session.session_id),
+        )
+
+    async def restore(
+        self, session: SessionRecord, manifest_id: str | None
+    ) -> list[UnrestorableValue]:
+        namespace: dict[str, Any] = {}
+        if manifest_id is not None:
+            body = self.blobs.get_manifest(manifest_id)
+            namespace = orjson.loads(self.blobs.get_bytes(body["chunks"]))
+        self.namespaces[session.session_id] = namespace
+        return []
