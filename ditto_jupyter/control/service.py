@@ -357,7 +357,7 @@ class RuntimeService:
         manifest_id = capture.manifest_id
         try:
             body = self.blobs.get_manifest(manifest_id)
-        except BlobError as error:
+        except (BlobError, OSError) as error:
             raise InvalidRequest(
                 f"capture.manifest_id {manifest_id!r} is not a valid manifest of this "
                 f"server's store ({error})"
