@@ -24,7 +24,7 @@ SKIP_IS_FAILURE_ENV = "CI"
 def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("DITTO_TEST_KEEP_ENV"):
         os.environ["DITTO_DATA_DIR"] = tempfile.mkdtemp(prefix="ditto-test-data-")
-        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID"):
+        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_RUNTIME_TOKEN"):
             os.environ.pop(name, None)
 
 

@@ -60,6 +60,12 @@ def _runtime_line(runtime: dict[str, Any]) -> str:
     return f"{runtime['runtime_id']} ({runtime['status']}, {runtime['conversation_id']})"
 
 
+def _not_restored(result: dict[str, Any], out: TextIO) -> None:
+    """One line per value the runtime's kernel does not hold after the operation."""
+    for value in result.get("unrestorable", []):
+        print(f"  not restored: {value['name']} ({value['type']}): {value['reason']}", file=out)
+
+
 def render(command: str, result: Any, out: TextIO) -> None:
     """Human output of one command's result."""
     if command == "runtimes":
@@ -111,12 +117,12 @@ def render(command: str, result: Any, out: TextIO) -> None:
             print(f"  kernel {result['kernel_id']}", file=out)
         if result.get("notebook_path"):
             print(f"  notebook {result['notebook_path']}", file=out)
+        _not_restored(result, out)
     elif command == "restore":
         print(
             f"restored {result['checkpoint_id']} into {_runtime_line(result['runtime'])}", file=out
         )
-        for value in result["unrestorable"]:
-            print(f"  not restored: {value['name']} ({value['type']}): {value['reason']}", file=out)
+        _not_restored(result, out)
     elif command == "pause":
         print(
             f"paused {_runtime_line(result['runtime'])} at checkpoint {result['checkpoint_id']}",
@@ -128,6 +134,7 @@ def render(command: str, result: Any, out: TextIO) -> None:
             f"resumed {_runtime_line(result['runtime'])} from {result['checkpoint_id']}{kernel}",
             file=out,
         )
+        _not_restored(result, out)
     elif command == "close":
         extra = ", provider sandbox deleted" if result["provider_sandbox_deleted"] else ""
         print(f"closed {_runtime_line(result['runtime'])}{extra}", file=out)

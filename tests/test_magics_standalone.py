@@ -22,7 +22,7 @@ from tests.magic_display import printed_once, returned_once
 class Kernel:
     def __init__(self, data_dir: Path, cwd: Path) -> None:
         env = {**os.environ, "DITTO_DATA_DIR": str(data_dir)}
-        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID"):
+        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_RUNTIME_TOKEN"):
             env.pop(name, None)
         self.manager = KernelManager(kernel_name="python3")
         self.manager.start_kernel(env=env, cwd=str(cwd))

@@ -31,7 +31,7 @@ from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.context_capture import SessionContextCapture
 from ditto_jupyter.control.store import CheckpointStore
-from ditto_jupyter.core.blobs import BlobStore, GcReport
+from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore, GcReport
 from ditto_jupyter.core.errors import (
     CheckpointNotFound,
     InvalidRequest,
@@ -303,7 +303,8 @@ class RuntimeService:
 
         `precaptured` is the self-capture path: a magic running inside the kernel has
         captured its own namespace (the kernel is busy running the magic, so it is not
-        asked again and the busy check does not apply).
+        asked again and the busy check does not apply). It must be a kernel-namespace
+        manifest of this blob store captured for this runtime (InvalidRequest otherwise).
         """
         async with self._operation(runtime_id):
             previous = self.store.get_head(runtime_id)
@@ -331,6 +332,8 @@ class RuntimeService:
         session = self._live_session(runtime_id)
         if precaptured is None:
             await self._require_idle(session)
+        else:
+            self._check_self_capture(runtime_id, precaptured)
         checkpoint, session = await self._take_checkpoint(session, name, metadata, precaptured)
         try:
             with self.store.transaction():
@@ -341,6 +344,37 @@ class RuntimeService:
             await self._discard_new_ref(runtime_id, checkpoint.backend_ref)
             raise
         return checkpoint, session
+
+    def _check_self_capture(self, runtime_id: str, capture: ContextCapture) -> None:
+        """Refuse a kernel's own capture unless it can become this runtime's checkpoint.
+
+        Its manifest must be in this blob store with a valid signature, of the
+        kernel-namespace kind (so a resume can restore it), and captured for `runtime_id`.
+        A restored manifest (a checkout child's first head, a resumed runtime's) names the
+        runtime it was captured for; new captures name the runtime that made them.
+        Manifests written before the runtime was named stay restorable but are refused here.
+        """
+        manifest_id = capture.manifest_id
+        try:
+            body = self.blobs.get_manifest(manifest_id)
+        except (BlobError, OSError) as error:
+            raise InvalidRequest(
+                f"capture.manifest_id {manifest_id!r} is not a valid manifest of this "
+                f"server's store ({error})"
+            ) from None
+        kind = body.get("kind")
+        if kind != NAMESPACE_MANIFEST_KIND:
+            raise InvalidRequest(
+                f"capture.manifest_id {manifest_id!r} is a {kind!r} manifest, not a "
+                f"{NAMESPACE_MANIFEST_KIND!r} capture of a kernel"
+            )
+        captured_for = body.get("runtime_id")
+        if captured_for != runtime_id:
+            whose = f"runtime {captured_for}" if captured_for else "no runtime"
+            raise InvalidRequest(
+                f"capture.manifest_id {manifest_id!r} was captured for {whose}, not for "
+                f"runtime {runtime_id}"
+            )
 
     async def _take_checkpoint(
         self,
@@ -452,7 +486,9 @@ class RuntimeService:
                     "updated_at_ms": now_ms(),
                 }
             )
-            child = await self._start_context(child, backend, checkpoint, handle_state)
+            child, unrestorable = await self._start_context(
+                child, backend, checkpoint, handle_state
+            )
             try:
                 with self.store.transaction():
                     self.store.insert_session(child)
@@ -465,6 +501,7 @@ class RuntimeService:
             runtime=await self._public(child),
             checkpoint_id=checkpoint.checkpoint_id,
             source_runtime_id=source.session_id,
+            unrestorable=unrestorable,
             kernel_id=child.handle_state.get("kernel_id"),
         )
 
@@ -487,8 +524,11 @@ class RuntimeService:
         backend: DirtyTrackingBackend,
         checkpoint: RuntimeCheckpoint,
         handle_state: dict[str, Any] | None,
-    ) -> SessionRecord:
-        """Start (or adopt) a context for `session` and restore the checkpoint into it."""
+    ) -> tuple[SessionRecord, list[UnrestorableValue]]:
+        """Start (or adopt) a context for `session` and restore the checkpoint into it.
+
+        Returns the session and every value the new context does not hold.
+        """
         started = handle_state is None
         try:
             if handle_state is None:
@@ -497,7 +537,7 @@ class RuntimeService:
             if execution_count is not None:
                 handle_state = {**handle_state, _EXECUTION_COUNT: execution_count}
             session = session.model_copy(update={"handle_state": handle_state})
-            await self.context.restore(session, checkpoint.context_manifest_id)
+            unrestorable = await self.context.restore(session, checkpoint.context_manifest_id)
         except BaseException:
             if started:
                 with contextlib.suppress(Exception):
@@ -505,7 +545,7 @@ class RuntimeService:
             with contextlib.suppress(Exception):
                 await self.backends.release(session.session_id)
             raise
-        return session
+        return session, unrestorable
 
     async def _undo_start(self, session: SessionRecord) -> None:
         with contextlib.suppress(Exception):
@@ -531,7 +571,13 @@ class RuntimeService:
         return checkpoint, unrestorable
 
     def record_restore(self, runtime_id: str, checkpoint_id: str) -> None:
-        """Make a checkpoint the head of a runtime that restored it itself."""
+        """Make a checkpoint the head of a runtime that restored it itself.
+
+        Its kernel is busy only with the magic asking; another control operation on the
+        runtime in flight is refused with SessionBusy, as for restore.
+        """
+        if runtime_id in self._in_flight:
+            raise SessionBusy(f"runtime {runtime_id} has another control operation in flight")
         self._live_session(runtime_id)
         self._checkpoint(checkpoint_id)
         self.store.set_head(runtime_id, checkpoint_id)
@@ -600,7 +646,9 @@ class RuntimeService:
                     "updated_at_ms": now_ms(),
                 }
             )
-            session = await self._start_context(session, backend, checkpoint, handle_state)
+            session, unrestorable = await self._start_context(
+                session, backend, checkpoint, handle_state
+            )
             try:
                 with self.store.transaction():
                     self.store.put_session(session)
@@ -611,6 +659,7 @@ class RuntimeService:
         return RuntimeResumeResult(
             runtime=await self._public(session),
             checkpoint_id=checkpoint.checkpoint_id,
+            unrestorable=unrestorable,
             kernel_id=session.handle_state.get("kernel_id"),
         )
 

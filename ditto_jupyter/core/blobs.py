@@ -10,6 +10,10 @@ A manifest body is any JSON object; it must list every chunk it references under
 `"chunks"` and may list child manifests under `"manifests"`, so garbage collection can
 compute what is still live. Several processes (the server and its kernels) may share one
 store: writes are atomic renames of content-addressed names, so racing writers agree.
+
+A body names its `"kind"`. A checkpoint's variables are a `NAMESPACE_MANIFEST_KIND` manifest
+whose signed body also names the runtime it was captured for (`"runtime_id"`; manifests
+written before that field lack it).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ CHUNK_SIZE = 1 << 20
 CODEC_RAW = b"R"
 #: Codec tag of a chunk stored as one zstd frame (when that saves at least 15%).
 CODEC_ZSTD = b"Z"
+#: The `kind` of a kernel-namespace manifest (a checkpoint's variables).
+NAMESPACE_MANIFEST_KIND = "kernel-namespace"
 _HEX = frozenset("0123456789abcdef")
 _SAMPLE = 64 * 1024
 _MIN_GAIN = 0.85

@@ -102,9 +102,9 @@ class ContextCapture(_Strict):
     """What a session-context capture produced: its signed manifest and what it cost."""
 
     manifest_id: str
-    bytes_written: int = 0
+    bytes_written: int = Field(default=0, ge=0)
     unrestorable: list[UnrestorableValue] = Field(default_factory=list)
-    execution_count: int | None = None
+    execution_count: int | None = Field(default=None, ge=0)
 
 
 class RuntimeCheckpoint(_Strict):
@@ -205,11 +205,16 @@ class RuntimeCheckpointSnapshotDeleteResult(_Strict):
 
 
 class RuntimeCheckoutResult(_Strict):
-    """Result of checkout: the new child runtime, its kernel and notebook copy."""
+    """Result of checkout: the new child runtime, its kernel and notebook copy.
+
+    `unrestorable` lists every value the child does not hold: those the checkpoint could not
+    keep, and those its new kernel could not load (a module only the source could import).
+    """
 
     runtime: RuntimeRecord
     checkpoint_id: str
     source_runtime_id: str
+    unrestorable: list[UnrestorableValue]
     kernel_id: str | None = None
     notebook_path: str | None = None
 
@@ -222,10 +227,14 @@ class RuntimePauseResult(_Strict):
 
 
 class RuntimeResumeResult(_Strict):
-    """Result of resume: same runtime id, the checkpoint resumed from, the new kernel."""
+    """Result of resume: same runtime id, the checkpoint resumed from, the new kernel.
+
+    `unrestorable` lists every value the new kernel does not hold (as for checkout).
+    """
 
     runtime: RuntimeRecord
     checkpoint_id: str
+    unrestorable: list[UnrestorableValue]
     kernel_id: str | None = None
 
 

@@ -73,6 +73,7 @@ class KernelContextCapture:
             {
                 "blob_root": str(self.blob_root),
                 "previous_manifest_id": self._last_manifest.get(kernel_id),
+                "runtime_id": session.session_id,
             },
         )
         try:

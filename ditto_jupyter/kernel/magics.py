@@ -222,6 +222,7 @@ class DittoMagics(Magics):
                 self.namespace,
                 open_blob_store(control.blob_root),
                 previous_manifest_id=self._last_manifest,
+                runtime_id=control.runtime_id,
             )
             result = control.checkpoint(capture, args.name, metadata)
             self._last_manifest = capture.manifest_id
@@ -284,6 +285,8 @@ class DittoMagics(Magics):
             hint = control.connection_hint(result.kernel_id)
             extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
             extra += [f"connect: {hint}"] if hint else []
+            lost = unrestorable_line(result.unrestorable)
+            extra += [lost] if lost else []
             print("; ".join([text, *extra]))
 
         self._guard(run)
@@ -304,6 +307,7 @@ class DittoMagics(Magics):
                 self.namespace,
                 open_blob_store(control.blob_root),
                 previous_manifest_id=self._last_manifest,
+                runtime_id=control.runtime_id,
             )
             result = control.pause_self(capture, args.name)
             rid = result.runtime.runtime_id
@@ -349,7 +353,10 @@ class DittoMagics(Magics):
                 f"{_short(result.checkpoint_id)} in {elapsed:.2f} s"
             )
             hint = control.connection_hint(result.kernel_id)
-            print(text + (f"; connect: {hint}" if hint else ""))
+            extra = [f"connect: {hint}"] if hint else []
+            lost = unrestorable_line(result.unrestorable)
+            extra += [lost] if lost else []
+            print("; ".join([text, *extra]))
 
         self._guard(run)
 

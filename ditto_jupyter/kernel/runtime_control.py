@@ -1,7 +1,9 @@
 """What the magics talk to: the server's REST API, or an in-process RuntimeService.
 
 `ServerControl` is used when the kernel was started by a Jupyter server with the
-extension (`DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_RUNTIME_ID` in its environment).
+extension (`DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_RUNTIME_ID` in its environment, and
+`DITTO_RUNTIME_TOKEN`, which the `self/...` routes require as proof that the request
+comes from this runtime's own kernel).
 `LocalControl` runs the same RuntimeService in-process on the embedded store when there is
 no server (plain IPython, `jupyter console`, nbval): the calling kernel is a runtime whose
 context is captured in-process, and runtimes it checks out or resumes get kernels of their
@@ -119,12 +121,19 @@ class ServerControl:
 
     mode = "server"
 
-    def __init__(self, url: str, token: str, runtime_id: str, data_dir: Path) -> None:
+    def __init__(
+        self, url: str, token: str, runtime_id: str, data_dir: Path, runtime_token: str = ""
+    ) -> None:
         from ditto_jupyter.client import RuntimeClient
 
         self.client = RuntimeClient(url, token)
         self.runtime_id = runtime_id
+        self.runtime_token = runtime_token
         self.blob_root = data_dir / "blobs"
+
+    def _self_body(self, **fields: Any) -> dict[str, Any]:
+        """The body of a `self/...` request: this runtime, its token, and `fields`."""
+        return {"runtime_id": self.runtime_id, "runtime_token": self.runtime_token, **fields}
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         from ditto_jupyter.client import CliError
@@ -145,12 +154,9 @@ class ServerControl:
     def checkpoint(
         self, capture: ContextCapture, name: str | None, metadata: dict[str, Any] | None
     ) -> RuntimeCheckpointResult:
-        body = {
-            "runtime_id": self.runtime_id,
-            "capture": capture.model_dump(mode="json"),
-            "name": name,
-            "metadata": metadata,
-        }
+        body = self._self_body(
+            capture=capture.model_dump(mode="json"), name=name, metadata=metadata
+        )
         return _parse(RuntimeCheckpointResult, self._post("self/checkpoint", body))
 
     def resolve(self, reference: str, runtime_id: str | None = None) -> ResolvedCheckpoint:
@@ -170,25 +176,18 @@ class ServerControl:
         )
 
     def record_restore(self, checkpoint_id: str) -> None:
-        self._post("self/restore", {"runtime_id": self.runtime_id, "checkpoint_id": checkpoint_id})
+        self._post("self/restore", self._self_body(checkpoint_id=checkpoint_id))
 
     def checkout(
         self, checkpoint_id: str, conversation_id: str | None, sender_id: str | None
     ) -> RuntimeCheckoutResult:
-        body = {
-            "runtime_id": self.runtime_id,
-            "checkpoint_id": checkpoint_id,
-            "conversation_id": conversation_id,
-            "sender_id": sender_id,
-        }
+        body = self._self_body(
+            checkpoint_id=checkpoint_id, conversation_id=conversation_id, sender_id=sender_id
+        )
         return _parse(RuntimeCheckoutResult, self._post("self/checkout", body))
 
     def pause_self(self, capture: ContextCapture, name: str | None) -> RuntimePauseResult:
-        body = {
-            "runtime_id": self.runtime_id,
-            "capture": capture.model_dump(mode="json"),
-            "name": name,
-        }
+        body = self._self_body(capture=capture.model_dump(mode="json"), name=name)
         return _parse(RuntimePauseResult, self._post("self/pause", body))
 
     def resume(self, runtime_id: str) -> RuntimeResumeResult:
@@ -288,7 +287,10 @@ class StandaloneContext:
     async def capture(self, session: SessionRecord) -> ContextCapture:
         if self.is_self(session):
             capture = capture_namespace(
-                self.namespace, self.blobs, previous_manifest_id=self.last_manifest
+                self.namespace,
+                self.blobs,
+                previous_manifest_id=self.last_manifest,
+                runtime_id=session.session_id,
             )
             self.last_manifest = capture.manifest_id
             return capture
@@ -430,6 +432,10 @@ def control_from_environment(namespace: Namespace, conversation_id: str) -> Runt
     data_dir = Path(os.environ["DITTO_DATA_DIR"]) if os.environ.get("DITTO_DATA_DIR") else None
     if url and runtime_id:
         return ServerControl(
-            url, os.environ.get("DITTO_TOKEN", ""), runtime_id, data_dir or default_data_dir()
+            url,
+            os.environ.get("DITTO_TOKEN", ""),
+            runtime_id,
+            data_dir or default_data_dir(),
+            os.environ.get("DITTO_RUNTIME_TOKEN", ""),
         )
     return LocalControl(namespace, data_dir=data_dir, conversation_id=conversation_id)

@@ -6,8 +6,9 @@ Enabled by `jupyter-config/jupyter_server_config.d/ditto_jupyter.json`. Configur
 PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`.
 
 IPython kernels the server starts load the magics (`--ext=ditto_jupyter`, trait
-`load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR` and
-`DITTO_RUNTIME_ID` (their session id) in their environment, so the magics can call back.
+`load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR`,
+`DITTO_RUNTIME_ID` (their session id) and `DITTO_RUNTIME_TOKEN` (proof of that id for the
+`self/...` routes, see `runtime_tokens`) in their environment, so the magics can call back.
 Kernels of ordinary Jupyter sessions get them through the session manager's own
 `get_kernel_env` hook (wrapped on the server's instance, the session id taken from the
 `start_kernel_for_session` / `update_session` call it runs in); kernels started by the
@@ -34,6 +35,7 @@ from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
 from ditto_jupyter.server.openapi import openapi_document
+from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions, ServerContextCapture
 from ditto_jupyter.wiring import default_data_dir, open_runtime_service
@@ -118,10 +120,12 @@ class DittoJupyterApp(ExtensionApp):
         """Open the RuntimeService and wire it to the server's kernels, sessions and events."""
         assert self.serverapp is not None
         serverapp = self.serverapp
+        tokens = RuntimeTokens()
         host = ServerKernelHost(
             serverapp.kernel_manager,
             env_provider=self.kernel_env,
             call_timeout=self.kernel_call_timeout,
+            runtime_tokens=tokens,
         )
         service = open_runtime_service(
             self.data_dir,
@@ -133,11 +137,11 @@ class DittoJupyterApp(ExtensionApp):
         assert serverapp.event_logger is not None
         events = RuntimeEvents(serverapp.event_logger)
         sessions = RuntimeSessions(
-            service, serverapp.session_manager, serverapp.contents_manager, events, host
+            service, serverapp.session_manager, serverapp.contents_manager, events, host, tokens
         )
         self.host, self.service, self.runtime_sessions = host, service, sessions
         self.settings["ditto_runtime_sessions"] = sessions
-        install_kernel_env(serverapp.session_manager, self.kernel_env)
+        install_kernel_env(serverapp.session_manager, self.kernel_env, tokens)
         if self.load_magics:
             install_magics_autoload(serverapp.kernel_manager, serverapp.kernel_spec_manager)
         self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
@@ -159,7 +163,11 @@ class DittoJupyterApp(ExtensionApp):
             self.service.close_store()
 
 
-def install_kernel_env(session_manager: Any, env_provider: Callable[[], dict[str, str]]) -> None:
+def install_kernel_env(
+    session_manager: Any,
+    env_provider: Callable[[], dict[str, str]],
+    runtime_tokens: RuntimeTokens | None = None,
+) -> None:
     """Give kernels of Jupyter sessions the DITTO_* variables, their session id included.
 
     Wraps three methods on the server's session-manager instance (not its class):
@@ -179,6 +187,8 @@ def install_kernel_env(session_manager: Any, env_provider: Callable[[], dict[str
         session_id = _session_in_progress.get()
         if session_id:
             env["DITTO_RUNTIME_ID"] = session_id
+            if runtime_tokens is not None:
+                env.update(runtime_tokens.kernel_env(session_id))
         return env
 
     @functools.wraps(original_start)

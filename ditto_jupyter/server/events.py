@@ -17,6 +17,7 @@ from typing import Any
 from jupyter_events import EventLogger
 
 from ditto_jupyter.core.errors import DittoError
+from ditto_jupyter.core.models import UnrestorableValue
 
 RUNTIME_EVENT_SCHEMA_ID = "https://events.ditto-jupyter.dev/ditto_jupyter/runtime/v1"
 RUNTIME_EVENT_SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "runtime" / "v1.yaml"
@@ -37,6 +38,7 @@ class OperationEvent:
     checkpoint_id: str | None = None
     source_runtime_id: str | None = None
     status: str | None = None
+    unrestorable: list[UnrestorableValue] | None = None
     ok: bool = False
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -49,6 +51,11 @@ class OperationEvent:
             "checkpoint_id": self.checkpoint_id,
             "source_runtime_id": self.source_runtime_id,
             "status": self.status,
+            "unrestorable": (
+                None
+                if self.unrestorable is None
+                else [value.model_dump() for value in self.unrestorable]
+            ),
             "duration_ms": round(duration_ms, 3),
             "ok": self.ok,
             "error": self.error,

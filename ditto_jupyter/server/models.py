@@ -26,7 +26,7 @@ class _ExtensionModel(BaseModel):
 
 
 class RuntimeRestoreRequest(_ExtensionModel):
-    """POST /api/v1/runtimes/restore and /self/restore: a checkpoint by id, prefix or name."""
+    """POST /api/v1/runtimes/restore: a checkpoint by id, prefix or name."""
 
     runtime_id: str
     checkpoint_id: str
@@ -40,10 +40,26 @@ class RuntimeRestoreResult(_ExtensionModel):
     unrestorable: list[UnrestorableValue]
 
 
-class SelfCheckpointRequest(_ExtensionModel):
-    """POST /api/v1/runtimes/self/checkpoint and /self/pause: a kernel's own capture."""
+class SelfRestoreRequest(_ExtensionModel):
+    """POST /api/v1/runtimes/self/restore: a kernel restored a checkpoint into itself.
+
+    `runtime_token` is the kernel's `DITTO_RUNTIME_TOKEN`, proof that it is `runtime_id`'s.
+    """
 
     runtime_id: str
+    runtime_token: str
+    checkpoint_id: str
+
+
+class SelfCheckpointRequest(_ExtensionModel):
+    """POST /api/v1/runtimes/self/checkpoint and /self/pause: a kernel's own capture.
+
+    `runtime_token` is the kernel's `DITTO_RUNTIME_TOKEN`; the capture's manifest must be
+    a kernel-namespace manifest captured for `runtime_id`.
+    """
+
+    runtime_id: str
+    runtime_token: str
     capture: ContextCapture
     name: str | None = None
     metadata: dict[str, Any] | None = None
@@ -52,11 +68,13 @@ class SelfCheckpointRequest(_ExtensionModel):
 class SelfCheckoutRequest(_ExtensionModel):
     """POST /api/v1/runtimes/self/checkout: a kernel branches from a magic.
 
-    `runtime_id` is the calling runtime: when the checkpoint is its own, its kernel is busy
-    only with the magic asking, so the idle check of checkout does not apply to it.
+    `runtime_id` is the calling runtime, proven by `runtime_token` (the kernel's
+    `DITTO_RUNTIME_TOKEN`): when the checkpoint is its own, its kernel is busy only with the
+    magic asking, so the idle check of checkout does not apply to it.
     """
 
     runtime_id: str
+    runtime_token: str
     checkpoint_id: str
     conversation_id: str | None = None
     sender_id: str | None = None

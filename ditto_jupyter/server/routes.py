@@ -11,7 +11,8 @@ Beyond the table of section 6, a few routes serve the magics and the side panel:
 command in the runtime's backend, for `%%sandbox`), the `self/...` routes a kernel calls
 about itself from a magic (it is busy running the magic, so it captures or restores its
 own namespace and the server only records the result; `self/checkout` skips the idle
-check for the caller's own checkpoints), and two reads of one checkpoint by id, unique id
+check for the caller's own checkpoints; each proves its runtime with the kernel's
+`runtime_token`, see `runtime_tokens`), and two reads of one checkpoint by id, unique id
 prefix or name: `GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` within a
 runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
 """
@@ -57,6 +58,7 @@ from ditto_jupyter.server.models import (
     RuntimeRestoreResult,
     SelfCheckoutRequest,
     SelfCheckpointRequest,
+    SelfRestoreRequest,
 )
 from ditto_jupyter.server.sessions import RuntimeSessions
 
@@ -117,11 +119,43 @@ class RouteSpec(Generic[Body]):
 # ---- calls that do more than one call of the session mapping ---------------------------
 
 
+async def _self_checkpoint(
+    sessions: RuntimeSessions, req: RouteRequest[SelfCheckpointRequest]
+) -> BaseModel:
+    """A kernel's own checkpoint: its token checked, then its capture recorded."""
+    body = req.body
+    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    return await sessions.checkpoint(
+        body.runtime_id, body.name, body.metadata, req.user, precaptured=body.capture
+    )
+
+
+async def _self_pause(
+    sessions: RuntimeSessions, req: RouteRequest[SelfCheckpointRequest]
+) -> BaseModel:
+    """A kernel pauses itself: its token checked, its capture recorded, then it stops."""
+    body = req.body
+    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    return await sessions.pause(
+        body.runtime_id, body.name, body.metadata, req.user, precaptured=body.capture
+    )
+
+
+async def _self_restore(
+    sessions: RuntimeSessions, req: RouteRequest[SelfRestoreRequest]
+) -> BaseModel:
+    """A kernel restored itself: its token checked, then the checkpoint becomes its head."""
+    body = req.body
+    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    return await sessions.record_restore(body.runtime_id, body.checkpoint_id, req.user)
+
+
 async def _self_checkout(
     sessions: RuntimeSessions, req: RouteRequest[SelfCheckoutRequest]
 ) -> BaseModel:
-    """A kernel's own checkout: register the calling runtime, then branch (no idle check)."""
+    """A kernel's own checkout: its token checked, then branch (no idle check of itself)."""
     body = req.body
+    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     await sessions.ensure_runtime(body.runtime_id, req.user)
     return await sessions.checkout(
         body.checkpoint_id,
@@ -248,13 +282,7 @@ _TABLE = (
         SelfCheckpointRequest,
         RuntimeCheckpointResult,
         OPERATION_ERRORS,
-        lambda sessions, req: sessions.checkpoint(
-            req.body.runtime_id,
-            req.body.name,
-            req.body.metadata,
-            req.user,
-            precaptured=req.body.capture,
-        ),
+        _self_checkpoint,
     ),
     RouteSpec(
         "POST",
@@ -284,25 +312,17 @@ _TABLE = (
         SelfCheckpointRequest,
         RuntimePauseResult,
         OPERATION_ERRORS,
-        lambda sessions, req: sessions.pause(
-            req.body.runtime_id,
-            req.body.name,
-            req.body.metadata,
-            req.user,
-            precaptured=req.body.capture,
-        ),
+        _self_pause,
     ),
     RouteSpec(
         "POST",
         f"{API_PREFIX}/self/restore",
         "Record a kernel's own restore",
         "record_a_kernels_own_restore",
-        RuntimeRestoreRequest,
+        SelfRestoreRequest,
         RuntimeRestoreResult,
         OPERATION_ERRORS,
-        lambda sessions, req: sessions.record_restore(
-            req.body.runtime_id, req.body.checkpoint_id, req.user
-        ),
+        _self_restore,
     ),
     RouteSpec[None](
         "GET",

@@ -2,10 +2,10 @@
 
 Kernels started here are ordinary server kernels (they show up in /api/kernels, JupyterLab
 can connect to them), started with the extension's environment (`DITTO_SERVER_URL`,
-`DITTO_TOKEN`, `DITTO_DATA_DIR`, and `DITTO_RUNTIME_ID` of the runtime being started) so
-the magics can call back. `is_busy` reads the server's tracked `execution_state`; calls
-into a kernel reuse `ditto_jupyter.kernel.kernel_hosts.KernelChannel` (the message logic of the
-embedded host) over a client of the server's kernel manager.
+`DITTO_TOKEN`, `DITTO_DATA_DIR`, and `DITTO_RUNTIME_ID` and `DITTO_RUNTIME_TOKEN` of the
+runtime being started) so the magics can call back. `is_busy` reads the server's tracked
+`execution_state`; calls into a kernel reuse `ditto_jupyter.kernel.kernel_hosts.KernelChannel`
+(the message logic of the embedded host) over a client of the server's kernel manager.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.kernel.kernel_hosts import KernelChannel
+from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
@@ -43,9 +44,11 @@ class ServerKernelHost:
         *,
         env_provider: Callable[[], Mapping[str, str]] | None = None,
         call_timeout: float | None = None,
+        runtime_tokens: RuntimeTokens | None = None,
     ) -> None:
         self.kernel_manager: Any = kernel_manager  # jupyter_server is untyped
         self.env_provider = env_provider
+        self.runtime_tokens = runtime_tokens
         self.call_timeout = call_timeout
         self._channels: dict[str, KernelChannel] = {}
         self._opening: dict[str, asyncio.Lock] = {}
@@ -59,6 +62,8 @@ class ServerKernelHost:
         env = dict(self.env_provider() if self.env_provider is not None else {})
         if runtime_id:
             env["DITTO_RUNTIME_ID"] = runtime_id
+            if self.runtime_tokens is not None:
+                env.update(self.runtime_tokens.kernel_env(runtime_id))
         return env
 
     async def start_kernel(

@@ -8,9 +8,11 @@ The REST routes (`routes.py`) talk to this mapping only, never to the service be
 The runtime work itself is RuntimeService's; this module adds the Jupyter side around it:
 checkout copies the notebook beside the original and saves a Jupyter session for the child
 (so it opens like any other), pause and close drop the Jupyter session row of the stopped
-kernel, resume saves a new row with the same id for the new kernel. Every operation emits
-one runtime event. When a Jupyter-side step fails after the service succeeded, the service
-step is not undone (the runtime stays consistent in the store) but the error propagates.
+kernel, resume saves a new row with the same id for the new kernel. A `self/...` route
+first proves that its caller is the runtime's own kernel (`check_runtime_token`). Every
+operation emits one runtime event. When a Jupyter-side step fails after the service
+succeeded, the service step is not undone (the runtime stays consistent in the store) but
+the error propagates.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ditto_jupyter.core.models import (
 )
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.models import RuntimeRestoreResult
+from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
 
 if TYPE_CHECKING:
@@ -102,13 +105,19 @@ class RuntimeSessions:
         contents_manager: ContentsManager | Any,
         events: RuntimeEvents,
         host: ServerKernelHost | None = None,
+        tokens: RuntimeTokens | None = None,
     ) -> None:
         self.service = service
         self.session_manager: Any = session_manager  # jupyter_server is untyped
         self.contents_manager: Any = contents_manager
         self.events = events
         self.host = host
+        self.tokens = tokens or RuntimeTokens()
         self._register_lock = asyncio.Lock()
+
+    def check_runtime_token(self, runtime_id: str, runtime_token: str) -> None:
+        """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token."""
+        self.tokens.check(runtime_id, runtime_token)
 
     # ---- Jupyter sessions --------------------------------------------------------------
 
@@ -241,24 +250,12 @@ class RuntimeSessions:
     ) -> RuntimeCheckpointResult:
         with self.events.operation("checkpoint", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
-            if precaptured is not None:
-                self._check_manifest(precaptured.manifest_id)
             result = await self.service.checkpoint(
                 runtime_id, name, metadata, precaptured=precaptured
             )
             event.checkpoint_id = result.checkpoint_id
             event.status = result.runtime.status.value
         return result
-
-    def _check_manifest(self, manifest_id: str) -> None:
-        """A self-captured manifest must exist in this server's blob store, correctly signed."""
-        try:
-            self.service.blobs.get_manifest(manifest_id)
-        except Exception as error:
-            raise InvalidRequest(
-                f"capture.manifest_id {manifest_id!r} is not a valid manifest of this server's "
-                f"store ({error})"
-            ) from error
 
     async def delete_snapshot(self, checkpoint_id: str) -> RuntimeCheckpointSnapshotDeleteResult:
         checkpoint = self.service.get_checkpoint(checkpoint_id)
@@ -300,6 +297,7 @@ class RuntimeSessions:
                 raise
             event.runtime_id = result.runtime.runtime_id
             event.status = result.runtime.status.value
+            event.unrestorable = result.unrestorable
             kernel_id = result.kernel_id
             if kernel_id is not None:
                 await self._save_jupyter_session(result.runtime.runtime_id, target, kernel_id)
@@ -338,6 +336,7 @@ class RuntimeSessions:
             _, unrestorable = await self.service.restore(runtime_id, checkpoint.checkpoint_id)
             runtime = await self.service.get_runtime(runtime_id)
             event.status = runtime.status.value
+            event.unrestorable = unrestorable
         return RuntimeRestoreResult(
             runtime=runtime, checkpoint_id=checkpoint.checkpoint_id, unrestorable=unrestorable
         )
@@ -376,10 +375,8 @@ class RuntimeSessions:
         with self.events.operation("pause", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
             kernel_id = self.service.session(runtime_id).handle_state.get("kernel_id")
-            if precaptured is not None:
-                self._check_manifest(precaptured.manifest_id)
-                if self.host is not None and kernel_id:
-                    self.host.defer_shutdown(str(kernel_id))
+            if precaptured is not None and self.host is not None and kernel_id:
+                self.host.defer_shutdown(str(kernel_id))
             try:
                 result = await self.service.pause(
                     runtime_id, name, metadata, precaptured=precaptured
@@ -401,6 +398,7 @@ class RuntimeSessions:
             result = await self.service.resume(runtime_id, metadata)
             event.checkpoint_id = result.checkpoint_id
             event.status = result.runtime.status.value
+            event.unrestorable = result.unrestorable
             if result.kernel_id is not None:
                 await self._save_jupyter_session(
                     runtime_id, result.runtime.conversation_id, result.kernel_id

@@ -63,7 +63,13 @@ class LiveServer:
                 "JUPYTER_PLATFORM_DIRS": "1",
             }
         )
-        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_DATA_DIR"):
+        for name in (
+            "DITTO_SERVER_URL",
+            "DITTO_TOKEN",
+            "DITTO_RUNTIME_ID",
+            "DITTO_RUNTIME_TOKEN",
+            "DITTO_DATA_DIR",
+        ):
             env.pop(name, None)
         return env
 

@@ -213,6 +213,7 @@ def _ditto(route, **body):
     url = os.environ["DITTO_SERVER_URL"] + "api/v1/runtimes/" + route
     headers = {"Authorization": "token " + os.environ["DITTO_TOKEN"]}
     body["runtime_id"] = os.environ["DITTO_RUNTIME_ID"]
+    body["runtime_token"] = os.environ["DITTO_RUNTIME_TOKEN"]
     return httpx.post(url, headers=headers, json=body, timeout=120)
 """
 
@@ -228,7 +229,9 @@ async def test_a_busy_kernel_checkpoints_and_pauses_itself(
         kernel_id,
         """
         blobs = os.environ["DITTO_DATA_DIR"] + "/blobs"
-        cap = capture_namespace(get_ipython().user_ns, open_blob_store(blobs))
+        cap = capture_namespace(
+            get_ipython().user_ns, open_blob_store(blobs), runtime_id=os.environ["DITTO_RUNTIME_ID"]
+        )
         answer = _ditto("self/checkpoint", capture=cap.model_dump(mode="json"), name="mine")
         print(answer.status_code, answer.json()["checkpoint_id"])
         """,
@@ -238,10 +241,11 @@ async def test_a_busy_kernel_checkpoints_and_pauses_itself(
     status, detail = await api("GET", f"{runtime_id}/checkpoints/mine")
     assert detail["checkpoint"]["checkpoint_id"] == checkpoint_id
 
+    token = (await run(ditto_app, kernel_id, "print(os.environ['DITTO_RUNTIME_TOKEN'])")).strip()
     status, answer = await api(
         "POST",
         "self/checkpoint",
-        {"runtime_id": runtime_id, "capture": {"manifest_id": "forged"}},
+        {"runtime_id": runtime_id, "runtime_token": token, "capture": {"manifest_id": "forged"}},
     )
     assert (status, answer["error"]) == (400, "InvalidRequest")
     assert "manifest" in answer["message"]
@@ -251,7 +255,9 @@ async def test_a_busy_kernel_checkpoints_and_pauses_itself(
         kernel_id,
         """
         secret["k"] = "changed"
-        cap = capture_namespace(get_ipython().user_ns, open_blob_store(blobs))
+        cap = capture_namespace(
+            get_ipython().user_ns, open_blob_store(blobs), runtime_id=os.environ["DITTO_RUNTIME_ID"]
+        )
         answer = _ditto("self/pause", capture=cap.model_dump(mode="json"))
         print(answer.status_code, answer.json()["runtime"]["status"])
         """,

@@ -49,21 +49,26 @@ def capture_namespace(
     blobs: BlobStore,
     *,
     previous_manifest_id: str | None = None,
+    runtime_id: str | None = None,
 ) -> ContextCapture:
     """Capture `namespace` into `blobs` as one signed manifest; return its id and cost.
 
     `previous_manifest_id` (the checkpoint this one follows) teaches the chunk memo what that
     checkpoint stored, so unchanged buffers are not re-hashed even in a new process.
+    `runtime_id` is the runtime the capture is for, named in the signed body.
     """
     try:
-        return _capture(namespace, blobs, previous_manifest_id)
+        return _capture(namespace, blobs, previous_manifest_id, runtime_id)
     except BlobNotFound:  # a chunk the memo knew was collected since: forget, store again
         forget_chunks()
-        return _capture(namespace, blobs, None)
+        return _capture(namespace, blobs, None, runtime_id)
 
 
 def _capture(
-    namespace: dict[str, object], blobs: BlobStore, previous_manifest_id: str | None
+    namespace: dict[str, object],
+    blobs: BlobStore,
+    previous_manifest_id: str | None,
+    runtime_id: str | None,
 ) -> ContextCapture:
     if previous_manifest_id is not None and not knows_manifest(previous_manifest_id):
         # only an optimisation: a missing previous manifest costs re-hashing
@@ -126,6 +131,8 @@ def _capture(
         "unrestorable": [u.model_dump() for u in sorted(unrestorable, key=lambda u: u.name)],
         "chunks": list(writer.chunks),
     }
+    if runtime_id is not None:
+        body["runtime_id"] = runtime_id
     manifest_id, manifest_bytes = store.put_manifest(body)
     if sync and (writer.bytes_written or manifest_bytes):
         sync_filesystem(blobs.root)

@@ -53,12 +53,17 @@ def last_timing() -> dict[str, float]:
     return dict(_last_timing)
 
 
-def kernel_capture(blob_root: str, previous_manifest_id: str | None = None) -> dict[str, Any]:
-    """Capture this kernel's namespace; the ContextCapture as JSON."""
+def kernel_capture(
+    blob_root: str, previous_manifest_id: str | None = None, runtime_id: str | None = None
+) -> dict[str, Any]:
+    """Capture this kernel's namespace for `runtime_id`; the ContextCapture as JSON."""
     started = time.perf_counter()
     namespace = _user_namespace()
     result = capture_namespace(
-        namespace, open_blob_store(blob_root), previous_manifest_id=previous_manifest_id
+        namespace,
+        open_blob_store(blob_root),
+        previous_manifest_id=previous_manifest_id,
+        runtime_id=runtime_id,
     )
     _last_timing["capture_s"] = time.perf_counter() - started
     shell = ipython_shell(namespace)

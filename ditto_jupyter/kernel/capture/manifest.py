@@ -2,13 +2,15 @@
 
 One checkpoint is one signed blob-store manifest:
 
-    {"kind": "kernel-namespace", "version": 1, "chunk_size": ...,
+    {"kind": "kernel-namespace", "version": 1, "runtime_id": ..., "chunk_size": ...,
      "components": [{"names", "types", "stream": STORED, "buffers": [STORED + kind, readonly]}],
      "modules": {name: module}, "namespace_refs": [name], "unrestorable": [...],
      "chunks": [every chunk id]}
 
 where STORED is `{"size", "chunks", "fps"}`: the chunk ids of one byte string and the
-XXH3-128 fingerprints of those chunks (what the chunk memo learns from).
+XXH3-128 fingerprints of those chunks (what the chunk memo learns from). `runtime_id` is the
+runtime the capture was made for: the server accepts a kernel's own capture as a new
+checkpoint only for that runtime. Manifests written before it lack it and restore as ever.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ditto_jupyter.core.blobs import BlobError, BlobStore
+from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore
 
-MANIFEST_KIND = "kernel-namespace"
+MANIFEST_KIND = NAMESPACE_MANIFEST_KIND
 MANIFEST_VERSION = 1
 
 #: Kinds of a component's out-of-band buffers: a pickle protocol-5 buffer (numpy, pandas,
