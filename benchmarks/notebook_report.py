@@ -188,7 +188,26 @@ def _targets(runs: list[NotebookRun]) -> list[str]:
         + (f" ({worst[1].source.name})" if worst[1] is not None else "")
         + f", {_verdict(not above)}"
     )
+    if above:
+        lines.append("  " + _noop_cause(runs, {id(run) for _, run in above}))
     return lines
+
+
+def _noop_cause(runs: list[NotebookRun], over: set[int]) -> str:
+    """Which values the notebooks with heavy no-op checkpoints hold whose pickle never repeats."""
+    heavy = [run for run in runs if id(run) in over]
+    unstable = [run for run in heavy if run.unstable]
+    kinds: dict[str, int] = {}
+    for run in unstable:
+        for kind in {entry["type"].rsplit(".", 1)[-1] for entry in run.unstable}:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    ranked = sorted(kinds.items(), key=lambda pair: -pair[1])
+    listed = ", ".join(f"{kind} ({count})" for kind, count in ranked)
+    return (
+        f"Of the {len(heavy)} notebooks with a no-op checkpoint above 4 KiB, {len(unstable)} "
+        f"hold values whose pickle differs at every pickling (by type, notebooks: {listed}); "
+        "the findings below name them."
+    )
 
 
 def _outcomes(run: NotebookRun, engine: EngineRun, who: str) -> list[str]:

@@ -87,11 +87,6 @@ NOTEBOOKS = [
         MATPLOTLIB,
         "galleries/users_explain/colors/colormap-manipulation.py",
     ),
-    NotebookSource(
-        "mpl-histogram-normalization",
-        MATPLOTLIB,
-        "galleries/examples/statistics/histogram_normalization.py",
-    ),
     NotebookSource("mpl-autoscale", MATPLOTLIB, "galleries/users_explain/axes/autoscale.py"),
     NotebookSource(
         "skl-lasso-model-selection",

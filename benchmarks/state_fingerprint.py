@@ -475,4 +475,9 @@ def compare(
 
 
 def _figures(state: dict[str, Any]) -> str:
-    return f"figures {state['figures']} current {state['active']}"
+    numbers: list[int] = state["figures"]
+    if numbers and numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        shown = f"{numbers[0]}-{numbers[-1]}"
+    else:
+        shown = ", ".join(str(n) for n in numbers) or "none"
+    return f"figures {shown}, current {state['active']}"
