@@ -137,6 +137,13 @@ class NotebookRun:
     kishu: EngineRun = field(default_factory=EngineRun)
     unstable: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # where the run's time went
+
+    def mark(self, phase: str, since: float) -> float:
+        """Add the time since `since` to a phase; now, for the next mark."""
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - since
+        return now
 
 
 class Bench:
@@ -189,38 +196,48 @@ class Bench:
         kishu.create()
         kishu_kernel: str | None = await self._start_kishu(kishu, work, result.kishu)
         kishu_base = kishu.db_size()
+        now = result.mark("kernels", started)
         for position, cell in enumerate(cells):
-            code = (
-                await self._noop_source(ours_kernel, cells, position) if cell.noop else cell.source
-            )
+            code = cell.source
+            if cell.noop:
+                code = await self._noop_source(ours_kernel, cells, position)
             cells[position] = Cell(code, cell.noop)
             await self.host.execute(ours_kernel, code)  # a tutorial that fails is a bug here
+            now = result.mark("cells", now)
             await self._checkpoint(context, record, result.ours)
+            now = result.mark("checkpoints", now)
             if position in targets:
                 result.ours.live[position] = await self._json(ours_kernel, SNAPSHOT)
+                now = result.mark("fingerprints", now)
             if kishu_kernel is not None:
                 kishu_kernel = await self._kishu_cell(
                     kishu, kishu_kernel, code, position in targets, result.kishu
                 )
+                now = result.mark("Kishu cells", now)
         result.ours.stored = tree_size(context.blob_root) - base
         result.kishu.stored = kishu.db_size() - kishu_base
         result.unstable = await self._json(ours_kernel, UNSTABLE)
+        now = result.mark("fingerprints", now)
         for position in sorted(targets):
             await self._restore_ours(context, record, position, result.ours, "in place")
+        now = result.mark("restores", now)
         if kishu_kernel is not None:
             for position in sorted(targets):
                 await self._checkout_kishu(kishu_kernel, position, result.kishu, "in place")
             await self.host.shutdown_kernel(kishu_kernel)
+        now = result.mark("Kishu restores", now)
         await context.stop(record)
         branch = sorted(targets)[len(targets) // 2]
         fresh = self._record(await self._session(context, f"{source.name}-fresh", work))
         await self._restore_ours(context, fresh, branch, result.ours, "fresh kernel")
         await context.stop(fresh)
+        now = result.mark("restores", now)
         if result.kishu.failed is None:
             fresh_kishu = await self._start_kishu(kishu, work, result.kishu)
             if fresh_kishu is not None:
                 await self._checkout_kishu(fresh_kishu, branch, result.kishu, "fresh kernel")
                 await self.host.shutdown_kernel(fresh_kishu)
+        result.mark("Kishu restores", now)
         result.seconds = time.perf_counter() - started
         return result
 
@@ -328,6 +345,10 @@ class Bench:
         run.restores.append(outcome)
 
 
+def _load() -> str:
+    return ", ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
 async def main() -> None:
     os.environ["MPLBACKEND"] = "Agg"  # every kernel this process starts inherits it
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -338,15 +359,18 @@ async def main() -> None:
     bench = Bench()
     runs: list[NotebookRun] = []
     started = time.perf_counter()
+    start_load = _load()
     try:
         for source in chosen:
             print(f"{source.name}: {len(sources[source.name])} cells", flush=True)
             runs.append(await bench.run(source, sources[source.name]))
-            print(f"  done in {runs[-1].seconds:.1f} s", flush=True)
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in runs[-1].phases.items())
+            print(f"  done in {runs[-1].seconds:.1f} s ({phases})", flush=True)
     finally:
         await bench.host.shutdown_all()
         shutil.rmtree(WORK, ignore_errors=True)
-    body = report(runs, time.perf_counter() - started, bench.in_kernel_timing)
+    load = f"{start_load} at the start, {_load()} at the end (2 cores)"
+    body = report(runs, time.perf_counter() - started, bench.in_kernel_timing, load)
     print(body)
     if len(chosen) < len(NOTEBOOKS):
         return  # a partial run (notebooks named on the command line) is not recorded

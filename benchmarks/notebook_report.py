@@ -286,7 +286,7 @@ every variable of its 4 restores came back right (pyplot left out: Kishu does no
 """
 
 
-def report(runs: list[NotebookRun], wall: float, in_kernel: bool) -> str:
+def report(runs: list[NotebookRun], wall: float, in_kernel: bool, load: str) -> str:
     """The section body: table with a total row, targets, findings per notebook, method."""
     headers = [
         "notebook (source)",
@@ -310,5 +310,5 @@ def report(runs: list[NotebookRun], wall: float, in_kernel: bool) -> str:
     notes = textwrap.dedent(NOTES).strip().replace("\n", " ")
     if not in_kernel:
         notes += " The capture did not report its in-kernel time in this run (nan)."
-    parts.append(f"{notes} The whole run took {wall:.0f} s.")
+    parts.append(f"{notes} The whole run took {wall:.0f} s; load average {load}.")
     return "\n\n".join(parts)
