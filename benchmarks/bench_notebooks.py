@@ -67,6 +67,7 @@ NOOP_EVERY = 3
 SNAPSHOT = "benchmarks.state_fingerprint:snapshot"
 STATE_NAMES = "benchmarks.state_fingerprint:state_names"
 UNSTABLE = "benchmarks.state_fingerprint:unstable_pickles"
+PICKLE_COST = "benchmarks.state_fingerprint:pickle_cost"
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class NotebookRun:
     ours: EngineRun = field(default_factory=EngineRun)
     kishu: EngineRun = field(default_factory=EngineRun)
     unstable: list[dict[str, Any]] = field(default_factory=list)
+    pickle_cost: dict[str, float] = field(default_factory=dict)  # of the final namespace
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)  # where the run's time went
 
@@ -217,6 +219,7 @@ class Bench:
         result.ours.stored = tree_size(context.blob_root) - base
         result.kishu.stored = kishu.db_size() - kishu_base
         result.unstable = await self._json(ours_kernel, UNSTABLE)
+        result.pickle_cost = await self._json(ours_kernel, PICKLE_COST)
         now = result.mark("fingerprints", now)
         for position in sorted(targets):
             await self._restore_ours(context, record, position, result.ours, "in place")

@@ -249,14 +249,30 @@ def _findings(runs: list[NotebookRun]) -> list[str]:
             growth = _noop(run, run.ours, "growth")
             found.append(
                 f"  - ours no-op checkpoints wrote {', '.join(size(n) for n in noop)} "
-                f"(store grew {', '.join(size(n) for n in growth)}); "
-                f"restore in place {_restore_time(run.ours)}, Kishu checkout "
-                f"{_restore_time(run.kishu)}; run {run.seconds:.0f} s"
+                f"(store grew {', '.join(size(n) for n in growth)})"
             )
+        found.append(f"  - {_time_line(run)}")
         if found:
             lines.append(f"- {run.source.name}:")
             lines += found
     return lines
+
+
+def _time_line(run: NotebookRun) -> str:
+    """Mean checkpoint time beside pickling the final namespace once, restore times, run."""
+    checkpoints = [t for t in run.ours.in_kernel if not math.isnan(t)]
+    mean = sum(checkpoints) / len(checkpoints) if checkpoints else math.nan
+    cost = run.pickle_cost
+    anchor = (
+        f"pickling the final namespace once {seconds(cost['seconds'])} ({size(cost['bytes'])})"
+        if cost
+        else "n/a"
+    )
+    return (
+        f"ours mean checkpoint in kernel {seconds(mean)} (anchor: {anchor}); restore in "
+        f"place {_restore_time(run.ours)}, Kishu checkout {_restore_time(run.kishu)}; "
+        f"notebook run {run.seconds:.0f} s"
+    )
 
 
 def _restore_time(engine: EngineRun) -> str:

@@ -439,6 +439,24 @@ def unstable_pickles(limit: int = 8) -> list[dict[str, Any]]:
     return found[:limit]
 
 
+def pickle_cost() -> dict[str, float]:
+    """What pickling every variable once, together, costs: seconds and bytes (an anchor for
+    a checkpoint's time: a capture that re-pickles everything after each cell costs this)."""
+    import time
+
+    namespace, _ = _user_namespace()
+    picklable = []
+    for name in state_names():
+        try:
+            pickle.dumps(namespace[name], protocol=5)
+        except Exception:  # not picklable on its own: left out of the anchor
+            continue
+        picklable.append(namespace[name])
+    started = time.perf_counter()
+    data = pickle.dumps(picklable, protocol=5)
+    return {"seconds": time.perf_counter() - started, "bytes": float(len(data))}
+
+
 # ---- host side ---------------------------------------------------------------------------
 
 
@@ -468,8 +486,8 @@ def compare(
     if live_plt is not None and (
         restored_plt is None or restored_plt["digest"] != live_plt["digest"]
     ):
-        got = "none" if restored_plt is None else _figures(restored_plt)
-        wrong.append(f"{PYPLOT} ({_figures(live_plt)} live, {got} restored)")
+        got = "pyplot not imported" if restored_plt is None else _figures(restored_plt)
+        wrong.append(f"{PYPLOT} (live: {_figures(live_plt)}; restored: {got})")
     uncomparable = sorted(set(live["uncomparable"]) | set(restored["uncomparable"]))
     return {"wrong": wrong, "declared": declared, "uncomparable": uncomparable}
 
@@ -479,5 +497,5 @@ def _figures(state: dict[str, Any]) -> str:
     if numbers and numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
         shown = f"{numbers[0]}-{numbers[-1]}"
     else:
-        shown = ", ".join(str(n) for n in numbers) or "none"
-    return f"figures {shown}, current {state['active']}"
+        shown = ", ".join(str(n) for n in numbers)
+    return f"figures [{shown}] current {state['active']}"
