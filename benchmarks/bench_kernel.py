@@ -38,6 +38,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.kishu_harness import (  # noqa: E402
+    ATTACH_KISHU,
+    CHECKOUT,
+    HEAD,
+    INSTALL,
+    LAST,
+    KishuNotebook,
+    tree_size,
+)
 from benchmarks.results_table import markdown_table, write_section  # noqa: E402
 from ditto_jupyter.core.models import SessionRecord  # noqa: E402
 from ditto_jupyter.kernel.host_context_capture import KernelContextCapture  # noqa: E402
@@ -60,62 +69,12 @@ SETUP = "import numpy as np"
 REPS = 3
 RESET = "del arr, d1, d2, d3, x, y, z"
 LAST_TIMING = "ditto_jupyter.kernel.capture:last_timing"
-ATTACH_KISHU = "from kishu import init_kishu; init_kishu(); __import__('kishu_timing').install()"
 #: what the state after cell 2 and after the last cell look like, as JSON from the kernel
 PROBE = (
     "print(__import__('json').dumps({n: (float(v[0]) if n == 'arr' else len(v) "
     "if isinstance(v, dict) else v) for n, v in sorted(globals().items()) "
     "if n in {'arr', 'd1', 'd2', 'd3', 'x', 'y', 'z'}}))"
 )
-
-KISHU_TIMING = '''
-"""Times Kishu's IPython hooks from inside the kernel (imported without binding a name)."""
-import time
-
-times = []
-_state = {}
-
-
-def install():
-    ip = get_ipython()
-    kishu = ip.user_ns["_kishu"]
-    _state["kishu"] = kishu
-    ip.events.unregister("pre_run_cell", kishu.pre_run_cell)
-    ip.events.unregister("post_run_cell", kishu.post_run_cell)
-    ip.events.register("pre_run_cell", _pre)
-    ip.events.register("post_run_cell", _post)
-
-
-def _pre(info):
-    start = time.perf_counter()
-    _state["kishu"].pre_run_cell(info)
-    _state["pre"] = time.perf_counter() - start
-
-
-def _post(result):
-    start = time.perf_counter()
-    _state["kishu"].post_run_cell(result)
-    times.append(_state.pop("pre", 0.0) + time.perf_counter() - start)
-
-
-def last():
-    return times[-1]
-
-
-def head():
-    return _state["kishu"]._kishu_branch.get_head().commit_id
-
-
-def checkout(commit_id):
-    start = time.perf_counter()
-    _state["kishu"].checkout(commit_id)
-    return time.perf_counter() - start
-
-
-def get_ipython():
-    from IPython import get_ipython as current
-    return current()
-'''
 
 DILL_TIMING = '''
 """dill.dump_session / load_session timed inside the kernel."""
@@ -137,19 +96,6 @@ def load(path):
 '''
 
 
-def tree_size(path: Path) -> int:
-    """Bytes on disk under a path (a file or a directory)."""
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def kishu_db_size(notebook: Path) -> int:
-    return sum(
-        p.stat().st_size for p in notebook.parent.glob(f"{notebook.stem}.kishudb*") if p.is_file()
-    )
-
-
 class Bench:
     """One run: a host, the kernels, and the figures."""
 
@@ -157,27 +103,15 @@ class Bench:
         if WORK.exists():
             shutil.rmtree(WORK)
         WORK.mkdir(parents=True)
-        (WORK / "kishu_timing.py").write_text(textwrap.dedent(KISHU_TIMING))
         (WORK / "dill_timing.py").write_text(textwrap.dedent(DILL_TIMING))
         self.host = JupyterClientHost()
         self.blob_root = WORK / "blobs"
         self.context = KernelContextCapture(self.host, self.blob_root)
-        self.notebook = WORK / "kishu_nb.ipynb"
-        self.notebook.write_text(
-            json.dumps(
-                {
-                    "cells": [],
-                    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
-                    "nbformat": 4,
-                    "nbformat_minor": 5,
-                }
-            )
-        )
+        self.kishu = KishuNotebook(WORK / "kishu_nb.ipynb")
+        self.kishu.create()
         self.kishu_env = {
-            "TEST_NOTEBOOK_PATH": str(self.notebook),
-            "ENV_KISHU_TEST_MODE": "1",
-            "KISHU_PATH_ROOT": str(WORK / "kishu_home"),
-            "PYTHONPATH": os.pathsep.join([str(WORK), os.environ.get("PYTHONPATH", "")]),
+            **self.kishu.env(),
+            "PYTHONPATH": os.pathsep.join([str(WORK), self.kishu.env()["PYTHONPATH"]]),
         }
 
     async def session(self, runtime_id: str) -> SessionRecord:
@@ -200,6 +134,7 @@ class Bench:
             await self.host.execute(kishu_kernel, SETUP)
             started = time.perf_counter()
             await self.host.execute(kishu_kernel, ATTACH_KISHU)
+            await self.host.call(kishu_kernel, INSTALL, {})
             kishu_init_s = time.perf_counter() - started
 
         ours_rows: list[list[dict[str, float]]] = [[] for _ in CELLS]
@@ -231,14 +166,14 @@ class Bench:
                 manifests.append(captured.manifest_id)
                 if kishu_kernel is None:
                     continue
-                before = kishu_db_size(self.notebook)
+                before = self.kishu.db_size()
                 await self.host.execute(kishu_kernel, cell)
-                overhead = await self.host.call(kishu_kernel, "kishu_timing:last", {})
+                overhead = await self.host.call(kishu_kernel, LAST, {})
                 assert isinstance(overhead, float)
                 kishu_rows[index].append(
-                    {"overhead_s": overhead, "growth": kishu_db_size(self.notebook) - before}
+                    {"overhead_s": overhead, "growth": self.kishu.db_size() - before}
                 )
-                head = await self.host.call(kishu_kernel, "kishu_timing:head", {})
+                head = await self.host.call(kishu_kernel, HEAD, {})
                 heads.append(str(head))
         final_probe = json.loads(await self.host.execute(ours_kernel, PROBE))
 
@@ -261,15 +196,13 @@ class Bench:
             if kishu_kernel is None:
                 continue
             started = time.perf_counter()
-            in_kernel = await self.host.call(
-                kishu_kernel, "kishu_timing:checkout", {"commit_id": heads[1]}
-            )
+            in_kernel = await self.host.call(kishu_kernel, CHECKOUT, {"commit_id": heads[1]})
             kishu_checkout.append(time.perf_counter() - started)
             assert isinstance(in_kernel, float)
             kishu_checkout_in_kernel.append(in_kernel)
             if kishu_after_two is None:
                 kishu_after_two = json.loads(await self.host.execute(kishu_kernel, PROBE))
-            await self.host.call(kishu_kernel, "kishu_timing:checkout", {"commit_id": heads[-1]})
+            await self.host.call(kishu_kernel, CHECKOUT, {"commit_id": heads[-1]})
         if kishu_kernel is not None:
             await self.host.shutdown_kernel(kishu_kernel)
         await self.context.stop(main)
@@ -298,10 +231,9 @@ class Bench:
         started = time.perf_counter()
         # init_kishu looks get_ipython up in the calling frame: it runs as a cell
         await self.host.execute(kishu_fresh, ATTACH_KISHU)
+        await self.host.call(kishu_fresh, INSTALL, {})
         attach_s = time.perf_counter() - started
-        fresh_checkout_s = await self.host.call(
-            kishu_fresh, "kishu_timing:checkout", {"commit_id": heads[-1]}
-        )
+        fresh_checkout_s = await self.host.call(kishu_fresh, CHECKOUT, {"commit_id": heads[-1]})
         fresh_total_s = time.perf_counter() - started
         kishu_fresh_probe = json.loads(await self.host.execute(kishu_fresh, PROBE))
         await self.host.shutdown_kernel(kishu_fresh)
