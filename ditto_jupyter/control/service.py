@@ -42,6 +42,7 @@ from ditto_jupyter.core.errors import (
     SessionBusy,
     UnsupportedBackend,
 )
+from ditto_jupyter.core.limits import MAX_NAME_LENGTH, metadata_problem
 from ditto_jupyter.core.models import (
     BackendBinding,
     BackendCheckpointRef,
@@ -165,9 +166,25 @@ class RuntimeService:
         return record
 
     @staticmethod
-    def _merged(base: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _check_request(name: str | None, metadata: Mapping[str, Any] | None, whose: str) -> None:
+        """InvalidRequest when a name or metadata breaks a limit of `core.limits` (the REST
+        models check requests already; this holds in-process callers and merges to them)."""
+        if name is not None and len(name) > MAX_NAME_LENGTH:
+            raise InvalidRequest(
+                f"the checkpoint name is {len(name)} characters long; the limit is "
+                f"{MAX_NAME_LENGTH}"
+            )
+        problem = metadata_problem(metadata) if metadata else None
+        if problem is not None:
+            raise InvalidRequest(f"{whose}{problem}")
+
+    def _merged(self, base: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+        """`base` updated with `extra`, within the metadata limits (each request is within
+        them, but merges could grow a runtime's metadata without end)."""
         merged = dict(base)
         merged.update(extra or {})
+        if extra:
+            self._check_request(None, merged, "merged with the runtime's own, ")
         return merged
 
     async def _discard_new_ref(self, runtime_id: str, ref: BackendCheckpointRef | None) -> None:
@@ -328,6 +345,7 @@ class RuntimeService:
         The caller holds the runtime's operation slot. When the store refuses the new
         records, a snapshot taken for them is discarded and the store is unchanged.
         """
+        self._check_request(name, metadata, "")
         session = self._live_session(runtime_id)
         if precaptured is None:
             await self._require_idle(session)
@@ -432,6 +450,7 @@ class RuntimeService:
         """
         checkpoint = self._checkpoint(checkpoint_id)
         source = self._session(checkpoint.runtime_id)
+        merged_metadata = self._merged(checkpoint.session.metadata, metadata)
         child_id = child_runtime_id(source.session_id)
         async with self._operation(source.session_id, child_id):
             live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
@@ -446,7 +465,7 @@ class RuntimeService:
                     "status": SessionLifecycleStatus.IDLE,
                     "backend_kind": backend.kind,
                     "backend_instance": backend.backend_id,
-                    "metadata": self._merged(checkpoint.session.metadata, metadata),
+                    "metadata": merged_metadata,
                     "handle_state": {},
                     "created_at_ms": now_ms(),
                     "updated_at_ms": now_ms(),
@@ -589,13 +608,14 @@ class RuntimeService:
             if head is None:
                 raise CheckpointNotFound(f"paused runtime {runtime_id} has no checkpoint")
             checkpoint = self._checkpoint(head)
+            merged_metadata = self._merged(session.metadata, metadata)
             backend = await self._materialise_backend(checkpoint, runtime_id)
             session = session.model_copy(
                 update={
                     "status": SessionLifecycleStatus.IDLE,
                     "backend_kind": backend.kind,
                     "backend_instance": backend.backend_id,
-                    "metadata": self._merged(session.metadata, metadata),
+                    "metadata": merged_metadata,
                     "handle_state": {},
                     "updated_at_ms": now_ms(),
                 }
