@@ -19,6 +19,7 @@ from ditto_jupyter.control.context_capture import SessionContextCapture
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import open_store
 from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.private import private_dir
 
 ContextFactory = Callable[[BlobStore], SessionContextCapture]
 
@@ -42,7 +43,7 @@ def open_runtime_service(
 ) -> RuntimeService:
     """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    root.mkdir(parents=True, exist_ok=True)
+    private_dir(root)
     blobs = BlobStore(root / "blobs")
     providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
     providers.update(extra_providers or {})

@@ -21,6 +21,7 @@ check side by side.
 from __future__ import annotations
 
 import contextlib
+import re
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -64,6 +65,16 @@ from ditto_jupyter.core.models import (
 )
 
 _EXECUTION_COUNT = "checkpointed_execution_count"
+_HEX_ID = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def _without_snapshot(checkpoint: RuntimeCheckpoint) -> RuntimeCheckpoint:
+    """The checkpoint with its backend snapshot id cleared (after delete-snapshot)."""
+    ref = checkpoint.backend_ref
+    if ref is None:
+        return checkpoint
+    cleared = ref.model_copy(update={"provider_snapshot_id": None})
+    return checkpoint.model_copy(update={"backend_ref": cleared})
 
 
 def new_checkpoint_id() -> str:
@@ -201,7 +212,7 @@ class RuntimeService:
             c.backend_ref is not None
             and c.backend_ref.provider_snapshot_id == ref.provider_snapshot_id
             for c in self.store.list_checkpoints(runtime_id)
-        ):
+        ) or any(ref.provider_snapshot_id in text for text in self._damaged_checkpoint_texts()):
             return
         with contextlib.suppress(Exception):
             await self.backends.delete_snapshot(ref)
@@ -709,15 +720,26 @@ class RuntimeService:
             return RuntimeCheckpointSnapshotDeleteResult(
                 checkpoint_id=checkpoint_id, deleted=False, already_deleted=True
             )
+        snapshot_id = ref.provider_snapshot_id
         async with self._operation(checkpoint.runtime_id):
-            deleted = await self.backends.delete_snapshot(ref)
-            snapshot_id = ref.provider_snapshot_id
+            # The store records the deletion first, so no record ever names a deleted
+            # snapshot; when the provider then fails, the records get the snapshot back.
             with self.store.transaction():
-                for other in self.store.list_checkpoints():
-                    other_ref = other.backend_ref
-                    if other_ref is not None and other_ref.provider_snapshot_id == snapshot_id:
-                        cleared = other_ref.model_copy(update={"provider_snapshot_id": None})
-                        self.store.put_checkpoint(other.model_copy(update={"backend_ref": cleared}))
+                sharing = [
+                    other
+                    for other in self.store.list_checkpoints()
+                    if other.backend_ref is not None
+                    and other.backend_ref.provider_snapshot_id == snapshot_id
+                ]
+                for other in sharing:
+                    self.store.put_checkpoint(_without_snapshot(other))
+            try:
+                deleted = await self.backends.delete_snapshot(ref)
+            except BaseException:
+                with self.store.transaction():
+                    for other in sharing:
+                        self.store.put_checkpoint(other)
+                raise
         self.gc()
         return RuntimeCheckpointSnapshotDeleteResult(
             checkpoint_id=checkpoint_id, deleted=deleted, already_deleted=not deleted
@@ -725,9 +747,19 @@ class RuntimeService:
 
     # ---- housekeeping ---------------------------------------------------------------
 
+    def _damaged_checkpoint_texts(self) -> list[str]:
+        """The stored text of every checkpoint row that does not read back."""
+        return [row.text for row in self.store.damaged_rows() if row.table == "checkpoints"]
+
     def live_manifests(self) -> set[str]:
-        """Blob-store manifests some checkpoint still references."""
-        live: set[str] = set()
+        """Blob-store manifests some checkpoint still references.
+
+        A damaged checkpoint row cannot be read, so every manifest id its text holds
+        counts as referenced: nothing it may need is collected until it is repaired.
+        """
+        live = {
+            found for text in self._damaged_checkpoint_texts() for found in _HEX_ID.findall(text)
+        }
         for checkpoint in self.store.list_checkpoints():
             if checkpoint.context_manifest_id:
                 live.add(checkpoint.context_manifest_id)

@@ -1,6 +1,6 @@
 """Content-addressed blob store: BLAKE3 chunks, zstd where it helps, signed manifests.
 
-Layout under `root`:
+Layout under `root` (mode 0700, see `core.private`):
   chunks/ab/<blake3 hex>   one chunk: a one-byte codec tag (b"R" raw, b"Z" zstd) + payload
   manifests/<id>.json      {"body": ..., "signature": HMAC-SHA256(secret, canonical body)}
   secret                   the per-store HMAC key, mode 0600, created on first use
@@ -29,6 +29,8 @@ from typing import Any
 import blake3
 import orjson
 import zstandard
+
+from ditto_jupyter.core.private import private_dir
 
 CHUNK_SIZE = 1 << 20
 #: Codec tag (the first byte of a chunk file) of a chunk stored as is.
@@ -96,6 +98,7 @@ class BlobStore:
         self._chunks_dir = str(self._chunks)
         self._manifests = self.root / "manifests"
         self._tmp = self.root / "tmp"
+        private_dir(self.root)
         for folder in (self._chunks, self._manifests, self._tmp):
             folder.mkdir(parents=True, exist_ok=True)
         self._secret = self._load_or_create_secret()
