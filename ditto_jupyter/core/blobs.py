@@ -91,8 +91,13 @@ def _fsync_dir(path: Path) -> None:
 class BlobStore:
     """Content-addressed chunks and signed manifests in one directory."""
 
-    def __init__(self, root: str | os.PathLike[str], *, durable: bool = True) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, durable: bool = True, create_secret: bool = True
+    ) -> None:
+        """Open (or create) the store in `root`; with `create_secret=False` a store with no
+        secret is a BlobError instead of getting a new one (`ditto doctor` only reads)."""
         self.root = Path(root)
+        self._create_secret = create_secret
         self.durable = durable
         self._chunks = self.root / "chunks"
         self._chunks_dir = str(self._chunks)
@@ -113,6 +118,8 @@ class BlobStore:
         # link() fails if the name exists, so racing processes agree on one key and no
         # reader ever sees a half-written one.
         path = self.root / "secret"
+        if not path.exists() and not self._create_secret:
+            raise BlobError(f"the store secret {path} is missing; no manifest can be verified")
         if not path.exists():
             fd, tmp = _mkstemp(self._tmp)
             try:
