@@ -17,7 +17,7 @@ from typing import Any
 
 #: Bytes of one request body.
 MAX_BODY_BYTES = 4 * 1024 * 1024
-#: Characters of an id: runtime, checkpoint, manifest, conversation (a notebook path), sender.
+#: Characters of an id in a request: runtime, checkpoint, conversation (a notebook path), sender.
 MAX_ID_LENGTH = 4096
 #: Characters of a checkpoint name.
 MAX_NAME_LENGTH = 256
@@ -35,7 +35,7 @@ MAX_METADATA_BYTES = 64 * 1024
 #: Each limit with what it bounds, for the documentation (docs/rest.md).
 LIMITS: tuple[tuple[str, int, str], ...] = (
     ("request body", MAX_BODY_BYTES, "bytes"),
-    ("an id (runtime, checkpoint, manifest, conversation, sender)", MAX_ID_LENGTH, "characters"),
+    ("an id (runtime, checkpoint, conversation, sender)", MAX_ID_LENGTH, "characters"),
     ("a checkpoint name", MAX_NAME_LENGTH, "characters"),
     ("metadata nesting (every request's JSON nesting)", MAX_METADATA_DEPTH, "levels"),
     ("metadata keys", MAX_METADATA_KEYS, "keys"),
