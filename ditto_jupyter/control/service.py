@@ -31,7 +31,7 @@ from ditto_jupyter.backends.base import BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.context_capture import SessionContextCapture
-from ditto_jupyter.control.store import CheckpointStore
+from ditto_jupyter.control.store import CheckpointStore, collecting_damaged_rows
 from ditto_jupyter.core.blobs import BlobStore, GcReport
 from ditto_jupyter.core.errors import (
     CheckpointNotFound,
@@ -208,11 +208,13 @@ class RuntimeService:
             backend.mark_dirty()
         if ref is None or not ref.provider_snapshot_id:
             return
-        if any(  # reused: an earlier checkpoint already records this snapshot
-            c.backend_ref is not None
-            and c.backend_ref.provider_snapshot_id == ref.provider_snapshot_id
-            for c in self.store.list_checkpoints(runtime_id)
-        ) or any(ref.provider_snapshot_id in text for text in self._damaged_checkpoint_texts()):
+        snapshot_id = ref.provider_snapshot_id
+        with collecting_damaged_rows() as damaged:
+            earlier = self.store.list_checkpoints(runtime_id)
+        if any(  # reused: an earlier checkpoint already records this snapshot (or may)
+            c.backend_ref is not None and c.backend_ref.provider_snapshot_id == snapshot_id
+            for c in earlier
+        ) or any(snapshot_id in row.text for row in damaged):
             return
         with contextlib.suppress(Exception):
             await self.backends.delete_snapshot(ref)
@@ -747,20 +749,16 @@ class RuntimeService:
 
     # ---- housekeeping ---------------------------------------------------------------
 
-    def _damaged_checkpoint_texts(self) -> list[str]:
-        """The stored text of every checkpoint row that does not read back."""
-        return [row.text for row in self.store.damaged_rows() if row.table == "checkpoints"]
-
     def live_manifests(self) -> set[str]:
         """Blob-store manifests some checkpoint still references.
 
         A damaged checkpoint row cannot be read, so every manifest id its text holds
         counts as referenced: nothing it may need is collected until it is repaired.
         """
-        live = {
-            found for text in self._damaged_checkpoint_texts() for found in _HEX_ID.findall(text)
-        }
-        for checkpoint in self.store.list_checkpoints():
+        with collecting_damaged_rows() as damaged:
+            checkpoints = self.store.list_checkpoints()
+        live = {found for row in damaged for found in _HEX_ID.findall(row.text)}
+        for checkpoint in checkpoints:
             if checkpoint.context_manifest_id:
                 live.add(checkpoint.context_manifest_id)
             ref = checkpoint.backend_ref

@@ -37,6 +37,7 @@ from ditto_jupyter.control.store.interface import (
     DamagedRow,
     SchemaVersionError,
     StoreError,
+    collecting_damaged_rows,
 )
 from ditto_jupyter.control.store.memory import MemoryCheckpointStore
 from ditto_jupyter.control.store.opening import open_store
@@ -54,5 +55,6 @@ __all__ = [
     "SchemaVersionError",
     "SqlCheckpointStore",
     "StoreError",
+    "collecting_damaged_rows",
     "open_store",
 ]

@@ -4,13 +4,16 @@ Both stores refuse a wrong argument type or an empty id before writing, keep mod
 text, and check references when the outermost transaction commits (`Ref`). A stored row
 that no longer reads back (`DamagedRecord`) fails only the calls that ask for it by id:
 listings skip it and log it, and `damaged_rows()` reports every such row (`ditto doctor`).
+A caller that must not miss what a skipped row holds (garbage collection) lists inside
+`collecting_damaged_rows()`, which hands it the rows its listings skipped.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
-from collections.abc import Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -47,6 +50,21 @@ class DamagedRow:
 
 
 _log = logging.getLogger("ditto_jupyter.store")
+_skipped: contextvars.ContextVar[list[DamagedRow] | None] = contextvars.ContextVar(
+    "ditto_store_skipped_rows", default=None
+)
+_TABLES = {"runtime": "sessions", "checkpoint": "checkpoints", "binding": "backend_bindings"}
+
+
+@contextmanager
+def collecting_damaged_rows() -> Iterator[list[DamagedRow]]:
+    """The rows that listings inside the block skip as damaged, with their stored text."""
+    skipped: list[DamagedRow] = []
+    token = _skipped.set(skipped)
+    try:
+        yield skipped
+    finally:
+        _skipped.reset(token)
 
 
 @runtime_checkable
@@ -159,14 +177,18 @@ def load_model(model: type[_M], text: str, what: str) -> _M:
 
 
 def load_rows(model: type[_M], rows: Iterable[tuple[str, str]], what: str) -> list[_M]:
-    """The `(key, text)` rows read back as `model`; a damaged row is skipped and logged, so
-    one bad row never takes a listing down (`damaged_rows()` names them all)."""
+    """The `(key, text)` rows of `what`s read back as `model`; a damaged row is skipped,
+    logged and handed to `collecting_damaged_rows`, so one bad row never takes a listing
+    down (`damaged_rows()` names them all)."""
     loaded: list[_M] = []
     for key, text in rows:
         try:
             loaded.append(load_model(model, text, f"{what} {key!r}"))
         except DamagedRecord as error:
             _log.warning("ditto: skipped in a listing: %s", error)
+            skipped = _skipped.get()
+            if skipped is not None:
+                skipped.append(DamagedRow(_TABLES[what], key, str(error), text))
     return loaded
 
 
