@@ -15,6 +15,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 #: Bytes of one request body.
 MAX_BODY_BYTES = 4 * 1024 * 1024
 #: Characters of an id in a request: runtime, checkpoint, conversation (a notebook path), sender.
@@ -45,9 +47,16 @@ LIMITS: tuple[tuple[str, int, str], ...] = (
 )
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _json_bytes(value: Any) -> int:
-    """Bytes of `value` as compact UTF-8 JSON (UnicodeEncodeError for a lone surrogate)."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    """Bytes of `value` as compact UTF-8 JSON (UnicodeEncodeError for a lone surrogate,
+    TypeError or ValueError for what JSON cannot hold)."""
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # an integer beyond 64 bits, or worse: let json say which
+        return len(_ENCODER.encode(value).encode("utf-8"))
 
 
 def _shape(value: Any) -> tuple[int, str | None]:
@@ -96,14 +105,14 @@ def metadata_problem(metadata: Mapping[str, Any]) -> str | None:
     if odd is not None:
         return f"metadata holds {odd}"
     try:
-        for key, value in metadata.items():
+        total = _json_bytes(dict(metadata))
+        for key, value in metadata.items() if total > MAX_METADATA_VALUE_BYTES else ():
             size = _json_bytes(value)
             if size > MAX_METADATA_VALUE_BYTES:
                 return (
                     f"metadata value {key!r} is {size} bytes as JSON; "
                     f"the limit is {MAX_METADATA_VALUE_BYTES}"
                 )
-        total = _json_bytes(dict(metadata))
     except UnicodeEncodeError:
         return "metadata holds a string that is not valid Unicode"
     except (TypeError, ValueError) as error:
