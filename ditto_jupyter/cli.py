@@ -8,6 +8,7 @@
     ditto restore RUNTIME CHECKPOINT
     ditto pause RUNTIME [--name NAME] | resume RUNTIME | close RUNTIME
     ditto delete-snapshot CHECKPOINT [--runtime RUNTIME]
+    ditto doctor [--data-dir DIR] [--store-url URL]
 
 CHECKPOINT is a full id, a unique id prefix (the 12 characters `ditto checkpoints` prints
 will do) or a name: within RUNTIME when one is given (`--runtime RUNTIME`, restore's
@@ -20,6 +21,12 @@ running Jupyter server found the way `jupyter server list` finds it. Output is f
 by default, `--json` prints the server's JSON. Exit codes: 0 done, 2 usage error, 3 the
 server refused the operation (a 4xx answer: unknown or ambiguous checkpoint included), 4
 server or connection error (5xx, unreachable, no server found).
+
+`ditto doctor` needs no server: it reads the data directory itself (`--data-dir`, default
+the server's) and checks the store's rows, the chunks' hashes and the manifests'
+signatures and contents (`ditto_jupyter.control.doctor`). It exits 0 when all is well, 1
+when it found damage (each damaged row, chunk, manifest or checkpoint named by id), 4 when
+there is no data directory or store to check.
 """
 
 from __future__ import annotations
@@ -29,10 +36,11 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ditto_jupyter.client import (
     EXIT_OK,
+    EXIT_SERVER,
     EXIT_USAGE,
     CliError,
     RuntimeClient,
@@ -41,6 +49,12 @@ from ditto_jupyter.client import (
     find_server,
     parse_metadata,
 )
+
+if TYPE_CHECKING:
+    from ditto_jupyter.control.doctor import DoctorReport
+
+#: Exit code of `ditto doctor` when it found something damaged.
+EXIT_DAMAGED = 1
 
 
 def _when(ms: int) -> str:
@@ -143,6 +157,38 @@ def render(command: str, result: Any, out: TextIO) -> None:
         print(f"snapshot of checkpoint {result['checkpoint_id']}: {state}", file=out)
 
 
+def render_doctor(report: DoctorReport, out: TextIO) -> None:
+    """Human output of `ditto doctor`: what was checked, then each finding by id."""
+    print(
+        f"checked: {report.rows_checked} store rows, {report.chunks_checked} chunks, "
+        f"{report.manifests_checked} manifests, {report.checkpoints_checked} checkpoints",
+        file=out,
+    )
+    for finding in report.findings:
+        print(f"damaged {finding.part} {finding.id}: {finding.problem}", file=out)
+    if report.healthy:
+        print("no damage found", file=out)
+    else:
+        print(f"{len(report.findings)} problems found", file=out)
+
+
+def doctor(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `ditto doctor`; its exit code."""
+    # Imported here: the store and blob-store stack is not needed by the other commands.
+    from ditto_jupyter.wiring import DataDirError, check_data_dir
+
+    try:
+        report = check_data_dir(args.data_dir, store_url=args.store_url)
+    except DataDirError as error:
+        print(f"ditto: doctor: {error}", file=sys.stderr)
+        return EXIT_SERVER
+    if args.json:
+        print(json.dumps({**report.model_dump(), "healthy": report.healthy}, indent=2), file=out)
+    else:
+        render_doctor(report, out)
+    return EXIT_OK if report.healthy else EXIT_DAMAGED
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
@@ -238,6 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("delete-snapshot", "delete the provider snapshot of a checkpoint")
     p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
     p.add_argument("--runtime", help=_RUNTIME_HELP)
+    p = command("doctor", "check the local data directory: store rows, blobs, manifests")
+    p.add_argument(
+        "--data-dir",
+        help="data directory (default: $DITTO_DATA_DIR, else ~/.local/share/ditto-jupyter)",
+    )
+    p.add_argument("--store-url", help="the server's store_url, when it has one")
     return parser
 
 
@@ -294,6 +346,8 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `ditto` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.command == "doctor":  # reads the data directory; no server involved
+        return doctor(args, sys.stdout)
     try:
         parse_metadata(getattr(args, "metadata", None))
         url, token = find_server(args.url, args.token)

@@ -4,6 +4,7 @@ This is how every front end gets its service: the server extension, the magics w
 server behind them, the CLI in local mode and the tests. The caller always says how the
 session context is captured (`context_factory`): the server and the magics pass their kernel
 capture (`ditto_jupyter.kernel`, a layer above this one), the tests a test double.
+`check_data_dir` opens the same parts for `ditto doctor`, without a service or a context.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.backends.local import LocalProvider
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.doctor import DoctorReport, Finding, check_health, check_store
 from ditto_jupyter.control.service import RuntimeService
-from ditto_jupyter.control.store import open_store
-from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.control.store import StoreError, open_store
+from ditto_jupyter.core.blobs import BlobError, BlobStore
+from ditto_jupyter.core.private import private_dir
 
 ContextFactory = Callable[[BlobStore], SessionContextCapture]
 
@@ -42,7 +45,7 @@ def open_runtime_service(
 ) -> RuntimeService:
     """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    root.mkdir(parents=True, exist_ok=True)
+    private_dir(root)
     blobs = BlobStore(root / "blobs")
     providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
     providers.update(extra_providers or {})
@@ -54,3 +57,35 @@ def open_runtime_service(
         context,
         default_backend=default_backend,
     )
+
+
+class DataDirError(Exception):
+    """`ditto doctor` cannot check this data directory at all (missing, store unopenable)."""
+
+
+def check_data_dir(
+    data_dir: str | os.PathLike[str] | None = None, *, store_url: str | None = None
+) -> DoctorReport:
+    """`ditto doctor` on a data directory (the server's default when None): see
+    `control.doctor`. Creates no store and no secret; DataDirError when there is nothing
+    to check."""
+    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    if not root.is_dir():
+        raise DataDirError(f"no data directory at {root}")
+    if not store_url and not (root / "ditto.db").is_file():
+        raise DataDirError(f"no checkpoint store at {root / 'ditto.db'}")
+    try:
+        store = open_store(store_url, root)
+    except StoreError as error:
+        raise DataDirError(str(error)) from None
+    try:
+        try:
+            blobs = BlobStore(root / "blobs", create_secret=False)
+        except BlobError as error:  # no blob can be checked: report the store alone
+            rows, findings = check_store(store)
+            blob_finding = Finding(part="blobs", id=str(root / "blobs"), problem=str(error))
+            return DoctorReport(rows_checked=rows, findings=[*findings, blob_finding])
+        backends = BackendManager({"local": LocalProvider(root / "workspaces", blobs)})
+        return check_health(store, blobs, backends)
+    finally:
+        store.close()

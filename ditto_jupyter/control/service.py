@@ -21,6 +21,7 @@ check side by side.
 from __future__ import annotations
 
 import contextlib
+import re
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -30,7 +31,7 @@ from ditto_jupyter.backends.base import BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.context_capture import SessionContextCapture
-from ditto_jupyter.control.store import CheckpointStore
+from ditto_jupyter.control.store import CheckpointStore, collecting_damaged_rows
 from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore, GcReport
 from ditto_jupyter.core.errors import (
     CheckpointNotFound,
@@ -42,6 +43,7 @@ from ditto_jupyter.core.errors import (
     SessionBusy,
     UnsupportedBackend,
 )
+from ditto_jupyter.core.limits import MAX_NAME_LENGTH, metadata_problem
 from ditto_jupyter.core.models import (
     BackendBinding,
     BackendCheckpointRef,
@@ -63,6 +65,16 @@ from ditto_jupyter.core.models import (
 )
 
 _EXECUTION_COUNT = "checkpointed_execution_count"
+_HEX_ID = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def _without_snapshot(checkpoint: RuntimeCheckpoint) -> RuntimeCheckpoint:
+    """The checkpoint with its backend snapshot id cleared (after delete-snapshot)."""
+    ref = checkpoint.backend_ref
+    if ref is None:
+        return checkpoint
+    cleared = ref.model_copy(update={"provider_snapshot_id": None})
+    return checkpoint.model_copy(update={"backend_ref": cleared})
 
 
 def new_checkpoint_id() -> str:
@@ -165,9 +177,25 @@ class RuntimeService:
         return record
 
     @staticmethod
-    def _merged(base: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _check_request(name: str | None, metadata: Mapping[str, Any] | None, whose: str) -> None:
+        """InvalidRequest when a name or metadata breaks a limit of `core.limits` (the REST
+        models check requests already; this holds in-process callers and merges to them)."""
+        if name is not None and len(name) > MAX_NAME_LENGTH:
+            raise InvalidRequest(
+                f"the checkpoint name is {len(name)} characters long; the limit is "
+                f"{MAX_NAME_LENGTH}"
+            )
+        problem = metadata_problem(metadata) if metadata else None
+        if problem is not None:
+            raise InvalidRequest(f"{whose}{problem}")
+
+    def _merged(self, base: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+        """`base` updated with `extra`, within the metadata limits (each request is within
+        them, but merges could grow a runtime's metadata without end)."""
         merged = dict(base)
         merged.update(extra or {})
+        if extra:
+            self._check_request(None, merged, "merged with the runtime's own, ")
         return merged
 
     async def _discard_new_ref(self, runtime_id: str, ref: BackendCheckpointRef | None) -> None:
@@ -180,11 +208,13 @@ class RuntimeService:
             backend.mark_dirty()
         if ref is None or not ref.provider_snapshot_id:
             return
-        if any(  # reused: an earlier checkpoint already records this snapshot
-            c.backend_ref is not None
-            and c.backend_ref.provider_snapshot_id == ref.provider_snapshot_id
-            for c in self.store.list_checkpoints(runtime_id)
-        ):
+        snapshot_id = ref.provider_snapshot_id
+        with collecting_damaged_rows() as damaged:
+            earlier = self.store.list_checkpoints(runtime_id)
+        if any(  # reused: an earlier checkpoint already records this snapshot (or may)
+            c.backend_ref is not None and c.backend_ref.provider_snapshot_id == snapshot_id
+            for c in earlier
+        ) or any(snapshot_id in row.text for row in damaged):
             return
         with contextlib.suppress(Exception):
             await self.backends.delete_snapshot(ref)
@@ -329,6 +359,7 @@ class RuntimeService:
         The caller holds the runtime's operation slot. When the store refuses the new
         records, a snapshot taken for them is discarded and the store is unchanged.
         """
+        self._check_request(name, metadata, "")
         session = self._live_session(runtime_id)
         if precaptured is None:
             await self._require_idle(session)
@@ -466,6 +497,7 @@ class RuntimeService:
         """
         checkpoint = self._checkpoint(checkpoint_id)
         source = self._session(checkpoint.runtime_id)
+        merged_metadata = self._merged(checkpoint.session.metadata, metadata)
         child_id = child_runtime_id(source.session_id)
         async with self._operation(source.session_id, child_id):
             live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
@@ -480,7 +512,7 @@ class RuntimeService:
                     "status": SessionLifecycleStatus.IDLE,
                     "backend_kind": backend.kind,
                     "backend_instance": backend.backend_id,
-                    "metadata": self._merged(checkpoint.session.metadata, metadata),
+                    "metadata": merged_metadata,
                     "handle_state": {},
                     "created_at_ms": now_ms(),
                     "updated_at_ms": now_ms(),
@@ -635,13 +667,14 @@ class RuntimeService:
             if head is None:
                 raise CheckpointNotFound(f"paused runtime {runtime_id} has no checkpoint")
             checkpoint = self._checkpoint(head)
+            merged_metadata = self._merged(session.metadata, metadata)
             backend = await self._materialise_backend(checkpoint, runtime_id)
             session = session.model_copy(
                 update={
                     "status": SessionLifecycleStatus.IDLE,
                     "backend_kind": backend.kind,
                     "backend_instance": backend.backend_id,
-                    "metadata": self._merged(session.metadata, metadata),
+                    "metadata": merged_metadata,
                     "handle_state": {},
                     "updated_at_ms": now_ms(),
                 }
@@ -738,15 +771,26 @@ class RuntimeService:
             return RuntimeCheckpointSnapshotDeleteResult(
                 checkpoint_id=checkpoint_id, deleted=False, already_deleted=True
             )
+        snapshot_id = ref.provider_snapshot_id
         async with self._operation(checkpoint.runtime_id):
-            deleted = await self.backends.delete_snapshot(ref)
-            snapshot_id = ref.provider_snapshot_id
+            # The store records the deletion first, so no record ever names a deleted
+            # snapshot; when the provider then fails, the records get the snapshot back.
             with self.store.transaction():
-                for other in self.store.list_checkpoints():
-                    other_ref = other.backend_ref
-                    if other_ref is not None and other_ref.provider_snapshot_id == snapshot_id:
-                        cleared = other_ref.model_copy(update={"provider_snapshot_id": None})
-                        self.store.put_checkpoint(other.model_copy(update={"backend_ref": cleared}))
+                sharing = [
+                    other
+                    for other in self.store.list_checkpoints()
+                    if other.backend_ref is not None
+                    and other.backend_ref.provider_snapshot_id == snapshot_id
+                ]
+                for other in sharing:
+                    self.store.put_checkpoint(_without_snapshot(other))
+            try:
+                deleted = await self.backends.delete_snapshot(ref)
+            except BaseException:
+                with self.store.transaction():
+                    for other in sharing:
+                        self.store.put_checkpoint(other)
+                raise
         self.gc()
         return RuntimeCheckpointSnapshotDeleteResult(
             checkpoint_id=checkpoint_id, deleted=deleted, already_deleted=not deleted
@@ -755,9 +799,15 @@ class RuntimeService:
     # ---- housekeeping ---------------------------------------------------------------
 
     def live_manifests(self) -> set[str]:
-        """Blob-store manifests some checkpoint still references."""
-        live: set[str] = set()
-        for checkpoint in self.store.list_checkpoints():
+        """Blob-store manifests some checkpoint still references.
+
+        A damaged checkpoint row cannot be read, so every manifest id its text holds
+        counts as referenced: nothing it may need is collected until it is repaired.
+        """
+        with collecting_damaged_rows() as damaged:
+            checkpoints = self.store.list_checkpoints()
+        live = {found for row in damaged for found in _HEX_ID.findall(row.text)}
+        for checkpoint in checkpoints:
             if checkpoint.context_manifest_id:
                 live.add(checkpoint.context_manifest_id)
             ref = checkpoint.backend_ref

@@ -1,6 +1,6 @@
 """Content-addressed blob store: BLAKE3 chunks, zstd where it helps, signed manifests.
 
-Layout under `root`:
+Layout under `root` (mode 0700, see `core.private`):
   chunks/ab/<blake3 hex>   one chunk: a one-byte codec tag (b"R" raw, b"Z" zstd) + payload
   manifests/<id>.json      {"body": ..., "signature": HMAC-SHA256(secret, canonical body)}
   secret                   the per-store HMAC key, mode 0600, created on first use
@@ -33,6 +33,8 @@ from typing import Any
 import blake3
 import orjson
 import zstandard
+
+from ditto_jupyter.core.private import private_dir
 
 CHUNK_SIZE = 1 << 20
 #: Codec tag (the first byte of a chunk file) of a chunk stored as is.
@@ -95,13 +97,19 @@ def _fsync_dir(path: Path) -> None:
 class BlobStore:
     """Content-addressed chunks and signed manifests in one directory."""
 
-    def __init__(self, root: str | os.PathLike[str], *, durable: bool = True) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, durable: bool = True, create_secret: bool = True
+    ) -> None:
+        """Open (or create) the store in `root`; with `create_secret=False` a store with no
+        secret is a BlobError instead of getting a new one (`ditto doctor` only reads)."""
         self.root = Path(root)
+        self._create_secret = create_secret
         self.durable = durable
         self._chunks = self.root / "chunks"
         self._chunks_dir = str(self._chunks)
         self._manifests = self.root / "manifests"
         self._tmp = self.root / "tmp"
+        private_dir(self.root)
         for folder in (self._chunks, self._manifests, self._tmp):
             folder.mkdir(parents=True, exist_ok=True)
         self._secret = self._load_or_create_secret()
@@ -116,6 +124,8 @@ class BlobStore:
         # link() fails if the name exists, so racing processes agree on one key and no
         # reader ever sees a half-written one.
         path = self.root / "secret"
+        if not path.exists() and not self._create_secret:
+            raise BlobError(f"the store secret {path} is missing; no manifest can be verified")
         if not path.exists():
             fd, tmp = _mkstemp(self._tmp)
             try:

@@ -1,22 +1,59 @@
 """Pydantic models of the control plane: records, checkpoints, and every route's request/result.
 
 Requests refuse unknown fields and wrong types (strict), so a front end that validates a
-body with them answers 400 `InvalidRequest` naming the field. `RuntimeRecord` is exactly the
-public shape of the seed; backend placement stays inside `SessionRecord` and never leaks.
+body with them answers 400 `InvalidRequest` naming the field. They also hold every field to
+the limits of `core.limits` (`RequestId`, `CheckpointName`, `RequestMetadata`), so whatever a
+request carries can be stored and read back; stored records are read without those limits.
+`RuntimeRecord` is exactly the public shape of the seed; backend placement stays inside
+`SessionRecord` and never leaks.
 """
 
 from __future__ import annotations
 
 import time
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+from ditto_jupyter.core.limits import (
+    MAX_ID_LENGTH,
+    MAX_METADATA_DEPTH,
+    MAX_METADATA_KEYS,
+    MAX_NAME_LENGTH,
+    metadata_problem,
+)
 
 
 def now_ms() -> int:
     """Wall-clock milliseconds since the epoch, the unit of every `*_at_ms` field."""
     return time.time_ns() // 1_000_000
+
+
+def _within_metadata_limits(value: dict[str, Any]) -> dict[str, Any]:
+    problem = metadata_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("metadata_limit", "{problem}", {"problem": problem})
+    return value
+
+
+#: A runtime or checkpoint id (or reference) in a request: not empty, at most 4096 characters.
+RequestId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
+#: A conversation (notebook path) or sender in a request: at most 4096 characters.
+RequestText = Annotated[str, Field(max_length=MAX_ID_LENGTH)]
+#: A checkpoint name in a request: at most 256 characters.
+CheckpointName = Annotated[str, Field(max_length=MAX_NAME_LENGTH)]
+#: Metadata in a request: JSON within every metadata limit of `core.limits`.
+RequestMetadata = Annotated[
+    dict[str, Any],
+    AfterValidator(_within_metadata_limits),
+    Field(
+        description=f"At most {MAX_METADATA_KEYS} keys, nested at most {MAX_METADATA_DEPTH} "
+        "deep; see Limits.",
+        json_schema_extra={"maxProperties": MAX_METADATA_KEYS},
+    ),
+]
 
 
 class _Strict(BaseModel):
@@ -144,45 +181,45 @@ class RuntimeCheckpoint(_Strict):
 class RuntimeCheckpointRequest(_Strict):
     """POST /api/v1/runtimes/checkpoint."""
 
-    runtime_id: str
-    name: str | None = None
-    metadata: dict[str, Any] | None = None
+    runtime_id: RequestId
+    name: CheckpointName | None = None
+    metadata: RequestMetadata | None = None
 
 
 class RuntimeCheckpointSnapshotDeleteRequest(_Strict):
     """POST /api/v1/runtimes/checkpoint/delete-snapshot."""
 
-    checkpoint_id: str
+    checkpoint_id: RequestId
 
 
 class RuntimeCheckoutRequest(_Strict):
     """POST /api/v1/runtimes/checkout."""
 
-    checkpoint_id: str
-    conversation_id: str | None = None
-    sender_id: str | None = None
-    metadata: dict[str, Any] | None = None
+    checkpoint_id: RequestId
+    conversation_id: RequestText | None = None
+    sender_id: RequestText | None = None
+    metadata: RequestMetadata | None = None
 
 
 class RuntimePauseRequest(_Strict):
     """POST /api/v1/runtimes/pause."""
 
-    runtime_id: str
-    name: str | None = None
-    metadata: dict[str, Any] | None = None
+    runtime_id: RequestId
+    name: CheckpointName | None = None
+    metadata: RequestMetadata | None = None
 
 
 class RuntimeResumeRequest(_Strict):
     """POST /api/v1/runtimes/resume."""
 
-    runtime_id: str
-    metadata: dict[str, Any] | None = None
+    runtime_id: RequestId
+    metadata: RequestMetadata | None = None
 
 
 class RuntimeCloseRequest(_Strict):
     """POST /api/v1/runtimes/close."""
 
-    runtime_id: str
+    runtime_id: RequestId
 
 
 # ---- route results --------------------------------------------------------------------

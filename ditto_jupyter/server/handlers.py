@@ -5,8 +5,10 @@ route's request model, runs the route's call on the session mapping and writes t
 Every handler is `@tornado.web.authenticated` and `@authorized` with the auth resource
 `ditto`. Bodies are validated by the strict pydantic request models; anything malformed
 (not JSON, not an object, a missing, mistyped or unknown field, a lone surrogate) is a 400
-`InvalidRequest` naming the problem, before any service code runs. Every error answer is
-`{"error": code, "message": one sentence}`; only a bug inside the service answers 500.
+`InvalidRequest` naming the problem, before any service code runs; so is a body over
+`MAX_BODY_BYTES` or a field over a limit of `core.limits` (the message names the limit).
+Every error answer is `{"error": code, "message": one sentence}`; only a bug inside the
+service answers 500.
 The OpenAPI document is served from the function the app passes in (this module does not
 build it).
 """
@@ -27,6 +29,7 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
+from ditto_jupyter.core.limits import MAX_BODY_BYTES
 from ditto_jupyter.server.routes import API_PREFIX, ROUTES, RouteRequest, RouteSpec
 from ditto_jupyter.server.sessions import RuntimeSessions
 
@@ -67,12 +70,21 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"the number {text[:40]} is too large for a float")
+    return value
+
+
 def parse_body(raw: bytes, model: type[M]) -> M:
     """Validate a request body with `model`; InvalidRequest names what is wrong."""
+    if len(raw) > MAX_BODY_BYTES:
+        raise InvalidRequest(f"the request body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
     if not raw.strip():
         raise InvalidRequest("the request body is empty; send a JSON object")
     try:
-        data = json.loads(raw, parse_constant=_refuse_constant)
+        data = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InvalidRequest(f"the request body is not valid JSON: {reason}") from None

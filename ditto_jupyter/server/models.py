@@ -7,16 +7,33 @@ mistyped field is refused before any service code runs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from ditto_jupyter.core.models import (
+    CheckpointName,
     CheckpointSummary,
     ContextCapture,
+    RequestId,
+    RequestMetadata,
+    RequestText,
     RuntimeRecord,
     UnrestorableValue,
 )
+
+
+def _without_nul(command: str) -> str:
+    if "\x00" in command:
+        raise PydanticCustomError("nul_byte", "a shell command cannot hold a NUL byte")
+    return command
+
+
+#: A shell command: any text but a NUL byte, which no command line can hold.
+ShellCommand = Annotated[
+    str, AfterValidator(_without_nul), Field(json_schema_extra={"pattern": "^[^\\u0000]*$"})
+]
 
 
 class _ExtensionModel(BaseModel):
@@ -28,8 +45,8 @@ class _ExtensionModel(BaseModel):
 class RuntimeRestoreRequest(_ExtensionModel):
     """POST /api/v1/runtimes/restore: a checkpoint by id, prefix or name."""
 
-    runtime_id: str
-    checkpoint_id: str
+    runtime_id: RequestId
+    checkpoint_id: RequestId
 
 
 class RuntimeRestoreResult(_ExtensionModel):
@@ -46,9 +63,9 @@ class SelfRestoreRequest(_ExtensionModel):
     `runtime_token` is the kernel's `DITTO_RUNTIME_TOKEN`, proof that it is `runtime_id`'s.
     """
 
-    runtime_id: str
-    runtime_token: str
-    checkpoint_id: str
+    runtime_id: RequestId
+    runtime_token: RequestText
+    checkpoint_id: RequestId
 
 
 class SelfCheckpointRequest(_ExtensionModel):
@@ -58,11 +75,11 @@ class SelfCheckpointRequest(_ExtensionModel):
     a kernel-namespace manifest captured for `runtime_id`.
     """
 
-    runtime_id: str
-    runtime_token: str
+    runtime_id: RequestId
+    runtime_token: RequestText
     capture: ContextCapture
-    name: str | None = None
-    metadata: dict[str, Any] | None = None
+    name: CheckpointName | None = None
+    metadata: RequestMetadata | None = None
 
 
 class SelfCheckoutRequest(_ExtensionModel):
@@ -73,19 +90,19 @@ class SelfCheckoutRequest(_ExtensionModel):
     magic asking, so the idle check of checkout does not apply to it.
     """
 
-    runtime_id: str
-    runtime_token: str
-    checkpoint_id: str
-    conversation_id: str | None = None
-    sender_id: str | None = None
-    metadata: dict[str, Any] | None = None
+    runtime_id: RequestId
+    runtime_token: RequestText
+    checkpoint_id: RequestId
+    conversation_id: RequestText | None = None
+    sender_id: RequestText | None = None
+    metadata: RequestMetadata | None = None
 
 
 class ExecRequest(_ExtensionModel):
     """POST /api/v1/runtimes/exec: a shell command in the runtime's backend (`%%sandbox`)."""
 
-    runtime_id: str
-    command: str
+    runtime_id: RequestId
+    command: ShellCommand
     timeout: float | None = Field(default=None, gt=0)
 
 

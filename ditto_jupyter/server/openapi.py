@@ -27,8 +27,8 @@ _COMMON_ERRORS = {
 }
 #: What an error status means, by the error types that answer it.
 _ERROR_TEXT = {
-    "400": "InvalidRequest: the body is not JSON, not an object, or a field is missing, "
-    "of the wrong type, or unknown.",
+    "400": "InvalidRequest: the body is not JSON, not an object or too big, or a field is "
+    "missing, of the wrong type, unknown, or over a limit (see Limits).",
     "404": "RuntimeNotFound or CheckpointNotFound: unknown id.",
     "409": "SessionBusy, RuntimePaused, RuntimeNotPaused or RuntimeClosed.",
     "422": "UnsupportedBackend: the checkpoint's backend cannot do what was asked.",

@@ -3,7 +3,8 @@
     python -m ditto_jupyter.server.rest_docs > docs/rest.md
 
 Every route (method, path, summary, path parameters, request fields, result fields, error
-statuses and what they mean), then every error code, then every schema the routes use.
+statuses and what they mean), then the limits every request is held to, then every error
+code, then every schema the routes use.
 `tests/server/test_rest_docs.py` fails when docs/rest.md is not this module's output.
 """
 
@@ -15,6 +16,7 @@ import sys
 from typing import Any
 
 from ditto_jupyter.core import errors
+from ditto_jupyter.core.limits import LIMITS
 from ditto_jupyter.server.handlers import HTTP_ERROR_CODES
 from ditto_jupyter.server.openapi import openapi_document
 
@@ -68,6 +70,13 @@ def type_text(schema: dict[str, Any]) -> str:
         )
         if key in schema
     ]
+    low, high = schema.get("minLength"), schema.get("maxLength")
+    if low and high is not None:
+        bounds.append(f"{low} to {high} characters")
+    elif high is not None:
+        bounds.append(f"at most {high} characters")
+    if "maxProperties" in schema:
+        bounds.append(f"at most {schema['maxProperties']} keys")
     return f"{kind} ({', '.join(bounds)})" if bounds else str(kind)
 
 
@@ -110,6 +119,23 @@ def _route(method: str, path: str, operation: dict[str, Any], schemas: dict[str,
     ]
     for status in sorted(status for status in responses if status != "200"):
         lines.append(f"| {status} | {_cell(responses[status]['description'])} |")
+    return [*lines, ""]
+
+
+def _limits() -> list[str]:
+    """The limits of `core.limits`: a request over one is a 400 naming it."""
+    lines = [
+        "A request over a limit is refused with 400 `InvalidRequest` before anything runs, "
+        'and the message names the limit (`"metadata is nested 200 deep; the limit is 32"`). '
+        "They keep every stored record readable: pydantic reads JSON up to about 200 levels "
+        "deep, and a stored checkpoint nests its metadata three levels down. Metadata is the "
+        "only free-form JSON a request holds, so its nesting limit is every body's. Sizes are "
+        "bytes of compact UTF-8 JSON; numbers must be finite.",
+        "",
+        "| what | limit |",
+        "| --- | --- |",
+    ]
+    lines += [f"| {_cell(what)} | {limit} {unit} |" for what, limit, unit in LIMITS]
     return [*lines, ""]
 
 
@@ -172,6 +198,7 @@ def render(document: dict[str, Any]) -> str:
     lines.append("")
     for method, path, operation in operations:
         lines += _route(method, path, operation, schemas)
+    lines += ["## Limits", "", *_limits()]
     lines += ["## Error codes", "", *_error_codes(), "## Schemas", ""]
     for name in sorted(schemas):
         lines += _model(name, schemas[name])

@@ -29,6 +29,7 @@ from tornado.web import HTTPError
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.context_capture import SessionContextCapture
 from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.control.store import DamagedRecord
 from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, SessionBusy
 from ditto_jupyter.core.models import (
     CheckpointListResult,
@@ -210,6 +211,8 @@ class RuntimeSessions:
                 try:
                     await self.ensure_runtime(str(model["id"]), user)
                 except RuntimeNotFound:  # the kernel died between listing and registering
+                    continue
+                except DamagedRecord:  # its row does not read back: the listing skips it
                     continue
 
     # ---- reads ---------------------------------------------------------------------------

@@ -37,6 +37,10 @@ def test_schema_types_read_as_phrases() -> None:
     )
     assert type_text({"type": "number", "exclusiveMinimum": 0}) == "number (> 0)"
     assert type_text({"enum": ["idle", "busy"]}) == "one of `idle`, `busy`"
+    assert type_text({"type": "string", "minLength": 1, "maxLength": 9}) == (
+        "string (1 to 9 characters)"
+    )
+    assert type_text({"type": "object", "maxProperties": 3}) == "object (at most 3 keys)"
     assert type_text({"type": "object", "additionalProperties": {"type": "integer"}}) == (
         "object of integer"
     )

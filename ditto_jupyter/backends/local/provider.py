@@ -35,6 +35,7 @@ from ditto_jupyter.backends.local.workspace import (
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound, BlobStore
 from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
 from ditto_jupyter.core.models import BackendCheckpointRef
+from ditto_jupyter.core.private import PRIVATE_DIR_MODE, private_dir
 
 _STATE_DIR = ".state"
 _ID_PATTERN = re.compile(r"^local-[0-9a-f]{32}$")
@@ -54,7 +55,7 @@ class LocalProvider:
         if exec_timeout <= 0 or output_limit < 0:
             raise InvalidRequest("exec_timeout must be positive and output_limit non-negative")
         self.root = Path(workspaces_root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         self.root = Path(os.path.realpath(self.root))
         self.blobs = blobs
         self.exec_timeout = exec_timeout
@@ -117,7 +118,7 @@ class LocalProvider:
         backend_id = f"local-{uuid.uuid4().hex}"
         folder = self.workspace_dir(backend_id)
         try:
-            folder.mkdir(mode=0o755)
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
         except OSError as exc:
             raise BackendError(f"cannot create workspace {folder}: {exc.strerror}") from None
         return LocalBackend(self, backend_id, folder)

@@ -29,6 +29,7 @@ from typing import Any
 from ditto_jupyter.backends.local.paths import inside, member
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobStore
 from ditto_jupyter.core.errors import BackendError
+from ditto_jupyter.core.private import PRIVATE_DIR_MODE
 
 #: The `kind` of a workspace snapshot manifest.
 MANIFEST_KIND = "workspace"
@@ -309,7 +310,7 @@ def materialise(
             os.symlink(str(raw["target"]), member(root, raw["path"]))
         for raw in sorted(dirs, key=lambda d: str(d["path"]), reverse=True):
             os.chmod(member(root, raw["path"]), int(raw["mode"]) & 0o7777)
-        os.chmod(root, 0o755)
+        os.chmod(root, PRIVATE_DIR_MODE)
         clock_ns = _touch_clock(clock_marker)
     except (OSError, BlobError, KeyError, TypeError, ValueError) as exc:
         shutil.rmtree(folder, ignore_errors=True)

@@ -31,7 +31,14 @@ tables and migrations), `sql` (`SqlCheckpointStore`), `memory` (`MemoryCheckpoin
 
 from __future__ import annotations
 
-from ditto_jupyter.control.store.interface import CheckpointStore, SchemaVersionError, StoreError
+from ditto_jupyter.control.store.interface import (
+    CheckpointStore,
+    DamagedRecord,
+    DamagedRow,
+    SchemaVersionError,
+    StoreError,
+    collecting_damaged_rows,
+)
 from ditto_jupyter.control.store.memory import MemoryCheckpointStore
 from ditto_jupyter.control.store.opening import open_store
 from ditto_jupyter.control.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
@@ -41,10 +48,13 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "CheckpointStore",
+    "DamagedRecord",
+    "DamagedRow",
     "MemoryCheckpointStore",
     "Migration",
     "SchemaVersionError",
     "SqlCheckpointStore",
     "StoreError",
+    "collecting_damaged_rows",
     "open_store",
 ]

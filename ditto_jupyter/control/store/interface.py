@@ -1,12 +1,19 @@
 """The checkpoint store's interface, its errors, and the checks both stores share.
 
 Both stores refuse a wrong argument type or an empty id before writing, keep models as JSON
-text, and check references when the outermost transaction commits (`Ref`).
+text, and check references when the outermost transaction commits (`Ref`). A stored row
+that no longer reads back (`DamagedRecord`) fails only the calls that ask for it by id:
+listings skip it and log it, and `damaged_rows()` reports every such row (`ditto doctor`).
+A caller that must not miss what a skipped row holds (garbage collection) lists inside
+`collecting_damaged_rows()`, which hands it the rows its listings skipped.
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+import contextvars
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -26,6 +33,38 @@ class StoreError(RuntimeError):
 
 class SchemaVersionError(StoreError):
     """The database was written by a newer ditto-jupyter than this one."""
+
+
+class DamagedRecord(StoreError):
+    """A stored row that does not read back as its model (written by hand, or by a bug)."""
+
+
+@dataclass(frozen=True)
+class DamagedRow:
+    """A row that does not read back: its table, its key, why, and its stored text."""
+
+    table: str  # "sessions", "checkpoints" or "backend_bindings"
+    key: str
+    reason: str
+    text: str
+
+
+_log = logging.getLogger("ditto_jupyter.store")
+_skipped: contextvars.ContextVar[list[DamagedRow] | None] = contextvars.ContextVar(
+    "ditto_store_skipped_rows", default=None
+)
+_TABLES = {"runtime": "sessions", "checkpoint": "checkpoints", "binding": "backend_bindings"}
+
+
+@contextmanager
+def collecting_damaged_rows() -> Iterator[list[DamagedRow]]:
+    """The rows that listings inside the block skip as damaged, with their stored text."""
+    skipped: list[DamagedRow] = []
+    token = _skipped.set(skipped)
+    try:
+        yield skipped
+    finally:
+        _skipped.reset(token)
 
 
 @runtime_checkable
@@ -94,6 +133,10 @@ class CheckpointStore(Protocol):
         """Every backend binding, by runtime id."""
         ...
 
+    def damaged_rows(self) -> list[DamagedRow]:
+        """Every stored row that does not read back as its model (reads each row)."""
+        ...
+
     def close(self) -> None:
         """Release connections; later calls raise StoreError."""
         ...
@@ -122,13 +165,46 @@ def require_id(value: object, what: str) -> str:
 
 
 def load_model(model: type[_M], text: str, what: str) -> _M:
-    """A stored model read back from its JSON text (StoreError naming `what` if damaged)."""
+    """A stored model read back from its JSON text (DamagedRecord naming `what` if damaged)."""
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the record"
-        raise StoreError(f"stored {what} is damaged at {where}: {first['msg']}") from None
+        raise DamagedRecord(
+            f"stored {what} is damaged at {where}: {first['msg']}; run `ditto doctor`"
+        ) from None
+
+
+def load_rows(model: type[_M], rows: Iterable[tuple[str, str]], what: str) -> list[_M]:
+    """The `(key, text)` rows of `what`s read back as `model`; a damaged row is skipped,
+    logged and handed to `collecting_damaged_rows`, so one bad row never takes a listing
+    down (`damaged_rows()` names them all)."""
+    loaded: list[_M] = []
+    for key, text in rows:
+        try:
+            loaded.append(load_model(model, text, f"{what} {key!r}"))
+        except DamagedRecord as error:
+            _log.warning("ditto: skipped in a listing: %s", error)
+            skipped = _skipped.get()
+            if skipped is not None:
+                skipped.append(DamagedRow(_TABLES[what], key, str(error), text))
+    return loaded
+
+
+def damaged_of(
+    table: str, model: type[BaseModel], rows: Iterable[tuple[str, str]]
+) -> list[DamagedRow]:
+    """The rows of `table` that do not read back as `model`."""
+    damaged: list[DamagedRow] = []
+    for key, text in rows:
+        try:
+            model.model_validate_json(text)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the record"
+            damaged.append(DamagedRow(table, key, f"at {where}: {first['msg']}", text))
+    return damaged
 
 
 def refs_of_checkpoint(checkpoint: RuntimeCheckpoint) -> list[Ref]:

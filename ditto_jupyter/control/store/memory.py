@@ -11,10 +11,13 @@ from typing import Any
 
 from ditto_jupyter.control.store.interface import (
     BUSY_TIMEOUT_MS,
+    DamagedRow,
     Ref,
     StoreError,
+    damaged_of,
     dangling,
     load_model,
+    load_rows,
     refs_of_binding,
     refs_of_checkpoint,
     refs_of_head,
@@ -158,7 +161,7 @@ class MemoryCheckpointStore:
         rows = sorted(
             (created, rid, data) for rid, (created, data) in self._view().sessions.items()
         )
-        return [load_model(SessionRecord, data, f"runtime {rid!r}") for _, rid, data in rows]
+        return load_rows(SessionRecord, ((rid, data) for _, rid, data in rows), "runtime")
 
     # ---- checkpoints ----------------------------------------------------------------
 
@@ -193,9 +196,7 @@ class MemoryCheckpointStore:
             for cid, (created, seq, rid, name, data) in self._view().checkpoints.items()
             if keep(cid, rid, name)
         )
-        return [
-            load_model(RuntimeCheckpoint, data, f"checkpoint {cid!r}") for _, _, cid, data in rows
-        ]
+        return load_rows(RuntimeCheckpoint, ((cid, data) for _, _, cid, data in rows), "checkpoint")
 
     def list_checkpoints(self, runtime_id: str | None = None) -> list[RuntimeCheckpoint]:
         """Checkpoints (of one runtime, or all), oldest first."""
@@ -253,9 +254,19 @@ class MemoryCheckpointStore:
     def list_bindings(self) -> list[BackendBinding]:
         """Every backend binding, by runtime id."""
         bindings = self._view().bindings
+        return load_rows(
+            BackendBinding, ((rid, bindings[rid]) for rid in sorted(bindings)), "binding"
+        )
+
+    def damaged_rows(self) -> list[DamagedRow]:
+        """Every stored row that does not read back as its model (reads each row)."""
+        state = self._view()
+        sessions = ((rid, data) for rid, (_, data) in sorted(state.sessions.items()))
+        checkpoints = ((cid, row[4]) for cid, row in sorted(state.checkpoints.items()))
         return [
-            load_model(BackendBinding, bindings[rid], f"binding {rid!r}")
-            for rid in sorted(bindings)
+            *damaged_of("sessions", SessionRecord, sessions),
+            *damaged_of("checkpoints", RuntimeCheckpoint, checkpoints),
+            *damaged_of("backend_bindings", BackendBinding, sorted(state.bindings.items())),
         ]
 
     def close(self) -> None:

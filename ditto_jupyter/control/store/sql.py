@@ -24,11 +24,14 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from ditto_jupyter.control.store.interface import (
     BUSY_TIMEOUT_MS,
+    DamagedRow,
     Ref,
     SchemaVersionError,
     StoreError,
+    damaged_of,
     dangling,
     load_model,
+    load_rows,
     refs_of_binding,
     refs_of_checkpoint,
     refs_of_head,
@@ -52,6 +55,7 @@ from ditto_jupyter.control.store.schema import (
     check_migrations,
 )
 from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.core.private import private_file
 
 _PG_WRITE_LOCK = 0x6469_7474_6F00
 """PostgreSQL advisory lock key that serializes write transactions (and migrations)."""
@@ -117,9 +121,11 @@ class SqlCheckpointStore:
 
     @classmethod
     def at_path(cls, path: str | os.PathLike[str]) -> SqlCheckpointStore:
-        """The SQLite store in the file `path` (created with its parent folders if missing)."""
+        """The SQLite store in the file `path` (created 0600, with its parent folders, if
+        missing; a looser file and its -wal and -shm are made 0600)."""
         target = Path(path).expanduser().resolve()
         target.parent.mkdir(parents=True, exist_ok=True)
+        private_file(target)
         return cls(URL.create("sqlite", database=str(target)))
 
     def __repr__(self) -> str:
@@ -302,7 +308,7 @@ class SqlCheckpointStore:
                     SESSIONS.c.created_at_ms, self._by_codepoint(SESSIONS.c.runtime_id)
                 )
             ).all()
-        return [load_model(SessionRecord, data, f"runtime {rid!r}") for rid, data in rows]
+        return load_rows(SessionRecord, rows, "runtime")
 
     # ---- checkpoints ----------------------------------------------------------------
 
@@ -335,7 +341,7 @@ class SqlCheckpointStore:
         query = query.order_by(CHECKPOINTS.c.created_at_ms, CHECKPOINTS.c.seq)
         with self._read() as conn:
             rows = conn.execute(query).all()
-        return [load_model(RuntimeCheckpoint, data, f"checkpoint {cid!r}") for cid, data in rows]
+        return load_rows(RuntimeCheckpoint, rows, "checkpoint")
 
     def list_checkpoints(self, runtime_id: str | None = None) -> list[RuntimeCheckpoint]:
         """Checkpoints (of one runtime, or all), oldest first."""
@@ -411,7 +417,20 @@ class SqlCheckpointStore:
                     self._by_codepoint(BINDINGS.c.runtime_id)
                 )
             ).all()
-        return [load_model(BackendBinding, data, f"binding {rid!r}") for rid, data in rows]
+        return load_rows(BackendBinding, rows, "binding")
+
+    def damaged_rows(self) -> list[DamagedRow]:
+        """Every stored row that does not read back as its model (reads each row)."""
+        damaged: list[DamagedRow] = []
+        for table, key, model in (
+            (SESSIONS, SESSIONS.c.runtime_id, SessionRecord),
+            (CHECKPOINTS, CHECKPOINTS.c.checkpoint_id, RuntimeCheckpoint),
+            (BINDINGS, BINDINGS.c.runtime_id, BackendBinding),
+        ):
+            with self._read() as conn:
+                rows = conn.execute(sa.select(key, table.c.data).order_by(key)).all()
+            damaged += damaged_of(table.name, model, ((str(k), str(d)) for k, d in rows))
+        return damaged
 
     # ---- misc -----------------------------------------------------------------------
 
