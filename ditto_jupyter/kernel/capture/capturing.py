@@ -3,7 +3,8 @@
 Modules are recorded as imports (`np` -> `numpy`, `p` -> `posixpath` for `os.path`) and
 re-imported on restore. Values that cannot be pickled (generators, open files, sockets,
 locks, threads, database connections, anything whose pickling raises) are listed with name,
-type and reason, and never join a component, so they sink nothing else.
+type and reason, and never join a component, so they sink nothing else. pyplot's open figures
+are recorded too (`pyplot_state`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
 from ditto_jupyter.core.models import ContextCapture, UnrestorableValue
+from ditto_jupyter.kernel.capture import pyplot_state
+from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.chunks import (
     ChunkWriter,
     forget_chunks,
@@ -75,7 +78,7 @@ def _capture(
     unrestorable: list[UnrestorableValue] = []
     values: dict[str, object] = {}
     for name, value in list(namespace.items()):
-        if not is_state_name(name, value, hidden):
+        if not is_state_name(name, value, hidden) or name == pyplot_state.PYPLOT_FIGURES:
             continue
         if isinstance(value, types.ModuleType):
             module_name = getattr(value, "__name__", None)
@@ -88,6 +91,10 @@ def _capture(
             namespace_refs.append(name)
         else:
             values[name] = value
+    records_pyplot = pyplot_state.owns_pyplot(namespace)
+    figures = pyplot_state.open_figures() if records_pyplot else []
+    if figures:
+        values[pyplot_state.PYPLOT_FIGURES] = figures
 
     singles: dict[str, Pickled] = {}
     for name, value in values.items():
@@ -97,7 +104,8 @@ def _capture(
             unrestorable.append(
                 UnrestorableValue(name=name, type=type_name(value), reason=failure_reason(error))
             )
-    ids = {name: identity_ids(pickled, namespace) for name, pickled in singles.items()}
+    atoms = Atoms(namespace)
+    ids = {name: identity_ids(pickled, atoms) for name, pickled in singles.items()}
     groups = components(list(singles), ids)
 
     store, sync = write_store(blobs)
@@ -126,6 +134,8 @@ def _capture(
         "unrestorable": [u.model_dump() for u in sorted(unrestorable, key=lambda u: u.name)],
         "chunks": list(writer.chunks),
     }
+    if records_pyplot:
+        body[pyplot_state.MANIFEST_KEY] = True
     manifest_id, manifest_bytes = store.put_manifest(body)
     if sync and (writer.bytes_written or manifest_bytes):
         sync_filesystem(blobs.root)
