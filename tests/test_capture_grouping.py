@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
+from ditto_jupyter.kernel.capture import capture_namespace, load_manifest, restore_namespace
 
 
 def run(namespace: dict[str, object], code: str) -> None:
@@ -27,7 +27,7 @@ def new_namespace() -> dict[str, object]:
 
 
 def groups(blobs: BlobStore, manifest_id: str) -> list[list[str]]:
-    body: dict[str, Any] = blobs.get_manifest(manifest_id)
+    body: dict[str, Any] = load_manifest(blobs, manifest_id)  # with its parts' components
     return [component["names"] for component in body["components"]]
 
 

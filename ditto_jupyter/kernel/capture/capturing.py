@@ -31,6 +31,10 @@ from ditto_jupyter.kernel.capture.manifest import (
     BUFFER_PICKLE,
     MANIFEST_KIND,
     MANIFEST_VERSION,
+    load_manifest,
+    part_body,
+    split_into_parts,
+    uses_parts,
 )
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
@@ -71,7 +75,7 @@ def _capture(
     if previous_manifest_id is not None and not knows_manifest(previous_manifest_id):
         # only an optimisation: a missing previous manifest costs re-hashing
         with contextlib.suppress(BlobError):
-            remember_manifest(previous_manifest_id, blobs.get_manifest(previous_manifest_id))
+            remember_manifest(previous_manifest_id, load_manifest(blobs, previous_manifest_id))
     hidden = hidden_names(namespace)
     modules: dict[str, str] = {}
     namespace_refs: list[str] = []
@@ -124,22 +128,32 @@ def _capture(
             stored_components.append(_store_component(writer, names, values, pickled))
     singles.clear()  # release the pickles' memos (they keep temporaries alive)
 
+    manifest_bytes = 0
+    part_ids: list[str] = []
+    if uses_parts(stored_components):  # unchanged parts are the parent's, stored once
+        for part in split_into_parts(stored_components):
+            part_id, part_bytes = store.put_manifest(part_body(part))
+            part_ids.append(part_id)
+            manifest_bytes += part_bytes
     body: dict[str, Any] = {
         "kind": MANIFEST_KIND,
         "version": MANIFEST_VERSION,
         "chunk_size": CHUNK_SIZE,
-        "components": stored_components,
+        "components": [] if part_ids else stored_components,
         "modules": modules,
         "namespace_refs": sorted(namespace_refs),
         "unrestorable": [u.model_dump() for u in sorted(unrestorable, key=lambda u: u.name)],
-        "chunks": list(writer.chunks),
+        "chunks": [] if part_ids else list(writer.chunks),
     }
+    if part_ids:
+        body["parts"] = body["manifests"] = part_ids
     if records_pyplot:
         body[pyplot_state.MANIFEST_KEY] = True
-    manifest_id, manifest_bytes = store.put_manifest(body)
+    manifest_id, top_bytes = store.put_manifest(body)
+    manifest_bytes += top_bytes
     if sync and (writer.bytes_written or manifest_bytes):
         sync_filesystem(blobs.root)
-    remember_manifest(manifest_id, body)
+    remember_manifest(manifest_id, {**body, "components": stored_components})
     shell = ipython_shell(namespace)
     count = getattr(shell, "execution_count", None) if shell is not None else None
     return ContextCapture(
