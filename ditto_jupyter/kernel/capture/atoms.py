@@ -23,7 +23,6 @@ its `name` can be set in place, and frames that share one see the change.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import decimal
 import enum
@@ -124,15 +123,9 @@ def _importable(obj: object, namespace: dict[str, object]) -> bool:
         return False
 
 
-def is_frozen_dataclass(obj: object) -> bool:
-    """Whether `obj` is an instance of a frozen dataclass."""
-    params = getattr(type(obj), "__dataclass_params__", None)
-    return (
-        params is not None
-        and bool(getattr(params, "frozen", False))
-        and dataclasses.is_dataclass(obj)
-        and not isinstance(obj, type)
-    )
+_NO_RIDERS: frozenset[int] = frozenset()
+#: What a class says about its instances (decided once per class and capture).
+_MUTABLE, _ATOMIC, _CLASS, _FROZEN, _FUNCTION, _MAYBE_GLOBAL = range(6)
 
 
 class Atoms:
@@ -142,40 +135,60 @@ class Atoms:
     Riding along: a frozen dataclass's own `__dict__` (pickled as its state), and the
     mutable class attributes of importable classes, which some libraries pickle into every
     instance's state (pandas' `_metadata` list): unpickling makes a fresh copy of those
-    anyway, so they cannot keep an identity worth grouping for.
+    anyway, so they cannot keep an identity worth grouping for. Verdicts are kept per class,
+    so a figure's thousands of objects cost a dictionary look-up each.
     """
 
     def __init__(self, namespace: dict[str, object]) -> None:
         self.namespace = namespace
         self.kinds = _ATOMIC_TYPES + _library_types()
+        self._verdicts: dict[type, int] = {}
         self._class_attributes: dict[type, frozenset[int]] = {}
 
-    def is_atomic(self, obj: object) -> bool:
-        """Whether sharing `obj` does not tie variables together."""
+    def riders_if_atomic(self, obj: object) -> frozenset[int] | None:
+        """None when sharing `obj` ties variables together; otherwise the ids of the objects
+        that ride along with it (usually none)."""
         cls = type(obj)
-        if cls in _CONTAINER_TYPES:
-            return False
-        if cls is object or isinstance(obj, self.kinds):
-            return True
-        if cls is types.FunctionType:  # a module function is atomic, a notebook one is not
-            return obj.__globals__ is not self.namespace  # type: ignore[attr-defined]
-        return is_frozen_dataclass(obj) or _importable(obj, self.namespace)
-
-    def riders(self, obj: object) -> frozenset[int]:
-        """Ids of the objects that ride along with the atomic `obj` in a pickle."""
-        if isinstance(obj, type):
-            return self._class_attribute_ids(obj)
-        if is_frozen_dataclass(obj):
+        verdict = self._verdicts.get(cls)
+        if verdict is None:
+            verdict = self._verdicts[cls] = self._classify(cls)
+        if verdict == _ATOMIC:
+            return _NO_RIDERS
+        if verdict == _MUTABLE:
+            return None
+        if verdict == _CLASS:
+            return self._class_attribute_ids(obj)  # type: ignore[arg-type]
+        if verdict == _FUNCTION:  # a module function is atomic, a notebook one is not
+            return None if obj.__globals__ is self.namespace else _NO_RIDERS  # type: ignore[attr-defined]
+        if verdict == _FROZEN:
             try:
                 return frozenset({id(object.__getattribute__(obj, "__dict__"))})
             except AttributeError:  # slots
-                return frozenset()
-        return frozenset()
+                return _NO_RIDERS
+        return _NO_RIDERS if _importable(obj, self.namespace) else None
+
+    def _classify(self, cls: type) -> int:
+        if cls in _CONTAINER_TYPES:
+            return _MUTABLE
+        if issubclass(cls, type):
+            return _CLASS
+        if cls is object or issubclass(cls, self.kinds):
+            return _ATOMIC
+        if cls is types.FunctionType:
+            return _FUNCTION
+        params = cls.__dict__.get("__dataclass_params__") or getattr(
+            cls, "__dataclass_params__", None
+        )
+        if params is not None and getattr(params, "frozen", False):
+            return _FROZEN
+        if any("__qualname__" in vars(k) or "__name__" in vars(k) for k in cls.__mro__[:-1]):
+            return _MAYBE_GLOBAL  # function-like (a Cython function): importable, perhaps
+        return _MUTABLE
 
     def _class_attribute_ids(self, cls: type) -> frozenset[int]:
         found = self._class_attributes.get(cls)
         if found is None:
-            found = frozenset()
+            found = _NO_RIDERS
             if _importable(cls, self.namespace):
                 found = frozenset(
                     id(value)

@@ -231,10 +231,12 @@ def identity_ids(pickled: Pickled, atoms: Atoms) -> set[int]:
     ids = set()
     riders: set[int] = set()
     for object_id, (_, obj) in pickled.memo.items():
-        if obj is _NAMESPACE_REF or atoms.is_atomic(obj):
-            riders.update(atoms.riders(obj))
-            continue
-        ids.add(object_id)
+        riding = atoms.riders_if_atomic(obj)
+        if riding is None:
+            if obj is not _NAMESPACE_REF:
+                ids.add(object_id)
+        elif riding:
+            riders.update(riding)
     return ids - riders
 
 
