@@ -120,7 +120,10 @@ def test_a_checkpoint_after_a_cell_that_changed_nothing_writes_at_most_4_kib(
     kernels: Kernels,
 ) -> None:
     k = kernels
-    k.run(k.context.restore(k.kernel, None))
+    k.execute(k.kernel, "import matplotlib.pyplot as plt\nplt.figure(4)")
+    k.run(k.context.restore(k.kernel, None))  # the empty state has no figures open either
+    probe = "print(__import__('matplotlib.pyplot', fromlist=['_']).get_fignums())"
+    assert k.execute(k.kernel, probe).strip() == "[]"
     k.execute(
         k.kernel,
         "import numpy as np\nimport pandas as pd\nimport matplotlib.pyplot as plt\n"

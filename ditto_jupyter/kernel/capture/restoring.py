@@ -216,6 +216,8 @@ def restore_namespace(
     Returns every value that could not be restored.
     """
     body: dict[str, Any] = {"components": [], "modules": {}, "unrestorable": []}
+    if pyplot_state.owns_pyplot(namespace):  # the empty state has no figures open either
+        body[pyplot_state.MANIFEST_KEY] = True
     if manifest_id is not None:
         body = load_manifest(blobs, manifest_id)
     chunk_size = int(body.get("chunk_size", CHUNK_SIZE))
