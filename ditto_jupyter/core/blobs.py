@@ -3,6 +3,8 @@
 Layout under `root` (mode 0700, see `core.private`):
   chunks/ab/<blake3 hex>   one chunk: a one-byte codec tag (b"R" raw, b"Z" zstd) + payload
   manifests/<id>.json      {"body": ..., "signature": HMAC-SHA256(secret, canonical body)}
+                           as JSON, or (a document of 1 KiB or more that zstd shrinks by
+                           15%) b"Z" + one zstd frame of that JSON
   secret                   the per-store HMAC key, mode 0600, created on first use
   tmp/                     staging for atomic writes (temp + fsync + rename)
 
@@ -46,6 +48,8 @@ NAMESPACE_MANIFEST_KIND = "kernel-namespace"
 _HEX = frozenset("0123456789abcdef")
 _SAMPLE = 64 * 1024
 _MIN_GAIN = 0.85
+#: Manifest documents this big or bigger are stored zstd-compressed when that helps.
+MANIFEST_COMPRESS_MIN = 1024
 
 
 class BlobError(Exception):
@@ -309,9 +313,14 @@ class BlobStore:
         if _touch(path):
             return manifest_id, 0
         document = orjson.dumps({"body": body, "signature": self._sign(canonical)})
-        self._write_atomic(path, (document,))
+        stored: tuple[bytes, ...] = (document,)
+        if len(document) >= MANIFEST_COMPRESS_MIN:
+            compressed = self._compressor().compress(document)
+            if len(compressed) + 1 < len(document) * _MIN_GAIN:
+                stored = (CODEC_ZSTD, compressed)
+        self._write_atomic(path, stored)
         self.flush()
-        return manifest_id, len(document)
+        return manifest_id, sum(len(part) for part in stored)
 
     def has_manifest(self, manifest_id: str) -> bool:
         """Whether the manifest is stored."""
@@ -320,10 +329,13 @@ class BlobStore:
     def get_manifest(self, manifest_id: str) -> dict[str, Any]:
         """Load a manifest, refusing it when its signature or id does not match."""
         try:
-            document = orjson.loads(self._manifest_path(manifest_id).read_bytes())
+            raw = self._manifest_path(manifest_id).read_bytes()
+            if raw[:1] == CODEC_ZSTD:
+                raw = zstandard.ZstdDecompressor().decompress(raw[1:])
+            document = orjson.loads(raw)
         except FileNotFoundError:
             raise BlobNotFound(f"manifest {manifest_id} is missing from the blob store") from None
-        except orjson.JSONDecodeError:
+        except (orjson.JSONDecodeError, zstandard.ZstdError):
             raise ManifestSignatureError(f"manifest {manifest_id} is not valid JSON") from None
         if not isinstance(document, dict):
             raise ManifestSignatureError(f"manifest {manifest_id} is malformed")

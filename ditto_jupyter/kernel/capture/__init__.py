@@ -7,7 +7,12 @@ kernel-namespace manifest (`manifest`):
   `exit`, `get_ipython`, everything in `user_ns_hidden`, dunders) are not; a user's `_name` is;
 - `pickling`: variables pickled alone, then grouped into alias-connected components pickled
   together (so `a is b` survives); notebook functions and classes by value; big buffers out
-  of band;
+  of band; `atoms`: immutable values and singletons (dtypes, types, enum members, ...) tie
+  no variables together; `counters`: counters pickling advances are wound back, so an
+  unchanged value pickles to the same bytes;
+- `manifest`: the manifest's format; a large namespace's components go in content-addressed
+  parts, so a small change writes one part;
+- `pyplot_state`: pyplot's open figures, their numbers and the current one;
 - `chunks`: out-of-band buffers stored as fixed-size chunks by BLAKE3 name, an XXH3 memo so
   an unchanged buffer is never re-hashed or re-written, and one filesystem sync per capture;
 - `capturing` / `restoring`: `capture_namespace` and `restore_namespace` (a restore checks

@@ -3,7 +3,8 @@
 Modules are recorded as imports (`np` -> `numpy`, `p` -> `posixpath` for `os.path`) and
 re-imported on restore. Values that cannot be pickled (generators, open files, sockets,
 locks, threads, database connections, anything whose pickling raises) are listed with name,
-type and reason, and never join a component, so they sink nothing else.
+type and reason, and never join a component, so they sink nothing else. pyplot's open figures
+are recorded too (`pyplot_state`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
 from ditto_jupyter.core.models import ContextCapture, UnrestorableValue
+from ditto_jupyter.kernel.capture import pyplot_state
+from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.chunks import (
     ChunkWriter,
     forget_chunks,
@@ -28,6 +31,10 @@ from ditto_jupyter.kernel.capture.manifest import (
     BUFFER_PICKLE,
     MANIFEST_KIND,
     MANIFEST_VERSION,
+    load_manifest,
+    part_body,
+    split_into_parts,
+    uses_parts,
 )
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
@@ -73,14 +80,14 @@ def _capture(
     if previous_manifest_id is not None and not knows_manifest(previous_manifest_id):
         # only an optimisation: a missing previous manifest costs re-hashing
         with contextlib.suppress(BlobError):
-            remember_manifest(previous_manifest_id, blobs.get_manifest(previous_manifest_id))
+            remember_manifest(previous_manifest_id, load_manifest(blobs, previous_manifest_id))
     hidden = hidden_names(namespace)
     modules: dict[str, str] = {}
     namespace_refs: list[str] = []
     unrestorable: list[UnrestorableValue] = []
     values: dict[str, object] = {}
     for name, value in list(namespace.items()):
-        if not is_state_name(name, value, hidden):
+        if not is_state_name(name, value, hidden) or name == pyplot_state.PYPLOT_FIGURES:
             continue
         if isinstance(value, types.ModuleType):
             module_name = getattr(value, "__name__", None)
@@ -93,6 +100,10 @@ def _capture(
             namespace_refs.append(name)
         else:
             values[name] = value
+    records_pyplot = pyplot_state.owns_pyplot(namespace)
+    figures = pyplot_state.open_figures() if records_pyplot else []
+    if figures:
+        values[pyplot_state.PYPLOT_FIGURES] = figures
 
     singles: dict[str, Pickled] = {}
     for name, value in values.items():
@@ -102,7 +113,8 @@ def _capture(
             unrestorable.append(
                 UnrestorableValue(name=name, type=type_name(value), reason=failure_reason(error))
             )
-    ids = {name: identity_ids(pickled, namespace) for name, pickled in singles.items()}
+    atoms = Atoms(namespace)
+    ids = {name: identity_ids(pickled, atoms) for name, pickled in singles.items()}
     groups = components(list(singles), ids)
 
     store, sync = write_store(blobs)
@@ -121,22 +133,34 @@ def _capture(
             stored_components.append(_store_component(writer, names, values, pickled))
     singles.clear()  # release the pickles' memos (they keep temporaries alive)
 
+    manifest_bytes = 0
+    part_ids: list[str] = []
+    if uses_parts(stored_components):  # unchanged parts are the parent's, stored once
+        for part in split_into_parts(stored_components):
+            part_id, part_bytes = store.put_manifest(part_body(part))
+            part_ids.append(part_id)
+            manifest_bytes += part_bytes
     body: dict[str, Any] = {
         "kind": MANIFEST_KIND,
         "version": MANIFEST_VERSION,
         "chunk_size": CHUNK_SIZE,
-        "components": stored_components,
+        "components": [] if part_ids else stored_components,
         "modules": modules,
         "namespace_refs": sorted(namespace_refs),
         "unrestorable": [u.model_dump() for u in sorted(unrestorable, key=lambda u: u.name)],
-        "chunks": list(writer.chunks),
+        "chunks": [] if part_ids else list(writer.chunks),
     }
     if runtime_id is not None:
         body["runtime_id"] = runtime_id
-    manifest_id, manifest_bytes = store.put_manifest(body)
+    if part_ids:
+        body["parts"] = body["manifests"] = part_ids
+    if records_pyplot:
+        body[pyplot_state.MANIFEST_KEY] = True
+    manifest_id, top_bytes = store.put_manifest(body)
+    manifest_bytes += top_bytes
     if sync and (writer.bytes_written or manifest_bytes):
         sync_filesystem(blobs.root)
-    remember_manifest(manifest_id, body)
+    remember_manifest(manifest_id, {**body, "components": stored_components})
     shell = ipython_shell(namespace)
     count = getattr(shell, "execution_count", None) if shell is not None else None
     return ContextCapture(

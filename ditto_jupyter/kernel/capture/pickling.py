@@ -22,6 +22,8 @@ from typing import Any
 import cloudpickle
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE
+from ditto_jupyter.kernel.capture.atoms import Atoms
+from ditto_jupyter.kernel.capture.counters import counter_reducers
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTEARRAY, BUFFER_BYTES
 
 #: Buffers smaller than this stay inside the pickle stream.
@@ -100,8 +102,8 @@ for _helper in PICKLED_HELPERS:
 
 class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
     """cloudpickle, plus: notebook functions keep the live namespace as their globals, open
-    files are refused (cloudpickle would copy a readable file's text), and big buffers go out
-    of band."""
+    files are refused (cloudpickle would copy a readable file's text), big buffers go out of
+    band, and counters that pickling advances are wound back (`counters`)."""
 
     def __init__(
         self, file: io.BytesIO, namespace: dict[str, object], buffers: list[pickle.PickleBuffer]
@@ -109,6 +111,7 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         super().__init__(file, protocol=5, buffer_callback=self._take_buffer)
         self.namespace = namespace
         self.buffers = buffers
+        self._counter_reducers = counter_reducers()
 
     def _take_buffer(self, buffer: pickle.PickleBuffer) -> bool:
         try:
@@ -126,6 +129,9 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         if isinstance(obj, io.IOBase) and not isinstance(obj, (io.StringIO, io.BytesIO)):
             name = getattr(obj, "name", None)
             raise pickle.PicklingError(f"cannot pickle an open file ({name!r})")
+        counter_reducer = self._counter_reducers.get(type(obj))
+        if counter_reducer is not None:
+            return counter_reducer(obj)
         return super().reducer_override(obj)
 
     @staticmethod
@@ -190,29 +196,6 @@ class NamespaceUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
 
 
-_ATOMIC = (
-    str,
-    bytes,
-    int,
-    float,
-    complex,
-    bool,
-    type(None),
-    tuple,
-    frozenset,
-    range,
-    slice,
-    type,
-    types.ModuleType,
-    types.CodeType,
-    types.BuiltinFunctionType,
-    types.MethodWrapperType,
-    types.WrapperDescriptorType,
-    pickle.PickleBuffer,
-    _NamespaceRef,
-)
-
-
 @dataclass
 class Pickled:
     """One pickled component: its stream, its out-of-band buffers, the objects it holds."""
@@ -242,16 +225,19 @@ def pickle_values(namespace: dict[str, object], values: list[object]) -> Pickled
     return Pickled(stream, buffers, [], memo)
 
 
-def identity_ids(pickled: Pickled, namespace: dict[str, object]) -> set[int]:
-    """Ids of the objects in a pickle whose identity matters (mutable, shared by reference)."""
+def identity_ids(pickled: Pickled, atoms: Atoms) -> set[int]:
+    """Ids of the objects in a pickle whose identity matters (mutable, shared by reference);
+    immutable values and singletons are atomic (see `atoms`)."""
     ids = set()
+    riders: set[int] = set()
     for object_id, (_, obj) in pickled.memo.items():
-        if isinstance(obj, _ATOMIC):
-            continue
-        if isinstance(obj, types.FunctionType) and obj.__globals__ is not namespace:
-            continue  # a module-level function, pickled by reference
-        ids.add(object_id)
-    return ids
+        riding = atoms.riders_if_atomic(obj)
+        if riding is None:
+            if obj is not _NAMESPACE_REF:
+                ids.add(object_id)
+        elif riding:
+            riders.update(riding)
+    return ids - riders
 
 
 def components(names: list[str], ids: dict[str, set[int]]) -> list[list[str]]:

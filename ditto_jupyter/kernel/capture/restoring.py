@@ -10,7 +10,8 @@ Choices where the brief was silent: identity is kept for mutable objects (immuta
 such as strings, bytes and tuples shared by two variables come back equal, not identical);
 numpy views come back as copies (numpy's own pickling); a variable the checkpoint could not
 keep stays when its live value still has the recorded type (a database connection keeps
-working), otherwise it is removed.
+working), otherwise it is removed; pyplot's figures come back under their numbers
+(`pyplot_state`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobIntegrityError, BlobStore
 from ditto_jupyter.core.models import UnrestorableValue
+from ditto_jupyter.kernel.capture import pyplot_state
 from ditto_jupyter.kernel.capture.chunks import fingerprint_chunks, read_chunks, remember_manifest
 from ditto_jupyter.kernel.capture.manifest import (
     BUFFER_BYTEARRAY,
@@ -214,6 +216,8 @@ def restore_namespace(
     Returns every value that could not be restored.
     """
     body: dict[str, Any] = {"components": [], "modules": {}, "unrestorable": []}
+    if pyplot_state.owns_pyplot(namespace):  # the empty state has no figures open either
+        body[pyplot_state.MANIFEST_KEY] = True
     if manifest_id is not None:
         body = load_manifest(blobs, manifest_id)
     chunk_size = int(body.get("chunk_size", CHUNK_SIZE))
@@ -234,6 +238,7 @@ def restore_namespace(
             live.release()
 
     staged: dict[str, object] = {}
+    figures_before = pyplot_state.managers()
     with restoring_into(namespace):
         for component, stream, buffers in planned:
             in_order: list[Any] = []
@@ -276,7 +281,15 @@ def restore_namespace(
     for name, value in list(namespace.items()):
         if name not in staged and name not in kept and is_state_name(name, value, hidden):
             del namespace[name]
+    figures = staged.pop(pyplot_state.PYPLOT_FIGURES, None)
     namespace.update(staged)
+    if body.get(pyplot_state.MANIFEST_KEY):
+        if isinstance(figures, list):
+            pyplot_state.show_only(figures)
+        elif any(entry.name == pyplot_state.PYPLOT_FIGURES for entry in unrestorable):
+            pyplot_state.put_back(figures_before)
+        else:
+            pyplot_state.show_only([])
     if manifest_id is not None:
         remember_manifest(manifest_id, body)
     return unrestorable
