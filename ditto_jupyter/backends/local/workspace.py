@@ -417,7 +417,11 @@ class LocalBackend:
             backend_kind=KIND,
             backend_id=self._backend_id,
             provider_snapshot_id=manifest_id,
-            details={"files": len(manifest["files"]), **stats.as_dict()},
+            details={
+                "files": len(manifest["files"]),
+                "entries": sum(len(manifest[k]) for k in ("files", "dirs", "symlinks", "skipped")),
+                **stats.as_dict(),
+            },
         )
 
     def _scan(self, *, verify_chunks: bool) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
