@@ -62,10 +62,10 @@ class ServerContextCapture:
     def __init__(self, inner: SessionContextCapture) -> None:
         self.inner = inner
 
-    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
+    async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
         token = starting_runtime.set(session.session_id)
         try:
-            return await self.inner.start(session, cwd)
+            return await self.inner.start(session, workspace)
         finally:
             starting_runtime.reset(token)
 

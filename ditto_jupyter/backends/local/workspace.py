@@ -1,11 +1,11 @@
 """A local workspace: one directory, every path confined to it, files, exec and search.
 
-A `LocalBackend` is a workspace directory (the kernel's cwd). Every path it is given is
-relative to that directory and confined to it: absolute paths, `..` components and
-symlinks that resolve outside are refused with `InvalidRequest`. I/O failures raise
-`BackendError`. `exec` waits for the command's output pipes to close: a background job
-that keeps stdout open holds the call until the timeout, which then kills the whole
-process group. `checkpoint()` snapshots the workspace (`snapshots`); `release()` deletes
+A `LocalBackend` is a workspace directory (`DITTO_WORKSPACE` in the runtime's kernels).
+Every path it is given is relative to that directory and confined to it: absolute paths,
+`..` components and symlinks that resolve outside are refused with `InvalidRequest`. I/O
+failures raise `BackendError`. `exec` waits for the command's output pipes to close: a
+background job that keeps stdout open holds the call until the timeout, which then kills
+the whole process group. `checkpoint()` snapshots the workspace (`snapshots`); `release()` deletes
 the directory (the local counterpart of killing a sandbox).
 """
 
@@ -80,7 +80,7 @@ class LocalBackend:
 
     @property
     def local_path(self) -> Path:
-        """The workspace directory (the kernel's cwd)."""
+        """The workspace directory (`DITTO_WORKSPACE` in the runtime's kernels)."""
         return Path(self._root)
 
     @property
