@@ -17,7 +17,7 @@ Every operation leaves the store as it was when it fails: provider work done bef
 failure (a new snapshot, a started kernel, a checked-out backend) is undone, and store
 writes happen in one transaction after it.
 
-Why one module of some 700 lines: it is one class whose operations share the per-runtime
+Why one module of some 800 lines: it is one class whose operations share the per-runtime
 operation lock, the idle and state checks, and the undo-then-commit discipline above;
 split by operation, each part would need all of that, and the rules would be harder to
 check side by side.

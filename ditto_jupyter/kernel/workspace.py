@@ -9,6 +9,7 @@ plane and remembers the answer in the environment.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,19 @@ def set_workspace_env(path: str) -> bool:
     if not isinstance(path, str) or not os.path.isabs(path):
         raise InvalidRequest(f"the workspace path {path!r} is not an absolute path")
     os.environ[WORKSPACE_ENV] = path
+    return True
+
+
+def prepare_kernel(workspace: str | None = None) -> bool:
+    """Kernel call when the server registers a kernel it did not start: load the capture
+    code (so the first checkpoint does not pay for it) and record the runtime's workspace.
+
+    One call, not two: while a call of the server is queued behind a user's cell, the
+    server counts the kernel as idle.
+    """
+    importlib.import_module("ditto_jupyter.kernel.capture")
+    if workspace is not None:
+        set_workspace_env(workspace)
     return True
 
 

@@ -29,11 +29,8 @@ from ditto_jupyter.kernel.workspace import without_workspace
 if TYPE_CHECKING:
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
-#: A cheap call that imports the capture module in the kernel.
-WARM_UP = "ditto_jupyter.kernel.capture:last_timing"
-
-#: Records the runtime's workspace in the environment of a kernel started elsewhere.
-SET_WORKSPACE = "ditto_jupyter.kernel.workspace:set_workspace_env"
+#: A cheap call that imports the capture module in the kernel and records its workspace.
+WARM_UP = "ditto_jupyter.kernel.workspace:prepare_kernel"
 
 #: The runtime whose kernel is being started; read by `ServerKernelHost.start_kernel`.
 starting_runtime: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -222,10 +219,9 @@ class ServerKernelHost:
         self._warm_ups[kernel_id] = task
 
     async def _warm_up(self, kernel_id: str, workspace: Path | None) -> None:
+        args: dict[str, object] = {"workspace": str(workspace) if workspace else None}
         with contextlib.suppress(Exception):  # best effort: the first real call retries
-            await self.call(kernel_id, WARM_UP, {})
-            if workspace is not None:
-                await self.call(kernel_id, SET_WORKSPACE, {"path": str(workspace)})
+            await self.call(kernel_id, WARM_UP, args)
 
     async def execute(self, kernel_id: str, code: str) -> str:
         """Run a cell as a user would; its stdout (tests, benchmarks)."""

@@ -191,8 +191,7 @@ class RuntimeSessions:
         if session.handle_state.get("kernel_id") != kernel_id:
             self.service.update_handle(session.session_id, kernel_id=kernel_id)
             if self.host is not None:  # the new kernel learns where the workspace is
-                workspace = await self.service.workspace(session.session_id)
-                self.host.warm_up(str(kernel_id), workspace)
+                self.host.warm_up(str(kernel_id), self.service.workspace_path(session.session_id))
 
     async def register_live_sessions(self, user: str) -> None:
         """Register every live Jupyter session with a kernel (before listing runtimes)."""
