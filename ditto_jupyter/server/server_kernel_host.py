@@ -223,6 +223,12 @@ class ServerKernelHost:
         with contextlib.suppress(Exception):  # best effort: the first real call retries
             await self.call(kernel_id, WARM_UP, args)
 
+    async def wait_warm_up(self, kernel_id: str) -> None:
+        """Wait until a kernel's warm-up has run (tests)."""
+        task = self._warm_ups.get(kernel_id)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
     async def execute(self, kernel_id: str, code: str) -> str:
         """Run a cell as a user would; its stdout (tests, benchmarks)."""
         channel = await self.channel(kernel_id)

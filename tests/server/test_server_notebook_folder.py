@@ -128,6 +128,12 @@ async def test_a_checkout_child_keeps_its_files_whatever_its_cell_count(
     await run(ditto_app, parent_kernel, "y = 2")  # the parent is at 2 cells
     status, base = await api("POST", "checkpoint", {"runtime_id": session["id"]})
     assert status == 200, base
+    # registered by that checkpoint: the kernel JupyterLab started learns its workspace
+    assert ditto_app.host is not None
+    await ditto_app.host.wait_warm_up(parent_kernel)
+    status, answer = await api("GET", f"{session['id']}/workspace")
+    env = await run(ditto_app, parent_kernel, "print(__import__('os').environ['DITTO_WORKSPACE'])")
+    assert env.strip() == answer["path"]
 
     for cells in (1, 2, 3, 4):
         status, child = await api("POST", "checkout", {"checkpoint_id": base["checkpoint_id"]})
