@@ -3,11 +3,13 @@
 The package root re-exports the worker API (portable state, BranchStore, token budgets,
 graphs and loops), like the seed library's root export. It is also the IPython extension
 (`%load_ext ditto_jupyter`) and the Jupyter server extension (enabled by the
-`jupyter_server_config.d` file shipped with the package).
+`jupyter_server_config.d` file shipped with the package). `workspace()` tells code in a
+kernel where its runtime's workspace is.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ditto_jupyter.worker.branch_store import Branch, BranchStore
@@ -50,7 +52,19 @@ __all__ = [
     "budgeted_provider",
     "checkpoint_state",
     "restore_state",
+    "workspace",
 ]
+
+
+def workspace() -> Path:
+    """The local workspace directory of this kernel's runtime (also `$DITTO_WORKSPACE`).
+
+    Checkpoints hold the kernel's variables and this directory, and `%%sandbox` runs in
+    it. The kernel itself runs in its notebook's folder, which checkpoints do not hold.
+    """
+    from ditto_jupyter.kernel.workspace import workspace as find
+
+    return find()
 
 
 def load_ipython_extension(shell: Any) -> None:

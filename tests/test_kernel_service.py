@@ -17,9 +17,12 @@ from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost
 from ditto_jupyter.wiring import open_runtime_service
 
 
-def kernel_service(data_dir: Path, host: JupyterClientHost) -> RuntimeService:
+def kernel_service(
+    data_dir: Path, host: JupyterClientHost, notebook_folder: Path | None = None
+) -> RuntimeService:
     def factory(blobs: BlobStore) -> KernelContextCapture:
-        return KernelContextCapture(host, blobs.root)
+        folder = (lambda session: notebook_folder) if notebook_folder is not None else None
+        return KernelContextCapture(host, blobs.root, notebook_folder=folder)
 
     return open_runtime_service(data_dir, context_factory=factory)
 
@@ -36,22 +39,25 @@ def kernel_pid(host: JupyterClientHost, kernel_id: str) -> int:
 def test_kernel_runtime_life_cycle(tmp_path: Path) -> None:
     async def scenario() -> None:
         host = JupyterClientHost()
-        service = kernel_service(tmp_path, host)
+        folder = tmp_path / "notebooks"
+        folder.mkdir()
+        service = kernel_service(tmp_path / "data", host, folder)
         try:
             rid = (await service.create_runtime("analysis.ipynb", "ana")).runtime_id
             kernel = service.session(rid).handle_state["kernel_id"]
             workspace = service.workspace_path(rid)
             assert workspace is not None
-            assert (await show(host, kernel, "__import__('os').getcwd()")).strip("'") == str(
-                workspace.resolve()
-            )
+            # the kernel runs in the notebook's folder and is told where its workspace is
+            where = "(__import__('os').getcwd(), str(__import__('ditto_jupyter').workspace()))"
+            assert await show(host, kernel, where) == repr((str(folder), str(workspace)))
             await host.execute(
                 kernel,
-                "import numpy as np\n"
+                "import numpy as np, os\n"
                 "arr = np.arange(300_000, dtype='float64')\n"
                 "shared = [1, 2]\nalias = shared\n"
                 "def double(v): return 2 * v\n"
-                "open('data.txt', 'w').write('from the parent')\n",
+                "data = os.path.join(os.environ['DITTO_WORKSPACE'], 'data.txt')\n"
+                "open(data, 'w').write('from the parent')\n",
             )
             first = await service.checkpoint(rid, "base")
 
@@ -64,8 +70,10 @@ def test_kernel_runtime_life_cycle(tmp_path: Path) -> None:
             assert await show(host, child.kernel_id, "(alias is shared, double(21))") == (
                 "(True, 42)"
             )
-            assert await show(host, child.kernel_id, "open('data.txt').read()") == repr(
-                "from the parent"
+            child_data = "open(__import__('ditto_jupyter').workspace() / 'data.txt').read()"
+            assert await show(host, child.kernel_id, child_data) == repr("from the parent")
+            assert await show(host, child.kernel_id, "__import__('os').getcwd()") == repr(
+                str(folder)
             )
             await host.execute(child.kernel_id, "shared.append(3)")
             assert await show(host, kernel, "shared") == "[1, 2]"
@@ -96,9 +104,7 @@ def test_kernel_runtime_life_cycle(tmp_path: Path) -> None:
             assert await show(host, resumed.kernel_id, "(after_base, shared, double(2))") == (
                 "('kept by pause', [1, 2], 4)"
             )
-            assert await show(host, resumed.kernel_id, "open('data.txt').read()") == repr(
-                "from the parent"
-            )
+            assert await show(host, resumed.kernel_id, child_data) == repr("from the parent")
             # close shuts the kernel down
             await service.close(child.runtime.runtime_id)
             assert child.kernel_id not in host.manager.list_kernel_ids()

@@ -44,8 +44,16 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def kernel(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
-    k = Kernel(data_dir, tmp_path_factory.mktemp("cwd"))
+def notebook_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The calling kernel's folder, with a data file beside its (imagined) notebook."""
+    folder = tmp_path_factory.mktemp("cwd")
+    (folder / "data.csv").write_text("a,b\n1,2\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def kernel(data_dir: Path, notebook_folder: Path) -> Iterator[Kernel]:
+    k = Kernel(data_dir, notebook_folder)
     setup = k.run("%load_ext ditto_jupyter")
     assert setup.error is None, setup.error
     yield k
@@ -61,7 +69,7 @@ def test_checkpoint_and_restore_in_place(kernel: Kernel, data_dir: Path) -> None
     out = kernel.run('%checkpoint "before cleaning" -m owner=ana -m "note=two words"')
     line = printed_once(out)
     assert re.match(r"checkpoint [0-9a-f]{12} 'before cleaning' of runtime", line)
-    assert "written in" in line
+    assert "variables + workspace (not the notebook's folder)" in line and "written in" in line
     kernel.run("a.append(3)\nlater = 'gone after restore'\ndel f")
     restored = printed_once(kernel.run("%restore 'before cleaning'"))
     assert restored.startswith("restored ")
@@ -109,13 +117,17 @@ def test_expected_errors_print_one_line(kernel: Kernel) -> None:
         assert len(lines) == 1 and lines[0].startswith(f"ditto: {code}: "), out.stderr
 
 
-def test_checkout_starts_a_kernel_holding_the_variables(kernel: Kernel, data_dir: Path) -> None:
+def test_checkout_starts_a_kernel_holding_the_variables(
+    kernel: Kernel, data_dir: Path, notebook_folder: Path
+) -> None:
     kernel.run("branch_value = {'k': [1, 2, 3]}")
-    kernel.run("%checkpoint for-branch")
     wrote = kernel.run("%%sandbox\necho workspace-file > note.txt; pwd")
     workspace = Path(wrote.stdout.strip())
     assert workspace.parent == (data_dir / "workspaces").resolve(), workspace
     assert (workspace / "note.txt").read_text() == "workspace-file\n"
+    here = "[__import__('os').getcwd(), str(__import__('ditto_jupyter').workspace())]"
+    assert value(kernel.client, here) == [str(notebook_folder.resolve()), str(workspace)]
+    kernel.run("%checkpoint for-branch")
     out = printed_once(
         kernel.run("%checkout for-branch --conversation 'branch copy.ipynb' --sender bob")
     )
@@ -127,6 +139,13 @@ def test_checkout_starts_a_kernel_holding_the_variables(kernel: Kernel, data_dir
     try:
         child.wait_for_ready(timeout=60)
         assert value(child, "branch_value") == {"k": [1, 2, 3]}
+        # the child runs in the same folder; its workspace is its own copy
+        where = "[__import__('os').getcwd(), open('data.csv').read(), __import__('os').environ"
+        cwd, data, env = value(child, where + ".get('DITTO_WORKSPACE')]")
+        assert (cwd, data) == (str(notebook_folder.resolve()), "a,b\n1,2\n")
+        assert env is not None and env != str(workspace)
+        assert (Path(env) / "note.txt").read_text() == "workspace-file\n"
+        assert value(child, "str(__import__('ditto_jupyter').workspace())") == env
     finally:
         child.stop_channels()
     runtimes = returned_once(kernel.run("%runtimes"))["text/plain"]

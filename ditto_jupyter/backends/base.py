@@ -1,7 +1,7 @@
 """The backend protocol (DESIGN.md section 7): the substrate for files and exec.
 
 A backend is a local workspace directory or an E2B sandbox. Paths are relative to the
-backend's root (the kernel's cwd for local workspaces). A `BackendProvider` creates
+backend's root (for local workspaces, not the kernel's cwd). A `BackendProvider` creates
 backends, checks a snapshot out into a new backend, deletes snapshots and re-attaches to
 a live backend after a process restart. Backend ids never leave the control plane.
 """

@@ -196,6 +196,15 @@ class BackendManager:
             self._backends.pop(backend_id, None)
         return ReleaseResult(backend_released=True, provider_sandbox_deleted=deleted)
 
+    def forget(self, runtime_id: str) -> None:
+        """Unbind `runtime_id` without releasing its backend: its files stay where they are.
+
+        For a backend that is gone, or one whose files are not safely in a snapshot.
+        """
+        backend_id = self._index.pop(runtime_id, None)
+        if backend_id is not None and not self.runtimes_bound_to(backend_id):
+            self._backends.pop(backend_id, None)
+
     async def delete_snapshot(self, ref: BackendCheckpointRef) -> bool:
         """Delete the provider snapshot `ref` records; False when it was already gone.
 

@@ -17,8 +17,13 @@ from ditto_jupyter.core.models import ContextCapture, SessionRecord, Unrestorabl
 class SessionContextCapture(Protocol):
     """Start, stop, capture and restore the live context of a runtime."""
 
-    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
-        """Start a fresh context (a kernel) for `session`; return its new handle state."""
+    async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
+        """Start a fresh context (a kernel) for `session`; return its new handle state.
+
+        `workspace` is the runtime's local workspace directory (None for a remote
+        sandbox). It is not where the kernel runs: every kernel of a runtime runs in its
+        notebook's folder; the workspace is where code finds the files checkpoints keep.
+        """
         ...
 
     async def stop(self, session: SessionRecord) -> None:

@@ -8,11 +8,16 @@ id; resume keeps the id; close deletes a provider sandbox only when no runtime r
 bound to it; delete-snapshot deletes only the recorded provider snapshot and is
 idempotent. Unlike the seed, the store is persistent and local restore works.
 
+Workspace files are never lost: "no cell ran since the last checkpoint" is judged per kernel
+(the kernel's handle and its execution count, never a count compared across kernels), and
+a local workspace is deleted only after a snapshot taken for that purpose (pause, a lost
+runtime), never on the strength of a reused one.
+
 Every operation leaves the store as it was when it fails: provider work done before the
 failure (a new snapshot, a started kernel, a checked-out backend) is undone, and store
 writes happen in one transaction after it.
 
-Why one module of some 700 lines: it is one class whose operations share the per-runtime
+Why one module of some 800 lines: it is one class whose operations share the per-runtime
 operation lock, the idle and state checks, and the undo-then-commit discipline above;
 split by operation, each part would need all of that, and the rules would be harder to
 check side by side.
@@ -35,6 +40,7 @@ from ditto_jupyter.control.store import CheckpointStore, collecting_damaged_rows
 from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore, GcReport
 from ditto_jupyter.core.errors import (
     CheckpointNotFound,
+    DittoError,
     InvalidRequest,
     RuntimeClosed,
     RuntimeNotFound,
@@ -64,7 +70,6 @@ from ditto_jupyter.core.models import (
     now_ms,
 )
 
-_EXECUTION_COUNT = "checkpointed_execution_count"
 _HEX_ID = re.compile(r"\b[0-9a-f]{64}\b")
 
 
@@ -77,6 +82,16 @@ def _without_snapshot(checkpoint: RuntimeCheckpoint) -> RuntimeCheckpoint:
     return checkpoint.model_copy(update={"backend_ref": cleared})
 
 
+#: handle_state key: which kernel had run how many cells at the runtime's last checkpoint.
+_CHECKPOINTED_RUN = "checkpointed_run"
+#: What older records kept instead: a bare count, compared across kernels. Ignored now.
+_LEGACY_COUNT = "checkpointed_execution_count"
+_BOOKKEEPING = (_CHECKPOINTED_RUN, _LEGACY_COUNT)
+
+#: The name of the checkpoint that keeps a lost runtime's workspace.
+LOST_CHECKPOINT_NAME = "lost"
+
+
 def new_checkpoint_id() -> str:
     """A fresh checkpoint id (32 hex digits; magics accept any unique prefix)."""
     return uuid.uuid4().hex
@@ -85,6 +100,18 @@ def new_checkpoint_id() -> str:
 def child_runtime_id(source_runtime_id: str) -> str:
     """The id of a checkout's child: the source id, `-`, and a UUID-based suffix."""
     return f"{source_runtime_id}-{uuid.uuid4().hex[:12]}"
+
+
+def run_mark(handle_state: Mapping[str, Any], execution_count: int | None) -> dict[str, Any] | None:
+    """Which context (its handle, e.g. the kernel id) had run how many cells; None: unknown.
+
+    Two marks are equal only for the same kernel at the same count: a checkout child or a
+    resumed runtime has a new kernel whose count restarts, so it never matches its source.
+    """
+    if execution_count is None:
+        return None
+    context = {k: v for k, v in handle_state.items() if k not in _BOOKKEEPING}
+    return {"context": context, "execution_count": execution_count}
 
 
 class RuntimeService:
@@ -309,6 +336,14 @@ class RuntimeService:
         backend = self.backends.get(runtime_id)
         return backend.local_path if backend is not None else None
 
+    async def workspace(self, runtime_id: str) -> Path | None:
+        """The local workspace of a live runtime, re-attached after a restart if need be.
+
+        None when its files live in a remote sandbox (E2B).
+        """
+        backend = await self._backend(self._live_session(runtime_id))
+        return backend.local_path if backend is not None else None
+
     async def exec(
         self, runtime_id: str, command: str, *, timeout: float | None = None
     ) -> ExecResult:
@@ -353,11 +388,14 @@ class RuntimeService:
         name: str | None,
         metadata: dict[str, Any] | None,
         precaptured: ContextCapture | None,
+        *,
+        fresh: bool = False,
     ) -> tuple[RuntimeCheckpoint, SessionRecord]:
         """Checkpoint an idle live runtime and make it the head (checkpoint and pause).
 
         The caller holds the runtime's operation slot. When the store refuses the new
         records, a snapshot taken for them is discarded and the store is unchanged.
+        `fresh`: a local workspace gets a new snapshot even when no cell ran (pause).
         """
         self._check_request(name, metadata, "")
         session = self._live_session(runtime_id)
@@ -365,7 +403,9 @@ class RuntimeService:
             await self._require_idle(session)
         else:
             self._check_self_capture(runtime_id, precaptured)
-        checkpoint, session = await self._take_checkpoint(session, name, metadata, precaptured)
+        checkpoint, session = await self._take_checkpoint(
+            session, name, metadata, precaptured, fresh=fresh
+        )
         try:
             with self.store.transaction():
                 self.store.put_checkpoint(checkpoint)
@@ -413,21 +453,27 @@ class RuntimeService:
         name: str | None,
         metadata: dict[str, Any] | None,
         precaptured: ContextCapture | None,
+        *,
+        fresh: bool = False,
     ) -> tuple[RuntimeCheckpoint, SessionRecord]:
-        """Capture context and backend; nothing is written to the store here."""
+        """Capture context and backend; nothing is written to the store here.
+
+        The backend's last snapshot is reused only when it is clean and this same kernel
+        has run no cell since the last checkpoint; with `fresh`, a local workspace (which
+        the kernel and its threads write directly) is snapshotted anyway.
+        """
         capture = precaptured or await self.context.capture(session)
         backend = await self._backend(session)
+        mark = run_mark(session.handle_state, capture.execution_count)
         ref: BackendCheckpointRef | None = None
         if backend is not None:
-            ran_code = capture.execution_count is None or capture.execution_count != (
-                session.handle_state.get(_EXECUTION_COUNT)
-            )
-            if ran_code:  # running a cell counts as exec for dirty tracking
-                backend.mark_dirty()
+            ran_code = mark is None or session.handle_state.get(_CHECKPOINTED_RUN) != mark
+            if ran_code or (fresh and backend.local_path is not None):
+                backend.mark_dirty()  # running a cell counts as exec for dirty tracking
             ref = await self.backends.checkpoint_backend(runtime_id=session.session_id)
-        handle_state = dict(session.handle_state)
-        if capture.execution_count is not None:
-            handle_state[_EXECUTION_COUNT] = capture.execution_count
+        handle_state = {k: v for k, v in session.handle_state.items() if k not in _BOOKKEEPING}
+        if mark is not None:
+            handle_state[_CHECKPOINTED_RUN] = mark
         session = session.model_copy(
             update={"handle_state": handle_state, "updated_at_ms": now_ms()}
         )
@@ -565,9 +611,6 @@ class RuntimeService:
         try:
             if handle_state is None:
                 handle_state = await self.context.start(session, backend.local_path)
-            execution_count = checkpoint.session.handle_state.get(_EXECUTION_COUNT)
-            if execution_count is not None:
-                handle_state = {**handle_state, _EXECUTION_COUNT: execution_count}
             session = session.model_copy(update={"handle_state": handle_state})
             unrestorable = await self.context.restore(session, checkpoint.context_manifest_id)
         except BaseException:
@@ -624,10 +667,14 @@ class RuntimeService:
         *,
         precaptured: ContextCapture | None = None,
     ) -> RuntimePauseResult:
-        """Snapshot an idle runtime, then free its context and backend; the id stays."""
+        """Snapshot an idle runtime, then free its context and backend; the id stays.
+
+        A local workspace is snapshotted anew (unchanged files cost a stat each) before it
+        is deleted, whatever the kernel ran: a reused snapshot could miss a file.
+        """
         async with self._operation(runtime_id):
             checkpoint, session = await self._checkpoint_live(
-                runtime_id, name or "pause", metadata, precaptured
+                runtime_id, name or "pause", metadata, precaptured, fresh=True
             )
             await self.context.stop(session)
             await self._backend(session)  # attach first so release really frees it
@@ -636,9 +683,7 @@ class RuntimeService:
                 update={
                     "status": SessionLifecycleStatus.PAUSED,
                     "backend_instance": None,
-                    "handle_state": {
-                        k: v for k, v in session.handle_state.items() if k == _EXECUTION_COUNT
-                    },
+                    "handle_state": {},
                     "updated_at_ms": now_ms(),
                 }
             )
@@ -730,10 +775,13 @@ class RuntimeService:
     async def mark_lost(self, runtime_id: str) -> RuntimeRecord:
         """Record that a live runtime's context ended outside the control plane.
 
-        A kernel that died, or a server restart, loses the unsaved state; the runtime is
-        paused at its head checkpoint when it has one (resume restores that), otherwise
-        closed. Its backend is released either way. Paused or closed runtimes are left
-        as they are.
+        A kernel that died, or a server restart, loses the variables set since the head
+        checkpoint, never the workspace's files: the backend is snapshotted before it is
+        released, into a checkpoint named `lost` (the head's variables, the files as they
+        are now) that becomes the head. The runtime is then paused at its head (resume
+        brings it back), or closed when it has none (no checkpoint, an empty workspace).
+        A workspace that is gone holds nothing to keep; one that cannot be snapshotted is
+        left where it is, never deleted. Paused or closed runtimes are left as they are.
         """
         async with self._operation(runtime_id):
             session = self._session(runtime_id)
@@ -741,9 +789,10 @@ class RuntimeService:
                 return session.to_runtime()
             with contextlib.suppress(Exception):
                 await self.context.stop(session)
-            if await self._backend(session) is not None:
-                await self.backends.release(runtime_id)
             head = self.store.get_head(runtime_id)
+            ref = await self._snapshot_before_release(session)
+            lost = self._lost_checkpoint(session, head, ref)
+            head = lost.checkpoint_id if lost is not None else head
             status = SessionLifecycleStatus.PAUSED if head else SessionLifecycleStatus.CLOSED
             session = session.model_copy(
                 update={
@@ -753,10 +802,63 @@ class RuntimeService:
                     "updated_at_ms": now_ms(),
                 }
             )
-            with self.store.transaction():
-                self.store.put_session(session)
-                self.store.delete_binding(runtime_id)
+            try:
+                with self.store.transaction():
+                    if lost is not None:
+                        self.store.put_checkpoint(lost)
+                        self.store.set_head(runtime_id, lost.checkpoint_id)
+                    self.store.put_session(session)
+                    self.store.delete_binding(runtime_id)
+            except BaseException:
+                await self._discard_new_ref(runtime_id, ref)
+                raise
+            if lost is None:  # an empty workspace's snapshot, or the head's own
+                await self._discard_new_ref(runtime_id, ref)
+            if ref is None:  # gone, or not safely in a snapshot: never deleted
+                self.backends.forget(runtime_id)
+            else:
+                with contextlib.suppress(Exception):
+                    await self.backends.release(runtime_id)
         return session.to_runtime()
+
+    async def _snapshot_before_release(self, session: SessionRecord) -> BackendCheckpointRef | None:
+        """A snapshot of a runtime's backend as it is now (a local workspace: always new).
+
+        None when the runtime has no backend, or it is gone, or it cannot be snapshotted:
+        then it must not be released.
+        """
+        try:
+            backend = await self._backend(session)
+            if backend is None:
+                return None
+            if backend.local_path is not None:  # the kernel may have written it directly
+                backend.mark_dirty()
+            return await self.backends.checkpoint_backend(runtime_id=session.session_id)
+        except (DittoError, OSError):
+            return None
+
+    def _lost_checkpoint(
+        self, session: SessionRecord, head_id: str | None, ref: BackendCheckpointRef | None
+    ) -> RuntimeCheckpoint | None:
+        """The checkpoint keeping a lost runtime's files, or None when nothing needs it."""
+        if ref is None:
+            return None
+        head = self.store.get_checkpoint(head_id) if head_id else None
+        if head is not None and head.backend_ref == ref:  # clean: the head holds these files
+            return None
+        if head is None and ref.details.get("entries") == 0:  # nothing to keep
+            return None
+        return RuntimeCheckpoint(
+            checkpoint_id=new_checkpoint_id(),
+            runtime_id=session.session_id,
+            parent_checkpoint_id=head_id,
+            session=session.model_copy(update={"handle_state": {}, "updated_at_ms": now_ms()}),
+            backend_ref=ref,
+            context_manifest_id=head.context_manifest_id if head is not None else None,
+            unrestorable=head.unrestorable if head is not None else [],
+            name=LOST_CHECKPOINT_NAME,
+            metadata={"variables_from": head_id},
+        )
 
     async def delete_snapshot(self, checkpoint_id: str) -> RuntimeCheckpointSnapshotDeleteResult:
         """Delete the provider snapshot a checkpoint records; idempotent; the record stays.

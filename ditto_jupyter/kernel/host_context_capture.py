@@ -10,6 +10,7 @@ hands the resulting `ContextCapture` to the service.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
 from ditto_jupyter.kernel.kernel_hosts import KernelHost
+from ditto_jupyter.kernel.workspace import workspace_env
 
 CAPTURE = "ditto_jupyter.kernel.capture:kernel_capture"
 RESTORE = "ditto_jupyter.kernel.capture:kernel_restore"
@@ -25,11 +27,22 @@ WARM_UP = "ditto_jupyter.kernel.capture:warm_up"
 
 
 class KernelContextCapture:
-    """SessionContextCapture over real kernels; `handle_state` is `{"kernel_id": ...}`."""
+    """SessionContextCapture over real kernels; `handle_state` is `{"kernel_id": ...}`.
 
-    def __init__(self, host: KernelHost, blob_root: Path) -> None:
+    `notebook_folder` says where a runtime's kernels run (its notebook's folder); without
+    it they run in the host's own working directory.
+    """
+
+    def __init__(
+        self,
+        host: KernelHost,
+        blob_root: Path,
+        *,
+        notebook_folder: Callable[[SessionRecord], Path | None] | None = None,
+    ) -> None:
         self.host = host
         self.blob_root = Path(blob_root)
+        self.notebook_folder = notebook_folder
         self._last_manifest: dict[str, str] = {}
 
     @staticmethod
@@ -40,9 +53,12 @@ class KernelContextCapture:
             raise BackendError(f"runtime {session.session_id} has no live kernel")
         return kernel_id
 
-    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
-        """Start a kernel for the session in its workspace."""
-        kernel_id = await self.host.start_kernel(session.kernel_name, cwd=cwd)
+    async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
+        """Start a kernel in the notebook's folder, told where its workspace is."""
+        cwd = self.notebook_folder(session) if self.notebook_folder is not None else None
+        kernel_id = await self.host.start_kernel(
+            session.kernel_name, cwd=cwd, env=workspace_env(workspace)
+        )
         try:  # load the capture code now, not during the first checkpoint
             await self.host.call(kernel_id, WARM_UP, {"blob_root": str(self.blob_root)})
         except BaseException:

@@ -29,6 +29,7 @@ from jupyter_client.multikernelmanager import AsyncMultiKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
+from ditto_jupyter.kernel.workspace import without_workspace
 
 _FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _POLL_S = 0.5
@@ -263,8 +264,12 @@ class JupyterClientHost:
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
     ) -> str:
-        """Start a kernel in `cwd` with `env` added to this process's environment."""
-        kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": {**os.environ, **(env or {})}}
+        """Start a kernel in `cwd` with `env` added to this process's environment.
+
+        The kernel never inherits this process's `DITTO_WORKSPACE` (its own comes in `env`).
+        """
+        inherited = without_workspace(dict(os.environ))
+        kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": {**inherited, **(env or {})}}
         if cwd is not None:
             if not Path(cwd).is_dir():
                 raise InvalidRequest(f"kernel working directory {cwd} is not a directory")

@@ -26,6 +26,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from IPython.core.error import UsageError
@@ -58,6 +59,9 @@ class _MagicDecorator(Protocol):
 # decorated function itself after attaching an argparse parser to it.
 _with_arguments = cast(Callable[[], _MagicDecorator], magic_arguments)
 _argument = cast(Callable[..., _MagicDecorator], argument)
+
+#: What every `%checkpoint` line says a checkpoint holds, and what it does not.
+CHECKPOINT_HOLDS = "variables + workspace (not the notebook's folder)"
 
 
 class TableResult:
@@ -165,6 +169,8 @@ class DittoMagics(Magics):
         self._control_factory = control_factory or self._control_from_environment
         self._control: RuntimeControl | None = None
         self._last_manifest: str | None = None
+        # With no server, the notebook's folder is where the kernel was when it loaded us.
+        self.notebook_folder = Path.cwd()
 
     # ---- plumbing -----------------------------------------------------------------------
 
@@ -173,7 +179,9 @@ class DittoMagics(Magics):
         conversation = os.environ.get("DITTO_CONVERSATION_ID") or str(
             self.shell.user_ns.get("__session__") or "ipython"
         )
-        return control_from_environment(self.shell.user_ns, conversation)
+        return control_from_environment(
+            self.shell.user_ns, conversation, notebook_folder=self.notebook_folder
+        )
 
     @property
     def control(self) -> RuntimeControl:
@@ -211,7 +219,11 @@ class DittoMagics(Magics):
     @_argument("-m", "--metadata", action="append", metavar="KEY=VALUE", help="metadata")
     @line_magic
     def checkpoint(self, line: str = "") -> None:
-        """Checkpoint this kernel: its variables, its workspace, its session. Prints a line."""
+        """Checkpoint this kernel: its variables, its workspace, its session. Prints a line.
+
+        The line says what the checkpoint holds (the variables and the workspace) and what
+        it does not (the notebook's folder, where the kernel runs).
+        """
 
         def run() -> None:
             args = self._args(DittoMagics.checkpoint, line)
@@ -230,8 +242,8 @@ class DittoMagics(Magics):
             label = f" {args.name!r}" if args.name else ""
             text = (
                 f"checkpoint {_short(result.checkpoint_id)}{label} of runtime "
-                f"{_short(result.runtime.runtime_id)}: {human_bytes(capture.bytes_written)} "
-                f"written in {elapsed * 1000:.0f} ms"
+                f"{_short(result.runtime.runtime_id)}: {CHECKPOINT_HOLDS}, "
+                f"{human_bytes(capture.bytes_written)} written in {elapsed * 1000:.0f} ms"
             )
             lost = unrestorable_line(capture.unrestorable)
             print(text + (f"; {lost}" if lost else ""))

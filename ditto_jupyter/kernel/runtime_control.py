@@ -8,6 +8,9 @@ comes from this runtime's own kernel).
 no server (plain IPython, `jupyter console`, nbval): the calling kernel is a runtime whose
 context is captured in-process, and runtimes it checks out or resumes get kernels of their
 own from jupyter_client, reachable with `jupyter console --existing <connection file>`.
+With no server, "the notebook's folder" is the calling kernel's working directory when it
+loaded the magics: the kernels LocalControl starts run there too, and every kernel learns
+its workspace from `DITTO_WORKSPACE`.
 
 Both capture and restore the calling kernel's namespace themselves (it is busy running the
 magic, so nobody else can), and return the control plane's own result models.
@@ -32,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.core.errors import BackendError, DittoError
+from ditto_jupyter.core.errors import BackendError, DittoError, UnsupportedBackend
 from ditto_jupyter.core.models import (
     CheckpointSummary,
     ContextCapture,
@@ -47,6 +50,7 @@ from ditto_jupyter.core.models import (
 from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
 from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
 from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost
+from ditto_jupyter.kernel.workspace import WORKSPACE_ENV
 from ditto_jupyter.wiring import default_data_dir, open_runtime_service
 
 T = TypeVar("T")
@@ -91,6 +95,10 @@ class RuntimeControl(Protocol):
     def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]: ...
 
     def exec(self, command: str) -> ExecResult: ...
+
+    def workspace_path(self) -> Path:
+        """The runtime's local workspace (UnsupportedBackend when it is a remote sandbox)."""
+        ...
 
     def connection_hint(self, kernel_id: str | None) -> str | None: ...
 
@@ -212,6 +220,12 @@ class ServerControl:
             truncated=bool(result.get("truncated", False)),
         )
 
+    def workspace_path(self) -> Path:
+        from ditto_jupyter.client import api_path
+
+        answer = self._get(api_path(self.runtime_id, "workspace"))
+        return _local_workspace(self.runtime_id, answer.get("path"))
+
     def connection_hint(self, kernel_id: str | None) -> str | None:
         return None
 
@@ -259,21 +273,28 @@ class _LoopThread:
 
 
 class StandaloneContext:
-    """The calling kernel captured in-process; every other runtime on its own kernel."""
+    """The calling kernel captured in-process; every other runtime on its own kernel.
 
-    def __init__(self, blobs: BlobStore, namespace: Namespace, token: str) -> None:
+    Those kernels run in `notebook_folder`, the calling kernel's folder.
+    """
+
+    def __init__(
+        self, blobs: BlobStore, namespace: Namespace, token: str, notebook_folder: Path
+    ) -> None:
         self.blobs = blobs
         self.namespace = namespace
         self.token = token
         self.host = JupyterClientHost()
-        self.kernels = KernelContextCapture(self.host, blobs.root)
+        self.kernels = KernelContextCapture(
+            self.host, blobs.root, notebook_folder=lambda session: notebook_folder
+        )
         self.last_manifest: str | None = None
 
     def is_self(self, session: SessionRecord) -> bool:
         return session.handle_state.get("self") == self.token
 
-    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
-        return await self.kernels.start(session, cwd)
+    async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
+        return await self.kernels.start(session, workspace)
 
     async def stop(self, session: SessionRecord) -> None:
         if not self.is_self(session):  # the calling kernel stops itself after its cell
@@ -322,13 +343,15 @@ class LocalControl:
         data_dir: Path | None = None,
         conversation_id: str = "ipython",
         runtime_id: str | None = None,
+        notebook_folder: Path | None = None,
     ) -> None:
         self._loop = _LoopThread()
         token = uuid.uuid4().hex
         self.context: StandaloneContext | None = None
+        folder = notebook_folder or Path.cwd()
 
         def make_context(blobs: BlobStore) -> StandaloneContext:
-            self.context = StandaloneContext(blobs, namespace, token)
+            self.context = StandaloneContext(blobs, namespace, token, folder)
             return self.context
 
         self.service: RuntimeService = open_runtime_service(
@@ -345,6 +368,9 @@ class LocalControl:
             )
         )
         self.runtime_id = record.runtime_id
+        workspace = self.service.workspace_path(self.runtime_id)
+        if workspace is not None:  # this kernel is the runtime's: code finds it here
+            os.environ[WORKSPACE_ENV] = str(workspace)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._loop.run(coro)
@@ -400,6 +426,10 @@ class LocalControl:
     def exec(self, command: str) -> ExecResult:
         return self._run(self.service.exec(self.runtime_id, command))
 
+    def workspace_path(self) -> Path:
+        path = self._run(self.service.workspace(self.runtime_id))
+        return _local_workspace(self.runtime_id, str(path) if path is not None else None)
+
     def connection_hint(self, kernel_id: str | None) -> str | None:
         if kernel_id is None or self.context is None:
             return None
@@ -425,17 +455,48 @@ def _user() -> str:
         return "local"
 
 
-def control_from_environment(namespace: Namespace, conversation_id: str) -> RuntimeControl:
-    """ServerControl when a server started this kernel (or DITTO_SERVER_URL says so)."""
+def _local_workspace(runtime_id: str, path: object) -> Path:
+    if not isinstance(path, str) or not path:
+        raise UnsupportedBackend(
+            f"runtime {runtime_id} keeps its files in a remote sandbox, not in a local "
+            "workspace; reach them with %%sandbox"
+        )
+    return Path(path)
+
+
+def _data_dir() -> Path | None:
+    return Path(os.environ["DITTO_DATA_DIR"]) if os.environ.get("DITTO_DATA_DIR") else None
+
+
+def server_control_from_environment() -> ServerControl | None:
+    """The ServerControl of a kernel a server started (DITTO_SERVER_URL, DITTO_RUNTIME_ID)."""
     url = os.environ.get("DITTO_SERVER_URL")
     runtime_id = os.environ.get("DITTO_RUNTIME_ID")
-    data_dir = Path(os.environ["DITTO_DATA_DIR"]) if os.environ.get("DITTO_DATA_DIR") else None
-    if url and runtime_id:
-        return ServerControl(
-            url,
-            os.environ.get("DITTO_TOKEN", ""),
-            runtime_id,
-            data_dir or default_data_dir(),
-            os.environ.get("DITTO_RUNTIME_TOKEN", ""),
-        )
-    return LocalControl(namespace, data_dir=data_dir, conversation_id=conversation_id)
+    if not (url and runtime_id):
+        return None
+    token = os.environ.get("DITTO_TOKEN", "")
+    return ServerControl(
+        url,
+        token,
+        runtime_id,
+        _data_dir() or default_data_dir(),
+        os.environ.get("DITTO_RUNTIME_TOKEN", ""),
+    )
+
+
+def control_from_environment(
+    namespace: Namespace, conversation_id: str, *, notebook_folder: Path | None = None
+) -> RuntimeControl:
+    """ServerControl when a server started this kernel (or DITTO_SERVER_URL says so).
+
+    Otherwise a LocalControl whose kernels run in `notebook_folder` (default: the cwd).
+    """
+    server = server_control_from_environment()
+    if server is not None:
+        return server
+    return LocalControl(
+        namespace,
+        data_dir=_data_dir(),
+        conversation_id=conversation_id,
+        notebook_folder=notebook_folder,
+    )

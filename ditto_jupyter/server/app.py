@@ -104,7 +104,8 @@ class DittoJupyterApp(ExtensionApp):
         self, host: ServerKernelHost
     ) -> Callable[[BlobStore], SessionContextCapture]:
         def build(blobs: BlobStore) -> SessionContextCapture:
-            return ServerContextCapture(KernelContextCapture(host, blobs.root))
+            kernels = KernelContextCapture(host, blobs.root, notebook_folder=host.notebook_folder)
+            return ServerContextCapture(kernels)
 
         return build
 

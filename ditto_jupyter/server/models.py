@@ -121,3 +121,16 @@ class CheckpointDetail(_ExtensionModel):
 
     checkpoint: CheckpointSummary
     context_manifest_id: str | None
+
+
+class RuntimeWorkspace(_ExtensionModel):
+    """GET .../{runtime_id}/workspace: where a live runtime's files are.
+
+    `path` is the local workspace directory (what checkpoints version and `%%sandbox` runs
+    in; the kernel itself runs in its notebook's folder), or None when the files live in a
+    remote sandbox (`backend_kind` "e2b").
+    """
+
+    runtime_id: str
+    backend_kind: str
+    path: str | None

@@ -15,6 +15,8 @@ check for the caller's own checkpoints; each proves its runtime with the kernel'
 `runtime_token`, see `runtime_tokens`), and two reads of one checkpoint by id, unique id
 prefix or name: `GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` within a
 runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
+`GET /api/v1/runtimes/{runtime_id}/workspace` says where a live runtime's workspace is
+(`ditto_jupyter.workspace()` asks it when its kernel's environment does not say).
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from pydantic import BaseModel
 
 from ditto_jupyter.core.errors import (
     ERROR_TYPES,
+    BackendError,
     CheckpointNotFound,
     DittoError,
     InvalidRequest,
+    RuntimeClosed,
     RuntimeNotFound,
+    RuntimePaused,
 )
 from ditto_jupyter.core.models import (
     CheckpointListResult,
@@ -56,6 +61,7 @@ from ditto_jupyter.server.models import (
     ExecResponse,
     RuntimeRestoreRequest,
     RuntimeRestoreResult,
+    RuntimeWorkspace,
     SelfCheckoutRequest,
     SelfCheckpointRequest,
     SelfRestoreRequest,
@@ -376,6 +382,16 @@ _TABLE = (
         CheckpointDetail,
         (InvalidRequest, CheckpointNotFound),
         _checkpoint_detail,
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/{{runtime_id}}/workspace",
+        "Find a runtime's workspace",
+        "get_workspace",
+        None,
+        RuntimeWorkspace,
+        (RuntimeNotFound, RuntimePaused, RuntimeClosed, BackendError),
+        lambda sessions, req: sessions.workspace(req.path["runtime_id"], req.user),
     ),
 )
 

@@ -3,9 +3,11 @@
 Kernels started here are ordinary server kernels (they show up in /api/kernels, JupyterLab
 can connect to them), started with the extension's environment (`DITTO_SERVER_URL`,
 `DITTO_TOKEN`, `DITTO_DATA_DIR`, and `DITTO_RUNTIME_ID` and `DITTO_RUNTIME_TOKEN` of the
-runtime being started) so the magics can call back. `is_busy` reads the server's tracked
-`execution_state`; calls into a kernel reuse `ditto_jupyter.kernel.kernel_hosts.KernelChannel`
-(the message logic of the embedded host) over a client of the server's kernel manager.
+runtime being started) so
+the magics can call back. They run in their notebook's folder (`notebook_folder`), as the
+kernels of JupyterLab's sessions do. `is_busy` reads the server's tracked `execution_state`; calls
+into a kernel reuse `ditto_jupyter.kernel.kernel_hosts.KernelChannel` (the message logic of the
+embedded host) over a client of the server's kernel manager.
 """
 
 from __future__ import annotations
@@ -14,20 +16,23 @@ import asyncio
 import contextlib
 import contextvars
 import os
+import posixpath
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
+from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.kernel.kernel_hosts import KernelChannel
+from ditto_jupyter.kernel.workspace import without_workspace
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
-#: A cheap call that imports the capture module in the kernel.
-WARM_UP = "ditto_jupyter.kernel.capture:last_timing"
+#: A cheap call that imports the capture module in the kernel and records its workspace.
+WARM_UP = "ditto_jupyter.kernel.workspace:prepare_kernel"
 
 #: The runtime whose kernel is being started; read by `ServerKernelHost.start_kernel`.
 starting_runtime: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -74,7 +79,8 @@ class ServerKernelHost:
         env: dict[str, str] | None = None,
     ) -> str:
         """Start a server kernel in `cwd` with the extension's environment; its id."""
-        full_env = {**os.environ, **self.kernel_env(starting_runtime.get()), **(env or {})}
+        inherited = without_workspace(dict(os.environ))
+        full_env = {**inherited, **self.kernel_env(starting_runtime.get()), **(env or {})}
         kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": full_env}
         if cwd is not None:
             if not Path(cwd).is_dir():
@@ -85,6 +91,19 @@ class ServerKernelHost:
         except Exception as error:
             raise BackendError(f"could not start a {kernel_name} kernel: {error}") from error
         return str(kernel_id)
+
+    def notebook_folder(self, session: SessionRecord) -> Path:
+        """Where a runtime's kernels run: its notebook's folder, as a Jupyter session's do.
+
+        The notebook path (the runtime's conversation id) is relative to the server's root,
+        like a Jupyter session's path. A folder that does not exist is walked up towards
+        the root (the kernel manager's own rule); a path leading outside the root gives
+        the root.
+        """
+        root = Path(os.path.realpath(self.kernel_manager.root_dir))
+        api_folder = posixpath.dirname(session.conversation_id.strip("/"))
+        folder = Path(os.path.realpath(self.kernel_manager.cwd_for_path(api_folder)))
+        return folder if folder == root or root in folder.parents else root
 
     async def shutdown_kernel(self, kernel_id: str) -> None:
         """Shut a kernel down (a kernel already gone is fine).
@@ -191,20 +210,30 @@ class ServerKernelHost:
             if not self._own_calls[kernel_id]:
                 del self._own_calls[kernel_id]
 
-    def warm_up(self, kernel_id: str) -> None:
+    def warm_up(self, kernel_id: str, workspace: Path | None = None) -> None:
         """Prepare an idle kernel for fast captures, in the background (once per kernel).
 
         Opening the message channel and importing the capture module in the kernel cost
         about half a second the first time; a runtime's first checkpoint should not pay it.
+        A kernel JupyterLab started also learns its runtime's `workspace` here (kernels the
+        extension starts get `DITTO_WORKSPACE` at start); `ditto_jupyter.workspace()` asks
+        the server if it runs before this.
         """
         if kernel_id in self._warm_ups or kernel_id not in self.kernel_manager:
             return
-        task = asyncio.get_running_loop().create_task(self._warm_up(kernel_id))
+        task = asyncio.get_running_loop().create_task(self._warm_up(kernel_id, workspace))
         self._warm_ups[kernel_id] = task
 
-    async def _warm_up(self, kernel_id: str) -> None:
+    async def _warm_up(self, kernel_id: str, workspace: Path | None) -> None:
+        args: dict[str, object] = {"workspace": str(workspace) if workspace else None}
         with contextlib.suppress(Exception):  # best effort: the first real call retries
-            await self.call(kernel_id, WARM_UP, {})
+            await self.call(kernel_id, WARM_UP, args)
+
+    async def wait_warm_up(self, kernel_id: str) -> None:
+        """Wait until a kernel's warm-up has run (tests)."""
+        task = self._warm_ups.get(kernel_id)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
 
     async def execute(self, kernel_id: str, code: str) -> str:
         """Run a cell as a user would; its stdout (tests, benchmarks)."""

@@ -47,7 +47,7 @@ from ditto_jupyter.core.models import (
     UnrestorableValue,
 )
 from ditto_jupyter.server.events import RuntimeEvents
-from ditto_jupyter.server.models import RuntimeRestoreResult
+from ditto_jupyter.server.models import RuntimeRestoreResult, RuntimeWorkspace
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
 
@@ -66,10 +66,10 @@ class ServerContextCapture:
     def __init__(self, inner: SessionContextCapture) -> None:
         self.inner = inner
 
-    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
+    async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
         token = starting_runtime.set(session.session_id)
         try:
-            return await self.inner.start(session, cwd)
+            return await self.inner.start(session, workspace)
         finally:
             starting_runtime.reset(token)
 
@@ -174,7 +174,8 @@ class RuntimeSessions:
                 )
                 event.status = record.status.value
             if self.host is not None and record.status.value == "idle":
-                self.host.warm_up(str(model["kernel"]["id"]))
+                workspace = self.service.workspace_path(runtime_id)
+                self.host.warm_up(str(model["kernel"]["id"]), workspace)
 
     async def _sync_kernel(self, session: SessionRecord) -> None:
         """Follow kernel changes made outside the extension.
@@ -199,6 +200,8 @@ class RuntimeSessions:
         kernel_id = model["kernel"]["id"]
         if session.handle_state.get("kernel_id") != kernel_id:
             self.service.update_handle(session.session_id, kernel_id=kernel_id)
+            if self.host is not None:  # the new kernel learns where the workspace is
+                self.host.warm_up(str(kernel_id), self.service.workspace_path(session.session_id))
 
     async def register_live_sessions(self, user: str) -> None:
         """Register every live Jupyter session with a kernel (before listing runtimes)."""
@@ -224,6 +227,16 @@ class RuntimeSessions:
     async def get_runtime(self, runtime_id: str, user: str) -> RuntimeRecord:
         await self.ensure_runtime(runtime_id, user)
         return await self.service.get_runtime(runtime_id)
+
+    async def workspace(self, runtime_id: str, user: str) -> RuntimeWorkspace:
+        """Where a live runtime's files are: a local directory, or a remote sandbox (None)."""
+        await self.ensure_runtime(runtime_id, user)
+        path = await self.service.workspace(runtime_id)
+        return RuntimeWorkspace(
+            runtime_id=runtime_id,
+            backend_kind=self.service.session(runtime_id).backend_kind,
+            path=str(path) if path is not None else None,
+        )
 
     async def list_checkpoints(self, runtime_id: str, user: str) -> CheckpointListResult:
         await self.ensure_runtime(runtime_id, user)

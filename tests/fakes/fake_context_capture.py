@@ -27,6 +27,7 @@ class InMemoryContextCapture:
         self.namespaces: dict[str, dict[str, Any]] = {}
         self.busy: set[str] = set()
         self.execution_counts: dict[str, int] = {}
+        self.started = 0
 
     def namespace(self, runtime_id: str) -> dict[str, Any]:
         """The live namespace of a started runtime."""
@@ -40,10 +41,11 @@ class InMemoryContextCapture:
         self.namespace(runtime_id).update(assignments)
         self.execution_counts[runtime_id] = self.execution_counts.get(runtime_id, 0) + 1
 
-    async def start(self, session: SessionRecord, cwd: Path | None) -> dict[str, Any]:
+    async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
         self.namespaces[session.session_id] = {}
         self.execution_counts[session.session_id] = 0
-        return {"context": "memory"}
+        self.started += 1  # each start is a new context, as each kernel has its own id
+        return {"context": "memory", "instance": self.started}
 
     async def stop(self, session: SessionRecord) -> None:
         self.namespaces.pop(session.session_id, None)

@@ -2,11 +2,14 @@
 
 The store is a SQLite file in the data dir; a runtime paused before the restart resumes
 after it with its variables; a runtime that was live when the server stopped lost its
-kernel, so the new server marks it lost: paused at its head checkpoint, resumable too.
+kernel, so the new server marks it lost: paused at its head checkpoint, resumable too,
+with the workspace files it wrote after that checkpoint. A lost runtime whose workspace
+directory vanished meanwhile is paused at its head as well, never stuck.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,20 +24,32 @@ def test_paused_and_live_runtimes_survive_a_server_restart(tmp_path: Path) -> No
     with server:
         paused = server.open_notebook("paused.ipynb")
         live = server.open_notebook("live.ipynb")
+        gone = server.open_notebook("gone.ipynb")
         server.execute(paused["kernel"]["id"], "import numpy as np\nx = 41\na = np.arange(10)")
         server.execute(live["kernel"]["id"], "y = 'kept at the checkpoint'")
         status, answer = server.api("POST", "checkpoint", {"runtime_id": live["id"]})
         assert status == 200, answer
-        server.execute(live["kernel"]["id"], "y = 'lost with the kernel'")
+        server.execute(
+            live["kernel"]["id"],
+            "y = 'lost with the kernel'\nimport ditto_jupyter\n"
+            "(ditto_jupyter.workspace() / 'after.txt').write_text('written after the checkpoint')",
+        )
+        server.execute(gone["kernel"]["id"], "z = 'from the head'")
+        status, answer = server.api("POST", "checkpoint", {"runtime_id": gone["id"]})
+        assert status == 200, answer
+        status, gone_workspace = server.api("GET", f"{gone['id']}/workspace")
+        assert status == 200, gone_workspace
         status, answer = server.api("POST", "pause", {"runtime_id": paused["id"]})
         assert status == 200, answer
         first_pause = answer["checkpoint_id"]
 
+    shutil.rmtree(gone_workspace["path"])  # removed while the server was down
+
     with server:  # same data dir, new process
         status, listing = server.api("GET")
-        assert status == 200
+        assert status == 200, listing
         states = {r["runtime_id"]: r["status"] for r in listing["runtimes"]}
-        assert states == {paused["id"]: "paused", live["id"]: "paused"}
+        assert states == {paused["id"]: "paused", live["id"]: "paused", gone["id"]: "paused"}
 
         status, resumed = server.api("POST", "resume", {"runtime_id": paused["id"]})
         assert status == 200, resumed
@@ -46,6 +61,13 @@ def test_paused_and_live_runtimes_survive_a_server_restart(tmp_path: Path) -> No
         status, resumed = server.api("POST", "resume", {"runtime_id": live["id"]})
         assert status == 200, resumed
         assert server.execute(resumed["kernel_id"], "print(y)").strip() == "kept at the checkpoint"
+        status, where = server.api("GET", f"{live['id']}/workspace")
+        assert status == 200, where
+        assert Path(where["path"], "after.txt").read_text() == "written after the checkpoint"
+
+        status, resumed = server.api("POST", "resume", {"runtime_id": gone["id"]})
+        assert status == 200, resumed
+        assert server.execute(resumed["kernel_id"], "print(z)").strip() == "from the head"
 
         sessions = server.request("GET", "api/sessions").json()
-        assert {s["id"] for s in sessions} == {paused["id"], live["id"]}
+        assert {s["id"] for s in sessions} == {paused["id"], live["id"], gone["id"]}

@@ -1,6 +1,6 @@
 """Local workspace backend: one directory per backend, snapshotted into the blob store.
 
-- `workspace`: `LocalBackend`, a workspace directory (the kernel's cwd) with every path
+- `workspace`: `LocalBackend`, a workspace directory (`DITTO_WORKSPACE`) with every path
   confined to it, and its file operations, exec, search and export;
 - `snapshots`: the workspace manifest, the file index that spares re-reading unchanged
   files, and materialising a snapshot as a new workspace;

@@ -1,11 +1,11 @@
 """A local workspace: one directory, every path confined to it, files, exec and search.
 
-A `LocalBackend` is a workspace directory (the kernel's cwd). Every path it is given is
-relative to that directory and confined to it: absolute paths, `..` components and
-symlinks that resolve outside are refused with `InvalidRequest`. I/O failures raise
-`BackendError`. `exec` waits for the command's output pipes to close: a background job
-that keeps stdout open holds the call until the timeout, which then kills the whole
-process group. `checkpoint()` snapshots the workspace (`snapshots`); `release()` deletes
+A `LocalBackend` is a workspace directory (`DITTO_WORKSPACE` in the runtime's kernels).
+Every path it is given is relative to that directory and confined to it: absolute paths,
+`..` components and symlinks that resolve outside are refused with `InvalidRequest`. I/O
+failures raise `BackendError`. `exec` waits for the command's output pipes to close: a
+background job that keeps stdout open holds the call until the timeout, which then kills
+the whole process group. `checkpoint()` snapshots the workspace (`snapshots`); `release()` deletes
 the directory (the local counterpart of killing a sandbox).
 """
 
@@ -80,7 +80,7 @@ class LocalBackend:
 
     @property
     def local_path(self) -> Path:
-        """The workspace directory (the kernel's cwd)."""
+        """The workspace directory (`DITTO_WORKSPACE` in the runtime's kernels)."""
         return Path(self._root)
 
     @property
@@ -417,7 +417,11 @@ class LocalBackend:
             backend_kind=KIND,
             backend_id=self._backend_id,
             provider_snapshot_id=manifest_id,
-            details={"files": len(manifest["files"]), **stats.as_dict()},
+            details={
+                "files": len(manifest["files"]),
+                "entries": sum(len(manifest[k]) for k in ("files", "dirs", "symlinks", "skipped")),
+                **stats.as_dict(),
+            },
         )
 
     def _scan(self, *, verify_chunks: bool) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
