@@ -103,6 +103,10 @@ class BudgetAuthority(abc.ABC):
     def records(self) -> list[BudgetRecord]:
         """Every settled, released and replayed record, oldest first."""
 
+    def record_count(self) -> int:
+        """How many records `records` holds (cheap: a view polls it to spot new records)."""
+        return len(self.records)
+
     @property
     def limit(self) -> int:
         """The most tokens this budget will ever admit."""
@@ -359,6 +363,9 @@ class TokenBudget(BudgetAuthority):
     def records(self) -> list[BudgetRecord]:
         with self._lock:
             return list(self._records)
+
+    def record_count(self) -> int:
+        return len(self._records)
 
     # Direct reads: cheaper than a snapshot, and each is one consistent int.
     @property
