@@ -14,6 +14,8 @@ own namespace and the server only records the result; `self/checkout` skips the 
 check for the caller's own checkpoints), and two reads of one checkpoint by id, unique id
 prefix or name: `GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` within a
 runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
+`GET /api/v1/runtimes/{runtime_id}/budget` answers the token budget the runtime counts
+against (`%budget`), with the figures `ditto budget` prints.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from ditto_jupyter.server.models import (
     CheckpointDetail,
     ExecRequest,
     ExecResponse,
+    RuntimeBudgetResult,
     RuntimeRestoreRequest,
     RuntimeRestoreResult,
     SelfCheckoutRequest,
@@ -356,6 +359,16 @@ _TABLE = (
         CheckpointDetail,
         (InvalidRequest, CheckpointNotFound),
         _checkpoint_detail,
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/{{runtime_id}}/budget",
+        "Get the token budget a runtime counts against",
+        "get_runtime_budget",
+        None,
+        RuntimeBudgetResult,
+        (RuntimeNotFound,),
+        lambda sessions, req: sessions.budget(req.path["runtime_id"], req.user),
     ),
 )
 

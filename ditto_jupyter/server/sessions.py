@@ -26,6 +26,7 @@ from tornado.web import HTTPError
 
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.runtime_budgets import RuntimeBudgets
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, SessionBusy
 from ditto_jupyter.core.models import (
@@ -44,7 +45,7 @@ from ditto_jupyter.core.models import (
     UnrestorableValue,
 )
 from ditto_jupyter.server.events import RuntimeEvents
-from ditto_jupyter.server.models import RuntimeRestoreResult
+from ditto_jupyter.server.models import BudgetFigures, RuntimeBudgetResult, RuntimeRestoreResult
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
 
 if TYPE_CHECKING:
@@ -102,12 +103,15 @@ class RuntimeSessions:
         contents_manager: ContentsManager | Any,
         events: RuntimeEvents,
         host: ServerKernelHost | None = None,
+        budgets: RuntimeBudgets | None = None,
     ) -> None:
         self.service = service
         self.session_manager: Any = session_manager  # jupyter_server is untyped
         self.contents_manager: Any = contents_manager
         self.events = events
         self.host = host
+        # The runtimes' token budgets live in the data directory, beside the blob store.
+        self.budgets = budgets or RuntimeBudgets(service.blobs.root.parent)
         self._register_lock = asyncio.Lock()
 
     # ---- Jupyter sessions --------------------------------------------------------------
@@ -227,6 +231,28 @@ class RuntimeSessions:
         if runtime_id is not None:
             await self.ensure_runtime(runtime_id, user)
         return self.service.resolve_checkpoint(reference, runtime_id)
+
+    async def budget(self, runtime_id: str, user: str) -> RuntimeBudgetResult:
+        """The token budget the runtime counts against: its own or its source's, if any."""
+        await self.ensure_runtime(runtime_id, user)
+        found = self.budgets.find(runtime_id)
+        if found is None:
+            return RuntimeBudgetResult(runtime_id=runtime_id, budget=None)
+        snapshot = found.authority.snapshot()
+        figures = BudgetFigures(
+            owner_runtime_id=found.owner_runtime_id,
+            inherited=found.inherited,
+            limit=snapshot.limit,
+            reserved=snapshot.reserved,
+            charged=snapshot.charged,
+            remaining=snapshot.remaining,
+            replayed=snapshot.replayed,
+            closed=snapshot.closed,
+            closed_reason=snapshot.closed_reason,
+            records=found.authority.record_count(),
+            by_status=found.status_counts(),
+        )
+        return RuntimeBudgetResult(runtime_id=runtime_id, budget=figures)
 
     # ---- operations ----------------------------------------------------------------------
 

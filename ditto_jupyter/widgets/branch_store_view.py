@@ -63,6 +63,7 @@ class BranchStoreView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
         interval = check_interval(poll_interval)
         self.store = store
         self.message = ""  # the outcome of the last button press
+        self.summary = ""  # one line about what the view shows (its text/plain)
         self.last_conflict: BranchConflictError | None = None
         self._fingerprint: Fingerprint | None = None
         self._lock = threading.RLock()
@@ -71,6 +72,7 @@ class BranchStoreView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
         self._branches = widgets.VBox()
         self._status = widgets.HTML()
         self.buttons: dict[tuple[int, str], widgets.Button] = {}
+        self._rows: dict[int, widgets.HBox] = {}
         super().__init__([self._header, self._namespaces, self._branches, self._status], **kwargs)
         self.add_class("ditto-branch-store-view")
         self.refresh()
@@ -93,6 +95,7 @@ class BranchStoreView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
             if fingerprint == self._fingerprint and not force:
                 return False
             self._fingerprint = fingerprint
+            self.summary = self._summary()
             self._header.value = self._header_html()
             self._namespaces.value = self._namespaces_html()
             self._draw_branches()
@@ -132,18 +135,29 @@ class BranchStoreView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
         return line
 
     def _draw_branches(self) -> None:
-        old_rows = list(self._branches.children)
-        rows, self.buttons = [], {}
+        """One row per open branch; a branch's row (and its buttons) lives as long as it is
+        open, so a front end's click always reaches the button it was shown."""
+        rows: dict[int, widgets.HBox] = {}
         for branch in self.store.open_branches():
-            label = widgets.HTML(html.escape(self.branch_line(branch)))
-            commit = self._button(branch, "Commit", self.commit)
-            discard = self._button(branch, "Discard", self.discard)
-            rows.append(widgets.HBox([label, commit, discard]))
-        self._branches.children = rows
-        for row in old_rows:  # their buttons and labels go with them
-            for part in row.children:
-                part.close()
-            row.close()
+            row = self._rows.pop(branch.serial, None)
+            if row is None:
+                label = widgets.HTML()
+                commit = self._button(branch, "Commit", self.commit)
+                discard = self._button(branch, "Discard", self.discard)
+                row = widgets.HBox([label, commit, discard])
+            row.children[0].value = html.escape(self.branch_line(branch))
+            rows[branch.serial] = row
+        for gone in self._rows.values():  # committed, discarded or forgotten branches
+            self._close_row(gone)
+        self._rows = rows
+        self.buttons = {key: button for key, button in self.buttons.items() if key[0] in rows}
+        self._branches.children = list(rows.values())
+
+    @staticmethod
+    def _close_row(row: widgets.HBox) -> None:
+        for part in row.children:
+            part.close()
+        row.close()
 
     def _button(self, branch: Branch, action: str, run: Any) -> widgets.Button:
         button = widgets.Button(
@@ -209,11 +223,8 @@ class BranchStoreView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
         poller, self._poller = getattr(self, "_poller", None), None
         if poller is not None:
             poller.stop()
-        branches = getattr(self, "_branches", None)  # absent when __init__ refused its input
-        for row in list(branches.children) if branches is not None else []:
-            for part in row.children:
-                part.close()
-            row.close()
+        for row in getattr(self, "_rows", {}).values():  # absent when __init__ refused input
+            self._close_row(row)
         for name in ("_header", "_namespaces", "_branches", "_status"):
             part = getattr(self, name, None)
             if part is not None:
@@ -221,6 +232,9 @@ class BranchStoreView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
         super().close()
 
     def __repr__(self) -> str:
+        return self.summary
+
+    def _summary(self) -> str:
         store = self.store
         branches = store.open_branches()
         stale = sum(branch_is_stale(branch) for branch in branches)
