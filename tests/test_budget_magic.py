@@ -99,8 +99,13 @@ def test_budget_set_shown_charged_and_listed(kernel: BlockingKernelClient, data_
         "TokenBudgetView: 360 of 1,000 tokens charged, 0 reserved, 640 remaining; 3 records; "
         "admitting"
     )
+    budget.settle(budget.reserve(100, {"run_id": "other process"}), 40)
     again = shown_view(run_cell(kernel, "%budget"))  # the same live view, shown again
     assert again[WIDGET_VIEW] == view[WIDGET_VIEW]
+    assert again["text/plain"] == (  # with the figures as of now, not of its last poll
+        "TokenBudgetView: 400 of 1,000 tokens charged, 0 reserved, 600 remaining; 4 records; "
+        "admitting"
+    )
     title = value(kernel, "_.children[0].value")
     assert f"token budget of runtime {rid}" in title
 
@@ -112,6 +117,7 @@ def test_budget_set_shown_charged_and_listed(kernel: BlockingKernelClient, data_
         "1       settled  200       120      0         run_id=demo, label=summary",
         "2       settled  200       120      0         run_id=demo, label=summary",
         "3       settled  200       120      0         run_id=demo, label=summary",
+        "4       settled  100       40       0         run_id=other process",
     ]
 
 

@@ -450,6 +450,7 @@ class DittoMagics(Magics):
         key = f"{budget.authority.path}:{budget.authority.name}"
         view = self._budget_views.get(key)
         if view is not None and getattr(view, "comm", None) is not None:
+            view.refresh()  # the figures as of now, not of the last poll
             return view
         if self._budget_view_factory is None:  # loaded without widgets: the figures in a line
             return budget.authority
