@@ -155,3 +155,15 @@ def test_record_count_counts_every_record(tmp_path: Path) -> None:
         budget.record_replay(7)
         budget.reserve(10)  # open: not a record yet
         assert budget.record_count() == len(budget.records) == 3
+
+
+def test_records_since_gives_only_the_newer_records(tmp_path: Path) -> None:
+    for budget in (TokenBudget(1000), SharedTokenBudget(tmp_path / "b.sqlite", 1000)):
+        for charge in (1, 2, 3):
+            budget.settle(budget.reserve(10), charge)
+        budget.record_replay(7)
+        assert budget.records_since(0) == budget.records
+        assert [r.charge for r in budget.records_since(2)] == [3, 0]
+        assert budget.records_since(4) == budget.records_since(99) == []
+        with pytest.raises(ValueError, match="count must be at least 0"):
+            budget.records_since(-1)

@@ -272,3 +272,24 @@ def test_branch_store_view_follows_commits_made_while_it_polls(views: list[Any])
 def test_branch_store_view_refuses_what_is_not_a_branch_store() -> None:
     with pytest.raises(TypeError, match="needs a BranchStore, not dict"):
         BranchStoreView({})  # type: ignore[arg-type]
+
+
+def test_token_budget_view_reads_only_records_it_has_not_seen(
+    tmp_path: Path, views: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    budget = SharedTokenBudget(tmp_path / "budgets.sqlite", 10_000, name="big")
+    for label in ("a", "b", "a"):
+        budget.settle(budget.reserve(10, {"label": label}), 4)
+    view = TokenBudgetView(budget, poll_interval=None)
+    views.append(view)
+    asked: list[int] = []
+    read = budget.records_since
+    monkeypatch.setattr(budget, "records_since", lambda n: asked.append(n) or read(n))
+    budget.settle(budget.reserve(10, {"label": "b"}), 6)
+    assert view.refresh()
+    assert asked == [3]
+    assert [(g.scope, g.records, g.charged) for g in view.groups] == [
+        ("label a", 2, 8),
+        ("label b", 2, 10),
+    ]
+    assert [r.charge for r in view.records] == [4, 4, 4, 6]

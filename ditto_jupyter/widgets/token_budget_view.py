@@ -3,8 +3,9 @@
 Shows limit, reserved, charged and remaining as a bar, the records grouped by scope (run,
 branch, label) with how many of each status, and the latest records. It polls the budget
 (`snapshot()` and `record_count()`, two cheap reads) every `poll_interval` seconds and
-redraws only when they changed, so calls made while a cell runs, and calls of other
-processes through a `SharedTokenBudget`, show up as they settle.
+redraws only when they changed, reading only the records it has not seen yet (a record
+never changes once made), so calls made while a cell runs, and calls of other processes
+through a `SharedTokenBudget`, show up as they settle.
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ class ScopeGroup:
         return ", ".join(f"{status} {count}" for status, count in self.statuses.most_common())
 
 
-def group_records(records: Sequence[BudgetRecord]) -> list[ScopeGroup]:
-    """Records grouped by scope, groups in the order their first record was made."""
-    groups: dict[str, ScopeGroup] = {}
+def group_records(
+    records: Sequence[BudgetRecord], groups: dict[str, ScopeGroup] | None = None
+) -> list[ScopeGroup]:
+    """Records grouped by scope, groups in the order their first record was made; with
+    `groups`, the records are added to those (and the dict is updated)."""
+    groups = {} if groups is None else groups
     for record in records:
         name = scope_group(record.scope)
         group = groups.setdefault(name, ScopeGroup(name))
@@ -162,6 +166,7 @@ class TokenBudgetView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
         self.snapshot: BudgetSnapshot | None = None
         self.records: list[BudgetRecord] = []
         self.groups: list[ScopeGroup] = []
+        self._groups_by_scope: dict[str, ScopeGroup] = {}
         self.error: str | None = None
         self._fingerprint: tuple[BudgetSnapshot, int] | None = None
         self._lock = threading.Lock()
@@ -183,7 +188,9 @@ class TokenBudgetView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
                 fingerprint = (self.budget.snapshot(), self.budget.record_count())
                 if fingerprint == self._fingerprint and self.error is None:
                     return False
-                records = self.budget.records
+                if fingerprint[1] < len(self.records):  # fewer records: not the same ledger
+                    self.records, self._groups_by_scope = [], {}
+                new = self.budget.records_since(len(self.records))  # records never change
             except Exception as error:  # a deleted file, a locked database: say so, keep going
                 self.error = f"{type(error).__name__}: {error}"
                 self._meter.value = (
@@ -194,11 +201,12 @@ class TokenBudgetView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
                 return True
             self.error = None
             self._fingerprint = fingerprint
-            self.snapshot, self.records = fingerprint[0], records
-            self.groups = group_records(records)
+            self.snapshot = fingerprint[0]
+            self.records.extend(new)
+            self.groups = group_records(new, self._groups_by_scope)
             self._meter.value = meter_html(self.title, fingerprint[0])
             self._scopes.value = scopes_html(self.groups)
-            self._latest.value = recent_html(records, self.recent)
+            self._latest.value = recent_html(self.records, self.recent)
             return True
 
     @property

@@ -525,28 +525,26 @@ class SharedTokenBudget(BudgetAuthority):
 
     @property
     def records(self) -> list[BudgetRecord]:
+        return self.records_since(0)
+
+    def records_since(self, count: int) -> list[BudgetRecord]:
+        # Records are numbered 1, 2, ... by `seq` as they are made, and never change.
+        count = check_count(count, "count")
         with self._process_lock():
             rows = (
                 self._connection()
                 .execute(
-                    "SELECT id, status, reservation, charge, usage, scope, replayed, detail "
-                    "FROM token_budget_ledger WHERE budget = ? AND status IS NOT NULL "
+                    "SELECT id, status, reservation, charge, usage, scope, replayed, detail FROM "
+                    "token_budget_ledger WHERE budget = ? AND status IS NOT NULL AND seq > ? "
                     "ORDER BY seq",
-                    (self.name,),
+                    (self.name, count),
                 )
                 .fetchall()
             )
         return [
-            BudgetRecord(
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                None if row[4] is None else json.loads(row[4]),
-                Scope(json.loads(row[5])),
-                row[6],
-                row[7],
-            )
+            BudgetRecord._make(
+                (*row[:4], row[4] and json.loads(row[4]), Scope(json.loads(row[5])), *row[6:])
+            )  # usage is NULL (None) or JSON text
             for row in rows
         ]
 
