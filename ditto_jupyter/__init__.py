@@ -52,6 +52,7 @@ __all__ = [
     "budgeted_provider",
     "checkpoint_state",
     "restore_state",
+    "runtime_budget",
     "workspace",
 ]
 
@@ -68,10 +69,29 @@ def workspace() -> Path:
 
 
 def load_ipython_extension(shell: Any) -> None:
-    """`%load_ext ditto_jupyter`: register the magics."""
+    """`%load_ext ditto_jupyter`: register the magics, `%budget` showing TokenBudgetView."""
     from ditto_jupyter.kernel.magics import load_ipython_extension as load
 
-    load(shell)
+    load(shell, budget_view=_token_budget_view)
+
+
+def _token_budget_view(budget: SharedTokenBudget, title: str) -> Any:
+    """The view `%budget` shows (ipywidgets is imported only when one is made)."""
+    from ditto_jupyter.widgets import TokenBudgetView
+
+    return TokenBudgetView(budget, title=title)
+
+
+def runtime_budget(runtime_id: str | None = None) -> SharedTokenBudget:
+    """The shared token budget this kernel's runtime counts against, for `budgeted_provider`.
+
+    Set it with `%budget LIMIT`. A checkout counts against its source's budget unless it
+    was given its own (`%budget LIMIT --own`). With `runtime_id`, that runtime's budget.
+    Raises `RuntimeBudgetNotSet` (a LookupError) when there is none.
+    """
+    from ditto_jupyter.kernel.runtime_budget import current_runtime_budget
+
+    return current_runtime_budget(runtime_id)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

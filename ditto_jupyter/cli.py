@@ -9,6 +9,7 @@
     ditto pause RUNTIME [--name NAME] | resume RUNTIME | close RUNTIME
     ditto delete-snapshot CHECKPOINT [--runtime RUNTIME]
     ditto doctor [--data-dir DIR] [--store-url URL]
+    ditto budget RUNTIME
 
 CHECKPOINT is a full id, a unique id prefix (the 12 characters `ditto checkpoints` prints
 will do) or a name: within RUNTIME when one is given (`--runtime RUNTIME`, restore's
@@ -152,6 +153,9 @@ def render(command: str, result: Any, out: TextIO) -> None:
     elif command == "close":
         extra = ", provider sandbox deleted" if result["provider_sandbox_deleted"] else ""
         print(f"closed {_runtime_line(result['runtime'])}{extra}", file=out)
+    elif command == "budget":
+        for line in budget_lines(result):
+            print(line, file=out)
     elif command == "delete-snapshot":
         state = "deleted" if result["deleted"] else "already deleted"
         print(f"snapshot of checkpoint {result['checkpoint_id']}: {state}", file=out)
@@ -187,6 +191,26 @@ def doctor(args: argparse.Namespace, out: TextIO) -> int:
     else:
         render_doctor(report, out)
     return EXIT_OK if report.healthy else EXIT_DAMAGED
+
+
+def budget_lines(result: dict[str, Any]) -> list[str]:
+    """`ditto budget`'s output: whose budget, its figures, admission, records by status."""
+    budget = result["budget"]
+    if budget is None:
+        return [f"runtime {result['runtime_id']} has no token budget (set one with %budget LIMIT)"]
+    owner = f"runtime {budget['owner_runtime_id']}"
+    if budget["inherited"]:
+        owner += f" (shared with checkout {result['runtime_id']})"
+    admission = f"closed: {budget['closed_reason']}" if budget["closed"] else "open"
+    statuses = ", ".join(f"{status} {count}" for status, count in budget["by_status"].items())
+    return [
+        f"token budget of {owner}",
+        f"  limit {budget['limit']:,}, charged {budget['charged']:,}, reserved "
+        f"{budget['reserved']:,}, remaining {budget['remaining']:,}, replayed "
+        f"{budget['replayed']:,} (not charged)",
+        f"  admission {admission}",
+        f"  records {budget['records']:,}" + (f" ({statuses})" if statuses else ""),
+    ]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -290,6 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="data directory (default: $DITTO_DATA_DIR, else ~/.local/share/ditto-jupyter)",
     )
     p.add_argument("--store-url", help="the server's store_url, when it has one")
+    p = command("budget", "show the token budget a runtime counts against (%budget)")
+    p.add_argument("runtime")
     return parser
 
 
@@ -337,6 +363,8 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
         )
     if command == "close":
         return client.post("close", {"runtime_id": args.runtime})
+    if command == "budget":
+        return client.get(api_path(args.runtime, "budget"))
     if command == "delete-snapshot":
         checkpoint_id = client.resolve_checkpoint_id(args.checkpoint, args.runtime)
         return client.post("checkpoint/delete-snapshot", {"checkpoint_id": checkpoint_id})

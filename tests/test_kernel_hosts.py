@@ -299,3 +299,11 @@ def test_stop_is_idempotent_and_a_dead_kernel_is_reported(k: Kernels) -> None:
     k.run(k.context.stop(session))  # already gone: fine
     with pytest.raises(BackendError, match="not running"):
         k.run(k.context.capture(session))
+
+
+def test_a_manager_given_with_no_kernels_yet_is_the_one_used() -> None:
+    from jupyter_client.multikernelmanager import AsyncMultiKernelManager
+
+    manager = AsyncMultiKernelManager()
+    assert len(manager) == 0  # falsy: `manager or default` would drop it
+    assert JupyterClientHost(manager).manager is manager

@@ -253,7 +253,12 @@ class JupyterClientHost:
         self, manager: AsyncMultiKernelManager | None = None, *, call_timeout: float | None = None
     ) -> None:
         # Connection files go to Jupyter's runtime dir (the manager's default is the cwd).
-        self.manager = manager or AsyncMultiKernelManager(connection_dir=jupyter_runtime_dir())
+        # `is None`, not `or`: a manager with no kernels yet is falsy (it has a length).
+        self.manager = (
+            manager
+            if manager is not None
+            else AsyncMultiKernelManager(connection_dir=jupyter_runtime_dir())
+        )
         self.call_timeout = call_timeout
         self._channels: dict[str, KernelChannel] = {}
 

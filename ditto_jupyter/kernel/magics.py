@@ -12,7 +12,10 @@ returns a value with a rich repr, never both:
 - the listings (%runtimes, %checkpoints) print nothing and return a `TableResult` (text
   and HTML table), displayed when the magic ends the cell or kept with `rows = %runtimes`;
 - %%sandbox streams the command's own stdout and stderr and returns a `SandboxResult`
-  whose repr is the exit status (`exit 0`, `timed out`).
+  whose repr is the exit status (`exit 0`, `timed out`);
+- %budget LIMIT prints one line; %budget returns the live TokenBudgetView (made by the
+  `budget_view` the extension was loaded with: widgets are a layer above this one) and
+  %budget --history a `TableResult` of the records.
 An expected error prints one line to stderr (`ditto: Code: message`) and returns None,
 never a traceback.
 """
@@ -35,6 +38,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ditto_jupyter.backends.base import ExecResult
+from ditto_jupyter.control.runtime_budgets import RuntimeBudget
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
 from ditto_jupyter.core.models import (
     CheckpointSummary,
@@ -42,10 +46,21 @@ from ditto_jupyter.core.models import (
     UnrestorableValue,
 )
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
+from ditto_jupyter.kernel.runtime_budget import (
+    HISTORY_HEADERS,
+    history_rows,
+    limit_line,
+    parse_limit,
+    runtime_budgets,
+    view_title,
+)
 from ditto_jupyter.kernel.runtime_control import RuntimeControl, control_from_environment
+from ditto_jupyter.worker.shared_budget import SharedTokenBudget
 
 T = TypeVar("T")
 MagicMethod = TypeVar("MagicMethod", bound=Callable[..., Any])
+#: Makes the live view `%budget` shows: (the budget, its title) -> a widget.
+BudgetViewFactory = Callable[[SharedTokenBudget, str], Any]
 
 
 class _MagicDecorator(Protocol):
@@ -164,6 +179,7 @@ class DittoMagics(Magics):
         self,
         shell: InteractiveShell,
         control_factory: Callable[[], RuntimeControl] | None = None,
+        budget_view: BudgetViewFactory | None = None,
     ) -> None:
         super().__init__(shell)
         self._control_factory = control_factory or self._control_from_environment
@@ -171,6 +187,8 @@ class DittoMagics(Magics):
         self._last_manifest: str | None = None
         # With no server, the notebook's folder is where the kernel was when it loaded us.
         self.notebook_folder = Path.cwd()
+        self._budget_view_factory = budget_view
+        self._budget_views: dict[str, Any] = {}  # one live view per budget, shown again
 
     # ---- plumbing -----------------------------------------------------------------------
 
@@ -418,6 +436,47 @@ class DittoMagics(Magics):
 
         return self._guard(run)
 
+    @_with_arguments()
+    @_argument("limit", nargs="?", help="most tokens the runtime may use: 200000 or 200_000")
+    @_argument("--own", action="store_true", help="a checkout's own budget, not its source's")
+    @_argument("--history", action="store_true", help="the budget's records, as a table")
+    @line_magic
+    def budget(self, line: str = "") -> Any:
+        """`%budget LIMIT` sets this runtime's token budget (prints a line); `%budget` shows
+        it live; `%budget --history` returns its records as a table."""
+
+        def run() -> Any:
+            args = self._args(DittoMagics.budget, line)
+            runtime_id = self.control.runtime_id
+            if args.limit is not None:
+                if args.history:
+                    raise InvalidRequest("%budget takes a LIMIT or --history, not both")
+                limit = parse_limit(args.limit)
+                print(limit_line(runtime_budgets().set_limit(runtime_id, limit, own=args.own)))
+                return None
+            if args.own:
+                raise InvalidRequest("--own needs a LIMIT: %budget LIMIT --own")
+            budget = runtime_budgets().get(runtime_id)
+            if args.history:
+                records = budget.authority.records
+                return TableResult(HISTORY_HEADERS, history_rows(records), records)
+            return self._budget_view(budget)
+
+        return self._guard(run)
+
+    def _budget_view(self, budget: RuntimeBudget) -> Any:
+        """The live view of a budget: the one shown before while it is open, else a new one."""
+        key = f"{budget.authority.path}:{budget.authority.name}"
+        view = self._budget_views.get(key)
+        if view is not None and getattr(view, "comm", None) is not None:
+            view.refresh()  # the figures as of now, not of the last poll
+            return view
+        if self._budget_view_factory is None:  # loaded without widgets: the figures in a line
+            return budget.authority
+        view = self._budget_view_factory(budget.authority, view_title(budget))
+        self._budget_views[key] = view
+        return view
+
     @cell_magic
     def sandbox(self, line: str = "", cell: str = "") -> SandboxResult | None:
         """Run the cell body as a shell command in this runtime's backend (workspace/sandbox).
@@ -436,6 +495,11 @@ class DittoMagics(Magics):
         return self._guard(run)
 
 
-def load_ipython_extension(shell: InteractiveShell) -> None:
-    """`%load_ext ditto_jupyter`: register the magics (the control starts on first use)."""
-    shell.register_magics(DittoMagics(shell))
+def load_ipython_extension(
+    shell: InteractiveShell, budget_view: BudgetViewFactory | None = None
+) -> None:
+    """`%load_ext ditto_jupyter`: register the magics (the control starts on first use).
+
+    `budget_view` makes the live view `%budget` shows (the package root passes the widget).
+    """
+    shell.register_magics(DittoMagics(shell, budget_view=budget_view))

@@ -29,6 +29,7 @@ from traitlets import Bool, Enum, Float, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.runtime_budgets import RuntimeBudgets
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
@@ -138,7 +139,13 @@ class DittoJupyterApp(ExtensionApp):
         assert serverapp.event_logger is not None
         events = RuntimeEvents(serverapp.event_logger)
         sessions = RuntimeSessions(
-            service, serverapp.session_manager, serverapp.contents_manager, events, host, tokens
+            service,
+            serverapp.session_manager,
+            serverapp.contents_manager,
+            events,
+            host,
+            tokens,
+            RuntimeBudgets(self.data_dir),
         )
         self.host, self.service, self.runtime_sessions = host, service, sessions
         self.settings["ditto_runtime_sessions"] = sessions

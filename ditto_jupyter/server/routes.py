@@ -17,6 +17,8 @@ prefix or name: `GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` with
 runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
 `GET /api/v1/runtimes/{runtime_id}/workspace` says where a live runtime's workspace is
 (`ditto_jupyter.workspace()` asks it when its kernel's environment does not say).
+`GET /api/v1/runtimes/{runtime_id}/budget` answers the token budget the runtime counts
+against (`%budget`), with the figures `ditto budget` prints.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from ditto_jupyter.server.models import (
     CheckpointDetail,
     ExecRequest,
     ExecResponse,
+    RuntimeBudgetResult,
     RuntimeRestoreRequest,
     RuntimeRestoreResult,
     RuntimeWorkspace,
@@ -392,6 +395,16 @@ _TABLE = (
         RuntimeWorkspace,
         (RuntimeNotFound, RuntimePaused, RuntimeClosed, BackendError),
         lambda sessions, req: sessions.workspace(req.path["runtime_id"], req.user),
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/{{runtime_id}}/budget",
+        "Get the token budget a runtime counts against",
+        "get_runtime_budget",
+        None,
+        RuntimeBudgetResult,
+        (RuntimeNotFound,),
+        lambda sessions, req: sessions.budget(req.path["runtime_id"], req.user),
     ),
 )
 

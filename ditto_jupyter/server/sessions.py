@@ -28,6 +28,7 @@ from tornado.web import HTTPError
 
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.runtime_budgets import RuntimeBudgets
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import DamagedRecord
 from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, SessionBusy
@@ -47,7 +48,12 @@ from ditto_jupyter.core.models import (
     UnrestorableValue,
 )
 from ditto_jupyter.server.events import RuntimeEvents
-from ditto_jupyter.server.models import RuntimeRestoreResult, RuntimeWorkspace
+from ditto_jupyter.server.models import (
+    BudgetFigures,
+    RuntimeBudgetResult,
+    RuntimeRestoreResult,
+    RuntimeWorkspace,
+)
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
 
@@ -107,6 +113,7 @@ class RuntimeSessions:
         events: RuntimeEvents,
         host: ServerKernelHost | None = None,
         tokens: RuntimeTokens | None = None,
+        budgets: RuntimeBudgets | None = None,
     ) -> None:
         self.service = service
         self.session_manager: Any = session_manager  # jupyter_server is untyped
@@ -114,6 +121,8 @@ class RuntimeSessions:
         self.events = events
         self.host = host
         self.tokens = tokens or RuntimeTokens()
+        # The runtimes' token budgets live in the data directory, beside the blob store.
+        self.budgets = budgets or RuntimeBudgets(service.blobs.root.parent)
         self._register_lock = asyncio.Lock()
 
     def check_runtime_token(self, runtime_id: str, runtime_token: str) -> None:
@@ -252,6 +261,28 @@ class RuntimeSessions:
         if runtime_id is not None:
             await self.ensure_runtime(runtime_id, user)
         return self.service.resolve_checkpoint(reference, runtime_id)
+
+    async def budget(self, runtime_id: str, user: str) -> RuntimeBudgetResult:
+        """The token budget the runtime counts against: its own or its source's, if any."""
+        await self.ensure_runtime(runtime_id, user)
+        found = self.budgets.find(runtime_id)
+        if found is None:
+            return RuntimeBudgetResult(runtime_id=runtime_id, budget=None)
+        snapshot = found.authority.snapshot()
+        figures = BudgetFigures(
+            owner_runtime_id=found.owner_runtime_id,
+            inherited=found.inherited,
+            limit=snapshot.limit,
+            reserved=snapshot.reserved,
+            charged=snapshot.charged,
+            remaining=snapshot.remaining,
+            replayed=snapshot.replayed,
+            closed=snapshot.closed,
+            closed_reason=snapshot.closed_reason,
+            records=found.authority.record_count(),
+            by_status=found.status_counts(),
+        )
+        return RuntimeBudgetResult(runtime_id=runtime_id, budget=figures)
 
     # ---- operations ----------------------------------------------------------------------
 
