@@ -105,8 +105,9 @@ async def test_empty_checkpoint_id_and_nul_in_a_command_are_400(
     api: Api, open_runtime: OpenRuntime
 ) -> None:
     rid = (await open_runtime(x=1)).runtime_id
-    for route in ("restore", "self/restore"):
-        status, answer = await api("POST", route, {"runtime_id": rid, "checkpoint_id": ""})
+    for route, extra in (("restore", {}), ("self/restore", {"runtime_token": "t"})):
+        body = {"runtime_id": rid, "checkpoint_id": "", **extra}
+        status, answer = await api("POST", route, body)
         assert (status, answer["error"]) == (400, "InvalidRequest"), (route, answer)
         assert "'checkpoint_id'" in answer["message"]
     status, answer = await api("POST", "exec", {"runtime_id": rid, "command": "echo a\x00b"})
