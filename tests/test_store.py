@@ -679,7 +679,9 @@ def test_migrates_an_empty_file(tmp_path: Path) -> None:
     opened.close()
     with sqlite3.connect(path) as raw:
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert raw.execute("SELECT id, version FROM schema_version").fetchall() == [(1, 1)]
+        assert raw.execute("SELECT id, version FROM schema_version").fetchall() == [
+            (1, SCHEMA_VERSION)
+        ]
     assert {"schema_version", "sessions", "checkpoints", "heads", "backend_bindings"} <= tables
     raw.close()
 
@@ -691,7 +693,9 @@ def test_refuses_a_newer_schema(tmp_path: Path) -> None:
     raw.execute("UPDATE schema_version SET version = 99")
     raw.commit()
     raw.close()
-    with pytest.raises(SchemaVersionError, match="schema version 99, newer than the 1 this"):
+    with pytest.raises(
+        SchemaVersionError, match=f"schema version 99, newer than the {SCHEMA_VERSION} this"
+    ):
         SqlCheckpointStore.at_path(path)
     raw = sqlite3.connect(path)
     assert raw.execute("SELECT version FROM schema_version").fetchall() == [(99,)]
@@ -705,7 +709,7 @@ def _add_notes(conn: Any) -> None:
 
 def _half_then_fail(conn: Any) -> None:
     conn.exec_driver_sql("CREATE TABLE half (id INTEGER)")
-    raise RuntimeError("migration step 2 failed")
+    raise RuntimeError("migration step failed")
 
 
 def test_migration_steps_apply_once_in_order(tmp_path: Path) -> None:
@@ -715,16 +719,17 @@ def test_migration_steps_apply_once_in_order(tmp_path: Path) -> None:
     before = dump_store(opened)
     opened.close()
     url = f"sqlite:///{path}"
-    newer = (*MIGRATIONS, Migration(2, "notes", _add_notes))
-    for _ in range(2):  # the second open finds version 2 and applies nothing
+    next_version = SCHEMA_VERSION + 1
+    newer = (*MIGRATIONS, Migration(next_version, "notes", _add_notes))
+    for _ in range(2):  # the second open finds the new version and applies nothing
         upgraded = SqlCheckpointStore(url, migrations=newer)
-        assert upgraded.schema_version() == 2
+        assert upgraded.schema_version() == next_version
         assert dump_store(upgraded) == before
         upgraded.close()
     raw = sqlite3.connect(path)
     assert raw.execute("SELECT body FROM notes").fetchall() == [("migrated",)]
     raw.close()
-    with pytest.raises(SchemaVersionError, match="schema version 2"):
+    with pytest.raises(SchemaVersionError, match=f"schema version {next_version}"):
         SqlCheckpointStore(url)  # the older code refuses the newer file
 
 
@@ -732,14 +737,16 @@ def test_a_failing_migration_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "ditto.db"
     SqlCheckpointStore.at_path(path).close()
     url = f"sqlite:///{path}"
-    with pytest.raises(RuntimeError, match="migration step 2 failed"):
-        SqlCheckpointStore(url, migrations=(*MIGRATIONS, Migration(2, "bad", _half_then_fail)))
+    bad = Migration(SCHEMA_VERSION + 1, "bad", _half_then_fail)
+    with pytest.raises(RuntimeError, match="migration step failed"):
+        SqlCheckpointStore(url, migrations=(*MIGRATIONS, bad))
     raw = sqlite3.connect(path)
-    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
     assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
     raw.close()
-    with pytest.raises(ValueError, match=r"numbered 1, 2, \.\.\. in order, got \[1, 3\]"):
-        SqlCheckpointStore(url, migrations=(*MIGRATIONS, Migration(3, "gap", _add_notes)))
+    gap = Migration(SCHEMA_VERSION + 2, "gap", _add_notes)
+    with pytest.raises(ValueError, match=r"numbered 1, 2, \.\.\. in order, got \[1, 2, 4\]"):
+        SqlCheckpointStore(url, migrations=(*MIGRATIONS, gap))
 
 
 def test_bad_locations_get_clear_errors(tmp_path: Path) -> None:

@@ -178,24 +178,29 @@ def _add_notes(conn: sa.Connection) -> None:
 
 def _half_then_fail(conn: sa.Connection) -> None:
     conn.exec_driver_sql("CREATE TABLE half (id INTEGER)")
-    raise RuntimeError("migration step 2 failed")
+    raise RuntimeError("migration step failed")
 
 
 def test_migrations_on_postgres(pg_url: str) -> None:
     SqlCheckpointStore(pg_url).close()
-    with pytest.raises(RuntimeError, match="migration step 2 failed"):
-        SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "bad", _half_then_fail)))
-    assert _scalar(pg_url, "SELECT version FROM schema_version") == 1
+    following = SCHEMA_VERSION + 1
+    bad = Migration(following, "bad", _half_then_fail)
+    with pytest.raises(RuntimeError, match="migration step failed"):
+        SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, bad))
+    assert _scalar(pg_url, "SELECT version FROM schema_version") == SCHEMA_VERSION
     assert _scalar(pg_url, "SELECT to_regclass('half') IS NULL") is True
-    upgraded = SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "n", _add_notes)))
-    assert upgraded.schema_version() == 2
+    notes = (*MIGRATIONS, Migration(following, "n", _add_notes))
+    upgraded = SqlCheckpointStore(pg_url, migrations=notes)
+    assert upgraded.schema_version() == following
     upgraded.close()
     assert _scalar(pg_url, "SELECT body FROM notes") == "migrated"
-    with pytest.raises(SchemaVersionError, match="schema version 2, newer than the 1"):
+    with pytest.raises(
+        SchemaVersionError, match=f"schema version {following}, newer than the {SCHEMA_VERSION}"
+    ):
         SqlCheckpointStore(pg_url)
     _execute(pg_url, "UPDATE schema_version SET version = 99")
     with pytest.raises(SchemaVersionError, match="schema version 99"):
-        SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "n", _add_notes)))
+        SqlCheckpointStore(pg_url, migrations=notes)
 
 
 def test_long_ids_fit(store: CheckpointStore) -> None:

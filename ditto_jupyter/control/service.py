@@ -12,7 +12,7 @@ Every operation leaves the store as it was when it fails: provider work done bef
 failure (a new snapshot, a started kernel, a checked-out backend) is undone, and store
 writes happen in one transaction after it.
 
-Why one module of some 700 lines: it is one class whose operations share the per-runtime
+Why one module of over 700 lines: it is one class whose operations share the per-runtime
 operation lock, the idle and state checks, and the undo-then-commit discipline above;
 split by operation, each part would need all of that, and the rules would be harder to
 check side by side.
@@ -21,17 +21,20 @@ check side by side.
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ditto_jupyter.backends.base import BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
+from ditto_jupyter.control.collector import BackgroundCollector
 from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
 from ditto_jupyter.control.store import CheckpointStore
-from ditto_jupyter.core.blobs import BlobStore, GcReport
+from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobError, BlobStore, GcReport
 from ditto_jupyter.core.errors import (
     CheckpointNotFound,
     InvalidRequest,
@@ -93,6 +96,9 @@ class RuntimeService:
         self.context = context
         self.default_backend = default_backend
         self._in_flight: set[str] = set()
+        self._held: dict[str, set[str]] = {}  # manifests of checkpoints being recorded
+        self._held_lock = threading.Lock()
+        self.collector = BackgroundCollector(self.gc, follow_up_seconds=GRACE_SECONDS + 1)
 
     # ---- helpers --------------------------------------------------------------------
 
@@ -180,14 +186,36 @@ class RuntimeService:
             backend.mark_dirty()
         if ref is None or not ref.provider_snapshot_id:
             return
-        if any(  # reused: an earlier checkpoint already records this snapshot
-            c.backend_ref is not None
-            and c.backend_ref.provider_snapshot_id == ref.provider_snapshot_id
-            for c in self.store.list_checkpoints(runtime_id)
-        ):
+        # reused: a recorded checkpoint (of any runtime: a checkout child's clean checkpoint
+        # reuses its parent's snapshot) already records this snapshot
+        if self.store.checkpoints_with_snapshot(ref.provider_snapshot_id):
             return
         with contextlib.suppress(Exception):
             await self.backends.delete_snapshot(ref)
+
+    def _manifests_of(self, checkpoint: RuntimeCheckpoint) -> list[str]:
+        """The blob-store manifests a checkpoint keeps alive."""
+        manifests = [checkpoint.context_manifest_id] if checkpoint.context_manifest_id else []
+        ref = checkpoint.backend_ref
+        if ref is not None and ref.provider_snapshot_id:
+            manifests += self.backends.referenced_manifests(ref)
+        return manifests
+
+    def _hold(self, runtime_id: str, manifests: Iterable[str | None]) -> None:
+        """Keep manifests from garbage collection in this process while `runtime_id`'s
+        checkpoint is being taken and recorded (a write intent; `_let_go` ends it)."""
+        with self._held_lock:
+            self._held.setdefault(runtime_id, set()).update(m for m in manifests if m)
+
+    def _let_go(self, runtime_id: str) -> None:
+        with self._held_lock:
+            self._held.pop(runtime_id, None)
+
+    def _referenced(self, manifest_ids: Sequence[str]) -> set[str]:
+        """Which of these manifests a checkpoint references or one being recorded holds."""
+        with self._held_lock:
+            held = set().union(*self._held.values()).intersection(manifest_ids)
+        return held | self.store.referenced_manifests(manifest_ids)
 
     # ---- runtimes -------------------------------------------------------------------
 
@@ -331,15 +359,22 @@ class RuntimeService:
         session = self._live_session(runtime_id)
         if precaptured is None:
             await self._require_idle(session)
-        checkpoint, session = await self._take_checkpoint(session, name, metadata, precaptured)
         try:
-            with self.store.transaction():
-                self.store.put_checkpoint(checkpoint)
-                self.store.set_head(runtime_id, checkpoint.checkpoint_id)
-                self.store.put_session(session)
-        except BaseException:
-            await self._discard_new_ref(runtime_id, checkpoint.backend_ref)
-            raise
+            checkpoint, session = await self._take_checkpoint(session, name, metadata, precaptured)
+            manifests = self._manifests_of(checkpoint)
+            self._hold(runtime_id, manifests)
+            try:
+                with self.store.transaction():
+                    self.store.put_checkpoint(checkpoint)
+                    self.store.set_head(runtime_id, checkpoint.checkpoint_id)
+                    self.store.put_session(session)
+            except BaseException:
+                await self._discard_new_ref(runtime_id, checkpoint.backend_ref)
+                raise
+            with contextlib.suppress(BlobError):  # a hint: gc checks the store instead
+                self.blobs.mark_referenced(manifests)
+        finally:
+            self._let_go(runtime_id)
         return checkpoint, session
 
     async def _take_checkpoint(
@@ -351,6 +386,7 @@ class RuntimeService:
     ) -> tuple[RuntimeCheckpoint, SessionRecord]:
         """Capture context and backend; nothing is written to the store here."""
         capture = precaptured or await self.context.capture(session)
+        self._hold(session.session_id, [capture.manifest_id])
         backend = await self._backend(session)
         ref: BackendCheckpointRef | None = None
         if backend is not None:
@@ -380,11 +416,19 @@ class RuntimeService:
         )
         return checkpoint, session
 
-    async def list_checkpoints(self, runtime_id: str) -> CheckpointListResult:
-        """Every checkpoint of a runtime, oldest first."""
+    async def list_checkpoints(
+        self,
+        runtime_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        newest_first: bool = False,
+    ) -> CheckpointListResult:
+        """A runtime's checkpoints, oldest (or newest) first, a page at a time (see
+        `lookups.checkpoint_page`); without `limit`, every checkpoint."""
         self._session(runtime_id)
-        return CheckpointListResult(
-            checkpoints=[c.summary() for c in self.store.list_checkpoints(runtime_id)]
+        return checkpoint_page(
+            self.store, runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
         )
 
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint:
@@ -394,22 +438,9 @@ class RuntimeService:
     def resolve_checkpoint(
         self, reference: str, runtime_id: str | None = None
     ) -> RuntimeCheckpoint:
-        """A checkpoint named by id, unique id prefix, or name within `runtime_id`."""
-        exact = self.store.get_checkpoint(reference)
-        if exact is not None:
-            return exact
-        matches = self.store.find_checkpoints(reference, runtime_id)
-        if not matches:
-            where = f" in runtime {runtime_id}" if runtime_id else ""
-            raise CheckpointNotFound(f"no checkpoint named or starting with {reference!r}{where}")
-        named = [c for c in matches if c.name == reference]
-        if named:  # a name wins over an id prefix; the newest of a reused name
-            return named[-1]
-        if len(matches) > 1:
-            raise InvalidRequest(
-                f"{reference!r} matches {len(matches)} checkpoints; give more of the id"
-            )
-        return matches[0]
+        """A checkpoint named by id, unique id prefix, or name within `runtime_id` (see
+        `lookups.resolve_checkpoint`: a name shared by several runtimes is ambiguous)."""
+        return resolve_checkpoint(self.store, reference, runtime_id)
 
     # ---- checkout, restore ----------------------------------------------------------
 
@@ -638,7 +669,7 @@ class RuntimeService:
             with self.store.transaction():
                 self.store.put_session(session)
                 self.store.delete_binding(runtime_id)
-        self.gc()
+        self.collector.request()  # the runtime's unrecorded captures, if any, in the background
         return RuntimeCloseResult(
             runtime=await self._public(session),
             backend_released=released,
@@ -690,15 +721,18 @@ class RuntimeService:
                 checkpoint_id=checkpoint_id, deleted=False, already_deleted=True
             )
         async with self._operation(checkpoint.runtime_id):
+            # Recorded first: whatever happens below, the next collection checks the
+            # snapshot's manifests again (and keeps them if a checkpoint still names them).
+            self.blobs.mark_for_collection(self.backends.referenced_manifests(ref))
             deleted = await self.backends.delete_snapshot(ref)
             snapshot_id = ref.provider_snapshot_id
             with self.store.transaction():
-                for other in self.store.list_checkpoints():
+                for other in self.store.checkpoints_with_snapshot(snapshot_id):
                     other_ref = other.backend_ref
                     if other_ref is not None and other_ref.provider_snapshot_id == snapshot_id:
                         cleared = other_ref.model_copy(update={"provider_snapshot_id": None})
                         self.store.put_checkpoint(other.model_copy(update={"backend_ref": cleared}))
-        self.gc()
+        self.collector.request()  # its chunks, in the background
         return RuntimeCheckpointSnapshotDeleteResult(
             checkpoint_id=checkpoint_id, deleted=deleted, already_deleted=not deleted
         )
@@ -706,20 +740,27 @@ class RuntimeService:
     # ---- housekeeping ---------------------------------------------------------------
 
     def live_manifests(self) -> set[str]:
-        """Blob-store manifests some checkpoint still references."""
+        """Blob-store manifests some checkpoint still references.
+
+        Reads every checkpoint: for checks and tests, never on a request path (garbage
+        collection asks the store's index about its candidates instead).
+        """
         live: set[str] = set()
         for checkpoint in self.store.list_checkpoints():
-            if checkpoint.context_manifest_id:
-                live.add(checkpoint.context_manifest_id)
-            ref = checkpoint.backend_ref
-            if ref is not None and ref.provider_snapshot_id:
-                live.update(self.backends.referenced_manifests(ref))
+            live.update(self._manifests_of(checkpoint))
         return live
 
-    def gc(self, *, grace_seconds: float = 60.0) -> GcReport:
-        """Free blob-store chunks and manifests no checkpoint references any more."""
-        return self.blobs.gc(self.live_manifests(), grace_seconds=grace_seconds)
+    def gc(self, *, grace_seconds: float = GRACE_SECONDS) -> GcReport:
+        """Free blob-store chunks and manifests no checkpoint references any more.
+
+        Its cost follows the garbage: it visits only manifests nobody has vouched for and
+        chunks no manifest lists, and asks the store's index about the manifests. Runs on
+        the calling thread; close and delete-snapshot ask `collector` to run it on a worker
+        thread instead.
+        """
+        return self.blobs.gc(self._referenced, grace_seconds=grace_seconds)
 
     def close_store(self) -> None:
-        """Close the persistent store (the service is unusable afterwards)."""
+        """Stop background collection and close the store (the service is unusable after)."""
+        self.collector.stop(timeout=60)
         self.store.close()
