@@ -13,7 +13,8 @@ about itself from a magic (it is busy running the magic, so it captures or resto
 own namespace and the server only records the result; `self/checkout` skips the idle
 check for the caller's own checkpoints), and two reads of one checkpoint by id, unique id
 prefix or name: `GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` within a
-runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
+runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes. Listing a
+runtime's checkpoints takes query parameters (`limit`, `cursor`, `order`): it pages.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from ditto_jupyter.core.models import (
 )
 from ditto_jupyter.server.models import (
     CheckpointDetail,
+    CheckpointListQuery,
     ExecRequest,
     ExecResponse,
     RuntimeRestoreRequest,
@@ -77,11 +79,13 @@ Body = TypeVar("Body")
 
 @dataclass(frozen=True)
 class RouteRequest(Generic[Body]):
-    """A request as a call sees it: the validated body, the path parameters, the user."""
+    """A request as a call sees it: the validated body, the path parameters, the user, and
+    the validated query parameters (None for a route without any)."""
 
     body: Body
     path: Mapping[str, str]
     user: str
+    query: BaseModel | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,8 @@ class RouteSpec(Generic[Body]):
     call: Callable[[RuntimeSessions, RouteRequest[Body]], Awaitable[BaseModel]]
     #: GET routes of collections and runtimes also answer with a trailing slash.
     trailing_slash: bool = False
+    #: The model query parameters are validated with (None: the route takes none).
+    query: type[BaseModel] | None = None
 
     @property
     def parameters(self) -> list[str]:
@@ -141,6 +147,20 @@ async def _exec(sessions: RuntimeSessions, req: RouteRequest[ExecRequest]) -> Ba
         stderr=result.stderr,
         timed_out=result.timed_out,
         truncated=result.truncated,
+    )
+
+
+async def _list_checkpoints(
+    sessions: RuntimeSessions, req: RouteRequest[None]
+) -> CheckpointListResult:
+    """One page of a runtime's checkpoints."""
+    query = req.query if isinstance(req.query, CheckpointListQuery) else CheckpointListQuery()
+    return await sessions.list_checkpoints(
+        req.path["runtime_id"],
+        req.user,
+        limit=query.limit,
+        cursor=query.cursor,
+        newest_first=query.order == "newest",
     )
 
 
@@ -333,9 +353,10 @@ _TABLE = (
         "list_checkpoints",
         None,
         CheckpointListResult,
-        (RuntimeNotFound,),
-        lambda sessions, req: sessions.list_checkpoints(req.path["runtime_id"], req.user),
+        (InvalidRequest, RuntimeNotFound),
+        _list_checkpoints,
         trailing_slash=True,
+        query=CheckpointListQuery,
     ),
     RouteSpec[None](
         "GET",
