@@ -144,9 +144,17 @@ class ObjectIndex:
         except sqlite3.DatabaseError as exc:
             raise BlobError(f"cannot read the blob index {self.path}: {exc}") from None
 
-    def return_free_pages(self, pages: int = 4096) -> None:
-        """Give up to `pages` free pages back to the file system (after a collection)."""
+    def return_free_pages(self, batch: int = 256) -> None:
+        """Give the file's free pages back to the file system (after a collection), `batch`
+        pages per transaction so that writers never wait long."""
+        conn = self.connection()
         try:
-            self.connection().execute(f"PRAGMA incremental_vacuum({int(pages)})").fetchall()
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            while free > 0:
+                conn.execute(f"PRAGMA incremental_vacuum({int(batch)})").fetchall()
+                left = conn.execute("PRAGMA freelist_count").fetchone()[0]
+                if left >= free:  # not an incremental-vacuum file: nothing to give back
+                    return
+                free = left
         except sqlite3.OperationalError:  # busy: the next collection tries again
             return
