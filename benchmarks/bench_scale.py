@@ -320,7 +320,7 @@ async def measure_side_by_side(results: list[SizeResult], rng: random.Random) ->
             )
     for r in results:
         r.pool = sample_checkpoints(r.open, rng, r.runtimes)
-    for _ in range(30):
+    for _ in range(60):
         for r in results:
             checkpoint = rng.choice(r.pool)
             await timed(
@@ -529,7 +529,7 @@ def report(results: list[SizeResult]) -> str:
         "Each size is a store of its own (grown from a copy of the one before), and all are "
         "measured in one process, the sizes taking turns sample by sample: the shared "
         "machine's load drifts, and this way it weighs on every size alike. Medians "
-        "(checkpoint 30, restore 30, checkout 5, each resolve 100, list 20, close 5, "
+        "(checkpoint 30, restore 60, checkout 5, each resolve 100, list 20, close 5, "
         f"delete-snapshot 10, gc 1). Load average at the end: {load} on {os.cpu_count()} cores "
         "(wall times include waiting for a core). Lag = the largest extra "
         "delay of a 10 ms asyncio timer from the call until the background collection it "
