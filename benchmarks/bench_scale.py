@@ -533,7 +533,12 @@ def report(results: list[SizeResult]) -> str:
         f"delete-snapshot 10, gc 1). Load average at the end: {load} on {os.cpu_count()} cores "
         "(wall times include waiting for a core). Lag = the largest extra "
         "delay of a 10 ms asyncio timer from the call until the background collection it "
-        "started had finished (grace 0, so it frees the garbage during the window).\n\n"
+        "started had finished (grace 0, so it frees the garbage during the window). The "
+        "blob store's disk at the small sizes is the object index's fixed cost (its "
+        "write-ahead log reaches 4 MB before it is recycled). Before issue 15 (the "
+        "outside measurement the issue quotes, 100 x 1,000): close 10.2 s, delete-snapshot "
+        "13.5 s, gc 10.0 s, a prefix or name resolved with no runtime 39 ms, one close "
+        "stalled the event loop 10.9 s, the blob store took 25x its data.\n\n"
         f"{facts}"
     )
     return f"{table}\n\n{notes}"

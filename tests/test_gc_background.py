@@ -417,3 +417,27 @@ def test_a_collection_killed_half_way_loses_nothing(tmp_path: Path) -> None:
         assert len(large) == len(checkpoints["kept"])  # one big.bin chunk per kept snapshot
     finally:
         service.close_store()
+
+
+def test_a_failed_checkpoint_never_deletes_a_snapshot_another_runtime_records(
+    service: RuntimeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout child's clean checkpoint reuses its parent's snapshot; when recording it
+    fails, the snapshot it would have discarded is the parent's, and must stay."""
+    parent = run(service.create_runtime("nb.ipynb")).runtime_id
+    backend = service.backends.get(parent)
+    assert backend is not None
+    run(backend.write_bytes("kept.txt", b"the parent's file"))
+    recorded = service.get_checkpoint(run(service.checkpoint(parent)).checkpoint_id)
+    child = run(service.checkout(recorded.checkpoint_id)).runtime.runtime_id
+
+    def refused(checkpoint: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(service.store, "put_checkpoint", refused)
+    with pytest.raises(OSError, match="disk full"):
+        run(service.checkpoint(child))
+    monkeypatch.undo()
+    again = run(service.checkout(recorded.checkpoint_id)).runtime.runtime_id
+    workspace = service.workspace_path(again)
+    assert workspace is not None and (workspace / "kept.txt").read_bytes() == b"the parent's file"
