@@ -2,7 +2,7 @@
 
     ditto runtimes
     ditto runtime RUNTIME
-    ditto checkpoints RUNTIME
+    ditto checkpoints RUNTIME [--limit N] [--cursor CHECKPOINT] [--newest-first]
     ditto checkpoint RUNTIME [--name NAME] [-m KEY=VALUE ...]
     ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME]
     ditto restore RUNTIME CHECKPOINT
@@ -10,6 +10,9 @@
     ditto delete-snapshot CHECKPOINT [--runtime RUNTIME]
     ditto doctor [--data-dir DIR] [--store-url URL]
     ditto budget RUNTIME
+
+`ditto checkpoints` lists every checkpoint (fetched page by page); with `--limit` it shows
+one page and says how to get the next (`--cursor`).
 
 CHECKPOINT is a full id, a unique id prefix (the 12 characters `ditto checkpoints` prints
 will do) or a name: within RUNTIME when one is given (`--runtime RUNTIME`, restore's
@@ -43,6 +46,7 @@ from ditto_jupyter.client import (
     EXIT_OK,
     EXIT_SERVER,
     EXIT_USAGE,
+    PAGE_SIZE,
     CliError,
     RuntimeClient,
     UsageError,
@@ -116,6 +120,8 @@ def render(command: str, result: Any, out: TextIO) -> None:
             print("no checkpoints", file=out)
             return
         _table(rows, ["CHECKPOINT", "NAME", "PARENT", "CREATED", "SNAPSHOT", "UNRESTORABLE"], out)
+        if result.get("next_cursor"):
+            print(f"more follow: --cursor {result['next_cursor']}", file=out)
     elif command == "checkpoint":
         previous = result["previous_checkpoint_id"]
         tail = f" (previous {previous})" if previous else ""
@@ -254,6 +260,17 @@ def _add_global_flags(parser: argparse.ArgumentParser, *, with_defaults: bool) -
     )
 
 
+def _page_size(text: str) -> int:
+    """A --limit: a whole number from 1 to the server's largest page."""
+    try:
+        size = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= size <= PAGE_SIZE:
+        raise argparse.ArgumentTypeError(f"{size} is not between 1 and {PAGE_SIZE}")
+    return size
+
+
 _CHECKPOINT_HELP = "checkpoint id, unique id prefix, name, or RUNTIME:NAME"
 _RUNTIME_HELP = "look CHECKPOINT up (id prefix or name) in this runtime only"
 
@@ -283,6 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runtime")
     p = command("checkpoints", "list a runtime's checkpoints")
     p.add_argument("runtime")
+    p.add_argument(
+        "--limit", type=_page_size, metavar="N", help=f"show one page of N (1-{PAGE_SIZE})"
+    )
+    p.add_argument("--cursor", metavar="CHECKPOINT", help="start after this one (with --limit)")
+    p.add_argument("--newest-first", action="store_true", help="newest first")
     p = command("checkpoint", "checkpoint an idle runtime")
     p.add_argument("runtime")
     p.add_argument("--name")
@@ -331,7 +353,11 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
     if command == "runtime":
         return client.get(api_path(args.runtime))
     if command == "checkpoints":
-        return client.get(api_path(args.runtime, "checkpoints"))
+        if args.cursor is not None and args.limit is None:
+            raise UsageError("--cursor needs --limit")
+        return client.list_checkpoints(
+            args.runtime, limit=args.limit, cursor=args.cursor, newest_first=args.newest_first
+        )
     if command == "checkpoint":
         body = {
             "runtime_id": args.runtime,

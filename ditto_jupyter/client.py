@@ -21,6 +21,9 @@ EXIT_REFUSED = 3
 EXIT_SERVER = 4
 
 API = "api/v1/runtimes"
+#: Checkpoints asked for per request when a whole listing is fetched page by page (the
+#: server's largest page).
+PAGE_SIZE = 1000
 
 
 class CliError(Exception):
@@ -103,11 +106,17 @@ class RuntimeClient:
         """Close the HTTP connection pool."""
         self.http.close()
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        query: dict[str, str] | None = None,
+    ) -> Any:
         """Send one request to `api/v1/runtimes/<path>`; its JSON answer, or CliError."""
         url = self.base_url + f"{API}/{path}".rstrip("/")
         try:
-            response = self.http.request(method, url, json=body)
+            response = self.http.request(method, url, json=body, params=query)
         except httpx.HTTPError as error:
             raise CliError(
                 f"cannot reach the server at {self.base_url}: {error}", EXIT_SERVER
@@ -126,13 +135,40 @@ class RuntimeClient:
         exit_code = EXIT_REFUSED if response.status_code < 500 else EXIT_SERVER
         raise CliError(text, exit_code, payload)
 
-    def get(self, path: str) -> Any:
-        """GET a route; its JSON answer."""
-        return self.request("GET", path)
+    def get(self, path: str, query: dict[str, str] | None = None) -> Any:
+        """GET a route (with query parameters); its JSON answer."""
+        return self.request("GET", path, query=query)
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         """POST a JSON body (fields that are None left out); the JSON answer."""
         return self.request("POST", path, {k: v for k, v in body.items() if v is not None})
+
+    def list_checkpoints(
+        self,
+        runtime_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        newest_first: bool = False,
+    ) -> Any:
+        """A runtime's checkpoints: one page of at most `limit` (its `next_cursor` names
+        where the next starts), or, without `limit`, every one, fetched page by page."""
+        query = {"order": "newest" if newest_first else "oldest"}
+        if limit is not None:
+            query["limit"] = str(limit)
+            if cursor is not None:
+                query["cursor"] = cursor
+            return self.get(api_path(runtime_id, "checkpoints"), query)
+        checkpoints: list[Any] = []
+        query["limit"] = str(PAGE_SIZE)
+        while True:
+            if cursor is not None:
+                query["cursor"] = cursor
+            page = self.get(api_path(runtime_id, "checkpoints"), query)
+            checkpoints += page["checkpoints"]
+            cursor = page.get("next_cursor")
+            if cursor is None:
+                return {"checkpoints": checkpoints, "next_cursor": None}
 
     def checkpoint_detail(self, reference: str, runtime_id: str | None = None) -> Any:
         """The server's `{checkpoint, context_manifest_id}` for a checkpoint reference.

@@ -6,12 +6,15 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from hypothesis import strategies as st
 from ditto_jupyter.core.blobs import (
     CODEC_RAW,
     CODEC_ZSTD,
+    SMALL_OBJECT_LIMIT,
     BlobError,
     BlobIntegrityError,
     BlobNotFound,
@@ -34,24 +38,94 @@ KIB = 1024
 
 
 def chunk_file(store: BlobStore, digest: str) -> Path:
-    """Where a chunk lives on disk (the documented layout: chunks/ab/<digest>)."""
+    """Where a large chunk lives on disk (the documented layout: chunks/ab/<digest>)."""
     return store.root / "chunks" / digest[:2] / digest
 
 
-def manifest_file(store: BlobStore, manifest_id: str) -> Path:
-    """Where a manifest lives on disk."""
-    return store.root / "manifests" / f"{manifest_id}.json"
-
-
 def chunk_files(store: BlobStore) -> set[str]:
-    """Names of every chunk file on disk."""
+    """Names of every chunk file on disk (large chunks only)."""
     return {p.name for p in (store.root / "chunks").glob("*/*")}
 
 
-def age(path: Path, seconds: float) -> None:
-    """Make a file look `seconds` old to the garbage collector."""
+def stored_chunks(store: BlobStore) -> set[str]:
+    """Every chunk the store holds, inline or in a file."""
+    return {digest for digest, _ in store.iter_chunks()}
+
+
+def index(store: BlobStore) -> sqlite3.Connection:
+    """A plain connection to the store's object index (to look at or damage rows)."""
+    return sqlite3.connect(store.root / "objects.db", isolation_level=None)
+
+
+def stored_form(store: BlobStore, digest: str) -> bytes:
+    """A chunk's stored bytes (codec tag + payload), from its file or its row."""
+    path = chunk_file(store, digest)
+    if path.exists():
+        return path.read_bytes()
+    with contextlib.closing(index(store)) as conn:
+        (data,) = conn.execute(
+            "SELECT data FROM chunks WHERE digest = ?", (bytes.fromhex(digest),)
+        ).fetchone()
+    assert isinstance(data, bytes)
+    return data
+
+
+def replace_stored_form(store: BlobStore, digest: str, raw: bytes) -> None:
+    """Overwrite a chunk's stored bytes where they are (file or row)."""
+    path = chunk_file(store, digest)
+    if path.exists():
+        path.write_bytes(raw)
+        return
+    with contextlib.closing(index(store)) as conn:
+        conn.execute("UPDATE chunks SET data = ? WHERE digest = ?", (raw, bytes.fromhex(digest)))
+
+
+def document(store: BlobStore, manifest_id: str) -> bytes:
+    """A manifest's stored document."""
+    with contextlib.closing(index(store)) as conn:
+        (doc,) = conn.execute(
+            "SELECT document FROM manifests WHERE id = ?", (bytes.fromhex(manifest_id),)
+        ).fetchone()
+    assert isinstance(doc, bytes)
+    return doc
+
+
+def replace_document(store: BlobStore, manifest_id: str, doc: bytes) -> None:
+    """Overwrite a manifest's stored document (a tampered or garbled store)."""
+    with contextlib.closing(index(store)) as conn:
+        conn.execute(
+            "UPDATE manifests SET document = ? WHERE id = ?", (doc, bytes.fromhex(manifest_id))
+        )
+
+
+def refs(store: BlobStore, digest: str) -> int:
+    """How many stored manifests list a chunk, as the index counts them."""
+    with contextlib.closing(index(store)) as conn:
+        row = conn.execute(
+            "SELECT refs FROM chunks WHERE digest = ?", (bytes.fromhex(digest),)
+        ).fetchone()
+    return -1 if row is None else int(row[0])
+
+
+def age(store: BlobStore, object_id: str, seconds: float) -> None:
+    """Make a chunk or manifest look `seconds` old to the garbage collector."""
+    then = time.time() - seconds
+    key = bytes.fromhex(object_id)
+    with contextlib.closing(index(store)) as conn:
+        conn.execute("UPDATE chunks SET touched = ? WHERE digest = ?", (then, key))
+        conn.execute("UPDATE manifests SET touched = ? WHERE id = ?", (then, key))
+
+
+def age_file(path: Path, seconds: float) -> None:
+    """Make a file look `seconds` old."""
     then = time.time() - seconds
     os.utime(path, (then, then))
+
+
+def live(*manifest_ids: str) -> Callable[[Sequence[str]], set[str]]:
+    """A reference check that says exactly these manifests are referenced."""
+    keep = set(manifest_ids)
+    return lambda ids: keep.intersection(ids)
 
 
 def compressible(size: int, seed: int = 0) -> bytes:
@@ -97,7 +171,8 @@ def test_dedup_writes_a_chunk_once(blobs: BlobStore) -> None:
     first = blobs.put_bytes(block * 3 + b"tail", chunk_size=64 * KIB)
     assert len(first.chunks) == 4 and len(set(first.chunks)) == 2
     assert first.bytes_written == (64 * KIB + 1) + (4 + 1)  # codec tag byte + payload, once
-    assert chunk_files(blobs) == set(first.chunks)
+    assert stored_chunks(blobs) == set(first.chunks)
+    assert chunk_files(blobs) == {first.chunks[0]}  # the small tail lives in the index
     again = blobs.put_bytes(block * 3 + b"tail", chunk_size=64 * KIB)
     assert again.chunks == first.chunks
     assert again.bytes_written == 0
@@ -106,17 +181,31 @@ def test_dedup_writes_a_chunk_once(blobs: BlobStore) -> None:
     assert blobs.stored_bytes() == first.bytes_written
 
 
+def test_small_chunks_and_manifests_take_no_file_of_their_own(blobs: BlobStore) -> None:
+    """Thousands of small objects: no directory grows past ~10,000 entries."""
+    for i in range(2000):
+        stored = blobs.put_bytes(f"small object {i}".encode())
+        blobs.put_manifest({"kind": "test", "chunks": stored.chunks, "i": i})
+    big, _ = blobs.put_chunk(os.urandom(SMALL_OBJECT_LIMIT))
+    assert chunk_files(blobs) == {big}
+    assert len(stored_chunks(blobs)) == 2001 and len(list(blobs.iter_manifests())) == 2000
+    assert not (blobs.root / "manifests").exists()
+    biggest = max(len(os.listdir(folder)) for folder, _, _ in os.walk(blobs.root))
+    assert biggest <= 10  # the root: objects.db (+ -wal, -shm), secret, chunks/, tmp/
+
+
 def test_zstd_for_compressible_raw_for_random(blobs: BlobStore) -> None:
     text = compressible(256 * KIB)
     noise = os.urandom(256 * KIB)
     (text_id,) = blobs.put_bytes(text, chunk_size=len(text)).chunks
     (noise_id,) = blobs.put_bytes(noise, chunk_size=len(noise)).chunks
     small_id, _ = blobs.put_chunk(b"a" * 100)  # too small to be worth a frame
-    text_raw = chunk_file(blobs, text_id).read_bytes()
+    text_raw = stored_form(blobs, text_id)
     assert text_raw[:1] == CODEC_ZSTD and len(text_raw) < len(text) // 20
+    assert not chunk_file(blobs, text_id).exists()  # compressed below the limit: inline
     noise_raw = chunk_file(blobs, noise_id).read_bytes()
     assert noise_raw[:1] == CODEC_RAW and noise_raw[1:] == noise
-    assert chunk_file(blobs, small_id).read_bytes() == CODEC_RAW + b"a" * 100
+    assert stored_form(blobs, small_id) == CODEC_RAW + b"a" * 100
     assert blobs.get_chunk(text_id) == text
     assert blobs.get_chunk(noise_id) == noise
     # mostly random with a compressible start: the whole chunk is judged, not the sample
@@ -126,20 +215,24 @@ def test_zstd_for_compressible_raw_for_random(blobs: BlobStore) -> None:
     assert blobs.get_chunk(mixed_id) == mixed
 
 
-@pytest.mark.parametrize("kind", ["raw", "zstd"])
+@pytest.mark.parametrize(
+    ("kind", "size"), [("raw", 8 * KIB), ("zstd", 64 * KIB), ("raw", 96 * KIB)]
+)
 @pytest.mark.parametrize("where", [0, 1, -1])
-def test_a_flipped_byte_is_detected(blobs: BlobStore, kind: str, where: int) -> None:
-    data = os.urandom(8 * KIB) if kind == "raw" else compressible(64 * KIB)
+def test_a_flipped_byte_is_detected(blobs: BlobStore, kind: str, size: int, where: int) -> None:
+    data = os.urandom(size) if kind == "raw" else compressible(size)
     digest, _ = blobs.put_chunk(data)
-    path = chunk_file(blobs, digest)
-    raw = bytearray(path.read_bytes())
+    assert chunk_file(blobs, digest).exists() == (size > SMALL_OBJECT_LIMIT)
+    raw = bytearray(stored_form(blobs, digest))
     assert raw[:1] == (CODEC_RAW if kind == "raw" else CODEC_ZSTD)
     raw[where] ^= 0x01
-    path.write_bytes(bytes(raw))
+    replace_stored_form(blobs, digest, bytes(raw))
     with pytest.raises(BlobIntegrityError, match=digest):
         blobs.get_chunk(digest)
     with pytest.raises(BlobIntegrityError):
         blobs.get_bytes([digest])
+    with pytest.raises(BlobIntegrityError):
+        blobs.read_chunk_into(digest, memoryview(bytearray(size)))
 
 
 def test_missing_and_malformed_chunk_ids(blobs: BlobStore) -> None:
@@ -149,6 +242,18 @@ def test_missing_and_malformed_chunk_ids(blobs: BlobStore) -> None:
         with pytest.raises(BlobNotFound, match="is not a chunk id"):
             blobs.get_chunk(bad)
     assert not blobs.has_chunk("0" * 64)
+
+
+def test_a_chunk_whose_file_went_missing_is_written_again(blobs: BlobStore) -> None:
+    data = os.urandom(SMALL_OBJECT_LIMIT + 10)
+    digest, _ = blobs.put_chunk(data)
+    chunk_file(blobs, digest).unlink()
+    assert not blobs.has_chunk(digest)
+    with pytest.raises(BlobNotFound, match="which is not stored"):
+        blobs.put_manifest({"chunks": [digest]})
+    assert blobs.put_chunk(data)[1] > 0
+    manifest_id, _ = blobs.put_manifest({"chunks": [digest]})
+    assert blobs.get_bytes(blobs.get_manifest(manifest_id)["chunks"]) == data
 
 
 # ---- manifests ------------------------------------------------------------------------
@@ -168,38 +273,47 @@ def test_manifest_round_trip_and_dedup(blobs: BlobStore) -> None:
     assert list(blobs.iter_manifests()) == [manifest_id]
     again, written = blobs.put_manifest(dict(reversed(list(body.items()))))  # key order
     assert (again, written) == (manifest_id, 0)
+    (chunk,) = body["chunks"]
+    assert refs(blobs, chunk) == 1  # a manifest stored twice holds one reference
     assert blobs.delete_manifest(manifest_id) is True
+    assert refs(blobs, chunk) == 0
     assert blobs.delete_manifest(manifest_id) is False
     with pytest.raises(BlobNotFound, match="is missing"):
         blobs.get_manifest(manifest_id)
 
 
 def test_manifest_must_reference_stored_chunks(blobs: BlobStore) -> None:
+    stored, _ = blobs.put_chunk(b"stored")
     with pytest.raises(BlobNotFound, match=r"references chunk 0+, which is not stored"):
-        blobs.put_manifest({"chunks": ["0" * 64]})
+        blobs.put_manifest({"chunks": [stored, "0" * 64]})
+    assert refs(blobs, stored) == 0  # the refused manifest counted nothing
     with pytest.raises(BlobError, match="'chunks' must be a list"):
         blobs.put_manifest({"chunks": "abc"})
+    with pytest.raises(BlobError, match="'manifests' must be a list of manifest ids"):
+        blobs.put_manifest({"chunks": [], "manifests": ["../x"]})
+    with pytest.raises(BlobNotFound, match="is not a chunk id"):
+        blobs.put_manifest({"chunks": ["../../secret"]})
     assert list(blobs.iter_manifests()) == []
 
 
-def _tamper(path: Path, edit: str) -> None:
-    document = orjson.loads(path.read_bytes())
+def _tamper(store: BlobStore, manifest_id: str, edit: str) -> None:
+    doc = orjson.loads(document(store, manifest_id))
     if edit == "body":
-        document["body"]["names"]["x"] = 2
+        doc["body"]["names"]["x"] = 2
     elif edit == "signature":
-        sig = document["signature"]
-        document["signature"] = ("0" if sig[0] != "0" else "1") + sig[1:]
+        sig = doc["signature"]
+        doc["signature"] = ("0" if sig[0] != "0" else "1") + sig[1:]
     elif edit == "drop-signature":
-        del document["signature"]
+        del doc["signature"]
     elif edit == "add-field":
-        document["body"]["extra"] = "__import__('os').system('id')"
-    path.write_bytes(orjson.dumps(document))
+        doc["body"]["extra"] = "__import__('os').system('id')"
+    replace_document(store, manifest_id, orjson.dumps(doc))
 
 
 @pytest.mark.parametrize("edit", ["body", "signature", "drop-signature", "add-field"])
 def test_tampered_manifest_is_refused(blobs: BlobStore, edit: str) -> None:
     manifest_id, _ = _manifest(blobs)
-    _tamper(manifest_file(blobs, manifest_id), edit)
+    _tamper(blobs, manifest_id, edit)
     with pytest.raises(ManifestSignatureError, match=manifest_id):
         blobs.get_manifest(manifest_id)
     # a reopened store (same secret) refuses it too
@@ -208,9 +322,9 @@ def test_tampered_manifest_is_refused(blobs: BlobStore, edit: str) -> None:
 
 
 @pytest.mark.parametrize("content", [b"not json {", b"[1, 2]", b'"text"', b'{"body": []}'])
-def test_garbled_manifest_files_are_refused(blobs: BlobStore, content: bytes) -> None:
+def test_garbled_manifest_documents_are_refused(blobs: BlobStore, content: bytes) -> None:
     manifest_id, _ = _manifest(blobs)
-    manifest_file(blobs, manifest_id).write_bytes(content)
+    replace_document(blobs, manifest_id, content)
     with pytest.raises(ManifestSignatureError, match=manifest_id):
         blobs.get_manifest(manifest_id)
 
@@ -218,7 +332,7 @@ def test_garbled_manifest_files_are_refused(blobs: BlobStore, content: bytes) ->
 def test_a_validly_signed_manifest_under_another_id_is_refused(blobs: BlobStore) -> None:
     first, _ = _manifest(blobs, b"one")
     second, _ = _manifest(blobs, b"two")
-    manifest_file(blobs, second).write_bytes(manifest_file(blobs, first).read_bytes())
+    replace_document(blobs, second, document(blobs, first))
     with pytest.raises(ManifestSignatureError, match="does not match its id"):
         blobs.get_manifest(second)
 
@@ -227,8 +341,8 @@ def test_a_manifest_signed_by_another_store_is_refused(tmp_path: Path) -> None:
     mine = BlobStore(tmp_path / "mine", durable=False)
     theirs = BlobStore(tmp_path / "theirs", durable=False)
     manifest_id, _ = _manifest(theirs)
-    _manifest(mine)  # same chunk content, so only the signature can tell them apart
-    manifest_file(mine, manifest_id).write_bytes(manifest_file(theirs, manifest_id).read_bytes())
+    assert _manifest(mine)[0] == manifest_id  # same body: only the signature differs
+    replace_document(mine, manifest_id, document(theirs, manifest_id))
     with pytest.raises(ManifestSignatureError, match="fails its signature check"):
         mine.get_manifest(manifest_id)
 
@@ -283,16 +397,29 @@ def test_gc_frees_only_unreferenced_chunks(blobs: BlobStore) -> None:
     both_b, _ = blobs.put_manifest({"chunks": shared, "side": "b"})
     loose, loose_bytes = blobs.put_chunk(os.urandom(500))
     drop_chunks = blobs.get_manifest(drop_id)["chunks"]
-    before = chunk_files(blobs)
-    report = blobs.gc([keep_id, both_a], grace_seconds=0)
-    freed = before - chunk_files(blobs)
+    before = stored_chunks(blobs)
+    report = blobs.gc(live(keep_id, both_a), grace_seconds=0)
+    freed = before - stored_chunks(blobs)
     assert freed == {*drop_chunks, loose}
     assert report.freed_chunks == 2 and report.freed_manifests == 2  # drop_id and both_b
     assert report.freed_bytes == 2001 + loose_bytes
     assert blobs.get_manifest(keep_id) == keep_body
     assert blobs.get_bytes(shared) and blobs.has_manifest(both_a)
     assert not blobs.has_manifest(drop_id) and not blobs.has_manifest(both_b)
-    assert blobs.gc([keep_id, both_a], grace_seconds=0).freed_chunks == 0
+    assert blobs.gc(live(keep_id, both_a), grace_seconds=0).freed_chunks == 0
+
+
+def test_a_chunk_goes_when_the_last_manifest_listing_it_goes(blobs: BlobStore) -> None:
+    shared, _ = blobs.put_chunk(os.urandom(300))
+    first, _ = blobs.put_manifest({"chunks": [shared], "n": 1})
+    second, _ = blobs.put_manifest({"chunks": [shared, shared], "n": 2})  # listed twice
+    assert refs(blobs, shared) == 2
+    blobs.delete_manifest(first)
+    assert blobs.gc(live(second), grace_seconds=0).freed_chunks == 0
+    assert refs(blobs, shared) == 1 and blobs.has_chunk(shared)
+    blobs.delete_manifest(second)
+    assert blobs.gc(live(), grace_seconds=0).freed_chunks == 1
+    assert not blobs.has_chunk(shared)
 
 
 def test_gc_follows_child_manifests(blobs: BlobStore) -> None:
@@ -300,45 +427,48 @@ def test_gc_follows_child_manifests(blobs: BlobStore) -> None:
     middle, _ = blobs.put_manifest({"chunks": [], "manifests": [leaf]})
     own = blobs.put_bytes(b"root data").chunks
     root, _ = blobs.put_manifest({"chunks": own, "manifests": [middle, "f" * 64]})
-    blobs.gc([root], grace_seconds=0)
+    blobs.gc(live(root), grace_seconds=0)
     assert blobs.get_manifest(leaf) == leaf_body
     assert blobs.get_bytes(leaf_body["chunks"]) == b"leaf data"
     assert blobs.get_bytes(own) == b"root data"
-    report = blobs.gc([], grace_seconds=0)
+    assert blobs.gc(live(), grace_seconds=0).freed_manifests == 0  # vouched for: not asked
+    blobs.mark_for_collection([root])  # its checkpoint went away
+    report = blobs.gc(live(), grace_seconds=0)
     assert (report.freed_manifests, report.freed_chunks) == (3, 2)
-    assert chunk_files(blobs) == set()
+    assert stored_chunks(blobs) == set()
 
 
 def test_gc_respects_the_grace_period(blobs: BlobStore) -> None:
     young_chunk, _ = blobs.put_chunk(os.urandom(100))
     old_chunk, _ = blobs.put_chunk(os.urandom(100))
-    age(chunk_file(blobs, old_chunk), 120)
+    age(blobs, old_chunk, 120)
     orphan, _ = _manifest(blobs, b"orphan")
-    report = blobs.gc([], grace_seconds=60)
-    assert chunk_files(blobs) == {young_chunk, *blobs.get_manifest(orphan)["chunks"]}
+    report = blobs.gc(live(), grace_seconds=60)
+    assert stored_chunks(blobs) == {young_chunk, *blobs.get_manifest(orphan)["chunks"]}
     assert (report.freed_chunks, report.freed_manifests) == (1, 0)
     # a young, not yet registered manifest keeps even its old chunks alive
     for digest in blobs.get_manifest(orphan)["chunks"]:
-        age(chunk_file(blobs, digest), 120)
-    blobs.gc([], grace_seconds=60)
+        age(blobs, digest, 120)
+    blobs.gc(live(), grace_seconds=60)
     assert blobs.get_bytes(blobs.get_manifest(orphan)["chunks"]) == b"orphan"
-    age(manifest_file(blobs, orphan), 120)
-    blobs.gc([], grace_seconds=60)
+    age(blobs, orphan, 120)
+    report = blobs.gc(live(), grace_seconds=60)
     assert not blobs.has_manifest(orphan)
+    assert (report.freed_manifests, report.freed_chunks) == (1, 1)
 
 
 def test_reusing_an_old_chunk_renews_its_grace(blobs: BlobStore) -> None:
     """A capture that dedups against an old unreferenced chunk must not lose it to gc."""
     data = os.urandom(4000)
     digest, _ = blobs.put_chunk(data)
-    age(chunk_file(blobs, digest), 3600)
+    age(blobs, digest, 3600)
     assert blobs.put_chunk(data) == (digest, 0)  # dedup hit, before the manifest exists
-    blobs.gc([], grace_seconds=60)
+    blobs.gc(live(), grace_seconds=60)
     assert blobs.get_chunk(digest) == data
     manifest_id, _ = blobs.put_manifest({"chunks": [digest]})
-    age(manifest_file(blobs, manifest_id), 3600)
+    age(blobs, manifest_id, 3600)
     assert blobs.put_manifest({"chunks": [digest]}) == (manifest_id, 0)
-    blobs.gc([], grace_seconds=60)
+    blobs.gc(live(), grace_seconds=60)
     assert blobs.has_manifest(manifest_id)
 
 
@@ -347,18 +477,135 @@ def test_gc_clears_stale_temp_files(blobs: BlobStore) -> None:
     stale.write_bytes(b"left by a killed writer")
     fresh = blobs.root / "tmp" / ".live.tmp"
     fresh.write_bytes(b"being written right now")
-    age(stale, 120)
-    blobs.gc([], grace_seconds=60)
+    age_file(stale, 120)
+    blobs.gc(live(), grace_seconds=60)
     assert not stale.exists() and fresh.exists()
 
 
-def test_gc_refuses_to_trust_a_tampered_live_manifest(blobs: BlobStore) -> None:
-    manifest_id, _ = _manifest(blobs, b"precious")
-    _tamper(manifest_file(blobs, manifest_id), "body")
-    before = chunk_files(blobs)
-    with pytest.raises(ManifestSignatureError):
-        blobs.gc([manifest_id], grace_seconds=0)
-    assert chunk_files(blobs) == before
+def test_a_tampered_manifest_never_frees_what_it_names(blobs: BlobStore) -> None:
+    """A dead manifest whose signature fails is removed, but what it lists stays."""
+    manifest_id, body = _manifest(blobs, b"precious")
+    _tamper(blobs, manifest_id, "body")
+    report = blobs.gc(live(), grace_seconds=0)
+    assert report.freed_manifests == 1 and report.freed_chunks == 0
+    assert blobs.get_bytes(body["chunks"]) == b"precious"
+    # a live one is not even read: tampering cannot make gc free anything
+    other, other_body = _manifest(blobs, b"other")
+    _tamper(blobs, other, "drop-signature")
+    assert blobs.gc(live(other), grace_seconds=0) == blobs.gc(live(other), grace_seconds=0)
+    assert blobs.get_bytes(other_body["chunks"]) == b"other"
+
+
+def test_gc_cost_follows_the_garbage_not_the_store(
+    blobs: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Live manifests vouched for are neither asked about nor read by a collection."""
+    vouched = [_manifest(blobs, f"live {i}".encode())[0] for i in range(300)]
+    blobs.mark_referenced(vouched)
+    garbage = [_manifest(blobs, f"dead {i}".encode())[0] for i in range(3)]
+    asked: list[str] = []
+    read: list[str] = []
+    verify = BlobStore.verified_body
+
+    def counting_verify(store: BlobStore, manifest_id: str, doc: bytes) -> dict[str, Any]:
+        read.append(manifest_id)
+        return verify(store, manifest_id, doc)
+
+    def referenced(ids: Sequence[str]) -> set[str]:
+        asked.extend(ids)
+        return set()
+
+    monkeypatch.setattr(BlobStore, "verified_body", counting_verify)
+    report = blobs.gc(referenced, grace_seconds=0)
+    assert (report.freed_manifests, report.freed_chunks) == (3, 3)
+    assert sorted(asked) == sorted(read) == sorted(garbage)
+    asked.clear()
+    assert blobs.gc(referenced, grace_seconds=0).freed_manifests == 0 and asked == []
+
+
+def test_marked_manifests_are_asked_about_again(blobs: BlobStore) -> None:
+    first, _ = _manifest(blobs, b"first")
+    second, _ = _manifest(blobs, b"second")
+    blobs.mark_referenced([first, second, "0" * 64, "not an id"])
+    blobs.gc(live(), grace_seconds=0)
+    assert blobs.has_manifest(first) and blobs.has_manifest(second)
+    blobs.mark_for_collection([first, second])
+    assert blobs.gc(live(second), grace_seconds=0).freed_manifests == 1
+    assert not blobs.has_manifest(first) and blobs.has_manifest(second)
+
+
+# ---- a store written by an older release ------------------------------------------------
+
+RELEASE_BLOBS = Path(__file__).parent / "fixtures" / "release_store" / "blobs"
+
+
+def _old_layout(tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]], set[str]]:
+    """A copy of the release fixture's blob store; its manifests' bodies; its chunk files."""
+    root = tmp_path / "old-blobs"
+    shutil.copytree(RELEASE_BLOBS, root)
+    bodies = {
+        path.stem: orjson.loads(path.read_bytes())["body"]
+        for path in (root / "manifests").glob("*.json")
+    }
+    files = {path.name for path in (root / "chunks").glob("*/*")}
+    return root, bodies, files
+
+
+def test_an_old_layout_store_is_imported_in_place(tmp_path: Path) -> None:
+    root, bodies, files = _old_layout(tmp_path)
+    store = BlobStore(root, durable=False)
+    assert not (root / "manifests").exists()
+    assert set(store.iter_manifests()) == set(bodies)
+    for manifest_id, body in bodies.items():
+        assert store.get_manifest(manifest_id) == body
+        assert store.get_bytes(body["chunks"])
+    listed = {c for body in bodies.values() for c in body["chunks"]}
+    assert stored_chunks(store) == files  # every chunk file, listed or not
+    for digest in files:
+        assert refs(store, digest) == sum(digest in body["chunks"] for body in bodies.values())
+        assert chunk_file(store, digest).exists() == (
+            len(stored_form(store, digest)) >= SMALL_OBJECT_LIMIT
+        )
+    assert any(not chunk_file(store, d).exists() for d in files)  # small ones moved inline
+    # what the old release left unreferenced (a deleted snapshot's chunks) is garbage
+    for digest in files:
+        age(store, digest, 3600)
+    for manifest_id in bodies:
+        age(store, manifest_id, 3600)
+    report = store.gc(live(*bodies), grace_seconds=60)
+    assert report.freed_manifests == 0 and report.freed_chunks == len(files - listed) > 0
+    assert stored_chunks(store) == listed
+
+
+def test_an_interrupted_import_finishes_at_the_next_opening(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ditto_jupyter.core import blob_legacy
+
+    clean_root, bodies, _ = _old_layout(tmp_path / "clean")
+    clean = BlobStore(clean_root, durable=False)
+    root, _, _ = _old_layout(tmp_path / "killed")
+    monkeypatch.setattr(blob_legacy, "BATCH", 3)
+    removals = 0
+    remove = blob_legacy._remove
+
+    def killed_after_first_batch(paths: list[Path]) -> None:
+        nonlocal removals
+        removals += 1
+        if removals == 2:  # the second batch committed, then the process died
+            raise KeyboardInterrupt
+        remove(paths)
+
+    monkeypatch.setattr(blob_legacy, "_remove", killed_after_first_batch)
+    with pytest.raises(KeyboardInterrupt):
+        BlobStore(root, durable=False)
+    monkeypatch.setattr(blob_legacy, "_remove", remove)
+    finished = BlobStore(root, durable=False)
+    assert not (root / "manifests").exists()
+    assert set(finished.iter_manifests()) == set(bodies)
+    for digest in stored_chunks(clean):
+        assert refs(finished, digest) == refs(clean, digest)
+        assert finished.get_chunk(digest) == clean.get_chunk(digest)
 
 
 # ---- several processes ----------------------------------------------------------------
@@ -403,7 +650,7 @@ def test_processes_writing_the_same_content_agree(tmp_path: Path) -> None:
     body = store.get_manifest(results[0]["manifest"])  # every writer signed with one secret
     expected = b"".join(i.to_bytes(4, "big") * 1024 for i in range(1024))
     assert store.get_bytes(body["chunks"]) == expected
-    assert chunk_files(store) == set(body["chunks"]) and len(body["chunks"]) == 64
+    assert stored_chunks(store) == set(body["chunks"]) and len(body["chunks"]) == 64
     assert all(store.get_chunk(d) for d in body["chunks"])
     assert list((root / "tmp").iterdir()) == []
     # together they wrote between one and three copies' worth, never a torn chunk
@@ -451,8 +698,8 @@ def test_a_killed_writer_leaves_no_torn_chunk_or_manifest(tmp_path: Path) -> Non
         store.get_chunk(digest)  # raises on a torn or corrupt chunk
     # half-written temp files stay in tmp/, where gc clears them once they are stale
     for leftover in (root / "tmp").iterdir():
-        age(leftover, 120)
-    store.gc(manifests, grace_seconds=60)
+        age_file(leftover, 120)
+    store.gc(live(*manifests), grace_seconds=60)
     assert list((root / "tmp").iterdir()) == []
 
 

@@ -33,6 +33,7 @@ from ditto_jupyter.kernel.capture import (
     capture_namespace,
     restore_namespace,
 )
+from tests.stored_blobs import tamper_manifest
 
 
 def run(namespace: dict[str, object], code: str) -> None:
@@ -293,8 +294,7 @@ def test_a_tampered_manifest_is_refused_and_changes_nothing(blobs: BlobStore) ->
     ns = new_namespace()
     ns["x"] = [1, 2, 3]
     captured = capture_namespace(ns, blobs)
-    path = blobs.root / "manifests" / f"{captured.manifest_id}.json"
-    path.write_text(path.read_text().replace('"x"', '"y"'))
+    tamper_manifest(blobs.root, captured.manifest_id, lambda doc: doc.replace(b'"x"', b'"y"'))
     live = new_namespace()
     live["keep"] = "me"
     with pytest.raises(ManifestSignatureError):

@@ -18,6 +18,7 @@ import zstandard
 
 from ditto_jupyter.core.blobs import CODEC_ZSTD, BlobStore, ManifestSignatureError
 from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
+from tests.stored_blobs import manifest_document, write_manifest_document
 
 matplotlib.use("Agg")  # no display here; pyplot's figures stay in memory
 
@@ -149,10 +150,6 @@ def test_a_small_change_on_a_hundred_variable_namespace_writes_at_most_4_kib(
         assert differences(ns, expected) == []
 
 
-def manifest_file(blobs: BlobStore, manifest_id: str) -> Path:
-    return blobs.root / "manifests" / f"{manifest_id}.json"
-
-
 def test_parts_are_signed_checked_and_kept_by_gc(blobs: BlobStore) -> None:
     ns: dict[str, object] = {"__name__": "__main__"}
     run(ns, HUNDRED)
@@ -165,7 +162,8 @@ def test_parts_are_signed_checked_and_kept_by_gc(blobs: BlobStore) -> None:
     assert len(set(parts) & set(blobs.get_manifest(first.manifest_id)["parts"])) == len(parts) - 1
 
     # gc keeps what a live checkpoint's parts reference, and frees the rest
-    report = blobs.gc([second.manifest_id], grace_seconds=0)
+    live = second.manifest_id
+    report = blobs.gc(lambda ids: [i for i in ids if i == live], grace_seconds=0)
     assert report.freed_manifests == 2  # the first top manifest and its one other part
     expected = snapshot(ns)
     fresh: dict[str, object] = {"__name__": "__main__"}
@@ -173,10 +171,9 @@ def test_parts_are_signed_checked_and_kept_by_gc(blobs: BlobStore) -> None:
     assert differences(fresh, expected) == []
 
     # a tampered part is refused before anything changes
-    path = manifest_file(blobs, parts[1])
-    document = orjson.loads(decompressed(path.read_bytes()))
+    document = orjson.loads(decompressed(manifest_document(blobs.root, parts[1])))
     document["body"]["components"][0]["names"] = ["hacked"]
-    path.write_bytes(orjson.dumps(document))
+    write_manifest_document(blobs.root, parts[1], orjson.dumps(document))
     run(ns, "n3 = 5")
     with pytest.raises(ManifestSignatureError):
         restore_namespace(ns, blobs, second.manifest_id)
@@ -190,18 +187,18 @@ def decompressed(raw: bytes) -> bytes:
 def test_big_manifests_are_stored_compressed_and_still_checked(blobs: BlobStore) -> None:
     body = {"chunks": [], "names": [f"variable number {i}" for i in range(200)]}
     manifest_id, written = blobs.put_manifest(body)
-    raw = manifest_file(blobs, manifest_id).read_bytes()
+    raw = manifest_document(blobs.root, manifest_id)
     assert raw[:1] == CODEC_ZSTD and written == len(raw) < len(orjson.dumps(body)) // 2
     assert blobs.get_manifest(manifest_id) == body
     small_id, _ = blobs.put_manifest({"chunks": [], "x": 1})
-    assert manifest_file(blobs, small_id).read_bytes()[:1] == b"{"  # small ones stay JSON
+    assert manifest_document(blobs.root, small_id)[:1] == b"{"  # small ones stay JSON
 
-    path = manifest_file(blobs, manifest_id)
     document = orjson.loads(decompressed(raw))
     document["body"]["names"][0] = "changed"
-    path.write_bytes(CODEC_ZSTD + zstandard.ZstdCompressor().compress(orjson.dumps(document)))
+    tampered = CODEC_ZSTD + zstandard.ZstdCompressor().compress(orjson.dumps(document))
+    write_manifest_document(blobs.root, manifest_id, tampered)
     with pytest.raises(ManifestSignatureError, match="signature"):
         blobs.get_manifest(manifest_id)
-    path.write_bytes(CODEC_ZSTD + b"not a zstd frame")
+    write_manifest_document(blobs.root, manifest_id, CODEC_ZSTD + b"not a zstd frame")
     with pytest.raises(ManifestSignatureError, match="not valid"):
         blobs.get_manifest(manifest_id)

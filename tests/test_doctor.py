@@ -21,6 +21,13 @@ from ditto_jupyter.client import EXIT_OK, EXIT_SERVER
 from ditto_jupyter.core.models import RuntimeCheckpoint
 from ditto_jupyter.wiring import DataDirError, check_data_dir, open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.stored_blobs import (
+    delete_chunk,
+    delete_manifest_row,
+    manifest_body,
+    tamper_chunk,
+    write_manifest_document,
+)
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -77,7 +84,7 @@ def test_every_kind_of_damage_is_named_by_id(
 
     def manifest(manifest_id: str | None) -> dict[str, Any]:
         assert manifest_id is not None
-        return dict(orjson.loads((blobs / "manifests" / f"{manifest_id}.json").read_bytes()))
+        return manifest_body(blobs, manifest_id)
 
     raw = sqlite3.connect(root / "ditto.db")
     raw.execute(
@@ -90,16 +97,15 @@ def test_every_kind_of_damage_is_named_by_id(
     assert first.backend_ref is not None and first.backend_ref.provider_snapshot_id
     workspace = manifest(first.backend_ref.provider_snapshot_id)
     flipped = workspace["body"]["chunks"][0]
-    chunk_file = blobs / "chunks" / flipped[:2] / flipped
-    chunk_file.write_bytes(chunk_file.read_bytes()[:-1] + b"!")
+    tamper_chunk(blobs, flipped, lambda stored: stored[:-1] + b"!")
     # a manifest whose body was edited after it was signed: the second's namespace
     tampered = second.context_manifest_id
     document = manifest(tampered)
     document["body"]["size"] = 1
-    (blobs / "manifests" / f"{tampered}.json").write_bytes(orjson.dumps(document))
+    write_manifest_document(blobs, tampered, orjson.dumps(document))
     # a manifest deleted under a checkpoint: the third's namespace
     assert third.context_manifest_id is not None
-    (blobs / "manifests" / f"{third.context_manifest_id}.json").unlink()
+    delete_manifest_row(blobs, third.context_manifest_id)
 
     code, out = doctor(capsys, "--data-dir", str(root))
     assert code == EXIT_DAMAGED
@@ -142,9 +148,9 @@ def test_a_chunk_missing_under_a_manifest(tmp_path: Path) -> None:
     _, checkpoints = make_data_dir(root)
     manifest_id = checkpoints[0].context_manifest_id
     assert manifest_id is not None
-    document = orjson.loads((root / "blobs" / "manifests" / f"{manifest_id}.json").read_bytes())
+    document = manifest_body(root / "blobs", manifest_id)
     gone = document["body"]["chunks"][0]
-    (root / "blobs" / "chunks" / gone[:2] / gone).unlink()
+    delete_chunk(root / "blobs", gone)
     report = check_data_dir(root)
     assert [(f.part, f.id, f.problem) for f in report.findings] == [
         ("manifest", manifest_id, f"lists chunk {gone}, which is missing"),

@@ -21,6 +21,7 @@ from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.kernel.capture import CHUNK_SIZE
 from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
 from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost, KernelHost
+from tests.stored_blobs import tamper_manifest, write_manifest_document
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
@@ -277,16 +278,16 @@ def test_a_kernel_captures_and_restores_its_own_namespace(k: Kernels) -> None:
 def test_a_tampered_manifest_is_refused_and_the_kernel_is_unchanged(k: Kernels) -> None:
     k.execute(k.kernel, "secret = 1")
     captured = k.run(k.context.capture(k.kernel))
-    path = k.blob_root / "manifests" / f"{captured.manifest_id}.json"
-    original = path.read_text()
-    path.write_text(original.replace('"secret"', '"hacked"'))
+    original = tamper_manifest(
+        k.blob_root, captured.manifest_id, lambda doc: doc.replace(b'"secret"', b'"hacked"')
+    )
     try:
         k.execute(k.kernel, "secret = 2\nnewer = 3")
         with pytest.raises(BackendError, match="ManifestSignatureError"):
             k.run(k.context.restore(k.kernel, captured.manifest_id))
         assert k.value(k.kernel, "[secret, newer]") == [2, 3]
     finally:
-        path.write_text(original)
+        write_manifest_document(k.blob_root, captured.manifest_id, original)
 
 
 def test_stop_is_idempotent_and_a_dead_kernel_is_reported(k: Kernels) -> None:

@@ -23,6 +23,7 @@ from ditto_jupyter.backends.local import LocalBackend, LocalProvider, snapshots
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
 from ditto_jupyter.core.models import BackendCheckpointRef
+from tests.stored_blobs import tamper_manifest
 
 T = TypeVar("T")
 
@@ -520,7 +521,7 @@ def test_restart_with_deleted_previous_snapshot_reads_everything(
     let_fs_clock_pass(backend.local_path)
     ref = run(backend.checkpoint())
     assert run(provider.delete_snapshot(ref))
-    provider.blobs.gc([], grace_seconds=0)
+    provider.blobs.gc(lambda ids: set(), grace_seconds=0)
     reads = CountingReads(monkeypatch)
     again = run(backend.checkpoint())  # the in-memory index names freed chunks
     assert reads.take() == [100]
@@ -614,10 +615,13 @@ def test_tampered_snapshot_is_refused(provider: LocalProvider, backend: LocalBac
     run(backend.write_bytes("a", b"a"))
     ref = run(backend.checkpoint())
     assert ref.provider_snapshot_id is not None
-    path = provider.blobs.root / "manifests" / f"{ref.provider_snapshot_id}.json"
-    document = orjson.loads(path.read_bytes())
-    document["body"]["symlinks"] = [{"path": "evil", "target": "/etc/passwd"}]
-    path.write_bytes(orjson.dumps(document))
+
+    def add_escaping_symlink(stored: bytes) -> bytes:
+        document = orjson.loads(stored)
+        document["body"]["symlinks"] = [{"path": "evil", "target": "/etc/passwd"}]
+        return orjson.dumps(document)
+
+    tamper_manifest(provider.blobs.root, ref.provider_snapshot_id, add_escaping_symlink)
     with pytest.raises(BackendError, match="signature"):
         run(provider.checkout(ref, "rt-2"))
     assert [p.name for p in provider.root.iterdir() if p.name.startswith("local-")] == [

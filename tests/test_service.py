@@ -25,6 +25,7 @@ from ditto_jupyter.core.errors import (
 from ditto_jupyter.core.models import ContextCapture, SessionLifecycleStatus, SessionRecord
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.stored_blobs import tamper_manifest
 
 T = TypeVar("T")
 
@@ -321,8 +322,11 @@ def test_tampered_context_manifest_is_refused(service: RuntimeService, data_dir:
     ctx(service).execute(rid, secret=1)
     cp = service.get_checkpoint(run(service.checkpoint(rid)).checkpoint_id)
     assert cp.context_manifest_id is not None
-    path = data_dir / "blobs" / "manifests" / f"{cp.context_manifest_id}.json"
-    path.write_bytes(path.read_bytes().replace(b'"memory-context"', b'"evil-context"'))
+    tamper_manifest(
+        data_dir / "blobs",
+        cp.context_manifest_id,
+        lambda doc: doc.replace(b'"memory-context"', b'"evil-context"'),
+    )
     with pytest.raises(Exception, match="signature"):
         run(service.checkout(cp.checkpoint_id))
     assert [s.session_id for s in service.store.list_sessions()] == [rid]

@@ -39,6 +39,7 @@ from ditto_jupyter.control.store import (
     StoreError,
     open_store,
 )
+from ditto_jupyter.control.store.schema import BINDINGS, CHECKPOINTS, HEADS, SESSIONS
 from ditto_jupyter.core.models import (
     BackendBinding,
     BackendCheckpointRef,
@@ -246,6 +247,89 @@ class StoreContract:
         assert ids("nothing") == []
         with pytest.raises(ValueError, match="prefix or name must be a non-empty string"):
             store.find_checkpoints("")
+
+    def test_id_prefixes_are_ranges_in_code_point_order(self, store: CheckpointStore) -> None:
+        populate(store)
+        odd = ["cp-a1\U0010ffff", "cp-a\ud7ffz", "cp-a\ue000", "cp-\U0010ffff", "cp-b0"]
+        for number, cid in enumerate(odd):
+            store.put_checkpoint(checkpoint(cid, "rt-b", 500 + number))
+
+        def ids(prefix: str, rid: str | None = None, limit: int | None = None) -> list[str]:
+            return [c.checkpoint_id for c in store.find_by_id_prefix(prefix, rid, limit=limit)]
+
+        everything = ["cp-a1", "cp-a2", "cp-b1", *odd]
+        assert ids("cp-") == sorted(everything)  # id order (code points), not creation order
+        assert ids("cp-a") == sorted(["cp-a1", "cp-a2", *odd[:3]])
+        assert ids("cp-a1") == ["cp-a1", "cp-a1\U0010ffff"]
+        assert ids("cp-a\ud7ff") == ["cp-a\ud7ffz"]  # the range's end skips the surrogates
+        assert ids("cp-\U0010ffff") == ["cp-\U0010ffff"]  # no end: runs to the last id
+        assert ids("cp-a", "rt-a") == ["cp-a1", "cp-a2"]
+        assert ids("cp-a1", "rt-b") == ["cp-a1\U0010ffff"]
+        assert ids("cp-", limit=2) == sorted(everything)[:2]
+        assert ids("first") == [] and ids("CP") == []  # never a name, case-sensitive
+        with pytest.raises(ValueError, match="prefix must be a non-empty string"):
+            store.find_by_id_prefix("")
+
+    def test_names_per_runtime(self, store: CheckpointStore) -> None:
+        populate(store)  # "first" in rt-a and rt-b
+        store.put_checkpoint(checkpoint("cp-a3", "rt-a", 300, name="first"))  # reused, newer
+        store.put_checkpoint(checkpoint("cp-a0", "rt-a", 300, name="first"))  # same time, later
+        newest = store.newest_named("first", "rt-a")
+        assert newest is not None and newest.checkpoint_id == "cp-a0"
+        assert store.newest_named("first", "rt-c") is None
+        assert store.newest_named("firs", "rt-a") is None
+        assert store.runtimes_naming("first", limit=10) == ["rt-a", "rt-b"]
+        assert store.runtimes_naming("first", limit=1) == ["rt-a"]
+        assert store.runtimes_naming("nothing", limit=10) == []
+
+    def test_pages_of_one_runtime(self, store: CheckpointStore) -> None:
+        store.insert_session(session("rt-p"))
+        store.insert_session(session("rt-q"))
+        expected = []
+        for number in range(7):  # two share a creation time: the insertion order breaks it
+            cid = f"cp-{6 - number}"
+            store.put_checkpoint(checkpoint(cid, "rt-p", 100 + min(number, 5)))
+            store.put_checkpoint(checkpoint(f"other-{number}", "rt-q", 100 + number))
+            expected.append(cid)
+
+        def page(**kwargs: Any) -> list[str]:
+            return [c.checkpoint_id for c in store.page_checkpoints("rt-p", **kwargs)]
+
+        assert page() == expected == [c.checkpoint_id for c in store.list_checkpoints("rt-p")]
+        assert page(limit=3) == expected[:3]
+        assert page(limit=3, after=expected[2]) == expected[3:6]
+        assert page(after=expected[5]) == expected[6:]
+        assert page(after=expected[6]) == []
+        assert page(newest_first=True) == expected[::-1]
+        assert page(newest_first=True, limit=2, after=expected[5]) == expected[4:2:-1]
+        assert store.page_checkpoints("rt-none") == []
+        for foreign in ("other-1", "missing"):
+            with pytest.raises(ValueError, match="is not a checkpoint of runtime 'rt-p'"):
+                store.page_checkpoints("rt-p", after=foreign)
+
+    def test_blob_ids_are_indexed(self, store: CheckpointStore) -> None:
+        populate(store)  # every checkpoint: context "a" * 64, snapshot "f" * 64
+        shared = "5" * 64
+        ref = BackendCheckpointRef(
+            backend_kind="local", backend_id="be", provider_snapshot_id=shared
+        )
+        store.put_checkpoint(checkpoint("cp-s1", "rt-a", 300, backend_ref=ref))
+        store.put_checkpoint(checkpoint("cp-s2", "rt-b", 250, backend_ref=ref))
+        store.put_checkpoint(
+            checkpoint("cp-none", "rt-b", 260, backend_ref=None, context_manifest_id=None)
+        )
+        found = store.checkpoints_with_snapshot(shared)
+        assert [c.checkpoint_id for c in found] == ["cp-s2", "cp-s1"]
+        assert store.checkpoints_with_snapshot("nothing") == []
+        asked = ["a" * 64, shared, "f" * 64, "0" * 64]
+        assert store.referenced_manifests(asked) == {"a" * 64, shared, "f" * 64}
+        assert store.referenced_manifests([]) == set()
+        # a replaced record names what it names now
+        cleared = ref.model_copy(update={"provider_snapshot_id": None})
+        store.put_checkpoint(checkpoint("cp-s1", "rt-a", 300, backend_ref=cleared))
+        store.put_checkpoint(checkpoint("cp-s2", "rt-b", 250, context_manifest_id="b" * 64))
+        assert store.checkpoints_with_snapshot(shared) == []
+        assert store.referenced_manifests([shared, "b" * 64]) == {"b" * 64}
 
     def test_checkpoint_of_unknown_runtime_is_refused(self, store: CheckpointStore) -> None:
         with pytest.raises(ValueError, match="checkpoint 'cp-1' names runtime 'ghost', which is"):
@@ -532,6 +616,43 @@ class SqlMatchesMemory(RuleBasedStateMachine):
         sql, memory = (s.find_checkpoints(prefix, rid) for s in self.stores)
         assert sql == memory
 
+    @precondition(lambda self: self.clock > 0)
+    @rule(
+        prefix=st.sampled_from(["cp-1", "cp", "x", "c", "cp-11"]),
+        rid=st.one_of(st.none(), _IDS),
+        limit=st.one_of(st.none(), st.integers(1, 3)),
+    )
+    def find_by_id_prefix(self, prefix: str, rid: str | None, limit: int | None) -> None:
+        sql, memory = (s.find_by_id_prefix(prefix, rid, limit=limit) for s in self.stores)
+        assert sql == memory
+
+    @precondition(lambda self: self.clock > 0)
+    @rule(name=st.sampled_from(["n", "cp-1"]), rid=_IDS)
+    def names(self, name: str, rid: str) -> None:
+        sql, memory = self.stores
+        assert sql.newest_named(name, rid) == memory.newest_named(name, rid)
+        assert sql.runtimes_naming(name, limit=2) == memory.runtimes_naming(name, limit=2)
+
+    @precondition(lambda self: self.clock > 0)
+    @rule(
+        rid=_IDS,
+        after=st.one_of(st.none(), _CP_IDS),
+        limit=st.one_of(st.none(), st.integers(1, 3)),
+        newest_first=st.booleans(),
+    )
+    def page(self, rid: str, after: str | None, limit: int | None, newest_first: bool) -> None:
+        outcomes = []
+        for opened in self.stores:
+            try:
+                outcomes.append(
+                    opened.page_checkpoints(
+                        rid, limit=limit, after=after, newest_first=newest_first
+                    )
+                )
+            except ValueError as exc:
+                outcomes.append(str(exc))
+        assert outcomes[0] == outcomes[1]
+
     @invariant()
     def same_contents(self) -> None:
         sql, memory = (dump_store(s) for s in self.stores)
@@ -679,7 +800,9 @@ def test_migrates_an_empty_file(tmp_path: Path) -> None:
     opened.close()
     with sqlite3.connect(path) as raw:
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert raw.execute("SELECT id, version FROM schema_version").fetchall() == [(1, 1)]
+        assert raw.execute("SELECT id, version FROM schema_version").fetchall() == [
+            (1, SCHEMA_VERSION)
+        ]
     assert {"schema_version", "sessions", "checkpoints", "heads", "backend_bindings"} <= tables
     raw.close()
 
@@ -691,7 +814,9 @@ def test_refuses_a_newer_schema(tmp_path: Path) -> None:
     raw.execute("UPDATE schema_version SET version = 99")
     raw.commit()
     raw.close()
-    with pytest.raises(SchemaVersionError, match="schema version 99, newer than the 1 this"):
+    with pytest.raises(
+        SchemaVersionError, match=f"schema version 99, newer than the {SCHEMA_VERSION} this"
+    ):
         SqlCheckpointStore.at_path(path)
     raw = sqlite3.connect(path)
     assert raw.execute("SELECT version FROM schema_version").fetchall() == [(99,)]
@@ -705,7 +830,7 @@ def _add_notes(conn: Any) -> None:
 
 def _half_then_fail(conn: Any) -> None:
     conn.exec_driver_sql("CREATE TABLE half (id INTEGER)")
-    raise RuntimeError("migration step 2 failed")
+    raise RuntimeError("migration step failed")
 
 
 def test_migration_steps_apply_once_in_order(tmp_path: Path) -> None:
@@ -715,16 +840,17 @@ def test_migration_steps_apply_once_in_order(tmp_path: Path) -> None:
     before = dump_store(opened)
     opened.close()
     url = f"sqlite:///{path}"
-    newer = (*MIGRATIONS, Migration(2, "notes", _add_notes))
-    for _ in range(2):  # the second open finds version 2 and applies nothing
+    next_version = SCHEMA_VERSION + 1
+    newer = (*MIGRATIONS, Migration(next_version, "notes", _add_notes))
+    for _ in range(2):  # the second open finds the new version and applies nothing
         upgraded = SqlCheckpointStore(url, migrations=newer)
-        assert upgraded.schema_version() == 2
+        assert upgraded.schema_version() == next_version
         assert dump_store(upgraded) == before
         upgraded.close()
     raw = sqlite3.connect(path)
     assert raw.execute("SELECT body FROM notes").fetchall() == [("migrated",)]
     raw.close()
-    with pytest.raises(SchemaVersionError, match="schema version 2"):
+    with pytest.raises(SchemaVersionError, match=f"schema version {next_version}"):
         SqlCheckpointStore(url)  # the older code refuses the newer file
 
 
@@ -732,14 +858,100 @@ def test_a_failing_migration_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "ditto.db"
     SqlCheckpointStore.at_path(path).close()
     url = f"sqlite:///{path}"
-    with pytest.raises(RuntimeError, match="migration step 2 failed"):
-        SqlCheckpointStore(url, migrations=(*MIGRATIONS, Migration(2, "bad", _half_then_fail)))
+    bad = Migration(SCHEMA_VERSION + 1, "bad", _half_then_fail)
+    with pytest.raises(RuntimeError, match="migration step failed"):
+        SqlCheckpointStore(url, migrations=(*MIGRATIONS, bad))
     raw = sqlite3.connect(path)
-    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    assert raw.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
     assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
     raw.close()
-    with pytest.raises(ValueError, match=r"numbered 1, 2, \.\.\. in order, got \[1, 3\]"):
-        SqlCheckpointStore(url, migrations=(*MIGRATIONS, Migration(3, "gap", _add_notes)))
+    gap = Migration(SCHEMA_VERSION + 2, "gap", _add_notes)
+    with pytest.raises(ValueError, match=r"numbered 1, 2, \.\.\. in order, got \[1, 2, 4\]"):
+        SqlCheckpointStore(url, migrations=(*MIGRATIONS, gap))
+
+
+def check_declared_schema(url: str) -> None:
+    """A new store at `url` has exactly the columns and indexes `schema` declares (and, on
+    PostgreSQL, the byte-ordered id index besides)."""
+    SqlCheckpointStore(url).close()
+    engine = sa.create_engine(url)
+    try:
+        inspector = sa.inspect(engine)
+        for table in (SESSIONS, CHECKPOINTS, HEADS, BINDINGS):
+            columns = {column["name"] for column in inspector.get_columns(table.name)}
+            assert columns == {column.name for column in table.columns}, table.name
+            found = {
+                str(index["name"]): index["column_names"]
+                for index in inspector.get_indexes(table.name)
+                if index["name"] != "checkpoints_by_id_bytes"
+                and not index.get("duplicates_constraint")  # PostgreSQL's unique id
+            }
+            declared = {str(i.name): [c.name for c in i.columns] for i in table.indexes}
+            assert found == declared, table.name
+    finally:
+        engine.dispose()
+
+
+def test_a_new_store_has_the_declared_schema(tmp_path: Path) -> None:
+    check_declared_schema(f"sqlite:///{tmp_path / 'ditto.db'}")
+
+
+def check_blob_columns_filled_in(url: str) -> None:
+    """Schema 1 records (one of them damaged) get their blob columns when migrated."""
+    SqlCheckpointStore(url, migrations=MIGRATIONS[:1]).close()
+    ref = BackendCheckpointRef(backend_kind="local", backend_id="be", provider_snapshot_id="5" * 64)
+    records = [
+        checkpoint("cp-1", "rt-1", 100),  # context "a" * 64, snapshot "f" * 64
+        checkpoint("cp-2", "rt-1", 200, backend_ref=ref, context_manifest_id="b" * 64),
+        checkpoint("cp-3", "rt-1", 300, backend_ref=None, context_manifest_id=None),
+    ]
+    damaged = records[1].model_dump_json().replace('"metadata":{', '"metadata":{{')
+    rows = [(r.checkpoint_id, r.created_at_ms, r.model_dump_json()) for r in records]
+    rows.append(("cp-4", 400, damaged.replace('"cp-2"', '"cp-4"')))
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO sessions (runtime_id, conversation_id, status, created_at_ms, "
+                    "updated_at_ms, data) VALUES ('rt-1', 'c', 'idle', 1, 1, :data)"
+                ),
+                {"data": session("rt-1").model_dump_json()},
+            )
+            for cid, created, data in rows:
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO checkpoints (checkpoint_id, runtime_id, created_at_ms, data) "
+                        "VALUES (:cid, 'rt-1', :created, :data)"
+                    ),
+                    {"cid": cid, "created": created, "data": data},
+                )
+    finally:
+        engine.dispose()
+    migrated = SqlCheckpointStore(url)
+    try:
+        assert migrated.schema_version() == SCHEMA_VERSION
+        asked = ["a" * 64, "b" * 64, "f" * 64, "5" * 64, "0" * 64]
+        assert migrated.referenced_manifests(asked) == set(asked[:4])
+        assert [c.checkpoint_id for c in migrated.checkpoints_with_snapshot("f" * 64)] == ["cp-1"]
+    finally:
+        migrated.close()
+    engine = sa.create_engine(url)
+    try:  # the damaged record (not JSON any more) still keeps what it names alive
+        with engine.connect() as conn:
+            named = conn.execute(
+                sa.text(
+                    "SELECT context_manifest_id, backend_snapshot_id FROM checkpoints "
+                    "WHERE checkpoint_id = 'cp-4'"
+                )
+            ).one()
+        assert tuple(named) == ("b" * 64, "5" * 64)
+    finally:
+        engine.dispose()
+
+
+def test_schema_2_fills_in_the_blob_columns_of_old_records(tmp_path: Path) -> None:
+    check_blob_columns_filled_in(f"sqlite:///{tmp_path / 'ditto.db'}")
 
 
 def test_bad_locations_get_clear_errors(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.e2b_cloud import ROUTE_DELETE_TEMPLATE, FakeE2BCloud
 from tests.fakes.e2b_fixtures import fake_e2b  # noqa: F401
 from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.stored_blobs import stored_manifest_ids
 
 T = TypeVar("T")
 
@@ -70,7 +71,7 @@ def service(data_dir: Path) -> Iterator[RuntimeService]:
 
 
 def manifests_on_disk(data_dir: Path) -> set[str]:
-    return {path.stem for path in (data_dir / "blobs" / "manifests").glob("*.json")}
+    return stored_manifest_ids(data_dir / "blobs")
 
 
 def test_a_damaged_row_is_skipped_by_listings_and_reported(

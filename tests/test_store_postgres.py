@@ -23,6 +23,8 @@ import pytest
 import sqlalchemy as sa
 from test_store import (
     StoreContract,
+    check_blob_columns_filled_in,
+    check_declared_schema,
     check_processes_are_serialized,
     checkpoint,
     dump_store,
@@ -178,24 +180,29 @@ def _add_notes(conn: sa.Connection) -> None:
 
 def _half_then_fail(conn: sa.Connection) -> None:
     conn.exec_driver_sql("CREATE TABLE half (id INTEGER)")
-    raise RuntimeError("migration step 2 failed")
+    raise RuntimeError("migration step failed")
 
 
 def test_migrations_on_postgres(pg_url: str) -> None:
     SqlCheckpointStore(pg_url).close()
-    with pytest.raises(RuntimeError, match="migration step 2 failed"):
-        SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "bad", _half_then_fail)))
-    assert _scalar(pg_url, "SELECT version FROM schema_version") == 1
+    following = SCHEMA_VERSION + 1
+    bad = Migration(following, "bad", _half_then_fail)
+    with pytest.raises(RuntimeError, match="migration step failed"):
+        SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, bad))
+    assert _scalar(pg_url, "SELECT version FROM schema_version") == SCHEMA_VERSION
     assert _scalar(pg_url, "SELECT to_regclass('half') IS NULL") is True
-    upgraded = SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "n", _add_notes)))
-    assert upgraded.schema_version() == 2
+    notes = (*MIGRATIONS, Migration(following, "n", _add_notes))
+    upgraded = SqlCheckpointStore(pg_url, migrations=notes)
+    assert upgraded.schema_version() == following
     upgraded.close()
     assert _scalar(pg_url, "SELECT body FROM notes") == "migrated"
-    with pytest.raises(SchemaVersionError, match="schema version 2, newer than the 1"):
+    with pytest.raises(
+        SchemaVersionError, match=f"schema version {following}, newer than the {SCHEMA_VERSION}"
+    ):
         SqlCheckpointStore(pg_url)
     _execute(pg_url, "UPDATE schema_version SET version = 99")
     with pytest.raises(SchemaVersionError, match="schema version 99"):
-        SqlCheckpointStore(pg_url, migrations=(*MIGRATIONS, Migration(2, "n", _add_notes)))
+        SqlCheckpointStore(pg_url, migrations=notes)
 
 
 def test_long_ids_fit(store: CheckpointStore) -> None:
@@ -206,3 +213,33 @@ def test_long_ids_fit(store: CheckpointStore) -> None:
     store.set_head(rid, rid + "-cp")
     assert store.get_head(rid) == rid + "-cp"
     assert [c.checkpoint_id for c in store.find_checkpoints(rid[:500])] == [rid + "-cp"]
+
+
+def test_a_new_store_has_the_declared_schema(pg_url: str) -> None:
+    check_declared_schema(pg_url)
+
+
+def test_schema_2_fills_in_the_blob_columns_of_old_records(pg_url: str) -> None:
+    check_blob_columns_filled_in(pg_url)
+
+
+def test_id_prefixes_use_the_byte_ordered_index(pg_url: str, store: CheckpointStore) -> None:
+    """Whatever the database's locale, an id prefix is a range on an index, not a scan."""
+    store.insert_session(session("rt"))
+    for number in range(200):
+        store.put_checkpoint(checkpoint(f"{number:04x}" + "0" * 28, "rt", number))
+    assert [c.checkpoint_id[:4] for c in store.find_by_id_prefix("00c")] == [
+        f"{n:04x}" for n in range(0xC0, 0xC8)
+    ]
+    engine = sa.create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE checkpoints")
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            plan = conn.exec_driver_sql(
+                "EXPLAIN SELECT checkpoint_id FROM checkpoints WHERE "
+                "checkpoint_id COLLATE \"C\" >= '00c' AND checkpoint_id COLLATE \"C\" < '00d'"
+            ).all()
+    finally:
+        engine.dispose()
+    assert "checkpoints_by_id_bytes" in " ".join(str(row[0]) for row in plan)

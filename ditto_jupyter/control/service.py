@@ -17,7 +17,7 @@ Every operation leaves the store as it was when it fails: provider work done bef
 failure (a new snapshot, a started kernel, a checked-out backend) is undone, and store
 writes happen in one transaction after it.
 
-Why one module of some 800 lines: it is one class whose operations share the per-runtime
+Why one module of some 900 lines: it is one class whose operations share the per-runtime
 operation lock, the idle and state checks, and the undo-then-commit discipline above;
 split by operation, each part would need all of that, and the rules would be harder to
 check side by side.
@@ -27,17 +27,26 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ditto_jupyter.backends.base import BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
+from ditto_jupyter.control.collector import BackgroundCollector
 from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
 from ditto_jupyter.control.store import CheckpointStore, collecting_damaged_rows
-from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore, GcReport
+from ditto_jupyter.core.blobs import (
+    GRACE_SECONDS,
+    NAMESPACE_MANIFEST_KIND,
+    BlobError,
+    BlobStore,
+    GcReport,
+)
 from ditto_jupyter.core.errors import (
     CheckpointNotFound,
     DittoError,
@@ -132,6 +141,9 @@ class RuntimeService:
         self.context = context
         self.default_backend = default_backend
         self._in_flight: set[str] = set()
+        self._held: dict[str, set[str]] = {}  # manifests of checkpoints being recorded
+        self._held_lock = threading.Lock()
+        self.collector = BackgroundCollector(self.gc, follow_up_seconds=GRACE_SECONDS + 1)
 
     # ---- helpers --------------------------------------------------------------------
 
@@ -235,16 +247,36 @@ class RuntimeService:
             backend.mark_dirty()
         if ref is None or not ref.provider_snapshot_id:
             return
-        snapshot_id = ref.provider_snapshot_id
-        with collecting_damaged_rows() as damaged:
-            earlier = self.store.list_checkpoints(runtime_id)
-        if any(  # reused: an earlier checkpoint already records this snapshot (or may)
-            c.backend_ref is not None and c.backend_ref.provider_snapshot_id == snapshot_id
-            for c in earlier
-        ) or any(snapshot_id in row.text for row in damaged):
+        # reused: a recorded checkpoint (of any runtime: a checkout child's clean checkpoint
+        # reuses its parent's snapshot) already records this snapshot
+        if self.store.checkpoints_with_snapshot(ref.provider_snapshot_id):
             return
         with contextlib.suppress(Exception):
             await self.backends.delete_snapshot(ref)
+
+    def _manifests_of(self, checkpoint: RuntimeCheckpoint) -> list[str]:
+        """The blob-store manifests a checkpoint keeps alive."""
+        manifests = [checkpoint.context_manifest_id] if checkpoint.context_manifest_id else []
+        ref = checkpoint.backend_ref
+        if ref is not None and ref.provider_snapshot_id:
+            manifests += self.backends.referenced_manifests(ref)
+        return manifests
+
+    def _hold(self, runtime_id: str, manifests: Iterable[str | None]) -> None:
+        """Keep manifests from garbage collection in this process while `runtime_id`'s
+        checkpoint is being taken and recorded (a write intent; `_let_go` ends it)."""
+        with self._held_lock:
+            self._held.setdefault(runtime_id, set()).update(m for m in manifests if m)
+
+    def _let_go(self, runtime_id: str) -> None:
+        with self._held_lock:
+            self._held.pop(runtime_id, None)
+
+    def _referenced(self, manifest_ids: Sequence[str]) -> set[str]:
+        """Which of these manifests a checkpoint references or one being recorded holds."""
+        with self._held_lock:
+            held = set().union(*self._held.values()).intersection(manifest_ids)
+        return held | self.store.referenced_manifests(manifest_ids)
 
     # ---- runtimes -------------------------------------------------------------------
 
@@ -403,17 +435,24 @@ class RuntimeService:
             await self._require_idle(session)
         else:
             self._check_self_capture(runtime_id, precaptured)
-        checkpoint, session = await self._take_checkpoint(
-            session, name, metadata, precaptured, fresh=fresh
-        )
         try:
-            with self.store.transaction():
-                self.store.put_checkpoint(checkpoint)
-                self.store.set_head(runtime_id, checkpoint.checkpoint_id)
-                self.store.put_session(session)
-        except BaseException:
-            await self._discard_new_ref(runtime_id, checkpoint.backend_ref)
-            raise
+            checkpoint, session = await self._take_checkpoint(
+                session, name, metadata, precaptured, fresh=fresh
+            )
+            manifests = self._manifests_of(checkpoint)
+            self._hold(runtime_id, manifests)
+            try:
+                with self.store.transaction():
+                    self.store.put_checkpoint(checkpoint)
+                    self.store.set_head(runtime_id, checkpoint.checkpoint_id)
+                    self.store.put_session(session)
+            except BaseException:
+                await self._discard_new_ref(runtime_id, checkpoint.backend_ref)
+                raise
+            with contextlib.suppress(BlobError):  # a hint: gc checks the store instead
+                self.blobs.mark_referenced(manifests)
+        finally:
+            self._let_go(runtime_id)
         return checkpoint, session
 
     def _check_self_capture(self, runtime_id: str, capture: ContextCapture) -> None:
@@ -463,6 +502,7 @@ class RuntimeService:
         the kernel and its threads write directly) is snapshotted anyway.
         """
         capture = precaptured or await self.context.capture(session)
+        self._hold(session.session_id, [capture.manifest_id])
         backend = await self._backend(session)
         mark = run_mark(session.handle_state, capture.execution_count)
         ref: BackendCheckpointRef | None = None
@@ -491,11 +531,19 @@ class RuntimeService:
         )
         return checkpoint, session
 
-    async def list_checkpoints(self, runtime_id: str) -> CheckpointListResult:
-        """Every checkpoint of a runtime, oldest first."""
+    async def list_checkpoints(
+        self,
+        runtime_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        newest_first: bool = False,
+    ) -> CheckpointListResult:
+        """A runtime's checkpoints, oldest (or newest) first, a page at a time (see
+        `lookups.checkpoint_page`); without `limit`, every checkpoint."""
         self._session(runtime_id)
-        return CheckpointListResult(
-            checkpoints=[c.summary() for c in self.store.list_checkpoints(runtime_id)]
+        return checkpoint_page(
+            self.store, runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
         )
 
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint:
@@ -505,22 +553,9 @@ class RuntimeService:
     def resolve_checkpoint(
         self, reference: str, runtime_id: str | None = None
     ) -> RuntimeCheckpoint:
-        """A checkpoint named by id, unique id prefix, or name within `runtime_id`."""
-        exact = self.store.get_checkpoint(reference)
-        if exact is not None:
-            return exact
-        matches = self.store.find_checkpoints(reference, runtime_id)
-        if not matches:
-            where = f" in runtime {runtime_id}" if runtime_id else ""
-            raise CheckpointNotFound(f"no checkpoint named or starting with {reference!r}{where}")
-        named = [c for c in matches if c.name == reference]
-        if named:  # a name wins over an id prefix; the newest of a reused name
-            return named[-1]
-        if len(matches) > 1:
-            raise InvalidRequest(
-                f"{reference!r} matches {len(matches)} checkpoints; give more of the id"
-            )
-        return matches[0]
+        """A checkpoint named by id, unique id prefix, or name within `runtime_id` (see
+        `lookups.resolve_checkpoint`: a name shared by several runtimes is ambiguous)."""
+        return resolve_checkpoint(self.store, reference, runtime_id)
 
     # ---- checkout, restore ----------------------------------------------------------
 
@@ -765,7 +800,7 @@ class RuntimeService:
             with self.store.transaction():
                 self.store.put_session(session)
                 self.store.delete_binding(runtime_id)
-        self.gc()
+        self.collector.request()  # the runtime's unrecorded captures, if any, in the background
         return RuntimeCloseResult(
             runtime=await self._public(session),
             backend_released=released,
@@ -877,10 +912,13 @@ class RuntimeService:
         async with self._operation(checkpoint.runtime_id):
             # The store records the deletion first, so no record ever names a deleted
             # snapshot; when the provider then fails, the records get the snapshot back.
+            # The snapshot's manifests are marked too: the next collection checks them
+            # again (and keeps them if a checkpoint still names them).
+            self.blobs.mark_for_collection(self.backends.referenced_manifests(ref))
             with self.store.transaction():
                 sharing = [
                     other
-                    for other in self.store.list_checkpoints()
+                    for other in self.store.checkpoints_with_snapshot(snapshot_id)
                     if other.backend_ref is not None
                     and other.backend_ref.provider_snapshot_id == snapshot_id
                 ]
@@ -893,7 +931,7 @@ class RuntimeService:
                     for other in sharing:
                         self.store.put_checkpoint(other)
                 raise
-        self.gc()
+        self.collector.request()  # its chunks, in the background
         return RuntimeCheckpointSnapshotDeleteResult(
             checkpoint_id=checkpoint_id, deleted=deleted, already_deleted=not deleted
         )
@@ -903,24 +941,29 @@ class RuntimeService:
     def live_manifests(self) -> set[str]:
         """Blob-store manifests some checkpoint still references.
 
-        A damaged checkpoint row cannot be read, so every manifest id its text holds
-        counts as referenced: nothing it may need is collected until it is repaired.
+        Reads every checkpoint: for checks and tests, never on a request path (garbage
+        collection asks the store's index about its candidates instead). A damaged
+        checkpoint row cannot be read, so every manifest id its text holds counts as
+        referenced.
         """
         with collecting_damaged_rows() as damaged:
             checkpoints = self.store.list_checkpoints()
         live = {found for row in damaged for found in _HEX_ID.findall(row.text)}
         for checkpoint in checkpoints:
-            if checkpoint.context_manifest_id:
-                live.add(checkpoint.context_manifest_id)
-            ref = checkpoint.backend_ref
-            if ref is not None and ref.provider_snapshot_id:
-                live.update(self.backends.referenced_manifests(ref))
+            live.update(self._manifests_of(checkpoint))
         return live
 
-    def gc(self, *, grace_seconds: float = 60.0) -> GcReport:
-        """Free blob-store chunks and manifests no checkpoint references any more."""
-        return self.blobs.gc(self.live_manifests(), grace_seconds=grace_seconds)
+    def gc(self, *, grace_seconds: float = GRACE_SECONDS) -> GcReport:
+        """Free blob-store chunks and manifests no checkpoint references any more.
+
+        Its cost follows the garbage: it visits only manifests nobody has vouched for and
+        chunks no manifest lists, and asks the store's index about the manifests. Runs on
+        the calling thread; close and delete-snapshot ask `collector` to run it on a worker
+        thread instead.
+        """
+        return self.blobs.gc(self._referenced, grace_seconds=grace_seconds)
 
     def close_store(self) -> None:
-        """Close the persistent store (the service is unusable afterwards)."""
+        """Stop background collection and close the store (the service is unusable after)."""
+        self.collector.stop(timeout=60)
         self.store.close()

@@ -1,21 +1,30 @@
 """Content-addressed blob store: BLAKE3 chunks, zstd where it helps, signed manifests.
 
 Layout under `root` (mode 0700, see `core.private`):
-  chunks/ab/<blake3 hex>   one chunk: a one-byte codec tag (b"R" raw, b"Z" zstd) + payload
-  manifests/<id>.json      {"body": ..., "signature": HMAC-SHA256(secret, canonical body)}
-                           as JSON, or (a document of 1 KiB or more that zstd shrinks by
-                           15%) b"Z" + one zstd frame of that JSON
+  objects.db               the object index (SQLite, see `blob_index`): every manifest and
+                           every small chunk inline, and the reference counts of all chunks
+  chunks/ab/<blake3 hex>   a large chunk (stored size of SMALL_OBJECT_LIMIT or more): a
+                           one-byte codec tag (b"R" raw, b"Z" zstd) + payload
   secret                   the per-store HMAC key, mode 0600, created on first use
   tmp/                     staging for atomic writes (temp + fsync + rename)
 
-A manifest body is any JSON object; it must list every chunk it references under
-`"chunks"` and may list child manifests under `"manifests"`, so garbage collection can
-compute what is still live. Several processes (the server and its kernels) may share one
-store: writes are atomic renames of content-addressed names, so racing writers agree.
+A manifest is stored as `{"body": ..., "signature": HMAC-SHA256(secret, canonical body)}`
+as JSON or, for a document of 1 KiB or more that zstd shrinks by 15%, as b"Z" + one zstd
+frame of that JSON; its id is the BLAKE3 hash of the canonical body. A manifest body is any
+JSON object; it must list every chunk it references under `"chunks"` and may list child
+manifests under `"manifests"`. Storing a manifest counts a reference on each of them in the
+same transaction, and deleting one gives them back, so garbage collection never has to read
+a live manifest: it visits unreferenced chunks and manifests nobody has vouched for
+(`mark_referenced`), and its cost follows the garbage, not the store. Several processes
+(the server and its kernels) may share one store: the index serializes their writes, and
+chunk files are atomic renames of content-addressed names, so racing writers agree.
 
 A body names its `"kind"`. A checkpoint's variables are a `NAMESPACE_MANIFEST_KIND` manifest
 whose signed body also names the runtime it was captured for (`"runtime_id"`; manifests
 written before that field lack it).
+
+A store written by an older release (one file per manifest under `manifests/`, every
+chunk a file) is imported into the index the first time it is opened (`blob_legacy`).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import os
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +46,40 @@ import blake3
 import orjson
 import zstandard
 
+from ditto_jupyter.core.blob_errors import (
+    BlobError,
+    BlobIntegrityError,
+    BlobNotFound,
+    ManifestSignatureError,
+)
+from ditto_jupyter.core.blob_gc import GcReport, ReferenceCheck, collect
+from ditto_jupyter.core.blob_index import (
+    INDEX_FILE,
+    SMALL_OBJECT_LIMIT,
+    ObjectIndex,
+    hex_of,
+    key_of,
+)
+from ditto_jupyter.core.blob_legacy import import_legacy_layout
 from ditto_jupyter.core.private import private_dir
+
+__all__ = [
+    "CHUNK_SIZE",
+    "CODEC_RAW",
+    "CODEC_ZSTD",
+    "GRACE_SECONDS",
+    "MANIFEST_COMPRESS_MIN",
+    "NAMESPACE_MANIFEST_KIND",
+    "SMALL_OBJECT_LIMIT",
+    "BlobError",
+    "BlobIntegrityError",
+    "BlobNotFound",
+    "BlobStore",
+    "GcReport",
+    "ManifestSignatureError",
+    "ReferenceCheck",
+    "StoredBytes",
+]
 
 CHUNK_SIZE = 1 << 20
 #: Codec tag (the first byte of a chunk file) of a chunk stored as is.
@@ -45,27 +88,14 @@ CODEC_RAW = b"R"
 CODEC_ZSTD = b"Z"
 #: The `kind` of a kernel-namespace manifest (a checkpoint's variables).
 NAMESPACE_MANIFEST_KIND = "kernel-namespace"
+#: Default grace period of garbage collection: anything written or reused this recently
+#: is kept, so a capture that has written its blobs but is not recorded yet is safe.
+GRACE_SECONDS = 600.0
 _HEX = frozenset("0123456789abcdef")
 _SAMPLE = 64 * 1024
 _MIN_GAIN = 0.85
 #: Manifest documents this big or bigger are stored zstd-compressed when that helps.
 MANIFEST_COMPRESS_MIN = 1024
-
-
-class BlobError(Exception):
-    """Base of blob-store failures."""
-
-
-class BlobNotFound(BlobError):
-    """A chunk or manifest that is not (or no longer) in the store."""
-
-
-class BlobIntegrityError(BlobError):
-    """A chunk whose content no longer matches its BLAKE3 name."""
-
-
-class ManifestSignatureError(BlobError):
-    """A manifest whose HMAC signature fails: it is refused, never loaded."""
 
 
 @dataclass(frozen=True)
@@ -75,15 +105,6 @@ class StoredBytes:
     chunks: list[str]
     size: int
     bytes_written: int
-
-
-@dataclass(frozen=True)
-class GcReport:
-    """What a garbage collection freed."""
-
-    freed_chunks: int
-    freed_bytes: int
-    freed_manifests: int
 
 
 def _canonical(body: Any) -> bytes:
@@ -96,6 +117,10 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)
 
 
 class BlobStore:
@@ -111,15 +136,18 @@ class BlobStore:
         self.durable = durable
         self._chunks = self.root / "chunks"
         self._chunks_dir = str(self._chunks)
-        self._manifests = self.root / "manifests"
+        self._legacy_manifests = self.root / "manifests"
         self._tmp = self.root / "tmp"
         private_dir(self.root)
-        for folder in (self._chunks, self._manifests, self._tmp):
+        for folder in (self._chunks, self._tmp):
             folder.mkdir(parents=True, exist_ok=True)
         self._secret = self._load_or_create_secret()
         self._dirty_dirs: set[Path] = set()
         self._dirty_lock = threading.Lock()
         self._local = threading.local()  # zstd compressors must not be shared by threads
+        self.index = _shared_index(self.root / INDEX_FILE)
+        if self._legacy_manifests.is_dir():
+            import_legacy_layout(self)
 
     # ---- secret ---------------------------------------------------------------------
 
@@ -191,8 +219,8 @@ class BlobStore:
         return blake3.blake3(data).hexdigest()
 
     def chunk_file(self, digest: str) -> str:
-        """Where a chunk lives on disk (one codec byte, then the payload)."""
-        if len(digest) != 64 or not _HEX.issuperset(digest):
+        """Where a large chunk lives on disk (one codec byte, then the payload)."""
+        if not _is_id(digest):
             raise BlobNotFound(f"{digest!r} is not a chunk id")
         return os.path.join(self._chunks_dir, digest[:2], digest)
 
@@ -201,15 +229,28 @@ class BlobStore:
 
     def has_chunk(self, digest: str) -> bool:
         """Whether the chunk is stored."""
-        return os.path.exists(self.chunk_file(digest))
+        path = self.chunk_file(digest)
+        key = key_of(digest)
+        rows = self.index.read("SELECT data IS NULL FROM chunks WHERE digest = ?", (key,))
+        return bool(rows) and (not rows[0][0] or os.path.exists(path))
 
     def put_chunk(self, data: bytes | memoryview, digest: str | None = None) -> tuple[str, int]:
-        """Store one chunk unless it is already there; return (digest, bytes written)."""
+        """Store one chunk unless it is already there; return (digest, bytes written).
+
+        A chunk already stored gets a fresh `touched`, so garbage collection's grace period
+        covers reuse too.
+        """
         digest = digest or self.digest(data)
-        path = self._chunk_path(digest)
-        if _touch(path):  # already stored; fresh mtime so gc's grace period covers reuse too
+        path = self.chunk_file(digest)
+        key = key_of(digest)
+        now = time.time()
+        with self.index.write() as conn:
+            found = conn.execute(
+                "UPDATE chunks SET touched = ? WHERE digest = ? RETURNING data IS NULL",
+                (now, key),
+            ).fetchone()
+        if found is not None and (not found[0] or os.path.exists(path)):
             return digest, 0
-        path.parent.mkdir(exist_ok=True)
         payload: bytes | memoryview = data
         tag = CODEC_RAW
         if len(data) >= 512:
@@ -219,15 +260,38 @@ class BlobStore:
                 compressed = compressor.compress(bytes(data))
                 if len(compressed) < len(data) * _MIN_GAIN:
                     payload, tag = compressed, CODEC_ZSTD
-        self._write_atomic(path, (tag, payload))
-        return digest, len(payload) + 1
+        size = len(payload) + 1
+        inline: bytes | None = None
+        if size < SMALL_OBJECT_LIMIT:
+            inline = tag + bytes(payload)
+        else:
+            Path(path).parent.mkdir(exist_ok=True)
+            self._write_atomic(Path(path), (tag, payload))
+        with self.index.write() as conn:
+            conn.execute(
+                "INSERT INTO chunks (digest, refs, touched, size, data) VALUES (?, 0, ?, ?, ?) "
+                "ON CONFLICT (digest) DO UPDATE SET touched = excluded.touched, "
+                "data = coalesce(chunks.data, excluded.data)",
+                (key, now, size, inline),
+            )
+        return digest, size
+
+    def _stored_chunk(self, digest: str) -> bytes:
+        """A chunk's stored form (codec tag + payload), from its file or the index."""
+        try:
+            return self._chunk_path(digest).read_bytes()
+        except FileNotFoundError:
+            pass
+        rows = self.index.read("SELECT data FROM chunks WHERE digest = ?", (key_of(digest),))
+        if not rows or rows[0][0] is None:
+            raise BlobNotFound(f"chunk {digest} is missing from the blob store")
+        stored = rows[0][0]
+        assert isinstance(stored, bytes)
+        return stored
 
     def get_chunk(self, digest: str) -> bytes:
         """Read one chunk and check its content against its name."""
-        try:
-            raw = self._chunk_path(digest).read_bytes()
-        except FileNotFoundError:
-            raise BlobNotFound(f"chunk {digest} is missing from the blob store") from None
+        raw = self._stored_chunk(digest)
         tag, payload = raw[:1], raw[1:]
         if tag == CODEC_ZSTD:
             try:
@@ -245,8 +309,8 @@ class BlobStore:
     def read_chunk_into(self, digest: str, target: memoryview) -> None:
         """Read one chunk straight into `target` (exactly its size), checking its name.
 
-        Raw chunks are read with one `readinto`, without an intermediate copy; compressed
-        ones go through `get_chunk`.
+        Raw chunk files are read with one `readinto`, without an intermediate copy; the
+        others go through `get_chunk`.
         """
         try:
             with open(self.chunk_file(digest), "rb", buffering=0) as handle:
@@ -258,7 +322,7 @@ class BlobStore:
                         raise BlobIntegrityError(f"chunk {digest} does not match its content hash")
                     return
         except FileNotFoundError:
-            raise BlobNotFound(f"chunk {digest} is missing from the blob store") from None
+            pass
         data = self.get_chunk(digest)
         if len(data) != len(target):
             raise BlobIntegrityError(f"chunk {digest} has the wrong length")
@@ -280,66 +344,116 @@ class BlobStore:
         return b"".join(self.get_chunk(digest) for digest in chunks)
 
     def iter_chunks(self) -> Iterator[tuple[str, int]]:
-        """Every stored chunk with its size on disk."""
-        for shard in self._chunks.iterdir():
-            for path in shard.iterdir():
-                yield path.name, path.stat().st_size
+        """Every stored chunk with its stored size."""
+        for key, size in self.index.read("SELECT digest, size FROM chunks"):
+            assert isinstance(key, bytes) and isinstance(size, int)
+            yield hex_of(key), size
 
     def stored_bytes(self) -> int:
-        """Bytes on disk taken by chunks."""
-        return sum(size for _, size in self.iter_chunks())
+        """Bytes taken by chunks (their stored form: codec tag + payload)."""
+        (total,) = self.index.read("SELECT coalesce(sum(size), 0) FROM chunks")[0]
+        return total if isinstance(total, int) else 0
+
+    def manifest_bytes(self) -> int:
+        """Bytes taken by manifest documents."""
+        (total,) = self.index.read("SELECT coalesce(sum(length(document)), 0) FROM manifests")[0]
+        return total if isinstance(total, int) else 0
 
     # ---- manifests ------------------------------------------------------------------
 
     def _sign(self, canonical: bytes) -> str:
         return hmac.new(self._secret, canonical, hashlib.sha256).hexdigest()
 
-    def _manifest_path(self, manifest_id: str) -> Path:
-        if len(manifest_id) != 64 or not all(c in "0123456789abcdef" for c in manifest_id):
+    def legacy_manifest_file(self, manifest_id: str) -> Path:
+        """Where the old layout kept a manifest (read when the index does not have it)."""
+        if not _is_id(manifest_id):
             raise BlobNotFound(f"{manifest_id!r} is not a manifest id")
-        return self._manifests / f"{manifest_id}.json"
+        return self._legacy_manifests / f"{manifest_id}.json"
 
     def put_manifest(self, body: dict[str, Any]) -> tuple[str, int]:
-        """Sign and store a manifest after making its chunks durable; return (id, bytes)."""
-        if not isinstance(body.get("chunks", []), list):
+        """Sign and store a manifest after making its chunks durable; return (id, bytes).
+
+        In one transaction with the manifest, each chunk it lists (and each child manifest
+        it lists under "manifests") gains a reference; a chunk that is not stored refuses
+        the manifest (BlobNotFound) and nothing changes.
+        """
+        listed = body.get("chunks", [])
+        if not isinstance(listed, list):
             raise BlobError("a manifest's 'chunks' must be a list of chunk ids")
-        for digest in body.get("chunks", []):
-            if not self.has_chunk(digest):
-                raise BlobNotFound(f"manifest references chunk {digest}, which is not stored")
+        children = body.get("manifests", [])
+        if not isinstance(children, list) or not all(_is_id(child) for child in children):
+            raise BlobError("a manifest's 'manifests' must be a list of manifest ids")
+        chunk_ids = list(dict.fromkeys(listed))
+        for digest in chunk_ids:
+            self.chunk_file(digest)  # refuses what is not a chunk id
         canonical = _canonical(body)
         manifest_id = self.digest(canonical)
-        path = self._manifest_path(manifest_id)
+        key = key_of(manifest_id)
         self.flush()
-        if _touch(path):
-            return manifest_id, 0
+        now = time.time()
         document = orjson.dumps({"body": body, "signature": self._sign(canonical)})
-        stored: tuple[bytes, ...] = (document,)
         if len(document) >= MANIFEST_COMPRESS_MIN:
             compressed = self._compressor().compress(document)
             if len(compressed) + 1 < len(document) * _MIN_GAIN:
-                stored = (CODEC_ZSTD, compressed)
-        self._write_atomic(path, stored)
-        self.flush()
-        return manifest_id, sum(len(part) for part in stored)
+                document = CODEC_ZSTD + compressed
+        with self.index.write(durable=self.durable) as conn:
+            if conn.execute("UPDATE manifests SET touched = ? WHERE id = ?", (now, key)).rowcount:
+                return manifest_id, 0
+            for digest in chunk_ids:
+                found = conn.execute(
+                    "UPDATE chunks SET refs = refs + 1, touched = ? WHERE digest = ? "
+                    "RETURNING data IS NULL",
+                    (now, key_of(digest)),
+                ).fetchone()
+                if found is None or (found[0] and not os.path.exists(self.chunk_file(digest))):
+                    raise BlobNotFound(f"manifest references chunk {digest}, which is not stored")
+            conn.executemany(
+                "UPDATE manifests SET refs = refs + 1 WHERE id = ?",
+                [(key_of(child),) for child in dict.fromkeys(children)],
+            )
+            conn.execute(
+                "INSERT INTO manifests (id, refs, touched, unchecked, document) "
+                "VALUES (?, 0, ?, 1, ?)",
+                (key, now, document),
+            )
+        return manifest_id, len(document)
+
+    def _document(self, manifest_id: str) -> bytes:
+        """A manifest's stored document, from the index or the old layout's file."""
+        key = key_of(manifest_id) if _is_id(manifest_id) else b""
+        rows = self.index.read("SELECT document FROM manifests WHERE id = ?", (key,)) if key else []
+        if rows:
+            document = rows[0][0]
+            assert isinstance(document, bytes)
+            return document
+        try:
+            return self.legacy_manifest_file(manifest_id).read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFound(f"manifest {manifest_id} is missing from the blob store") from None
 
     def has_manifest(self, manifest_id: str) -> bool:
         """Whether the manifest is stored."""
-        return self._manifest_path(manifest_id).exists()
+        try:
+            self._document(manifest_id)
+        except BlobNotFound:
+            return False
+        return True
 
     def get_manifest(self, manifest_id: str) -> dict[str, Any]:
         """Load a manifest, refusing it when its signature or id does not match."""
+        return self.verified_body(manifest_id, self._document(manifest_id))
+
+    def verified_body(self, manifest_id: str, document: bytes) -> dict[str, Any]:
+        """The body of a stored manifest document, if its signature and id check."""
         try:
-            raw = self._manifest_path(manifest_id).read_bytes()
-            if raw[:1] == CODEC_ZSTD:
-                raw = zstandard.ZstdDecompressor().decompress(raw[1:])
-            document = orjson.loads(raw)
-        except FileNotFoundError:
-            raise BlobNotFound(f"manifest {manifest_id} is missing from the blob store") from None
+            if document[:1] == CODEC_ZSTD:
+                document = zstandard.ZstdDecompressor().decompress(document[1:])
+            parsed = orjson.loads(document)
         except (orjson.JSONDecodeError, zstandard.ZstdError):
             raise ManifestSignatureError(f"manifest {manifest_id} is not valid JSON") from None
-        if not isinstance(document, dict):
+        if not isinstance(parsed, dict):
             raise ManifestSignatureError(f"manifest {manifest_id} is malformed")
-        body, signature = document.get("body"), document.get("signature")
+        body, signature = parsed.get("body"), parsed.get("signature")
         if not isinstance(body, dict) or not isinstance(signature, str):
             raise ManifestSignatureError(f"manifest {manifest_id} is malformed")
         canonical = _canonical(body)
@@ -352,82 +466,96 @@ class BlobStore:
         return body
 
     def delete_manifest(self, manifest_id: str) -> bool:
-        """Remove a manifest (its chunks are freed by the next gc); False if absent."""
+        """Remove a manifest and give back its references; False if it was not stored.
+
+        Its chunks are freed by a later collection once nothing else lists them. A manifest
+        whose signature fails gives nothing back (its chunks stay: never trust it to name
+        what may be freed).
+        """
+        key = key_of(manifest_id) if _is_id(manifest_id) else b""
+        with self.index.write() as conn:
+            row = conn.execute(
+                "DELETE FROM manifests WHERE id = ? RETURNING document", (key,)
+            ).fetchone()
+            if row is not None:
+                self.release_references(conn, manifest_id, row[0])
+                return True
         try:
-            self._manifest_path(manifest_id).unlink()
+            self.legacy_manifest_file(manifest_id).unlink()
         except FileNotFoundError:
             return False
         return True
 
+    def release_references(self, conn: Any, manifest_id: str, document: bytes) -> None:
+        """Inside a write transaction: drop the references a removed manifest held."""
+        try:
+            body = self.verified_body(manifest_id, document)
+        except ManifestSignatureError:
+            return
+        chunks, children = body.get("chunks", []), body.get("manifests", [])
+        conn.executemany(
+            "UPDATE chunks SET refs = refs - 1 WHERE digest = ? AND refs > 0",
+            [(key_of(digest),) for digest in dict.fromkeys(chunks) if _is_id(digest)],
+        )
+        conn.executemany(
+            "UPDATE manifests SET refs = refs - 1, unchecked = (refs = 1) OR unchecked "
+            "WHERE id = ? AND refs > 0",
+            [(key_of(child),) for child in dict.fromkeys(children) if _is_id(child)],
+        )
+
     def iter_manifests(self) -> Iterator[str]:
         """Ids of every stored manifest."""
-        for path in self._manifests.glob("*.json"):
-            yield path.stem
+        for (key,) in self.index.read("SELECT id FROM manifests"):
+            assert isinstance(key, bytes)
+            yield hex_of(key)
+
+    # ---- references -----------------------------------------------------------------
+
+    def mark_referenced(self, manifest_ids: Iterable[str]) -> None:
+        """Record that checkpoints reference these manifests: collections skip them.
+
+        Only a hint: a manifest never marked is checked against the store by the next
+        collection instead.
+        """
+        keys = [(key_of(m),) for m in dict.fromkeys(manifest_ids) if _is_id(m)]
+        if keys:
+            with self.index.write() as conn:
+                conn.executemany("UPDATE manifests SET unchecked = 0 WHERE id = ?", keys)
+
+    def mark_for_collection(self, manifest_ids: Iterable[str]) -> None:
+        """Record that references to these manifests may have gone away: the next
+        collection checks them again (and frees them if nothing references them)."""
+        keys = [(key_of(m),) for m in dict.fromkeys(manifest_ids) if _is_id(m)]
+        if keys:
+            with self.index.write() as conn:
+                conn.executemany("UPDATE manifests SET unchecked = 1 WHERE id = ?", keys)
 
     # ---- garbage collection ---------------------------------------------------------
 
-    def live_closure(self, roots: Iterable[str]) -> tuple[set[str], set[str]]:
-        """Manifests reachable from `roots` and every chunk they reference."""
-        manifests: set[str] = set()
-        chunks: set[str] = set()
-        pending = [m for m in roots if m]
-        while pending:
-            manifest_id = pending.pop()
-            if manifest_id in manifests or not self.has_manifest(manifest_id):
-                continue
-            manifests.add(manifest_id)
-            body = self.get_manifest(manifest_id)
-            chunks.update(body.get("chunks", []))
-            pending.extend(body.get("manifests", []))
-        return manifests, chunks
+    def gc(self, referenced: ReferenceCheck, *, grace_seconds: float = GRACE_SECONDS) -> GcReport:
+        """Free manifests and chunks nothing references (see `blob_gc.collect`)."""
+        return collect(self, referenced, grace_seconds=grace_seconds)
 
-    def gc(self, live_manifests: Iterable[str], *, grace_seconds: float = 60.0) -> GcReport:
-        """Free manifests and chunks nothing live references.
-
-        Anything younger than `grace_seconds` is kept, and so is everything a young
-        manifest references, so a capture that has written (or reused) its chunks and
-        manifest but not yet registered the manifest is never collected under it.
-        Several processes may collect at once: files another one removed are skipped.
-        """
-        cutoff = time.time() - grace_seconds
-        young = [
-            path.stem for path in self._manifests.glob("*.json") if (_mtime(path) or 0.0) >= cutoff
-        ]
-        keep_manifests, keep_chunks = self.live_closure([*live_manifests, *young])
-        freed_manifests = freed_chunks = freed_bytes = 0
-        for path in list(self._manifests.glob("*.json")):
-            if path.stem in keep_manifests:
-                continue
-            mtime = _mtime(path)
-            if mtime is not None and mtime < cutoff:
-                path.unlink(missing_ok=True)
-                freed_manifests += 1
-        for shard in list(self._chunks.iterdir()):
-            for path in list(shard.iterdir()):
-                if path.name in keep_chunks:
-                    continue
-                try:
-                    stat = path.stat()
-                except FileNotFoundError:
-                    continue
-                if stat.st_mtime < cutoff:
-                    path.unlink(missing_ok=True)
-                    freed_chunks += 1
-                    freed_bytes += stat.st_size
+    def clear_stale_temp_files(self, cutoff: float) -> None:
+        """Remove files left in tmp/ by writers that died before `cutoff`."""
         for path in list(self._tmp.iterdir()):
             mtime = _mtime(path)
             if mtime is not None and mtime < cutoff:
                 path.unlink(missing_ok=True)
-        return GcReport(freed_chunks, freed_bytes, freed_manifests)
 
 
-def _touch(path: Path) -> bool:
-    """Refresh a stored file's mtime; False when it does not exist (any more)."""
-    try:
-        os.utime(path)
-    except FileNotFoundError:
-        return False
-    return True
+_indexes: weakref.WeakValueDictionary[Path, ObjectIndex] = weakref.WeakValueDictionary()
+_indexes_lock = threading.Lock()
+
+
+def _shared_index(path: Path) -> ObjectIndex:
+    """One ObjectIndex per file and process: every BlobStore on a root shares it."""
+    resolved = path.resolve()
+    with _indexes_lock:
+        index = _indexes.get(resolved)
+        if index is None or not resolved.exists():
+            index = _indexes[resolved] = ObjectIndex(resolved)
+        return index
 
 
 def _mtime(path: Path) -> float | None:

@@ -303,9 +303,13 @@ class CheckpointSummary(_Strict):
 
 
 class CheckpointListResult(_Strict):
-    """GET /api/v1/runtimes/{runtime_id}/checkpoints."""
+    """GET /api/v1/runtimes/{runtime_id}/checkpoints: one page of a runtime's checkpoints.
+
+    `next_cursor` is set when more follow: pass it as `cursor` to get the next page.
+    """
 
     checkpoints: list[CheckpointSummary]
+    next_cursor: str | None = None
 
 
 class ErrorBody(_Strict):

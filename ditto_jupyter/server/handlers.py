@@ -100,6 +100,32 @@ def parse_body(raw: bytes, model: type[M]) -> M:
         raise InvalidRequest(_field_error(error)) from None
 
 
+#: Query parameters the Jupyter server itself reads (authentication), never a route's.
+SERVER_QUERY_PARAMETERS = frozenset({"token", "_xsrf"})
+
+
+def parse_query(arguments: Mapping[str, list[bytes]], model: type[M]) -> M:
+    """Validate query parameters with `model`; InvalidRequest names what is wrong."""
+    values: dict[str, str] = {}
+    for name, given in arguments.items():
+        if name in SERVER_QUERY_PARAMETERS:
+            continue
+        if len(given) != 1:
+            raise InvalidRequest(f"query parameter {name!r} is given {len(given)} times")
+        try:
+            values[name] = given[0].decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"query parameter {name!r} is not valid UTF-8") from None
+    try:
+        return model.model_validate(values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise InvalidRequest(f"unknown query parameter {where!r}") from None
+        raise InvalidRequest(f"query parameter {where!r}: {first['msg']}") from None
+
+
 class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):
     """Base handler: JSON answers, `{"error", "message"}` errors, the extension's sessions."""
 
@@ -183,7 +209,10 @@ class RouteHandler(DittoAPIHandler):
         spec = self.specs[self.request.method or ""]
         try:
             body = None if spec.request is None else parse_body(self.request.body, spec.request)
-            request = RouteRequest(body, path, self.user_name)
+            query = None
+            if spec.query is not None:
+                query = parse_query(self.request.query_arguments, spec.query)
+            request = RouteRequest(body, path, self.user_name, query)
             result = await spec.call(self.runtime_sessions, request)
         except DittoError as error:
             self.set_status(error.http_status)

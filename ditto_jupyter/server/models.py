@@ -7,7 +7,7 @@ mistyped field is refused before any service code runs.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
@@ -22,6 +22,9 @@ from ditto_jupyter.core.models import (
     RuntimeRecord,
     UnrestorableValue,
 )
+
+#: The largest page GET .../checkpoints answers.
+MAX_PAGE = 1000
 
 
 def _without_nul(command: str) -> str:
@@ -161,4 +164,28 @@ class RuntimeBudgetResult(_ExtensionModel):
     runtime_id: str
     budget: BudgetFigures | None = Field(
         description="None when the runtime has no budget (set one with `%budget LIMIT`)."
+    )
+
+
+class CheckpointListQuery(BaseModel):
+    """Query parameters of GET .../checkpoints: a runtime's checkpoints a page at a time.
+
+    Not strict like the bodies: query values arrive as text (`limit=50`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_PAGE,
+        description=f"At most this many checkpoints (1 to {MAX_PAGE}); every one when absent.",
+    )
+    cursor: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Start after this checkpoint: the `next_cursor` of the previous page.",
+    )
+    order: Literal["oldest", "newest"] = Field(
+        default="oldest", description="`oldest` first (the default) or `newest` first."
     )

@@ -91,10 +91,37 @@ def _path_parameter(name: str) -> dict[str, Any]:
     }
 
 
+def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """One `in: query` parameter per field of a route's query model."""
+    schema = model.model_json_schema(ref_template=_REF)
+    required = set(schema.get("required", []))
+    parameters = []
+    for name, field in schema["properties"].items():
+        field = dict(field)
+        description = field.pop("description", "")
+        field.pop("title", None)
+        options = field.get("anyOf", [])
+        if {"type": "null"} in options:  # absent is how a query says None
+            (field,) = [option for option in options if option != {"type": "null"}]
+        parameters.append(
+            {
+                "name": name,
+                "in": "query",
+                "required": name in required,
+                "description": description,
+                "schema": field,
+            }
+        )
+    return parameters
+
+
 def _operation(spec: RouteSpec[Any]) -> dict[str, Any]:
     operation: dict[str, Any] = {"summary": spec.summary, "operationId": spec.operation_id}
-    if spec.parameters:
-        operation["parameters"] = [_path_parameter(name) for name in spec.parameters]
+    parameters = [_path_parameter(name) for name in spec.parameters]
+    if spec.query is not None:
+        parameters += _query_parameters(spec.query)
+    if parameters:
+        operation["parameters"] = parameters
     if spec.request is not None:
         body = _json(spec.request, "validation")
         operation["requestBody"] = {"required": True, "content": body}

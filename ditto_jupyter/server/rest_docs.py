@@ -103,9 +103,22 @@ def _body(title: str, content: dict[str, Any], schemas: dict[str, Any]) -> list[
 def _route(method: str, path: str, operation: dict[str, Any], schemas: dict[str, Any]) -> list[str]:
     lines = [f"### {method.upper()} {path}", "", f"{operation['summary']}.", ""]
     parameters = operation.get("parameters", [])
-    if parameters:
+    in_path = [p for p in parameters if p["in"] == "path"]
+    in_query = [p for p in parameters if p["in"] == "query"]
+    if in_path:
         lines += ["Path parameters:", "", "| name | meaning |", "| --- | --- |"]
-        lines += [f"| `{p['name']}` | {_cell(p['description'])} |" for p in parameters]
+        lines += [f"| `{p['name']}` | {_cell(p['description'])} |" for p in in_path]
+        lines.append("")
+    if in_query:
+        lines += ["Query parameters:", "", "| name | type | default | meaning |"]
+        lines.append("| --- | --- | --- | --- |")
+        for p in in_query:
+            schema = p["schema"]
+            default = f"`{json.dumps(schema['default'])}`" if "default" in schema else ""
+            lines.append(
+                f"| `{p['name']}` | {_cell(type_text(schema))} | {default} | "
+                f"{_cell(p['description'])} |"
+            )
         lines.append("")
     if "requestBody" in operation:
         lines += _body("Request body", operation["requestBody"]["content"], schemas)

@@ -19,6 +19,8 @@ runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
 (`ditto_jupyter.workspace()` asks it when its kernel's environment does not say).
 `GET /api/v1/runtimes/{runtime_id}/budget` answers the token budget the runtime counts
 against (`%budget`), with the figures `ditto budget` prints.
+Listing a runtime's checkpoints takes query parameters (`limit`, `cursor`, `order`): it
+pages.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from ditto_jupyter.core.models import (
 )
 from ditto_jupyter.server.models import (
     CheckpointDetail,
+    CheckpointListQuery,
     ExecRequest,
     ExecResponse,
     RuntimeBudgetResult,
@@ -88,11 +91,13 @@ Body = TypeVar("Body")
 
 @dataclass(frozen=True)
 class RouteRequest(Generic[Body]):
-    """A request as a call sees it: the validated body, the path parameters, the user."""
+    """A request as a call sees it: the validated body, the path parameters, the user, and
+    the validated query parameters (None for a route without any)."""
 
     body: Body
     path: Mapping[str, str]
     user: str
+    query: BaseModel | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,8 @@ class RouteSpec(Generic[Body]):
     call: Callable[[RuntimeSessions, RouteRequest[Body]], Awaitable[BaseModel]]
     #: GET routes of collections and runtimes also answer with a trailing slash.
     trailing_slash: bool = False
+    #: The model query parameters are validated with (None: the route takes none).
+    query: type[BaseModel] | None = None
 
     @property
     def parameters(self) -> list[str]:
@@ -184,6 +191,20 @@ async def _exec(sessions: RuntimeSessions, req: RouteRequest[ExecRequest]) -> Ba
         stderr=result.stderr,
         timed_out=result.timed_out,
         truncated=result.truncated,
+    )
+
+
+async def _list_checkpoints(
+    sessions: RuntimeSessions, req: RouteRequest[None]
+) -> CheckpointListResult:
+    """One page of a runtime's checkpoints."""
+    query = req.query if isinstance(req.query, CheckpointListQuery) else CheckpointListQuery()
+    return await sessions.list_checkpoints(
+        req.path["runtime_id"],
+        req.user,
+        limit=query.limit,
+        cursor=query.cursor,
+        newest_first=query.order == "newest",
     )
 
 
@@ -362,9 +383,10 @@ _TABLE = (
         "list_checkpoints",
         None,
         CheckpointListResult,
-        (RuntimeNotFound,),
-        lambda sessions, req: sessions.list_checkpoints(req.path["runtime_id"], req.user),
+        (InvalidRequest, RuntimeNotFound),
+        _list_checkpoints,
         trailing_slash=True,
+        query=CheckpointListQuery,
     ),
     RouteSpec[None](
         "GET",

@@ -247,9 +247,19 @@ class RuntimeSessions:
             path=str(path) if path is not None else None,
         )
 
-    async def list_checkpoints(self, runtime_id: str, user: str) -> CheckpointListResult:
+    async def list_checkpoints(
+        self,
+        runtime_id: str,
+        user: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        newest_first: bool = False,
+    ) -> CheckpointListResult:
         await self.ensure_runtime(runtime_id, user)
-        return await self.service.list_checkpoints(runtime_id)
+        return await self.service.list_checkpoints(
+            runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
+        )
 
     async def find_checkpoint(
         self, reference: str, runtime_id: str | None, user: str

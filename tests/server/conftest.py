@@ -84,9 +84,12 @@ def api(jp_fetch: Any, ditto_app: DittoJupyterApp) -> Api:
         *,
         raw: bytes | None = None,
         headers: dict[str, str] | None = None,
+        query: dict[str, Any] | None = None,
     ) -> tuple[int, Any]:
         parts = ["api", "v1", "runtimes", *[p for p in path.split("/") if p]]
         kwargs: dict[str, Any] = {"method": method, "raise_error": False}
+        if query is not None:
+            kwargs["params"] = query
         if method == "POST":
             kwargs["body"] = raw if raw is not None else json.dumps(body)
         if headers is not None:

@@ -261,6 +261,50 @@ def test_cli_refuses_an_unknown_name_or_an_ambiguous_prefix_in_one_line(
     assert [r["runtime_id"] for r in runtimes] == [runtime_id]
 
 
+def test_cli_lists_checkpoints_a_page_at_a_time(
+    server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = server.open_notebook("pages.ipynb")
+    runtime_id = session["id"]
+    ids = [
+        as_json(ditto("--json", "checkpoint", runtime_id, server=server))["checkpoint_id"]
+        for _ in range(5)
+    ]
+    first = ditto("checkpoints", runtime_id, "--limit", "2", server=server)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert [line.split()[0] for line in lines[1:3]] == [i[:12] for i in ids[:2]]
+    assert lines[3] == f"more follow: --cursor {ids[1]}"
+    rest = as_json(
+        ditto(
+            "checkpoints", runtime_id, "--limit", "9", "--cursor", ids[1], "--json", server=server
+        )
+    )
+    assert [c["checkpoint_id"] for c in rest["checkpoints"]] == ids[2:]
+    assert rest["next_cursor"] is None
+    newest = ditto("checkpoints", runtime_id, "--newest-first", server=server)
+    assert [line.split()[0] for line in newest.stdout.splitlines()[1:]] == [
+        i[:12] for i in reversed(ids)
+    ]
+    for args, message in [
+        (["--cursor", ids[0]], "--cursor needs --limit"),
+        (["--limit", "0"], "0 is not between 1 and 1000"),
+        (["--limit", "ten"], "'ten' is not a whole number"),
+    ]:
+        refused_usage = ditto("checkpoints", runtime_id, *args, server=server)
+        assert refused_usage.returncode == 2 and message in refused_usage.stderr, args
+    # without --limit every checkpoint comes, fetched page by page
+    from ditto_jupyter import client as client_module
+
+    monkeypatch.setattr(client_module, "PAGE_SIZE", 2)
+    client = client_module.RuntimeClient(server.url, server.token)
+    try:
+        listed = client.list_checkpoints(runtime_id)
+    finally:
+        client.close()
+    assert [c["checkpoint_id"] for c in listed["checkpoints"]] == ids
+
+
 def readme_cli_lines() -> list[list[str]]:
     """Every `ditto ...` line of the README's code blocks, as argument lists."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()

@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
+from ditto_jupyter.core.errors import InvalidRequest
 from ditto_jupyter.server.app import DittoJupyterApp
+from ditto_jupyter.server.handlers import parse_query
+from ditto_jupyter.server.models import CheckpointListQuery
 from ditto_jupyter.server.routes import API_PREFIX, ROUTES
 from tests.server.conftest import OpenRuntime
 from tests.server.notebook_sessions import run, user_variables
@@ -186,6 +189,74 @@ async def test_a_checkpoint_of_any_runtime_by_id_prefix_or_name(
     assert "matches" in answer["message"]
     status, answer = await api("GET", "checkpoints/no-such-checkpoint")
     assert (status, answer["error"]) == (404, "CheckpointNotFound"), answer
+
+
+async def test_a_runtimes_checkpoints_page_by_page(api: Api, open_runtime: OpenRuntime) -> None:
+    runtime = await open_runtime("paged.ipynb", x=1)
+    rid = runtime.runtime_id
+    ids = []
+    for _ in range(5):
+        status, made = await api("POST", "checkpoint", {"runtime_id": rid})
+        assert status == 200, made
+        ids.append(made["checkpoint_id"])
+    status, everything = await api("GET", f"{rid}/checkpoints")
+    assert status == 200 and everything["next_cursor"] is None
+    assert [c["checkpoint_id"] for c in everything["checkpoints"]] == ids
+    seen: list[str] = []
+    query: dict[str, Any] = {"limit": "2"}
+    while True:
+        status, page = await api("GET", f"{rid}/checkpoints", query=query)
+        assert status == 200, page
+        seen += [c["checkpoint_id"] for c in page["checkpoints"]]
+        if page["next_cursor"] is None:
+            break
+        query["cursor"] = page["next_cursor"]
+    assert seen == ids
+    status, newest = await api("GET", f"{rid}/checkpoints/", query={"limit": 1, "order": "newest"})
+    assert status == 200 and [c["checkpoint_id"] for c in newest["checkpoints"]] == ids[-1:]
+    assert newest["next_cursor"] == ids[-1]
+    for bad, expected in [
+        ({"limit": "0"}, "query parameter 'limit': Input should be greater than or equal to 1"),
+        ({"limit": "1001"}, "query parameter 'limit': Input should be less than or equal"),
+        ({"limit": "many"}, "query parameter 'limit': Input should be a valid integer"),
+        ({"order": "random"}, "query parameter 'order': Input should be 'oldest' or 'newest'"),
+        ({"cursor": "nope", "limit": "2"}, "cursor 'nope' is not a checkpoint of runtime"),
+        ({"shell": "rm"}, "unknown query parameter 'shell'"),
+    ]:
+        status, answer = await api("GET", f"{rid}/checkpoints", query=bad)
+        assert (status, answer["error"]) == (400, "InvalidRequest"), (bad, answer)
+        assert answer["message"].startswith(expected), (bad, answer)
+
+
+def test_query_parameters_are_validated_like_bodies() -> None:
+    given = {"limit": [b"5"], "order": [b"newest"], "token": [b"secret"], "_xsrf": [b"x"]}
+    assert parse_query(given, CheckpointListQuery) == CheckpointListQuery(limit=5, order="newest")
+    for arguments, expected in [
+        ({"limit": [b"1", b"2"]}, "query parameter 'limit' is given 2 times"),
+        ({"cursor": [b"\xff"]}, "query parameter 'cursor' is not valid UTF-8"),
+        ({"cursor": [b""]}, "query parameter 'cursor': String should have at least 1 character"),
+    ]:
+        with pytest.raises(InvalidRequest, match=expected):
+            parse_query(arguments, CheckpointListQuery)
+
+
+async def test_a_name_two_runtimes_share_is_ambiguous_across_runtimes(
+    api: Api, open_runtime: OpenRuntime
+) -> None:
+    first = await open_runtime("one.ipynb", x=1)
+    second = await open_runtime("two.ipynb", y=2)
+    made = {}
+    for runtime in (first, second):
+        body = {"runtime_id": runtime.runtime_id, "name": "analysis"}
+        status, made[runtime.runtime_id] = await api("POST", "checkpoint", body)
+        assert status == 200
+    status, answer = await api("GET", "checkpoints/analysis")
+    assert (status, answer["error"]) == (400, "InvalidRequest"), answer
+    assert first.runtime_id in answer["message"] and second.runtime_id in answer["message"]
+    for runtime in (first, second):
+        status, found = await api("GET", f"{runtime.runtime_id}/checkpoints/analysis")
+        assert status == 200
+        assert found["checkpoint"]["checkpoint_id"] == made[runtime.runtime_id]["checkpoint_id"]
 
 
 # ---- validation -------------------------------------------------------------------------

@@ -24,9 +24,14 @@ checkpoint the user was told about survives power loss, not only a process crash
 NORMAL, WAL stays consistent but may lose the last commits). Commits are rare (one per
 control operation) and the extra fsync is small beside the blob writes of a checkpoint.
 
-Modules: `interface` (the `CheckpointStore` protocol, errors, shared checks), `schema` (SQL
-tables and migrations), `sql` (`SqlCheckpointStore`), `memory` (`MemoryCheckpointStore`),
-`opening` (`open_store`).
+Every lookup is served by an index: an id prefix is a range on the checkpoint ids, a name
+an index of its own; one runtime's checkpoints are read a page at a time; and the blob
+ids each checkpoint names are columns, so garbage collection and delete-snapshot ask the
+index instead of reading every record.
+
+Modules: `interface` (the `CheckpointStore` protocol, errors, shared checks), `schema` (the
+SQL tables as they are now), `migrations` (the steps that get any database there), `sql`
+(`SqlCheckpointStore`), `memory` (`MemoryCheckpointStore`), `opening` (`open_store`).
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ from ditto_jupyter.control.store.interface import (
     collecting_damaged_rows,
 )
 from ditto_jupyter.control.store.memory import MemoryCheckpointStore
+from ditto_jupyter.control.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration
 from ditto_jupyter.control.store.opening import open_store
-from ditto_jupyter.control.store.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from ditto_jupyter.control.store.sql import SqlCheckpointStore
 
 __all__ = [

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
@@ -107,6 +109,41 @@ class CheckpointStore(Protocol):
         self, prefix: str, runtime_id: str | None = None
     ) -> list[RuntimeCheckpoint]:
         """Checkpoints whose id starts with `prefix` or whose name is exactly `prefix`."""
+        ...
+
+    def page_checkpoints(
+        self,
+        runtime_id: str,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        newest_first: bool = False,
+    ) -> list[RuntimeCheckpoint]:
+        """One runtime's checkpoints, oldest (or newest) first, from just after the checkpoint
+        `after` (ValueError when it is not one of the runtime's), at most `limit`."""
+        ...
+
+    def find_by_id_prefix(
+        self, prefix: str, runtime_id: str | None = None, *, limit: int | None = None
+    ) -> list[RuntimeCheckpoint]:
+        """Checkpoints whose id starts with `prefix` (in one runtime), in id order."""
+        ...
+
+    def newest_named(self, name: str, runtime_id: str) -> RuntimeCheckpoint | None:
+        """The newest checkpoint of a runtime with exactly that name, or None."""
+        ...
+
+    def runtimes_naming(self, name: str, *, limit: int) -> list[str]:
+        """Runtimes (by id, at most `limit`) that have a checkpoint with exactly that name."""
+        ...
+
+    def checkpoints_with_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
+        """Every checkpoint whose backend ref records that provider snapshot, oldest first."""
+        ...
+
+    def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
+        """Which of these blob ids some checkpoint names, as its context manifest or as its
+        backend snapshot."""
         ...
 
     def get_head(self, runtime_id: str) -> str | None:
@@ -205,6 +242,57 @@ def damaged_of(
             where = ".".join(str(part) for part in first["loc"]) or "the record"
             damaged.append(DamagedRow(table, key, f"at {where}: {first['msg']}", text))
     return damaged
+
+
+def blob_ids(checkpoint: RuntimeCheckpoint) -> tuple[str | None, str | None]:
+    """The context manifest and the backend snapshot a checkpoint names (its blob columns)."""
+    ref = checkpoint.backend_ref
+    return checkpoint.context_manifest_id, ref.provider_snapshot_id if ref is not None else None
+
+
+_CONTEXT = re.compile(rb'"context_manifest_id"\s*:\s*"([^"\\]+)"')
+_SNAPSHOT = re.compile(rb'"provider_snapshot_id"\s*:\s*"([^"\\]+)"')
+
+
+def blob_ids_of_record(data: str) -> tuple[str | None, str | None]:
+    """The context manifest and backend snapshot a stored checkpoint record names.
+
+    A record that is not JSON any more is searched for the two fields as text: a damaged
+    row keeps what it names alive rather than losing it to garbage collection.
+    """
+    raw = data.encode("utf-8", "surrogatepass")
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        record = None
+    if isinstance(record, dict):
+        context = record.get("context_manifest_id")
+        ref = record.get("backend_ref")
+        snapshot = ref.get("provider_snapshot_id") if isinstance(ref, dict) else None
+        return (
+            context if isinstance(context, str) else None,
+            snapshot if isinstance(snapshot, str) else None,
+        )
+    context_match, snapshot_match = _CONTEXT.search(raw), _SNAPSHOT.search(raw)
+    return (
+        context_match.group(1).decode() if context_match else None,
+        snapshot_match.group(1).decode() if snapshot_match else None,
+    )
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix` (None: no such string).
+
+    `id >= prefix AND id < prefix_end(prefix)` is an index range holding exactly the ids
+    that start with `prefix`, in code-point order (SQLite's, and PostgreSQL's "C").
+    """
+    for cut in range(len(prefix) - 1, -1, -1):
+        point = ord(prefix[cut]) + 1
+        if 0xD800 <= point <= 0xDFFF:  # surrogates are not text: skip past them
+            point = 0xE000
+        if point <= 0x10FFFF:
+            return prefix[:cut] + chr(point)
+    return None
 
 
 def refs_of_checkpoint(checkpoint: RuntimeCheckpoint) -> list[Ref]:

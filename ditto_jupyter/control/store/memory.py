@@ -14,6 +14,7 @@ from ditto_jupyter.control.store.interface import (
     DamagedRow,
     Ref,
     StoreError,
+    blob_ids_of_record,
     damaged_of,
     dangling,
     load_model,
@@ -212,6 +213,76 @@ class MemoryCheckpointStore:
                 (runtime_id is None or rid == runtime_id)
                 and (cid.startswith(prefix) or name == prefix)
             )
+        )
+
+    def page_checkpoints(
+        self,
+        runtime_id: str,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        newest_first: bool = False,
+    ) -> list[RuntimeCheckpoint]:
+        """One runtime's checkpoints, oldest (or newest) first, from just after the checkpoint
+        `after` (ValueError when it is not one of the runtime's), at most `limit`."""
+        rows = sorted(
+            (created, seq, cid)
+            for cid, (created, seq, rid, _, _) in self._view().checkpoints.items()
+            if rid == runtime_id
+        )
+        if newest_first:
+            rows.reverse()
+        if after is not None:
+            position = next((i for i, row in enumerate(rows) if row[2] == after), None)
+            if position is None:
+                raise ValueError(f"{after!r} is not a checkpoint of runtime {runtime_id!r}")
+            rows = rows[position + 1 :]
+        return self._load([cid for _, _, cid in rows[:limit]])
+
+    def find_by_id_prefix(
+        self, prefix: str, runtime_id: str | None = None, *, limit: int | None = None
+    ) -> list[RuntimeCheckpoint]:
+        """Checkpoints whose id starts with `prefix` (in one runtime), in id order."""
+        require_id(prefix, "a checkpoint id prefix")
+        ids = sorted(
+            cid
+            for cid, (_, _, rid, _, _) in self._view().checkpoints.items()
+            if cid.startswith(prefix) and (runtime_id is None or rid == runtime_id)
+        )
+        return self._load(ids[:limit])
+
+    def newest_named(self, name: str, runtime_id: str) -> RuntimeCheckpoint | None:
+        """The newest checkpoint of a runtime with exactly that name, or None."""
+        named = self._select(lambda _cid, rid, found: rid == runtime_id and found == name)
+        return named[-1] if named else None
+
+    def runtimes_naming(self, name: str, *, limit: int) -> list[str]:
+        """Runtimes (by id, at most `limit`) that have a checkpoint with exactly that name."""
+        rows = self._view().checkpoints.values()
+        return sorted({rid for _, _, rid, found, _ in rows if found == name})[:limit]
+
+    def checkpoints_with_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
+        """Every checkpoint whose backend ref records that provider snapshot, oldest first."""
+        rows = self._view().checkpoints
+        return self._select(
+            lambda cid, _rid, _name: blob_ids_of_record(rows[cid][4])[1] == snapshot_id
+        )
+
+    def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
+        """Which of these blob ids some checkpoint names, as its context manifest or as its
+        backend snapshot."""
+        named = {
+            blob
+            for *_, data in self._view().checkpoints.values()
+            for blob in blob_ids_of_record(data)
+            if blob is not None
+        }
+        return named.intersection(manifest_ids)
+
+    def _load(self, checkpoint_ids: list[str]) -> list[RuntimeCheckpoint]:
+        rows = self._view().checkpoints
+        return load_rows(
+            RuntimeCheckpoint, ((cid, rows[cid][4]) for cid in checkpoint_ids), "checkpoint"
         )
 
     # ---- heads ----------------------------------------------------------------------

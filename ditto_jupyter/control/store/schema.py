@@ -1,13 +1,15 @@
-"""The SQL schema of the checkpoint store, and its migrations."""
+"""The SQL schema of the checkpoint store as it is now (`migrations` gets a database there).
+
+These tables are what the queries are written against; they are never created from here
+(`create_all`): every database, new or old, reaches this shape through the migration steps,
+so a new and a migrated store are the same.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 METADATA = sa.MetaData()
 
@@ -48,9 +50,17 @@ CHECKPOINTS = sa.Table(
     sa.Column("name", sa.Text, nullable=True),
     sa.Column("created_at_ms", sa.BigInteger, nullable=False),
     sa.Column("data", sa.Text, nullable=False),
+    # What the checkpoint keeps alive in the blob store (schema 2): garbage collection asks
+    # these, never the records, and delete-snapshot finds the checkpoints sharing a snapshot.
+    sa.Column("context_manifest_id", sa.Text, nullable=True),
+    sa.Column("backend_snapshot_id", sa.Text, nullable=True),
     sa.Index("checkpoints_by_runtime", "runtime_id", "created_at_ms", "seq"),
     sa.Index("checkpoints_by_created", "created_at_ms", "seq"),
-    sa.Index("checkpoints_by_name", "name"),
+    sa.Index("checkpoints_by_name", "name", "runtime_id", "created_at_ms", "seq"),
+    sa.Index("checkpoints_by_context_manifest", "context_manifest_id"),
+    sa.Index("checkpoints_by_snapshot", "backend_snapshot_id"),
+    # PostgreSQL also has checkpoints_by_id_bytes on (checkpoint_id COLLATE "C"): id-prefix
+    # ranges compare bytes there, as SQLite does, whatever the database's locale.
 )
 
 HEADS = sa.Table(
@@ -93,31 +103,3 @@ GET_SESSION = sa.select(SESSIONS.c.data).where(SESSIONS.c.runtime_id == KEY)
 GET_CHECKPOINT = sa.select(CHECKPOINTS.c.data).where(CHECKPOINTS.c.checkpoint_id == KEY)
 GET_HEAD = sa.select(HEADS.c.checkpoint_id).where(HEADS.c.runtime_id == KEY)
 GET_BINDING = sa.select(BINDINGS.c.data).where(BINDINGS.c.runtime_id == KEY)
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One schema step: applied once, in order, inside the opening transaction."""
-
-    version: int
-    description: str
-    apply: Callable[[Connection], None]
-
-
-def _create_v1(conn: Connection) -> None:
-    # Step 1 creates the version-1 tables. Later steps must alter them explicitly (never
-    # create_all a changed table), so a database at any version migrates the same way.
-    METADATA.create_all(conn, tables=[SESSIONS, CHECKPOINTS, HEADS, BINDINGS])
-
-
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
-)
-SCHEMA_VERSION = MIGRATIONS[-1].version
-
-
-def check_migrations(migrations: Sequence[Migration]) -> None:
-    """ValueError unless the migrations are numbered 1, 2, ... in order."""
-    versions = [m.version for m in migrations]
-    if not versions or versions != list(range(1, len(versions) + 1)):
-        raise ValueError(f"migrations must be numbered 1, 2, ... in order, got {versions}")

@@ -28,16 +28,19 @@ from ditto_jupyter.control.store.interface import (
     Ref,
     SchemaVersionError,
     StoreError,
+    blob_ids,
     damaged_of,
     dangling,
     load_model,
     load_rows,
+    prefix_end,
     refs_of_binding,
     refs_of_checkpoint,
     refs_of_head,
     require_id,
     require_model,
 )
+from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration, check_migrations
 from ditto_jupyter.control.store.schema import (
     BINDINGS,
     CHECKPOINT_EXISTS,
@@ -47,12 +50,9 @@ from ditto_jupyter.control.store.schema import (
     GET_HEAD,
     GET_SESSION,
     HEADS,
-    MIGRATIONS,
     RUNTIME_EXISTS,
     SESSIONS,
     VERSION_TABLE,
-    Migration,
-    check_migrations,
 )
 from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
 from ditto_jupyter.core.private import private_file
@@ -315,6 +315,7 @@ class SqlCheckpointStore:
     def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
         """Insert or replace a checkpoint; its runtime must be in the store at commit."""
         require_model(checkpoint, RuntimeCheckpoint, "put_checkpoint")
+        context_manifest_id, backend_snapshot_id = blob_ids(checkpoint)
         row = {
             "checkpoint_id": checkpoint.checkpoint_id,
             "runtime_id": checkpoint.runtime_id,
@@ -322,6 +323,8 @@ class SqlCheckpointStore:
             "name": checkpoint.name,
             "created_at_ms": checkpoint.created_at_ms,
             "data": checkpoint.model_dump_json(),
+            "context_manifest_id": context_manifest_id,
+            "backend_snapshot_id": backend_snapshot_id,
         }
         with self._write(refs_of_checkpoint(checkpoint)) as conn:
             conn.execute(self._upserts["checkpoints"], row)
@@ -339,9 +342,7 @@ class SqlCheckpointStore:
         if where is not None:
             query = query.where(where)
         query = query.order_by(CHECKPOINTS.c.created_at_ms, CHECKPOINTS.c.seq)
-        with self._read() as conn:
-            rows = conn.execute(query).all()
-        return load_rows(RuntimeCheckpoint, rows, "checkpoint")
+        return self._load_checkpoints(query)
 
     def list_checkpoints(self, runtime_id: str | None = None) -> list[RuntimeCheckpoint]:
         """Checkpoints (of one runtime, or all), oldest first."""
@@ -354,15 +355,124 @@ class SqlCheckpointStore:
         """Checkpoints whose id starts with `prefix` or whose name is exactly `prefix`.
 
         With `runtime_id`, only that runtime's checkpoints; oldest first. Matching is
-        case-sensitive on both SQLite and PostgreSQL (substring compare, not LIKE).
+        case-sensitive on both SQLite and PostgreSQL; both halves are index lookups.
         """
         require_id(prefix, "a checkpoint id prefix or name")
         col = CHECKPOINTS.c
-        where: Any = sa.or_(sa.func.substr(col.checkpoint_id, 1, len(prefix)) == prefix)
-        where = sa.or_(where, col.name == prefix)
+        named = col.name == prefix
         if runtime_id is not None:
-            where = sa.and_(col.runtime_id == runtime_id, where)
-        return self._select_checkpoints(where)
+            named = sa.and_(named, col.runtime_id == runtime_id)
+        by_name = sa.select(col.seq).where(named)
+        by_id = sa.select(col.seq).where(self._id_prefix(prefix, runtime_id))
+        return self._select_checkpoints(col.seq.in_(sa.union(by_id, by_name).scalar_subquery()))
+
+    def _id_prefix(self, prefix: str, runtime_id: str | None) -> Any:
+        """Ids starting with `prefix`: a range on the id index, then the exact check."""
+        col = CHECKPOINTS.c
+        ident: Any = (
+            col.checkpoint_id.collate("C") if self.backend == "postgresql" else col.checkpoint_id
+        )
+        where = [ident >= prefix, sa.func.substr(col.checkpoint_id, 1, len(prefix)) == prefix]
+        end = prefix_end(prefix)
+        if end is not None:
+            where.append(ident < end)
+        if runtime_id is not None:
+            # From 3 characters on the id range is the narrower one (1/4096 of the ids);
+            # `runtime_id || ''` keeps the planner from walking the runtime's index instead.
+            runtime = col.runtime_id + "" if len(prefix) >= 3 else col.runtime_id
+            where.append(runtime == runtime_id)
+        return sa.and_(*where)
+
+    def find_by_id_prefix(
+        self, prefix: str, runtime_id: str | None = None, *, limit: int | None = None
+    ) -> list[RuntimeCheckpoint]:
+        """Checkpoints whose id starts with `prefix` (in one runtime), in id order."""
+        require_id(prefix, "a checkpoint id prefix")
+        col = CHECKPOINTS.c
+        query = sa.select(col.checkpoint_id, col.data).where(self._id_prefix(prefix, runtime_id))
+        query = query.order_by(self._by_codepoint(col.checkpoint_id)).limit(limit)
+        return self._load_checkpoints(query)
+
+    def page_checkpoints(
+        self,
+        runtime_id: str,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        newest_first: bool = False,
+    ) -> list[RuntimeCheckpoint]:
+        """One runtime's checkpoints, oldest (or newest) first, from just after the checkpoint
+        `after` (ValueError when it is not one of the runtime's), at most `limit`."""
+        col = CHECKPOINTS.c
+        order = (col.created_at_ms, col.seq)
+        query = sa.select(col.checkpoint_id, col.data).where(col.runtime_id == runtime_id)
+        with self._read() as conn:
+            if after is not None:
+                anchor = conn.execute(
+                    sa.select(*order).where(
+                        col.checkpoint_id == after, col.runtime_id == runtime_id
+                    )
+                ).first()
+                if anchor is None:
+                    raise ValueError(f"{after!r} is not a checkpoint of runtime {runtime_id!r}")
+                key, mark = sa.tuple_(*order), sa.tuple_(*anchor)
+                query = query.where(key < mark if newest_first else key > mark)
+            query = query.order_by(*(c.desc() if newest_first else c for c in order))
+            rows = conn.execute(query.limit(limit)).all()
+        return self._checkpoints_of(rows)
+
+    def newest_named(self, name: str, runtime_id: str) -> RuntimeCheckpoint | None:
+        """The newest checkpoint of a runtime with exactly that name, or None."""
+        col = CHECKPOINTS.c
+        query = (
+            sa.select(col.checkpoint_id, col.data)
+            .where(col.name == name, col.runtime_id == runtime_id)
+            .order_by(col.created_at_ms.desc(), col.seq.desc())
+            .limit(1)
+        )
+        found = self._load_checkpoints(query)
+        return found[0] if found else None
+
+    def runtimes_naming(self, name: str, *, limit: int) -> list[str]:
+        """Runtimes (by id, at most `limit`) that have a checkpoint with exactly that name."""
+        col = CHECKPOINTS.c
+        query = (
+            sa.select(col.runtime_id)
+            .where(col.name == name)
+            .group_by(col.runtime_id)
+            .order_by(col.runtime_id)
+            .limit(limit)
+        )
+        with self._read() as conn:
+            return [str(rid) for (rid,) in conn.execute(query)]
+
+    def checkpoints_with_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
+        """Every checkpoint whose backend ref records that provider snapshot, oldest first."""
+        return self._select_checkpoints(CHECKPOINTS.c.backend_snapshot_id == snapshot_id)
+
+    def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
+        """Which of these blob ids some checkpoint names, as its context manifest or as its
+        backend snapshot."""
+        ids = list(dict.fromkeys(manifest_ids))
+        if not ids:
+            return set()
+        col = CHECKPOINTS.c
+        found: set[str] = set()
+        with self._read() as conn:
+            for column in (col.context_manifest_id, col.backend_snapshot_id):
+                query = sa.select(column).where(column.in_(ids)).distinct()
+                found.update(str(value) for (value,) in conn.execute(query))
+        return found
+
+    def _load_checkpoints(self, query: Any) -> list[RuntimeCheckpoint]:
+        """The checkpoints a query of (checkpoint_id, data) rows selects."""
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return self._checkpoints_of(rows)
+
+    @staticmethod
+    def _checkpoints_of(rows: Sequence[Any]) -> list[RuntimeCheckpoint]:
+        return load_rows(RuntimeCheckpoint, rows, "checkpoint")
 
     # ---- heads ----------------------------------------------------------------------
 

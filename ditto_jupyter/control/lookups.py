@@ -1,0 +1,100 @@
+"""Finding checkpoints: by reference (id, id prefix, name) and a page at a time.
+
+Every lookup is an index lookup in the store, so neither gets slower as the store grows:
+an id prefix is a range on the id index (at most `PREFIX_MATCHES_COUNTED` rows read), a
+name a range on the name index, a page a range on the runtime's creation-order index.
+"""
+
+from __future__ import annotations
+
+from ditto_jupyter.control.store import CheckpointStore
+from ditto_jupyter.core.errors import CheckpointNotFound, InvalidRequest
+from ditto_jupyter.core.models import CheckpointListResult, RuntimeCheckpoint
+
+#: How many runtimes an ambiguous name lists in its error.
+NAMED_RUNTIMES_SHOWN = 10
+#: How many checkpoints an ambiguous id prefix counts before saying "or more".
+PREFIX_MATCHES_COUNTED = 100
+
+
+def resolve_checkpoint(
+    store: CheckpointStore, reference: str, runtime_id: str | None = None
+) -> RuntimeCheckpoint:
+    """A checkpoint named by id, unique id prefix, or name (within `runtime_id`).
+
+    A full id wins, then a name, then an id prefix; a name reused within a runtime means
+    its newest checkpoint. With no runtime given, a name that checkpoints of several
+    runtimes share is ambiguous: InvalidRequest naming them. CheckpointNotFound when
+    nothing matches; InvalidRequest when a prefix matches several.
+    """
+    if not reference:
+        raise InvalidRequest("a checkpoint reference must not be empty")
+    exact = store.get_checkpoint(reference)
+    if exact is not None:
+        return exact
+    named = _newest_named(store, reference, runtime_id)
+    if named is not None:
+        return named
+    matches = store.find_by_id_prefix(reference, runtime_id, limit=PREFIX_MATCHES_COUNTED)
+    if not matches:
+        where = f" in runtime {runtime_id}" if runtime_id else ""
+        raise CheckpointNotFound(f"no checkpoint named or starting with {reference!r}{where}")
+    if len(matches) > 1:
+        more = " or more" if len(matches) == PREFIX_MATCHES_COUNTED else ""
+        raise InvalidRequest(
+            f"{reference!r} matches {len(matches)}{more} checkpoints; give more of the id"
+        )
+    return matches[0]
+
+
+def _newest_named(
+    store: CheckpointStore, name: str, runtime_id: str | None
+) -> RuntimeCheckpoint | None:
+    """The newest checkpoint with that name, in `runtime_id` or else in the one runtime
+    that has one (InvalidRequest when several have)."""
+    if runtime_id is not None:
+        return store.newest_named(name, runtime_id)
+    runtimes = store.runtimes_naming(name, limit=NAMED_RUNTIMES_SHOWN + 1)
+    if len(runtimes) > 1:
+        shown = ", ".join(runtimes[:NAMED_RUNTIMES_SHOWN])
+        more = ", ..." if len(runtimes) > NAMED_RUNTIMES_SHOWN else ""
+        raise InvalidRequest(
+            f"{name!r} names checkpoints of several runtimes ({shown}{more}); "
+            "say which: RUNTIME:NAME, or the checkpoint id"
+        )
+    return store.newest_named(name, runtimes[0]) if runtimes else None
+
+
+def checkpoint_page(
+    store: CheckpointStore,
+    runtime_id: str,
+    *,
+    limit: int | None = None,
+    cursor: str | None = None,
+    newest_first: bool = False,
+) -> CheckpointListResult:
+    """One page of a runtime's checkpoints, oldest (or newest) first.
+
+    With `limit`, at most that many, and `next_cursor` names the last one when more
+    follow: pass it as `cursor` for the next page. Without, every checkpoint from
+    `cursor` on. InvalidRequest for a limit below 1 or a cursor that is not a checkpoint
+    of the runtime.
+    """
+    if limit is not None and limit < 1:
+        raise InvalidRequest(f"limit must be at least 1, got {limit}")
+    if cursor is not None:
+        anchor = store.get_checkpoint(cursor)
+        if anchor is None or anchor.runtime_id != runtime_id:
+            raise InvalidRequest(f"cursor {cursor!r} is not a checkpoint of runtime {runtime_id}")
+    page = store.page_checkpoints(
+        runtime_id,
+        limit=None if limit is None else limit + 1,
+        after=cursor,
+        newest_first=newest_first,
+    )
+    more = limit is not None and len(page) > limit
+    page = page[:limit]
+    return CheckpointListResult(
+        checkpoints=[c.summary() for c in page],
+        next_cursor=page[-1].checkpoint_id if more and page else None,
+    )

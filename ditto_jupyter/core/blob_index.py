@@ -1,0 +1,160 @@
+"""The blob store's object index: one SQLite file with the small objects and every reference.
+
+`objects.db` (WAL) under the blob store's root holds two tables:
+
+    chunks(digest, refs, touched, size, data)
+        every stored chunk. `data` is its stored form (codec tag + payload) when it is
+        small; NULL when it is a file `chunks/ab/<hex>`. `refs` counts the manifests that
+        list it. `size` is its stored size.
+    manifests(id, refs, touched, unchecked, document)
+        every manifest, its signed JSON document inline. `refs` counts the manifests that
+        list it under "manifests". `unchecked` is 1 until the control plane vouched that a
+        checkpoint references it, and again when such a reference went away.
+
+`touched` is when the object was last written or reused (Unix seconds), for the grace
+period. Two partial indexes are what make collection cost follow the garbage: unreferenced
+chunks by `touched`, unchecked manifests by id. Ids are stored as their 32 raw bytes.
+
+Several processes share the file (the server and its kernels). Every thread gets its own
+connection. Writes are short `BEGIN IMMEDIATE` transactions; commits do not fsync
+(`synchronous=NORMAL`) unless the caller asks for a durable one, which also makes every
+earlier commit durable (they precede it in the same log).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ditto_jupyter.core.blob_errors import BlobError
+
+#: File name of the object index inside the blob store's root.
+INDEX_FILE = "objects.db"
+#: Seconds a writer waits for another process's write transaction before giving up.
+BUSY_TIMEOUT_S = 30.0
+#: Chunks whose stored form is smaller than this live inline in the index, not in a file
+#: of their own: a file costs a 4 KiB block and an inode, a row some 50 bytes.
+SMALL_OBJECT_LIMIT = 64 * 1024
+_SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS chunks (
+        digest BLOB PRIMARY KEY,
+        refs INTEGER NOT NULL DEFAULT 0,
+        touched REAL NOT NULL,
+        size INTEGER NOT NULL,
+        data BLOB
+    )""",
+    "CREATE INDEX IF NOT EXISTS chunks_unreferenced ON chunks (touched) WHERE refs = 0",
+    """CREATE TABLE IF NOT EXISTS manifests (
+        id BLOB PRIMARY KEY,
+        refs INTEGER NOT NULL DEFAULT 0,
+        touched REAL NOT NULL,
+        unchecked INTEGER NOT NULL DEFAULT 1,
+        document BLOB NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS manifests_unchecked ON manifests (id) WHERE unchecked = 1",
+)
+
+
+def key_of(hex_id: str) -> bytes:
+    """The stored form of a 64-hex-digit id."""
+    return bytes.fromhex(hex_id)
+
+
+def hex_of(key: bytes) -> str:
+    """The 64-hex-digit id of a stored key."""
+    return key.hex()
+
+
+class ObjectIndex:
+    """The SQLite file of one blob store, with a connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        if not path.exists():  # private from the first byte; SQLite gives -wal/-shm its mode
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        self._create_schema()
+
+    def _create_schema(self) -> None:
+        conn = self.connection()
+        try:
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes on a new file
+            conn.execute("PRAGMA journal_mode = WAL")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise BlobError(
+                    f"the blob index {self.path} has version {version}, newer than the "
+                    f"{_SCHEMA_VERSION} this ditto-jupyter understands; upgrade ditto-jupyter"
+                )
+            if version < _SCHEMA_VERSION:
+                with self.write() as writing:
+                    for statement in _SCHEMA:
+                        writing.execute(statement)
+                    writing.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise BlobError(f"cannot open the blob index {self.path}: {exc}") from None
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use), in autocommit mode."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA journal_size_limit = 67108864")
+            except sqlite3.DatabaseError as exc:
+                raise BlobError(f"cannot open the blob index {self.path}: {exc}") from None
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def write(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction; `durable` commits with an fsync (and so every earlier one)."""
+        conn = self.connection()
+        try:
+            if durable:
+                conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as exc:
+            raise BlobError(f"cannot write the blob index {self.path}: {exc}") from None
+        try:
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise BlobError(f"cannot write the blob index {self.path}: {exc}") from None
+        finally:
+            if durable:
+                conn.execute("PRAGMA synchronous = NORMAL")
+
+    def read(self, sql: str, parameters: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        """Every row of one query, read outside any write transaction."""
+        try:
+            return self.connection().execute(sql, parameters).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise BlobError(f"cannot read the blob index {self.path}: {exc}") from None
+
+    def return_free_pages(self, batch: int = 256) -> None:
+        """Give the file's free pages back to the file system (after a collection), `batch`
+        pages per transaction so that writers never wait long."""
+        conn = self.connection()
+        try:
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            while free > 0:
+                conn.execute(f"PRAGMA incremental_vacuum({int(batch)})").fetchall()
+                left = conn.execute("PRAGMA freelist_count").fetchone()[0]
+                if left >= free:  # not an incremental-vacuum file: nothing to give back
+                    return
+                free = left
+        except sqlite3.OperationalError:  # busy: the next collection tries again
+            return

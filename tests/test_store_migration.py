@@ -1,0 +1,162 @@
+"""A data directory written by the release before issue 15 opens, migrates in place, and
+keeps every checkpoint: the store goes to schema 2 and the blob store to the object index.
+
+The fixture (tests/fixtures/release_store) was made by that release's own code
+(tests/fixtures/make_release_store.py, run at commit bc0917e): three runtimes, a checkout
+child, a paused runtime, a name two runtimes share, a clean re-checkpoint sharing a
+snapshot, and a deleted snapshot whose chunks that release had not collected yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import sqlite3
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import pytest
+
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.control.store import SCHEMA_VERSION
+from ditto_jupyter.core.errors import InvalidRequest, UnsupportedBackend
+from ditto_jupyter.wiring import open_runtime_service
+from tests.fakes.fake_context_capture import InMemoryContextCapture
+
+RELEASE = Path(__file__).resolve().parent / "fixtures" / "release_store"
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    target = tmp_path / "data"
+    shutil.copytree(RELEASE, target)
+    return target
+
+
+@pytest.fixture
+def expected(data_dir: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((data_dir / "expected.json").read_text())
+    return loaded
+
+
+@pytest.fixture
+def service(data_dir: Path) -> Iterator[RuntimeService]:
+    opened = open_runtime_service(data_dir, context_factory=InMemoryContextCapture)
+    yield opened
+    opened.close_store()
+
+
+def namespace_of(service: RuntimeService, checkpoint_id: str) -> Any:
+    """The namespace a checkpoint's context manifest holds (the test capture's JSON)."""
+    manifest_id = service.get_checkpoint(checkpoint_id).context_manifest_id
+    assert manifest_id is not None
+    body = service.blobs.get_manifest(manifest_id)
+    return orjson.loads(service.blobs.get_bytes(body["chunks"]))
+
+
+def files_of_checkout(service: RuntimeService, checkpoint_id: str) -> dict[str, str]:
+    """SHA-256 of every file a checkout of the checkpoint materialises."""
+    child = run(service.checkout(checkpoint_id)).runtime.runtime_id
+    workspace = service.workspace_path(child)
+    assert workspace is not None
+    files = {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in workspace.iterdir()
+        if path.is_file()
+    }
+    run(service.close(child))
+    return files
+
+
+def check_every_checkpoint(service: RuntimeService, expected: dict[str, Any]) -> None:
+    """Each checkpoint holds its namespace, and the ones with a snapshot their files."""
+    for checkpoint_id, holds in expected["checkpoints"].items():
+        assert namespace_of(service, checkpoint_id) == holds["namespace"], checkpoint_id
+        if checkpoint_id in expected["deleted_snapshot"]:
+            with pytest.raises(UnsupportedBackend):
+                run(service.checkout(checkpoint_id))
+        else:
+            assert files_of_checkout(service, checkpoint_id) == holds["files"], checkpoint_id
+
+
+def test_the_release_data_directory_migrates_in_place(
+    data_dir: Path, service: RuntimeService, expected: dict[str, Any]
+) -> None:
+    with sqlite3.connect(data_dir / "ditto.db") as raw:
+        assert raw.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    raw.close()
+    blobs = data_dir / "blobs"
+    assert not (blobs / "manifests").exists() and (blobs / "objects.db").exists()
+    old_manifests = {p.stem for p in (RELEASE / "blobs" / "manifests").glob("*.json")}
+    assert set(service.blobs.iter_manifests()) == old_manifests
+    check_every_checkpoint(service, expected)
+
+
+def test_lookups_work_on_the_migrated_store(
+    service: RuntimeService, expected: dict[str, Any]
+) -> None:
+    runtimes = expected["runtimes"]
+    for checkpoint_id in expected["checkpoints"]:
+        assert service.resolve_checkpoint(checkpoint_id[:12]).checkpoint_id == checkpoint_id
+    first = service.resolve_checkpoint("first")
+    assert first.runtime_id == runtimes["one"]
+    with pytest.raises(InvalidRequest, match="names checkpoints of several runtimes") as refused:
+        service.resolve_checkpoint("shared")
+    assert runtimes["one"] in str(refused.value) and runtimes["two"] in str(refused.value)
+    assert service.resolve_checkpoint("shared", runtimes["two"]).runtime_id == runtimes["two"]
+    listed = run(service.list_checkpoints(runtimes["one"], limit=2))
+    assert len(listed.checkpoints) == 2 and listed.next_cursor is not None
+    rest = run(service.list_checkpoints(runtimes["one"], limit=2, cursor=listed.next_cursor))
+    assert len(rest.checkpoints) == 1 and rest.next_cursor is None
+    everything = run(service.list_checkpoints(runtimes["one"]))
+    assert [c.checkpoint_id for c in everything.checkpoints] == [
+        c.checkpoint_id for c in listed.checkpoints + rest.checkpoints
+    ]
+
+
+def test_gc_after_migration_frees_only_the_unreachable(
+    service: RuntimeService, expected: dict[str, Any]
+) -> None:
+    """The release left a deleted snapshot's chunks behind: they go, nothing else does."""
+    before = {digest for digest, _ in service.blobs.iter_chunks()}
+    report = service.gc(grace_seconds=0)
+    after = {digest for digest, _ in service.blobs.iter_chunks()}
+    assert report.freed_chunks == len(before - after) > 0
+    assert report.freed_manifests == 0
+    check_every_checkpoint(service, expected)
+    # the counts imported with the old manifests are right: deleting one snapshot frees
+    # only what no other checkpoint lists
+    first = service.resolve_checkpoint("first")
+    run(service.delete_snapshot(first.checkpoint_id))
+    service.gc(grace_seconds=0)
+    expected["deleted_snapshot"].append(first.checkpoint_id)
+    check_every_checkpoint(service, expected)
+
+
+def test_a_paused_runtime_of_the_release_resumes_and_checkpoints(
+    service: RuntimeService, expected: dict[str, Any]
+) -> None:
+    two = expected["runtimes"]["two"]
+    run(service.resume(two))
+    context = service.context
+    assert isinstance(context, InMemoryContextCapture)
+    assert context.namespace(two) == {"z": [1, 2, 3]}
+    context.execute(two, more=True)
+    backend = service.backends.get(two)
+    assert backend is not None
+    run(backend.write_bytes("new.txt", b"after the upgrade"))
+    checkpoint_id = run(service.checkpoint(two, name="after")).checkpoint_id
+    assert namespace_of(service, checkpoint_id) == {"z": [1, 2, 3], "more": True}
+    files = files_of_checkout(service, checkpoint_id)
+    assert files["new.txt"] == hashlib.sha256(b"after the upgrade").hexdigest()
+    paused = service.resolve_checkpoint("pause").checkpoint_id
+    assert files["z.txt"] == expected["checkpoints"][paused]["files"]["z.txt"]
