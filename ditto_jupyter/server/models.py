@@ -15,6 +15,7 @@ from ditto_jupyter.core.models import (
     CheckpointSummary,
     ContextCapture,
     RuntimeRecord,
+    SessionLifecycleStatus,
     UnrestorableValue,
 )
 
@@ -86,3 +87,30 @@ class CheckpointDetail(_ExtensionModel):
 
     checkpoint: CheckpointSummary
     context_manifest_id: str | None
+
+
+class CheckoutOrigin(_ExtensionModel):
+    """Where a checkout child came from: the source runtime and its checkpoint."""
+
+    runtime_id: str
+    checkpoint_id: str
+
+
+class CheckoutBranch(_ExtensionModel):
+    """A runtime checked out from one of this runtime's checkpoints."""
+
+    runtime_id: str
+    checkpoint_id: str
+    conversation_id: str
+    status: SessionLifecycleStatus
+
+
+class RuntimeLineage(_ExtensionModel):
+    """GET /api/v1/runtimes/{runtime_id}/lineage: what a checkpoint tree needs beside the
+    listing: the head, where the runtime was checked out from, and the checkouts made
+    from its checkpoints (the side panel draws these as branches)."""
+
+    runtime_id: str
+    head: CheckpointSummary | None
+    source: CheckoutOrigin | None
+    checkouts: list[CheckoutBranch]

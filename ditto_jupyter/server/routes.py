@@ -13,7 +13,9 @@ about itself from a magic (it is busy running the magic, so it captures or resto
 own namespace and the server only records the result; `self/checkout` skips the idle
 check for the caller's own checkpoints), and two reads of one checkpoint by id, unique id
 prefix or name: `GET /api/v1/runtimes/{runtime_id}/checkpoints/{reference}` within a
-runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
+runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes. The side
+panel also reads `GET /api/v1/runtimes/{runtime_id}/lineage` (head, checkout origin,
+checkouts made from the runtime) to draw a checkpoint tree with its branches.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from ditto_jupyter.server.models import (
     CheckpointDetail,
     ExecRequest,
     ExecResponse,
+    RuntimeLineage,
     RuntimeRestoreRequest,
     RuntimeRestoreResult,
     SelfCheckoutRequest,
@@ -336,6 +339,16 @@ _TABLE = (
         (RuntimeNotFound,),
         lambda sessions, req: sessions.list_checkpoints(req.path["runtime_id"], req.user),
         trailing_slash=True,
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/{{runtime_id}}/lineage",
+        "Get a runtime's head, checkout origin and checkouts",
+        "get_runtime_lineage",
+        None,
+        RuntimeLineage,
+        (RuntimeNotFound,),
+        lambda sessions, req: sessions.lineage(req.path["runtime_id"], req.user),
     ),
     RouteSpec[None](
         "GET",
