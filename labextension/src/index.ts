@@ -147,14 +147,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     let settle: number | undefined;
     app.serviceManager.sessions.runningChanged.connect(() => {
-      window.clearTimeout(settle);
-      settle = window.setTimeout(() => void model.refresh(), SESSIONS_SETTLE_MS);
+      if (model.active) {
+        window.clearTimeout(settle);
+        settle = window.setTimeout(() => void model.refresh(), SESSIONS_SETTLE_MS);
+      }
     });
 
-    void app.restored.then(async () => {
-      await model.refresh();
-      followFocus();
-    });
+    void app.restored.then(followFocus);
   }
 };
 

@@ -207,6 +207,24 @@ export class RuntimesModel {
     return lineage ? lineage.checkouts.filter(c => c.checkpoint_id === checkpointId) : [];
   }
 
+  /** Whether the panel has been shown: only then is the whole runtime list loaded. */
+  get active(): boolean {
+    return this._active;
+  }
+
+  /**
+   * The panel is shown for the first time: load the runtime list. Until then the model
+   * holds only what the notebook toolbars ask for (their own runtimes), so a JupyterLab
+   * whose panel stays closed never lists every runtime.
+   */
+  activate(): Promise<void> {
+    if (!this._active) {
+      this._active = true;
+      this._activation = this.refresh();
+    }
+    return this._activation;
+  }
+
   /** Reload the runtime list (and the lineage of every opened runtime). */
   async refresh(): Promise<void> {
     try {
@@ -481,15 +499,13 @@ export class RuntimesModel {
     } else if (this._focusPath) {
       pinned = this.runtimeForPath(this._focusPath)?.runtime_id ?? null;
     }
-    if (pinned === this._pinnedId) {
-      return false;
-    }
+    const changed = pinned !== this._pinnedId;
     this._pinnedId = pinned;
-    if (pinned !== null && !this._autoExpanded.has(pinned)) {
+    if (this._active && pinned !== null && !this._autoExpanded.has(pinned)) {
       this._autoExpanded.add(pinned);
       void this.expand(pinned);
     }
-    return true;
+    return changed;
   }
 
   private _emit(): void {
@@ -513,4 +529,6 @@ export class RuntimesModel {
   private _focusPath: string | null = null;
   private _error: string | null = null;
   private _loaded = false;
+  private _active = false;
+  private _activation: Promise<void> = Promise.resolve();
 }

@@ -128,6 +128,8 @@ export class NotebookToolbarExtension
       const id = panel.sessionContext.session?.id;
       if (id && !model.runtime(id)) {
         void model.refreshRuntime(id);
+      } else if (!id) {
+        void model.activate(); // no session (a paused runtime?): find it by path
       }
       state.update();
     };

@@ -7,6 +7,7 @@ import { ReactWidget, UseSignal } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { caretDownIcon, caretRightIcon, refreshIcon } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
+import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { CommandIDs } from '../commandIds';
@@ -34,6 +35,11 @@ export class RuntimesPanel extends ReactWidget {
     this.title.caption = trans.__('Runtimes');
     this.node.setAttribute('role', 'region');
     this.node.setAttribute('aria-label', trans.__('Runtimes'));
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    void this.model.activate();
   }
 
   render(): JSX.Element {
