@@ -20,24 +20,31 @@ export function formatBytes(bytes: number): string {
   return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
 }
 
+/** A translation function: a template with %1, %2... and its arguments (`trans.__`). */
+export type Translate = (template: string, ...args: (string | number)[]) => string;
+
+/** Fills %1, %2... in, untranslated (what `nullTranslator` does). */
+export const untranslated: Translate = (template, ...args) =>
+  template.replace(/%(\d+)/g, (match, n) => (args[Number(n) - 1] ?? match).toString());
+
 /** How long ago `then` was, at `now` (both ms): "just now", "5 min ago", "3 h ago", ... */
-export function formatAge(then: number, now: number): string {
+export function formatAge(then: number, now: number, t: Translate = untranslated): string {
   const seconds = Math.max(0, Math.round((now - then) / 1000));
   if (seconds < 10) {
-    return 'just now';
+    return t('just now');
   }
   if (seconds < 60) {
-    return `${seconds} s ago`;
+    return t('%1 s ago', seconds);
   }
   const minutes = Math.floor(seconds / 60);
   if (minutes < 60) {
-    return `${minutes} min ago`;
+    return t('%1 min ago', minutes);
   }
   const hours = Math.floor(minutes / 60);
   if (hours < 48) {
-    return `${hours} h ago`;
+    return t('%1 h ago', hours);
   }
-  return `${Math.floor(hours / 24)} d ago`;
+  return t('%1 d ago', Math.floor(hours / 24));
 }
 
 /** The first 8 characters of an id, enough to tell checkpoints apart at a glance. */

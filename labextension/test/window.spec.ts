@@ -2,7 +2,14 @@
  * Virtual scrolling arithmetic, and the small formatting helpers the rows use.
  */
 
-import { baseName, checkpointLabel, formatAge, formatBytes, shortId } from '../src/format';
+import {
+  baseName,
+  checkpointLabel,
+  formatAge,
+  formatBytes,
+  shortId,
+  untranslated
+} from '../src/format';
 import { isRuntimeEvent, RUNTIME_EVENT_SCHEMA_ID } from '../src/models';
 import { nearEnd, scrollToShow, visibleRows } from '../src/tree/window';
 
@@ -53,6 +60,13 @@ describe('format', () => {
     expect(formatAge(now - 3 * 3_600_000, now)).toBe('3 h ago');
     expect(formatAge(now - 72 * 3_600_000, now)).toBe('3 d ago');
     expect(formatAge(now + 5000, now)).toBe('just now');
+  });
+
+  it('puts ages through the translation function', () => {
+    const german = (template: string, ...args: (string | number)[]): string =>
+      ({ '%1 min ago': 'vor %1 Min.' })[template]?.replace('%1', String(args[0])) ?? template;
+    expect(formatAge(1_000_000 - 5 * 60_000, 1_000_000, german)).toBe('vor 5 Min.');
+    expect(untranslated('%2 of %1', 'a', 'b')).toBe('b of a');
   });
 
   it('names things', () => {

@@ -59,6 +59,35 @@ def test_panel_scenario(page: Page, lab_server: LabServer) -> None:
     expect(lab.notification("Restored first.")).to_be_visible(timeout=STEP_MS)
     assert lab.run_cell("print(x)") == "1"
 
+    # Keyboard and menus: Ctrl+Alt+C in the notebook asks for a checkpoint's name; the
+    # tree moves its selection with the arrow keys; a row's context menu and the command
+    # palette hold the actions.
+    lab.cells().first.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Control+Alt+c")
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Name (optional)")
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
+    tree = pinned.get_by_role("tree", name="Checkpoints of work.ipynb")
+    tree.focus()
+    page.keyboard.press("Home")
+    expect(lab.checkpoint_row(pinned, "x-is-2")).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("ArrowDown")
+    expect(first).to_have_attribute("aria-selected", "true")
+    expect(tree).to_have_attribute("aria-activedescendant", first.get_attribute("id") or "")
+    first.click(button="right")
+    menu = page.locator(".lm-Menu")
+    for label in ("Restore Checkpoint…", "Check Out Checkpoint", "Delete Checkpoint Snapshot…"):
+        expect(menu.get_by_text(label, exact=True)).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(menu).to_have_count(0)
+    page.keyboard.press("Control+Shift+c")
+    palette = page.locator(".lm-CommandPalette")
+    palette.locator("input").fill("runtime")
+    for label in ("Checkpoint Runtime…", "Pause Runtime", "Close Runtime…"):
+        expect(palette.get_by_text(label, exact=True)).to_be_visible()
+    page.keyboard.press("Escape")
+
     # 4. Check out "first": the child notebook opens on its kernel, which holds x == 1,
     #    and the tree draws the branch.
     first.click()

@@ -37,10 +37,34 @@ export class RuntimesPanel extends ReactWidget {
     this.node.setAttribute('aria-label', trans.__('Runtimes'));
   }
 
-  protected onAfterShow(msg: Message): void {
-    super.onAfterShow(msg);
-    void this.model.activate();
+  /**
+   * Load the runtime list the first time the panel is on screen. Watched in the DOM:
+   * JupyterLab's sidebar shows a panel while its container is still hidden, so Lumino's
+   * after-show message does not always reach it.
+   */
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    if (this.model.active || typeof IntersectionObserver === 'undefined') {
+      void this.model.activate();
+      return;
+    }
+    this._visibility = new IntersectionObserver(entries => {
+      if (entries.some(entry => entry.isIntersecting)) {
+        this._visibility?.disconnect();
+        this._visibility = null;
+        void this.model.activate();
+      }
+    });
+    this._visibility.observe(this.node);
   }
+
+  protected onBeforeDetach(msg: Message): void {
+    this._visibility?.disconnect();
+    this._visibility = null;
+    super.onBeforeDetach(msg);
+  }
+
+  private _visibility: IntersectionObserver | null = null;
 
   render(): JSX.Element {
     return (
@@ -170,7 +194,7 @@ function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
           className="jp-DittoRuntime-age"
           title={trans.__('Last change: %1', new Date(runtime.updated_at_ms).toLocaleString())}
         >
-          {formatAge(runtime.updated_at_ms, now)}
+          {formatAge(runtime.updated_at_ms, now, (m, ...a) => trans.__(m, ...a))}
         </span>
       </div>
       <div className="jp-DittoRuntime-sub">

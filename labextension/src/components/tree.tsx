@@ -223,11 +223,8 @@ function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
   const { checkpoint, index, head, selected, checkouts, trans, now } = props;
   const label = checkpointLabel(checkpoint);
   const lost = checkpoint.unrestorable.length;
-  const parts = [
-    label,
-    formatAge(checkpoint.created_at_ms, now),
-    formatBytes(checkpoint.bytes_written)
-  ];
+  const age = formatAge(checkpoint.created_at_ms, now, (m, ...a) => trans.__(m, ...a));
+  const parts = [label, age, formatBytes(checkpoint.bytes_written)];
   if (head) {
     parts.push(trans.__('head'));
   }
@@ -291,7 +288,7 @@ function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
         className="jp-DittoCheckpoint-meta"
         title={new Date(checkpoint.created_at_ms).toLocaleString()}
       >
-        {`${formatBytes(checkpoint.bytes_written)} · ${formatAge(checkpoint.created_at_ms, now)}`}
+        {`${formatBytes(checkpoint.bytes_written)} · ${age}`}
       </span>
     </div>
   );
