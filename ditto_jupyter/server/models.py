@@ -106,9 +106,11 @@ class CheckoutBranch(_ExtensionModel):
 
 
 class RuntimeLineage(_ExtensionModel):
-    """GET /api/v1/runtimes/{runtime_id}/lineage: what a checkpoint tree needs beside the
-    listing: the head, where the runtime was checked out from, and the checkouts made
-    from its checkpoints (the side panel draws these as branches)."""
+    """GET /api/v1/runtimes/{runtime_id}/lineage: head, checkout origin, checkouts from it.
+
+    What a checkpoint tree needs beside the listing; the side panel draws the checkouts
+    made from a checkpoint as branches, and the origin as where the tree starts.
+    """
 
     runtime_id: str
     head: CheckpointSummary | None
