@@ -59,7 +59,7 @@ from ditto_jupyter.core.models import (  # noqa: E402
 )
 from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace  # noqa: E402
 from ditto_jupyter.wiring import open_runtime_service  # noqa: E402
-from tests.browser.conftest import chromium_path  # noqa: E402
+from tests.browser.conftest import launch_chromium  # noqa: E402
 from tests.browser.lab_page import Lab  # noqa: E402
 from tests.browser.lab_server import LabServer  # noqa: E402
 
@@ -353,11 +353,7 @@ def median(values: list[float]) -> float:
 def main() -> None:
     server = prepare_ditto()  # before Playwright: its sync API runs an event loop
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium_path(),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )
+        browser = launch_chromium(playwright)
         try:
             ours = measure_ditto(browser, server)
             print(json.dumps({"ditto": ours}), flush=True)

@@ -171,7 +171,7 @@ def _screenshot(lab: Lab, path: Path) -> None:
         close.click()
     expect(lab.page.locator(".Toastify__toast")).to_have_count(0, timeout=STEP_MS)
     lab.page.mouse.move(0, 0)
-    lab.page.locator("#ditto-runtimes-panel").screenshot(path=str(path))
+    lab.page.locator("#ditto-runtimes-panel .jp-DittoPanel-body").screenshot(path=str(path))
 
 
 def _widen_panel(lab: Lab, pixels: int) -> None:
