@@ -6,8 +6,9 @@ after `x = 2` a restore from the panel brings `x` back to 1; a checkout opens th
 notebook on a kernel that holds `x == 1` and draws the branch; pause shows the paused
 state and Resume in the notebook toolbar reattaches the notebook to a new kernel that
 still has `x == 1`; a checkout while a cell sleeps shows the SessionBusy notification; a
-`%checkpoint` typed in a cell appears in the panel without a reload. Along the way the
-panel is saved as screenshots in the light and the dark theme (docs/images/).
+`%checkpoint` typed in a cell appears in the panel without a reload; delete-snapshot and
+close each confirm first. The panel is saved as screenshots in the light and the dark
+theme (docs/images/).
 """
 
 from __future__ import annotations
@@ -160,6 +161,19 @@ def test_panel_scenario(page: Page, lab_server: LabServer) -> None:
     lab.set_theme("JupyterLab Dark")
     _screenshot(lab, IMAGES / "panel-dark.png")
     lab.set_theme("JupyterLab Light")
+
+    # Delete snapshot and close, each after its confirmation.
+    x_is_2 = lab.checkpoint_row(lab.pinned(), "x-is-2")
+    x_is_2.click()
+    details = lab.pinned().locator(".jp-DittoDetails")
+    details.get_by_role("button", name="Delete snapshot x-is-2").click()
+    lab.dialog_accept()
+    expect(x_is_2.locator(".jp-DittoBadge.jp-mod-muted")).to_have_text("no snapshot")
+    expect(details).to_contain_text("deleted (variables only)")
+    child = lab.runtime(child_name)
+    child.get_by_role("button", name=f"Close {child_name}").click()
+    lab.dialog_accept()
+    expect(lab.status(child)).to_have_text("closed", timeout=STEP_MS)
 
     assert panel.is_visible()
     assert errors == [], errors
