@@ -25,7 +25,7 @@ LABEXT_SOURCES := $(shell find $(LABEXT)/src $(LABEXT)/style $(LABEXT)/schema -t
 	$(LABEXT)/package.json $(LABEXT)/tsconfig.json
 LABEXT_LINKED := $(VENV)/.labextension-linked
 
-.PHONY: lab test lint typecheck jstest pytest postgresql chromium labextension bench clean
+.PHONY: lab test lint typecheck jstest pytest postgresql chromium labextension screenshots bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,10 @@ $(CHROMIUM_STAMP):
 ## pytest runs the tests and, through nbval, the tutorial notebooks with their outputs.
 pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(LABEXT_BUILT)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+
+## Refresh the panel's screenshots in docs/images/ (the browser test, told to keep them).
+screenshots: $(VENV)/.installed-test $(CHROMIUM_STAMP) $(LABEXT_BUILT)
+	DITTO_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/browser/test_panel.py
 
 ## Run every benchmark side by side with its anchor; tables go to benchmarks/RESULTS.md.
 bench: $(VENV)/.installed-bench

@@ -8,11 +8,14 @@ state and Resume in the notebook toolbar reattaches the notebook to a new kernel
 still has `x == 1`; a checkout while a cell sleeps shows the SessionBusy notification; a
 `%checkpoint` typed in a cell appears in the panel without a reload; delete-snapshot and
 close each confirm first. The panel is saved as screenshots in the light and the dark
-theme (docs/images/).
+theme: into the test's temporary folder, or into docs/images/ when
+`DITTO_UPDATE_SCREENSHOTS=1` is set (`make screenshots`), so `make test` leaves the
+checkout as it found it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -21,10 +24,16 @@ from playwright.sync_api import Page, expect
 from tests.browser.lab_page import STEP_MS, Lab
 from tests.browser.lab_server import REPO, LabServer
 
-IMAGES = REPO / "docs" / "images"
+DOCS_IMAGES = REPO / "docs" / "images"
 
 
-def test_panel_scenario(page: Page, lab_server: LabServer) -> None:
+def screenshot_dir(tmp_path: Path) -> Path:
+    """docs/images when asked to refresh the documentation's screenshots, else `tmp_path`."""
+    return DOCS_IMAGES if os.environ.get("DITTO_UPDATE_SCREENSHOTS") == "1" else tmp_path
+
+
+def test_panel_scenario(page: Page, lab_server: LabServer, tmp_path: Path) -> None:
+    images = screenshot_dir(tmp_path)
     lab_server.write_notebook("work.ipynb")
     lab = Lab(page, lab_server)
     errors: list[str] = []
@@ -156,10 +165,10 @@ def test_panel_scenario(page: Page, lab_server: LabServer) -> None:
     # Screenshots of the panel: the tree forked by the restore, the branch to the child.
     lab.checkpoint_row(lab.pinned(), "first").click()
     _widen_panel(lab, 140)
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    _screenshot(lab, IMAGES / "panel-light.png")
+    images.mkdir(parents=True, exist_ok=True)
+    _screenshot(lab, images / "panel-light.png")
     lab.set_theme("JupyterLab Dark")
-    _screenshot(lab, IMAGES / "panel-dark.png")
+    _screenshot(lab, images / "panel-dark.png")
     lab.set_theme("JupyterLab Light")
 
     # Delete snapshot and close, each after its confirmation.
