@@ -12,8 +12,20 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),,sudo)
 # Records that Debian's `postgresql` (the server tests/test_store_postgres.py starts) was
 # installed. Outside .venv on purpose: `make clean` does not uninstall system packages.
 POSTGRESQL_STAMP := .make/postgresql.installed
+# Debian's chromium, the browser of tests/browser/ (Playwright's own download cannot run here).
+CHROMIUM_STAMP := .make/chromium.installed
 
-.PHONY: lab test lint typecheck pytest postgresql bench clean
+# The JupyterLab extension (the Runtimes panel): node packages from the committed yarn.lock
+# (CI=true makes Yarn refuse to change it), built into ditto_jupyter/labextension.
+LABEXT := labextension
+JLPM := $(abspath $(BIN))/jlpm
+NODE_STAMP := .make/labextension-node.installed
+LABEXT_BUILT := ditto_jupyter/labextension/package.json
+LABEXT_SOURCES := $(shell find $(LABEXT)/src $(LABEXT)/style $(LABEXT)/schema -type f 2>/dev/null) \
+	$(LABEXT)/package.json $(LABEXT)/tsconfig.json
+LABEXT_LINKED := $(VENV)/.labextension-linked
+
+.PHONY: lab test lint typecheck jstest pytest postgresql chromium labextension screenshots bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +44,35 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $@ $(VENV)/.installed-test $(VENV)/.installed-user
 
-## Start JupyterLab on notebooks/ with the extension installed.
-lab: $(VENV)/.installed-user
+## Start JupyterLab on notebooks/ with the extensions installed (server and Runtimes panel).
+lab: $(VENV)/.installed-user $(LABEXT_LINKED)
 	$(BIN)/jupyter lab --no-browser --port=$(PORT) --notebook-dir=notebooks $(ALLOW_ROOT)
 
-## Lint, type-check and run the whole test suite.
+## Lint, type-check and run the whole test suite (Python, front-end units, the browser).
 test: $(VENV)/.installed-test
-	$(MAKE) lint typecheck pytest
+	$(MAKE) lint typecheck jstest pytest
+
+## Install the lab extension's node packages (once per change of package.json or yarn.lock).
+$(NODE_STAMP): $(LABEXT)/package.json $(LABEXT)/yarn.lock | $(VENV)/.installed-user
+	cd $(LABEXT) && $(JLPM) install --immutable
+	mkdir -p $(@D)
+	touch $@
+
+## Build the lab extension into ditto_jupyter/labextension (when a source changed).
+labextension: $(LABEXT_BUILT)
+
+$(LABEXT_BUILT): $(NODE_STAMP) $(LABEXT_SOURCES)
+	cd $(LABEXT) && PATH="$(abspath $(BIN)):$$PATH" $(JLPM) build:prod
+	touch $@
+
+# An editable install does not copy the extension into the environment: link it there.
+$(LABEXT_LINKED): $(LABEXT_BUILT) | $(VENV)/.installed-user
+	$(BIN)/jupyter labextension develop --overwrite .
+	touch $@
+
+## The lab extension's unit tests (tree layout, windowing), under jest.
+jstest: $(NODE_STAMP)
+	cd $(LABEXT) && $(JLPM) test
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check ditto_jupyter tests benchmarks
@@ -58,9 +92,23 @@ $(POSTGRESQL_STAMP):
 	mkdir -p $(@D)
 	touch $@
 
+## Install Debian's chromium for the browser tests (once; Debian/apt).
+chromium: $(CHROMIUM_STAMP)
+
+$(CHROMIUM_STAMP):
+	@command -v apt-get >/dev/null || { echo "make: the browser tests need Debian's chromium package, and apt-get is missing" >&2; exit 1; }
+	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get update
+	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+	mkdir -p $(@D)
+	touch $@
+
 ## pytest runs the tests and, through nbval, the tutorial notebooks with their outputs.
-pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP)
+pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(LABEXT_BUILT)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+
+## Refresh the panel's screenshots in docs/images/ (the browser test, told to keep them).
+screenshots: $(VENV)/.installed-test $(CHROMIUM_STAMP) $(LABEXT_BUILT)
+	DITTO_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/browser/test_panel.py
 
 ## Run every benchmark side by side with its anchor; tables go to benchmarks/RESULTS.md.
 bench: $(VENV)/.installed-bench

@@ -2,9 +2,10 @@
 
 The package root re-exports the worker API (portable state, BranchStore, token budgets,
 graphs and loops), like the seed library's root export. It is also the IPython extension
-(`%load_ext ditto_jupyter`) and the Jupyter server extension (enabled by the
-`jupyter_server_config.d` file shipped with the package). `workspace()` tells code in a
-kernel where its runtime's workspace is.
+(`%load_ext ditto_jupyter`), the Jupyter server extension (enabled by the
+`jupyter_server_config.d` file shipped with the package) and, through the built
+`labextension/` folder, the JupyterLab extension (the Runtimes side panel).
+`workspace()` tells code in a kernel where its runtime's workspace is.
 """
 
 from __future__ import annotations
@@ -99,3 +100,8 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     from ditto_jupyter.server import _jupyter_server_extension_points as points
 
     return points()
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """The JupyterLab extension (the Runtimes side panel), built into `labextension/`."""
+    return [{"src": "labextension", "dest": "ditto-jupyter"}]

@@ -546,6 +546,17 @@ class RuntimeService:
             self.store, runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
         )
 
+    def head_checkpoint(self, runtime_id: str) -> RuntimeCheckpoint | None:
+        """The runtime's current checkpoint, or None before its first one."""
+        self._session(runtime_id)
+        head = self.store.get_head(runtime_id)
+        return self._checkpoint(head) if head is not None else None
+
+    def checkouts_of(self, runtime_id: str) -> list[SessionRecord]:
+        """The runtimes checked out from this runtime's checkpoints, oldest first."""
+        self._session(runtime_id)
+        return [s for s in self.store.list_sessions() if s.source_runtime_id == runtime_id]
+
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint:
         """The internal checkpoint record (manifest ids included)."""
         return self._checkpoint(checkpoint_id)
@@ -597,6 +608,8 @@ class RuntimeService:
                     "handle_state": {},
                     "created_at_ms": now_ms(),
                     "updated_at_ms": now_ms(),
+                    "source_runtime_id": source.session_id,
+                    "source_checkpoint_id": checkpoint.checkpoint_id,
                 }
             )
             child, unrestorable = await self._start_context(

@@ -100,6 +100,9 @@ class SessionRecord(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at_ms: int = Field(default_factory=now_ms)
     updated_at_ms: int = Field(default_factory=now_ms)
+    #: A checkout child's origin: the runtime and checkpoint it was checked out from.
+    source_runtime_id: str | None = None
+    source_checkpoint_id: str | None = None
 
     def to_runtime(self) -> RuntimeRecord:
         """The public RuntimeRecord of this session."""
@@ -168,6 +171,7 @@ class RuntimeCheckpoint(_Strict):
             name=self.name,
             metadata=self.metadata,
             created_at_ms=self.created_at_ms,
+            bytes_written=self.bytes_written,
             has_provider_snapshot=bool(
                 self.backend_ref is not None and self.backend_ref.provider_snapshot_id
             ),
@@ -298,6 +302,8 @@ class CheckpointSummary(_Strict):
     name: str | None
     metadata: dict[str, Any]
     created_at_ms: int
+    #: Bytes the checkpoint wrote to the blob store (0 when everything was already stored).
+    bytes_written: int
     has_provider_snapshot: bool
     unrestorable: list[UnrestorableValue]
 

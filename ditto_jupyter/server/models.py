@@ -20,6 +20,7 @@ from ditto_jupyter.core.models import (
     RequestMetadata,
     RequestText,
     RuntimeRecord,
+    SessionLifecycleStatus,
     UnrestorableValue,
 )
 
@@ -189,3 +190,32 @@ class CheckpointListQuery(BaseModel):
     order: Literal["oldest", "newest"] = Field(
         default="oldest", description="`oldest` first (the default) or `newest` first."
     )
+
+
+class CheckoutOrigin(_ExtensionModel):
+    """Where a checkout child came from: the source runtime and its checkpoint."""
+
+    runtime_id: str
+    checkpoint_id: str
+
+
+class CheckoutBranch(_ExtensionModel):
+    """A runtime checked out from one of this runtime's checkpoints."""
+
+    runtime_id: str
+    checkpoint_id: str
+    conversation_id: str
+    status: SessionLifecycleStatus
+
+
+class RuntimeLineage(_ExtensionModel):
+    """GET /api/v1/runtimes/{runtime_id}/lineage: head, checkout origin, checkouts from it.
+
+    What a checkpoint tree needs beside the listing; the side panel draws the checkouts
+    made from a checkpoint as branches, and the origin as where the tree starts.
+    """
+
+    runtime_id: str
+    head: CheckpointSummary | None
+    source: CheckoutOrigin | None
+    checkouts: list[CheckoutBranch]

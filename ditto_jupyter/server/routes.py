@@ -21,6 +21,8 @@ runtime, `GET /api/v1/runtimes/checkpoints/{reference}` across all runtimes.
 against (`%budget`), with the figures `ditto budget` prints.
 Listing a runtime's checkpoints takes query parameters (`limit`, `cursor`, `order`): it
 pages.
+The side panel also reads `GET /api/v1/runtimes/{runtime_id}/lineage` (head, checkout
+origin, checkouts made from the runtime) to draw a checkpoint tree with its branches.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from ditto_jupyter.server.models import (
     ExecRequest,
     ExecResponse,
     RuntimeBudgetResult,
+    RuntimeLineage,
     RuntimeRestoreRequest,
     RuntimeRestoreResult,
     RuntimeWorkspace,
@@ -387,6 +390,16 @@ _TABLE = (
         _list_checkpoints,
         trailing_slash=True,
         query=CheckpointListQuery,
+    ),
+    RouteSpec[None](
+        "GET",
+        f"{API_PREFIX}/{{runtime_id}}/lineage",
+        "Get a runtime's head, checkout origin and checkouts",
+        "get_runtime_lineage",
+        None,
+        RuntimeLineage,
+        (RuntimeNotFound,),
+        lambda sessions, req: sessions.lineage(req.path["runtime_id"], req.user),
     ),
     RouteSpec[None](
         "GET",

@@ -50,7 +50,10 @@ from ditto_jupyter.core.models import (
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.models import (
     BudgetFigures,
+    CheckoutBranch,
+    CheckoutOrigin,
     RuntimeBudgetResult,
+    RuntimeLineage,
     RuntimeRestoreResult,
     RuntimeWorkspace,
 )
@@ -259,6 +262,32 @@ class RuntimeSessions:
         await self.ensure_runtime(runtime_id, user)
         return await self.service.list_checkpoints(
             runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
+        )
+
+    async def lineage(self, runtime_id: str, user: str) -> RuntimeLineage:
+        """The runtime's head, its checkout origin, and the checkouts made from it."""
+        await self.ensure_runtime(runtime_id, user)
+        session = self.service.session(runtime_id)
+        head = self.service.head_checkpoint(runtime_id)
+        source = None
+        if session.source_runtime_id and session.source_checkpoint_id:
+            source = CheckoutOrigin(
+                runtime_id=session.source_runtime_id,
+                checkpoint_id=session.source_checkpoint_id,
+            )
+        return RuntimeLineage(
+            runtime_id=runtime_id,
+            head=head.summary() if head is not None else None,
+            source=source,
+            checkouts=[
+                CheckoutBranch(
+                    runtime_id=child.session_id,
+                    checkpoint_id=str(child.source_checkpoint_id),
+                    conversation_id=child.conversation_id,
+                    status=child.status,
+                )
+                for child in self.service.checkouts_of(runtime_id)
+            ],
         )
 
     async def find_checkpoint(

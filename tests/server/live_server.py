@@ -97,7 +97,7 @@ class LiveServer:
         self.port = free_port()
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", f"--port={self.port}"],
+            self.command(),
             env=self.env(),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -113,6 +113,10 @@ class LiveServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+
+    def command(self) -> list[str]:
+        """The command line that starts the server (JupyterLab's fixture starts `jupyter lab`)."""
+        return [sys.executable, "-m", "jupyter_server", f"--port={self.port}"]
 
     def stop(self) -> None:
         """Stop the server the way Ctrl-C does (its kernels are shut down with it)."""

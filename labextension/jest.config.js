@@ -1,0 +1,10 @@
+// Front-end unit tests: the pure modules (tree layout, windowing, event handling) under
+// ts-jest, in node; the browser test (tests/browser/ in Python) covers the widgets.
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test'],
+  testRegex: '\\.spec\\.ts$',
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.test.json' }]
+  }
+};

@@ -1,0 +1,326 @@
+/**
+ * The runtime operations as the user meets them: dialogs first (a name, a confirmation),
+ * progress while they run, one-sentence notifications carrying the server's error code,
+ * and the notebook side of the result (open the checkout's notebook, reattach a resumed
+ * runtime's notebook to its new kernel).
+ */
+
+import { Dialog, InputDialog, Notification, showDialog } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { Session } from '@jupyterlab/services';
+import { TranslationBundle } from '@jupyterlab/translation';
+
+import { DittoApiError, errorText } from './api';
+import { checkpointLabel, shortId } from './format';
+import { RuntimesModel } from './model';
+import { IUnrestorableValue } from './models';
+import { reattachNotebook } from './reattach';
+
+/** Retries of an operation refused as busy while JupyterLab sees the kernel idle. */
+const BUSY_RETRIES = 3;
+
+/** The first wait before such a retry, in ms (doubled each time). */
+const BUSY_RETRY_MS = 250;
+
+/** Which operations ask first (the settings schema's confirmations). */
+export interface IConfirmations {
+  confirmRestore: boolean;
+  confirmClose: boolean;
+  confirmDeleteSnapshot: boolean;
+}
+
+/** What the actions need from the application. */
+export interface IActionsOptions {
+  model: RuntimesModel;
+  trans: TranslationBundle;
+  docManager: IDocumentManager | null;
+  notebooks: INotebookTracker | null;
+  sessions: Session.IManager;
+  confirmations: () => IConfirmations;
+}
+
+/** Runs the operations of the panel, the toolbar and the palette. */
+export class RuntimeActions {
+  constructor(private options: IActionsOptions) {}
+
+  private get model(): RuntimesModel {
+    return this.options.model;
+  }
+
+  private get trans(): TranslationBundle {
+    return this.options.trans;
+  }
+
+  /** Checkpoint a runtime, asking for an optional name. */
+  async checkpoint(runtimeId: string): Promise<void> {
+    const trans = this.trans;
+    const answer = await InputDialog.getText({
+      title: trans.__('Checkpoint'),
+      label: trans.__('Name (optional)'),
+      placeholder: trans.__('e.g. before-cleanup'),
+      okLabel: trans.__('Checkpoint')
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    const name = (answer.value ?? '').trim() || undefined;
+    await this.run(runtimeId, trans.__('Checkpointing…'), async () => {
+      const result = await this.call(runtimeId, () => this.model.api.checkpoint(runtimeId, name));
+      await this.model.noteCheckpoint(runtimeId, result.checkpoint_id, true);
+      return trans.__('Checkpoint %1 taken.', name ?? shortId(result.checkpoint_id));
+    });
+  }
+
+  /** Restore a checkpoint into the runtime's kernel, after confirming. */
+  async restore(runtimeId: string, checkpointId: string): Promise<void> {
+    const trans = this.trans;
+    const label = this.label(checkpointId);
+    if (this.options.confirmations().confirmRestore) {
+      const confirmed = await this.confirm(
+        trans.__('Restore checkpoint?'),
+        trans.__(
+          "The kernel's variables are replaced by those of %1. Workspace files are not changed.",
+          label
+        ),
+        trans.__('Restore')
+      );
+      if (!confirmed) {
+        return;
+      }
+    }
+    await this.run(runtimeId, trans.__('Restoring %1…', label), async () => {
+      const result = await this.call(runtimeId, () =>
+        this.model.api.restore(runtimeId, checkpointId)
+      );
+      await this.model.noteHead(runtimeId, result.checkpoint_id);
+      this.warnUnrestorable(result.unrestorable);
+      return trans.__('Restored %1.', label);
+    });
+  }
+
+  /** Check out a checkpoint into a new runtime and open its notebook on the new kernel. */
+  async checkout(checkpointId: string): Promise<void> {
+    const trans = this.trans;
+    const label = this.label(checkpointId);
+    const sourceId = this.model.checkpoint(checkpointId)?.runtime_id ?? null;
+    await this.run(sourceId, trans.__('Checking out %1…', label), async () => {
+      const result = await this.call(sourceId, () => this.model.api.checkout(checkpointId));
+      const childId = result.runtime.runtime_id;
+      await this.model.refreshRuntime(childId);
+      this.model.noteCheckout(result.source_runtime_id, childId, checkpointId);
+      this.warnUnrestorable(result.unrestorable ?? []);
+      if (result.notebook_path && this.options.docManager) {
+        this.options.docManager.openOrReveal(result.notebook_path);
+        return trans.__('Checked out %1 into %2.', label, result.notebook_path);
+      }
+      return trans.__('Checked out %1 into runtime %2.', label, shortId(childId));
+    });
+  }
+
+  /** Pause a runtime: its state is checkpointed and its kernel stops. */
+  async pause(runtimeId: string): Promise<void> {
+    const trans = this.trans;
+    await this.run(runtimeId, trans.__('Pausing…'), async () => {
+      const result = await this.call(runtimeId, () => this.model.api.pause(runtimeId));
+      await this.model.refreshRuntime(runtimeId);
+      await this.model.noteCheckpoint(runtimeId, result.checkpoint_id, true);
+      return trans.__('Paused %1.', this.runtimeName(runtimeId));
+    });
+  }
+
+  /** Resume a paused runtime and reattach its open notebooks to the new kernel. */
+  async resume(runtimeId: string): Promise<void> {
+    const trans = this.trans;
+    await this.run(runtimeId, trans.__('Resuming…'), async () => {
+      const result = await this.model.api.resume(runtimeId);
+      await this.model.refreshRuntime(runtimeId);
+      this.warnUnrestorable(result.unrestorable ?? []);
+      if (result.kernel_id) {
+        await this.reattach(runtimeId, result.runtime.conversation_id, result.kernel_id);
+      }
+      return trans.__('Resumed %1.', this.runtimeName(runtimeId));
+    });
+  }
+
+  /** Close a runtime for good (its checkpoints stay), after confirming. */
+  async close(runtimeId: string): Promise<void> {
+    const trans = this.trans;
+    const name = this.runtimeName(runtimeId);
+    if (this.options.confirmations().confirmClose) {
+      const confirmed = await this.confirm(
+        trans.__('Close runtime?'),
+        trans.__(
+          'The kernel of %1 stops and its workspace is released. Its checkpoints stay; check one out to continue from it.',
+          name
+        ),
+        trans.__('Close')
+      );
+      if (!confirmed) {
+        return;
+      }
+    }
+    await this.run(runtimeId, trans.__('Closing…'), async () => {
+      await this.model.api.close(runtimeId);
+      await this.model.refreshRuntime(runtimeId);
+      return trans.__('Closed %1.', name);
+    });
+  }
+
+  /** Delete a checkpoint's backend snapshot (the checkpoint stays), after confirming. */
+  async deleteSnapshot(checkpointId: string): Promise<void> {
+    const trans = this.trans;
+    const label = this.label(checkpointId);
+    const runtimeId = this.model.checkpoint(checkpointId)?.runtime_id ?? null;
+    if (this.options.confirmations().confirmDeleteSnapshot) {
+      const confirmed = await this.confirm(
+        trans.__('Delete snapshot?'),
+        trans.__(
+          "The workspace snapshot of %1 is deleted. The checkpoint keeps its variables, but checking it out no longer brings its files back.",
+          label
+        ),
+        trans.__('Delete')
+      );
+      if (!confirmed) {
+        return;
+      }
+    }
+    await this.run(runtimeId, trans.__('Deleting snapshot…'), async () => {
+      const result = await this.model.api.deleteSnapshot(checkpointId);
+      if (runtimeId) {
+        await this.model.noteCheckpoint(runtimeId, checkpointId, false);
+      }
+      return result.already_deleted
+        ? trans.__('The snapshot of %1 was already deleted.', label)
+        : trans.__('Deleted the snapshot of %1.', label);
+    });
+  }
+
+  /** Reattach every open notebook of a resumed runtime to its new kernel. */
+  private async reattach(runtimeId: string, path: string, kernelId: string): Promise<void> {
+    const panels: NotebookPanel[] = [];
+    this.options.notebooks?.forEach(panel => {
+      if (panel.sessionContext.session?.id === runtimeId || panel.context.path === path) {
+        panels.push(panel);
+      }
+    });
+    for (const panel of panels) {
+      const attached = await reattachNotebook(
+        panel.sessionContext,
+        this.options.sessions,
+        runtimeId,
+        kernelId
+      );
+      if (!attached) {
+        Notification.warning(
+          this.trans.__(
+            'The runtime resumed, but %1 could not be reattached; reopen the notebook.',
+            panel.context.path
+          )
+        );
+      }
+    }
+  }
+
+  /**
+   * Call the server; a SessionBusy answer is retried a few times, quickly, while
+   * JupyterLab sees the runtime's kernel idle: the server counts JupyterLab's own short
+   * requests (kernel info, the debugger's probe after a tab switch) as busy, and a click
+   * should not fail on those. A kernel running the user's code is busy in JupyterLab's
+   * eyes too, so that answer is shown at once.
+   */
+  private async call<T>(runtimeId: string | null, request: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await request();
+      } catch (error) {
+        const transient =
+          error instanceof DittoApiError &&
+          error.code === 'SessionBusy' &&
+          attempt < BUSY_RETRIES &&
+          runtimeId !== null &&
+          this.kernelIdleInLab(runtimeId);
+        if (!transient) {
+          throw error;
+        }
+        await new Promise(resolve => setTimeout(resolve, BUSY_RETRY_MS * 2 ** attempt));
+      }
+    }
+  }
+
+  /** Whether an open notebook of the runtime has a connected kernel JupyterLab sees idle. */
+  private kernelIdleInLab(runtimeId: string): boolean {
+    let idle = false;
+    this.options.notebooks?.forEach(panel => {
+      const kernel = panel.sessionContext.session?.kernel;
+      if (
+        panel.sessionContext.session?.id === runtimeId &&
+        kernel?.connectionStatus === 'connected' &&
+        kernel.status === 'idle'
+      ) {
+        idle = true;
+      }
+    });
+    return idle;
+  }
+
+  /**
+   * Run an operation with progress: the runtime's progress bar in the panel and a
+   * pending notification, then a short success note or the error's one sentence.
+   */
+  private async run(
+    runtimeId: string | null,
+    pending: string,
+    work: () => Promise<string>
+  ): Promise<void> {
+    if (runtimeId) {
+      this.model.setPending(runtimeId, pending);
+    }
+    const id = Notification.emit(pending, 'in-progress', { autoClose: false });
+    try {
+      const message = await work();
+      Notification.update({ id, message, type: 'success', autoClose: 4000 });
+    } catch (error) {
+      Notification.update({ id, message: errorText(error), type: 'error', autoClose: false });
+    } finally {
+      if (runtimeId) {
+        this.model.setPending(runtimeId, null);
+      }
+    }
+  }
+
+  private warnUnrestorable(values: IUnrestorableValue[]): void {
+    if (values.length > 0) {
+      Notification.warning(
+        this.trans._n(
+          'Not restored: %2.',
+          'Not restored (%1 values): %2.',
+          values.length,
+          values.map(v => `${v.name} (${v.type})`).join(', ')
+        ),
+        { autoClose: false }
+      );
+    }
+  }
+
+  private async confirm(title: string, body: string, accept: string): Promise<boolean> {
+    const result = await showDialog({
+      title,
+      body,
+      buttons: [
+        Dialog.cancelButton({ label: this.trans.__('Cancel') }),
+        Dialog.warnButton({ label: accept })
+      ]
+    });
+    return result.button.accept;
+  }
+
+  private label(checkpointId: string): string {
+    const known = this.model.checkpoint(checkpointId);
+    return known ? checkpointLabel(known) : shortId(checkpointId);
+  }
+
+  private runtimeName(runtimeId: string): string {
+    return this.model.runtime(runtimeId)?.conversation_id ?? shortId(runtimeId);
+  }
+}

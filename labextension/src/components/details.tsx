@@ -1,0 +1,130 @@
+/**
+ * The details of the selected checkpoint: its metadata, whether its snapshot still exists,
+ * the values it could not keep, the checkouts made from it, and its actions.
+ */
+
+import { TranslationBundle } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
+import * as React from 'react';
+
+import { CommandIDs } from '../commandIds';
+import { baseName, checkpointLabel, formatBytes, shortId } from '../format';
+import { RuntimesModel } from '../model';
+
+/** Props of `CheckpointDetails`. */
+export interface ICheckpointDetailsProps {
+  model: RuntimesModel;
+  runtimeId: string;
+  checkpointId: string;
+  commands: CommandRegistry;
+  trans: TranslationBundle;
+}
+
+/** The selected checkpoint, in full. */
+export function CheckpointDetails(props: ICheckpointDetailsProps): JSX.Element | null {
+  const { model, runtimeId, checkpointId, commands, trans } = props;
+  const checkpoint = model.tree(runtimeId)?.checkpoints.get(checkpointId);
+  if (!checkpoint) {
+    return null;
+  }
+  const runtime = model.runtime(runtimeId);
+  const head = model.lineage(runtimeId)?.head?.checkpoint_id === checkpointId;
+  const checkouts = model.checkoutsOf(runtimeId, checkpointId);
+  const metadata = Object.keys(checkpoint.metadata).length
+    ? JSON.stringify(checkpoint.metadata, null, 2)
+    : null;
+  const args = { runtimeId, checkpointId };
+  const button = (command: string, label: string, warn = false): JSX.Element => (
+    <button
+      className={`jp-DittoButton jp-mod-styled${warn ? ' jp-DittoButton-danger' : ''}`}
+      aria-label={`${label} ${checkpointLabel(checkpoint)}`}
+      disabled={!commands.isEnabled(command, args)}
+      onClick={() => void commands.execute(command, args)}
+    >
+      {label}
+    </button>
+  );
+  return (
+    <section
+      className="jp-DittoDetails"
+      aria-label={trans.__('Checkpoint %1', checkpointLabel(checkpoint))}
+    >
+      <div className="jp-DittoDetails-title">
+        {checkpointLabel(checkpoint)}
+        {head ? <span className="jp-DittoBadge jp-mod-head">{trans.__('head')}</span> : null}
+      </div>
+      <dl className="jp-DittoDetails-fields">
+        <dt>{trans.__('Id')}</dt>
+        <dd className="jp-DittoMono">{checkpoint.checkpoint_id}</dd>
+        <dt>{trans.__('Parent')}</dt>
+        <dd className="jp-DittoMono">
+          {checkpoint.parent_checkpoint_id
+            ? shortId(checkpoint.parent_checkpoint_id)
+            : trans.__('none')}
+        </dd>
+        <dt>{trans.__('Taken')}</dt>
+        <dd>{new Date(checkpoint.created_at_ms).toLocaleString()}</dd>
+        <dt>{trans.__('Written')}</dt>
+        <dd>{formatBytes(checkpoint.bytes_written)}</dd>
+        <dt>{trans.__('Snapshot')}</dt>
+        <dd>
+          {checkpoint.has_provider_snapshot
+            ? trans.__('kept')
+            : trans.__('deleted (variables only)')}
+        </dd>
+        {metadata ? (
+          <>
+            <dt>{trans.__('Metadata')}</dt>
+            <dd>
+              <pre className="jp-DittoMono">{metadata}</pre>
+            </dd>
+          </>
+        ) : null}
+      </dl>
+      {checkpoint.unrestorable.length > 0 ? (
+        <div className="jp-DittoDetails-lost">
+          <div className="jp-DittoDetails-subtitle">{trans.__('Not kept')}</div>
+          <ul>
+            {checkpoint.unrestorable.map(value => (
+              <li key={value.name}>
+                <code>{value.name}</code> ({value.type}): {value.reason}
+              </li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
+      {checkouts.length > 0 ? (
+        <div className="jp-DittoDetails-checkouts">
+          <div className="jp-DittoDetails-subtitle">{trans.__('Checked out to')}</div>
+          <ul>
+            {checkouts.map(branch => (
+              <li key={branch.runtime_id}>
+                <button
+                  className="jp-DittoLink"
+                  aria-label={trans.__('Open %1', branch.conversation_id)}
+                  onClick={() =>
+                    void commands.execute('docmanager:open', { path: branch.conversation_id })
+                  }
+                >
+                  {baseName(branch.conversation_id)}
+                </button>{' '}
+                <span className={`jp-DittoStatusText jp-mod-${branch.status}`}>
+                  {branch.status}
+                </span>
+              </li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
+      <div className="jp-DittoDetails-actions">
+        {runtime && runtime.status !== 'closed' && runtime.status !== 'paused'
+          ? button(CommandIDs.restore, trans.__('Restore'), true)
+          : null}
+        {button(CommandIDs.checkout, trans.__('Check out'))}
+        {checkpoint.has_provider_snapshot
+          ? button(CommandIDs.deleteSnapshot, trans.__('Delete snapshot'), true)
+          : null}
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,234 @@
+/**
+ * The "Runtimes" side panel: every runtime with its status, notebook and last change, the
+ * one of the notebook in focus pinned on top; each opens into its checkpoint tree.
+ */
+
+import { ReactWidget, UseSignal } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
+import { caretDownIcon, caretRightIcon, refreshIcon } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import { Message } from '@lumino/messaging';
+import * as React from 'react';
+
+import { CommandIDs } from '../commandIds';
+import { baseName, formatAge } from '../format';
+import { RuntimesModel } from '../model';
+import { IRuntimeRecord } from '../models';
+import { runtimesIcon } from '../icons';
+import { CheckpointDetails } from './details';
+import { CheckpointTree } from './tree';
+
+/** How often ages ("5 min ago") are redrawn, in ms. */
+const CLOCK_TICK_MS = 30_000;
+
+/** The side panel widget. */
+export class RuntimesPanel extends ReactWidget {
+  constructor(
+    readonly model: RuntimesModel,
+    readonly commands: CommandRegistry,
+    readonly trans: TranslationBundle
+  ) {
+    super();
+    this.id = 'ditto-runtimes-panel';
+    this.addClass('jp-DittoPanel');
+    this.title.icon = runtimesIcon;
+    this.title.caption = trans.__('Runtimes');
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', trans.__('Runtimes'));
+  }
+
+  /**
+   * Load the runtime list the first time the panel is on screen. Watched in the DOM:
+   * JupyterLab's sidebar shows a panel while its container is still hidden, so Lumino's
+   * after-show message does not always reach it.
+   */
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    if (this.model.active || typeof IntersectionObserver === 'undefined') {
+      void this.model.activate();
+      return;
+    }
+    this._visibility = new IntersectionObserver(entries => {
+      if (entries.some(entry => entry.isIntersecting)) {
+        this._visibility?.disconnect();
+        this._visibility = null;
+        void this.model.activate();
+      }
+    });
+    this._visibility.observe(this.node);
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    this._visibility?.disconnect();
+    this._visibility = null;
+    super.onBeforeDetach(msg);
+  }
+
+  private _visibility: IntersectionObserver | null = null;
+
+  render(): JSX.Element {
+    return (
+      <UseSignal signal={this.model.changed}>
+        {() => <RuntimesView model={this.model} commands={this.commands} trans={this.trans} />}
+      </UseSignal>
+    );
+  }
+}
+
+interface IViewProps {
+  model: RuntimesModel;
+  commands: CommandRegistry;
+  trans: TranslationBundle;
+}
+
+function useClock(): number {
+  const [now, setNow] = React.useState(Date.now());
+  React.useEffect(() => {
+    const timer = window.setInterval(() => setNow(Date.now()), CLOCK_TICK_MS);
+    return () => window.clearInterval(timer);
+  }, []);
+  return Math.max(now, Date.now());
+}
+
+function RuntimesView(props: IViewProps): JSX.Element {
+  const { model, commands, trans } = props;
+  const now = useClock();
+  const runtimes = model.runtimes();
+  return (
+    <div className="jp-DittoPanel-body">
+      <div className="jp-DittoPanel-header">
+        <h2 className="jp-DittoPanel-title">{trans.__('Runtimes')}</h2>
+        <button
+          className="jp-DittoIconButton"
+          title={trans.__('Refresh')}
+          aria-label={trans.__('Refresh the runtimes')}
+          onClick={() => void commands.execute(CommandIDs.refresh)}
+        >
+          <refreshIcon.react tag="span" />
+        </button>
+      </div>
+      {model.error ? (
+        <div className="jp-DittoPanel-error" role="alert">
+          {model.error}
+        </div>
+      ) : null}
+      {model.loaded && runtimes.length === 0 && !model.error ? (
+        <div className="jp-DittoPanel-empty">
+          {trans.__('No runtimes yet. Open a notebook to start one.')}
+        </div>
+      ) : null}
+      <ul className="jp-DittoRuntimes" aria-label={trans.__('Runtimes')}>
+        {runtimes.map(runtime => (
+          <RuntimeItem
+            key={runtime.runtime_id}
+            runtime={runtime}
+            pinned={runtime.runtime_id === model.pinnedId}
+            now={now}
+            {...props}
+          />
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+interface IRuntimeItemProps extends IViewProps {
+  runtime: IRuntimeRecord;
+  pinned: boolean;
+  now: number;
+}
+
+function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
+  const { model, commands, trans, runtime, pinned, now } = props;
+  const id = runtime.runtime_id;
+  const expanded = model.isExpanded(id);
+  const pending = model.pending(id);
+  const name = baseName(runtime.conversation_id);
+  const selection = model.selection;
+  const treeId = `ditto-tree-${id}`;
+  const args = { runtimeId: id };
+  const action = (command: string, label: string): JSX.Element | null =>
+    commands.isEnabled(command, args) ? (
+      <button
+        className="jp-DittoButton jp-mod-styled"
+        aria-label={`${label} ${name}`}
+        title={commands.caption(command, args) || label}
+        disabled={pending !== undefined}
+        onClick={() => void commands.execute(command, args)}
+      >
+        {label}
+      </button>
+    ) : null;
+  return (
+    <li
+      className={`jp-DittoRuntime${pinned ? ' jp-mod-pinned' : ''}`}
+      data-runtime-id={id}
+      aria-label={trans.__('%1, %2', name, runtime.status)}
+    >
+      <div
+        className="jp-DittoRuntime-header"
+        onContextMenu={() => model.setMenuTarget({ runtimeId: id, checkpointId: null })}
+      >
+        <button
+          className="jp-DittoIconButton jp-DittoRuntime-toggle"
+          aria-expanded={expanded}
+          aria-controls={treeId}
+          aria-label={
+            expanded
+              ? trans.__('Hide the checkpoints of %1', name)
+              : trans.__('Show the checkpoints of %1', name)
+          }
+          onClick={() => model.toggle(id)}
+        >
+          {expanded ? <caretDownIcon.react tag="span" /> : <caretRightIcon.react tag="span" />}
+        </button>
+        <span
+          className={`jp-DittoStatusDot jp-mod-${runtime.status}`}
+          role="img"
+          aria-label={trans.__('status: %1', runtime.status)}
+        />
+        <span className="jp-DittoRuntime-name" title={runtime.conversation_id}>
+          {name}
+        </span>
+        <span
+          className="jp-DittoRuntime-age"
+          title={trans.__('Last change: %1', new Date(runtime.updated_at_ms).toLocaleString())}
+        >
+          {formatAge(runtime.updated_at_ms, now, (m, ...a) => trans.__(m, ...a))}
+        </span>
+      </div>
+      <div className="jp-DittoRuntime-sub">
+        <span className={`jp-DittoStatusText jp-mod-${runtime.status}`}>{runtime.status}</span>
+        {pinned ? (
+          <span className="jp-DittoBadge jp-mod-pinned">{trans.__('this notebook')}</span>
+        ) : null}
+        <span className="jp-DittoRuntime-actions">
+          {action(CommandIDs.checkpoint, trans.__('Checkpoint'))}
+          {action(CommandIDs.pause, trans.__('Pause'))}
+          {action(CommandIDs.resume, trans.__('Resume'))}
+          {action(CommandIDs.close, trans.__('Close'))}
+        </span>
+      </div>
+      {pending ? (
+        <div className="jp-DittoProgress" role="progressbar" aria-label={pending}>
+          <div className="jp-DittoProgress-bar" />
+          <span className="jp-DittoProgress-label">{pending}</span>
+        </div>
+      ) : null}
+      {expanded ? (
+        <div id={treeId}>
+          <CheckpointTree model={model} runtimeId={id} trans={trans} now={now} />
+          {selection && selection.runtimeId === id ? (
+            <CheckpointDetails
+              model={model}
+              runtimeId={id}
+              checkpointId={selection.checkpointId}
+              commands={commands}
+              trans={trans}
+            />
+          ) : null}
+        </div>
+      ) : null}
+    </li>
+  );
+}

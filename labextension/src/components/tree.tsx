@@ -1,0 +1,295 @@
+/**
+ * One runtime's checkpoint tree: a virtualised list of rows, each with its graph cell.
+ *
+ * Only the rows in view are in the DOM (plus a margin), so a runtime with thousands of
+ * checkpoints scrolls like one with ten; the next page loads when the end comes near.
+ * Keyboard: the tree takes focus; arrows, Home, End, PageUp and PageDown move the
+ * selection, the context-menu key opens the checkpoint's actions.
+ */
+
+import { TranslationBundle } from '@jupyterlab/translation';
+import * as React from 'react';
+
+import { baseName, checkpointLabel, formatAge, formatBytes } from '../format';
+import { RuntimesModel } from '../model';
+import { ICheckpointSummary } from '../models';
+import { GraphCell } from '../tree/graph';
+import { nearEnd, scrollToShow, visibleRows } from '../tree/window';
+
+/** Height of one row, in pixels (the graph cells join up at this height). */
+export const ROW_HEIGHT = 26;
+
+/** Rows shown before the tree scrolls. */
+const VISIBLE_ROWS = 14;
+
+/** The DOM id of a checkpoint's row. */
+export function rowDomId(checkpointId: string): string {
+  return `ditto-checkpoint-${checkpointId}`;
+}
+
+/** Props of `CheckpointTree`. */
+export interface ICheckpointTreeProps {
+  model: RuntimesModel;
+  runtimeId: string;
+  trans: TranslationBundle;
+  now: number;
+}
+
+/** The tree of one runtime. */
+export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
+  const { model, runtimeId, trans, now } = props;
+  const runtime = model.runtime(runtimeId);
+  const tree = model.tree(runtimeId);
+  const lineage = model.lineage(runtimeId);
+  const layout = model.layout(runtimeId);
+  const rows = layout.rows;
+  const headId = lineage?.head?.checkpoint_id ?? null;
+  const selection = model.selection;
+  const selectedId = selection?.runtimeId === runtimeId ? selection.checkpointId : null;
+  const selectedIndex = selectedId !== null ? (layout.index.get(selectedId) ?? -1) : -1;
+
+  const scroller = React.useRef<HTMLDivElement>(null);
+  const [scrollTop, setScrollTop] = React.useState(0);
+  const viewport = Math.min(rows.length, VISIBLE_ROWS) * ROW_HEIGHT;
+  const range = visibleRows(scrollTop, viewport, ROW_HEIGHT, rows.length);
+
+  React.useEffect(() => {
+    // Keep the selected row in view when the keyboard moves it.
+    const node = scroller.current;
+    if (node && selectedIndex >= 0) {
+      const target = scrollToShow(selectedIndex, node.scrollTop, viewport, ROW_HEIGHT);
+      if (target !== null) {
+        node.scrollTop = target;
+      }
+    }
+  }, [selectedIndex, viewport]);
+
+  const onScroll = (event: React.UIEvent<HTMLDivElement>): void => {
+    const top = event.currentTarget.scrollTop;
+    setScrollTop(top);
+    if (tree?.nextCursor && nearEnd(top, viewport, ROW_HEIGHT, rows.length)) {
+      void model.loadMore(runtimeId);
+    }
+  };
+
+  const select = (index: number): void => {
+    const row = rows[Math.max(0, Math.min(rows.length - 1, index))];
+    if (row) {
+      model.select({ runtimeId, checkpointId: row.id });
+    }
+  };
+
+  const onKeyDown = (event: React.KeyboardEvent<HTMLDivElement>): void => {
+    const page = Math.max(1, Math.floor(viewport / ROW_HEIGHT) - 1);
+    const moves: Record<string, number> = {
+      ArrowDown: selectedIndex + 1,
+      ArrowUp: selectedIndex < 0 ? 0 : selectedIndex - 1,
+      Home: 0,
+      End: rows.length - 1,
+      PageDown: selectedIndex + page,
+      PageUp: selectedIndex - page
+    };
+    if (event.key in moves) {
+      event.preventDefault();
+      select(moves[event.key]);
+    }
+  };
+
+  const source = lineage?.source ?? null;
+  const sourceRuntime = source ? model.runtime(source.runtime_id) : undefined;
+  const label = trans.__('Checkpoints of %1', baseName(runtime?.conversation_id ?? runtimeId));
+
+  return (
+    <div className="jp-DittoTreeBox">
+      {source ? (
+        <div className="jp-DittoTree-origin">
+          {trans.__(
+            'Checked out from %1 at %2',
+            baseName(sourceRuntime?.conversation_id ?? source.runtime_id),
+            checkpointLabel(
+              model.checkpoint(source.checkpoint_id) ?? {
+                name: null,
+                checkpoint_id: source.checkpoint_id
+              }
+            )
+          )}
+          {headId === source.checkpoint_id ? (
+            <span className="jp-DittoBadge jp-mod-head">{trans.__('head')}</span>
+          ) : null}
+        </div>
+      ) : null}
+      {rows.length === 0 ? (
+        <div className="jp-DittoTree-empty">
+          {tree?.loading
+            ? trans.__('Loading checkpoints…')
+            : tree?.error
+              ? tree.error
+              : trans.__('No checkpoints yet.')}
+        </div>
+      ) : (
+        <div
+          ref={scroller}
+          className="jp-DittoTree"
+          role="tree"
+          aria-label={label}
+          aria-activedescendant={selectedId ? rowDomId(selectedId) : undefined}
+          tabIndex={0}
+          style={{ height: viewport }}
+          onScroll={onScroll}
+          onKeyDown={onKeyDown}
+          onContextMenu={event => {
+            // The context-menu key on the focused tree: the menu of the selected row.
+            if (event.target === event.currentTarget && selectedId) {
+              model.setMenuTarget({ runtimeId, checkpointId: selectedId });
+            }
+          }}
+          onFocus={() => {
+            if (selectedIndex < 0) {
+              select(0);
+            }
+          }}
+        >
+          <div className="jp-DittoTree-canvas" style={{ height: rows.length * ROW_HEIGHT }}>
+            {rows.slice(range.start, range.end).map((row, offset) => {
+              const index = range.start + offset;
+              const checkpoint = tree?.checkpoints.get(row.id);
+              if (!checkpoint) {
+                return null;
+              }
+              return (
+                <CheckpointRow
+                  key={row.id}
+                  checkpoint={checkpoint}
+                  graph={
+                    <GraphCell
+                      row={row}
+                      columns={layout.columns}
+                      height={ROW_HEIGHT}
+                      head={row.id === headId}
+                      branched={model.checkoutsOf(runtimeId, row.id).length > 0}
+                    />
+                  }
+                  index={index}
+                  count={rows.length}
+                  head={row.id === headId}
+                  selected={row.id === selectedId}
+                  checkouts={model.checkoutsOf(runtimeId, row.id).length}
+                  fromOrigin={
+                    source !== null && checkpoint.parent_checkpoint_id === source.checkpoint_id
+                  }
+                  trans={trans}
+                  now={now}
+                  onSelect={() => model.select({ runtimeId, checkpointId: row.id })}
+                  onMenu={() => {
+                    model.select({ runtimeId, checkpointId: row.id });
+                    model.setMenuTarget({ runtimeId, checkpointId: row.id });
+                  }}
+                />
+              );
+            })}
+          </div>
+        </div>
+      )}
+      {tree?.nextCursor ? (
+        <button
+          className="jp-DittoTree-more jp-mod-styled"
+          aria-label={trans.__('Load older checkpoints')}
+          disabled={tree.loading}
+          onClick={() => void model.loadMore(runtimeId)}
+        >
+          {tree.loading ? trans.__('Loading…') : trans.__('Load older checkpoints')}
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+interface ICheckpointRowProps {
+  checkpoint: ICheckpointSummary;
+  graph: JSX.Element;
+  index: number;
+  count: number;
+  head: boolean;
+  selected: boolean;
+  checkouts: number;
+  fromOrigin: boolean;
+  trans: TranslationBundle;
+  now: number;
+  onSelect: () => void;
+  onMenu: () => void;
+}
+
+function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
+  const { checkpoint, index, head, selected, checkouts, trans, now } = props;
+  const label = checkpointLabel(checkpoint);
+  const lost = checkpoint.unrestorable.length;
+  const age = formatAge(checkpoint.created_at_ms, now, (m, ...a) => trans.__(m, ...a));
+  const parts = [label, age, formatBytes(checkpoint.bytes_written)];
+  if (head) {
+    parts.push(trans.__('head'));
+  }
+  if (checkouts > 0) {
+    parts.push(trans._n('%1 checkout', '%1 checkouts', checkouts));
+  }
+  if (lost > 0) {
+    parts.push(trans._n('%1 value not kept', '%1 values not kept', lost));
+  }
+  return (
+    <div
+      id={rowDomId(checkpoint.checkpoint_id)}
+      role="treeitem"
+      aria-level={1}
+      aria-posinset={index + 1}
+      aria-setsize={props.count}
+      aria-selected={selected}
+      aria-label={parts.join(', ')}
+      className={`jp-DittoCheckpoint${selected ? ' jp-mod-selected' : ''}${head ? ' jp-mod-head' : ''}`}
+      data-checkpoint-id={checkpoint.checkpoint_id}
+      data-runtime-id={checkpoint.runtime_id}
+      style={{ top: index * ROW_HEIGHT, height: ROW_HEIGHT }}
+      onClick={props.onSelect}
+      onContextMenu={props.onMenu}
+    >
+      {props.graph}
+      <span
+        className={`jp-DittoCheckpoint-name${checkpoint.name ? '' : ' jp-mod-id'}`}
+        title={checkpoint.checkpoint_id}
+      >
+        {label}
+      </span>
+      {head ? <span className="jp-DittoBadge jp-mod-head">{trans.__('head')}</span> : null}
+      {props.fromOrigin ? (
+        <span className="jp-DittoBadge" title={trans.__('Its parent is in the source runtime')}>
+          {trans.__('branch')}
+        </span>
+      ) : null}
+      {checkouts > 0 ? (
+        <span
+          className="jp-DittoBadge jp-mod-branch"
+          title={trans._n('%1 checkout from here', '%1 checkouts from here', checkouts)}
+        >
+          {`⎇ ${checkouts}`}
+        </span>
+      ) : null}
+      {lost > 0 ? (
+        <span
+          className="jp-DittoBadge jp-mod-warn"
+          title={checkpoint.unrestorable.map(v => `${v.name} (${v.type})`).join(', ')}
+        >
+          {`⚠ ${lost}`}
+        </span>
+      ) : null}
+      {checkpoint.has_provider_snapshot ? null : (
+        <span className="jp-DittoBadge jp-mod-muted" title={trans.__('Snapshot deleted')}>
+          {trans.__('no snapshot')}
+        </span>
+      )}
+      <span
+        className="jp-DittoCheckpoint-meta"
+        title={new Date(checkpoint.created_at_ms).toLocaleString()}
+      >
+        {`${formatBytes(checkpoint.bytes_written)} · ${age}`}
+      </span>
+    </div>
+  );
+}

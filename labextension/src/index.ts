@@ -1,0 +1,160 @@
+/**
+ * ditto-jupyter's JupyterLab extension: the "Runtimes" side panel, its commands (palette,
+ * context menu, shortcut), the notebook toolbar's Checkpoint button and runtime state,
+ * all kept live by the server's runtime events.
+ */
+
+import {
+  ILabShell,
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { ITranslator, nullTranslator } from '@jupyterlab/translation';
+
+import { IConfirmations, RuntimeActions } from './actions';
+import { RuntimeApi } from './api';
+import { registerCommands } from './commands';
+import { RuntimesPanel } from './components/panel';
+import { RuntimesModel } from './model';
+import { isRuntimeEvent } from './models';
+import { NotebookToolbarExtension } from './toolbar';
+
+const PLUGIN_ID = 'ditto-jupyter:plugin';
+
+/** How long the runtime list waits after Jupyter's sessions change before reloading. */
+const SESSIONS_SETTLE_MS = 300;
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_ID,
+  description: 'The Runtimes side panel: checkpoint, restore, branch, pause and resume.',
+  autoStart: true,
+  optional: [
+    ILabShell,
+    ILayoutRestorer,
+    ICommandPalette,
+    INotebookTracker,
+    IDocumentManager,
+    ISettingRegistry,
+    ITranslator
+  ],
+  activate: (
+    app: JupyterFrontEnd,
+    labShell: ILabShell | null,
+    restorer: ILayoutRestorer | null,
+    palette: ICommandPalette | null,
+    notebooks: INotebookTracker | null,
+    docManager: IDocumentManager | null,
+    settingRegistry: ISettingRegistry | null,
+    translator: ITranslator | null
+  ) => {
+    const trans = (translator ?? nullTranslator).load('ditto_jupyter');
+    const model = new RuntimesModel(new RuntimeApi(app.serviceManager.serverSettings));
+    let confirmations: IConfirmations = {
+      confirmRestore: true,
+      confirmClose: true,
+      confirmDeleteSnapshot: true
+    };
+    if (settingRegistry) {
+      void settingRegistry
+        .load(PLUGIN_ID)
+        .then(settings => {
+          const read = (): void => {
+            const value = (key: string): boolean => settings.get(key).composite !== false;
+            confirmations = {
+              confirmRestore: value('confirmRestore'),
+              confirmClose: value('confirmClose'),
+              confirmDeleteSnapshot: value('confirmDeleteSnapshot')
+            };
+            const pageSize = settings.get('pageSize').composite;
+            if (typeof pageSize === 'number' && pageSize > 0) {
+              model.pageSize = pageSize;
+            }
+          };
+          read();
+          settings.changed.connect(read);
+        })
+        .catch(reason => console.error('ditto-jupyter: cannot load settings', reason));
+    }
+
+    const actions = new RuntimeActions({
+      model,
+      trans,
+      docManager,
+      notebooks,
+      sessions: app.serviceManager.sessions,
+      confirmations: () => confirmations
+    });
+    registerCommands(app, { model, actions, notebooks, trans, palette });
+
+    const panel = new RuntimesPanel(model, app.commands, trans);
+    app.shell.add(panel, 'right', { rank: 650 });
+    restorer?.add(panel, 'ditto-runtimes-panel');
+
+    app.docRegistry.addWidgetExtension(
+      'Notebook',
+      new NotebookToolbarExtension(model, app.commands, trans)
+    );
+
+    // The notebook in focus pins its runtime on top of the panel.
+    const followFocus = (): void => {
+      const current = notebooks?.currentWidget ?? null;
+      model.setFocus(current?.sessionContext.session?.id ?? null, current?.context.path ?? null);
+    };
+    let watched: NotebookPanel | null = null;
+    notebooks?.currentChanged.connect((_, current) => {
+      watched?.sessionContext.sessionChanged.disconnect(followFocus);
+      watched = current;
+      current?.sessionContext.sessionChanged.connect(followFocus);
+      followFocus();
+    });
+    labShell?.currentChanged.connect(followFocus);
+
+    // Open notebooks report their kernel's busy and idle as they change.
+    notebooks?.widgetAdded.connect((_, panel) => {
+      const context = panel.sessionContext;
+      let runtimeId: string | null = null;
+      const report = (): void => {
+        const id = context.session?.id ?? null;
+        if (runtimeId !== null && runtimeId !== id) {
+          model.setKernelStatus(runtimeId, null);
+        }
+        runtimeId = id;
+        const status = context.session?.kernel?.status;
+        if (id !== null) {
+          model.setKernelStatus(id, status === 'idle' || status === 'busy' ? status : null);
+        }
+      };
+      context.statusChanged.connect(report);
+      context.sessionChanged.connect(report);
+      panel.disposed.connect(() => {
+        if (runtimeId !== null) {
+          model.setKernelStatus(runtimeId, null);
+        }
+      });
+      report();
+    });
+
+    // Live: runtime events from the server, and Jupyter's own session list.
+    app.serviceManager.events.stream.connect((_, event) => {
+      if (isRuntimeEvent(event)) {
+        void model.handleEvent(event);
+      }
+    });
+    let settle: number | undefined;
+    app.serviceManager.sessions.runningChanged.connect(() => {
+      if (model.active) {
+        window.clearTimeout(settle);
+        settle = window.setTimeout(() => void model.refresh(), SESSIONS_SETTLE_MS);
+      }
+    });
+
+    void app.restored.then(followFocus);
+  }
+};
+
+export default plugin;
