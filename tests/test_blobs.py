@@ -33,6 +33,7 @@ from ditto_jupyter.core.blobs import (
     BlobStore,
     ManifestSignatureError,
 )
+from tests.stored_blobs import manifest_document, write_manifest_document
 
 KIB = 1024
 
@@ -715,3 +716,31 @@ def test_threads_share_one_store_safely(tmp_path: Path) -> None:
     assert store.get_manifest(manifest_id)
     for payload, result in zip(payloads, stored, strict=True):
         assert store.get_bytes(result.chunks) == payload
+
+
+def test_a_compressed_manifest_of_the_old_layout_is_imported_and_still_checked(
+    tmp_path: Path,
+) -> None:
+    """The release before the object index wrote big manifests as b"Z" + zstd files."""
+    writer = BlobStore(tmp_path / "writer")
+    digest, _ = writer.put_chunk(os.urandom(SMALL_OBJECT_LIMIT * 2))  # a chunk file
+    body = {"chunks": [digest], "names": [f"variable number {i}" for i in range(200)]}
+    manifest_id, _ = writer.put_manifest(body)
+    stored = manifest_document(writer.root, manifest_id)
+    assert stored[:1] == CODEC_ZSTD
+    old = tmp_path / "old"
+    (old / "manifests").mkdir(parents=True)
+    shutil.copy(writer.root / "secret", old / "secret")
+    shutil.copytree(writer.root / "chunks", old / "chunks")
+    (old / "manifests" / f"{manifest_id}.json").write_bytes(stored)
+
+    imported = BlobStore(old)
+    assert imported.get_manifest(manifest_id) == body
+    assert not (old / "manifests").exists()
+    # the chunk it lists was counted: a collection that keeps the manifest keeps the chunk
+    imported.gc(lambda ids: [i for i in ids if i == manifest_id], grace_seconds=0)
+    assert imported.get_bytes([digest]) == writer.get_bytes([digest])
+    tampered = stored[:-4] + b"\x00\x00\x00\x00"
+    write_manifest_document(old, manifest_id, tampered)
+    with pytest.raises(ManifestSignatureError):
+        imported.get_manifest(manifest_id)
