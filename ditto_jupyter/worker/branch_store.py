@@ -20,6 +20,10 @@ with `digest` = "sha256:" + hex over the RFC 8785 JSON of `{namespaces, revision
 (StateScopeError) or with a wrong digest (StateDigestError). `save(path)` writes a snapshot
 atomically (temp file in the same directory, fsync, rename, fsync of the directory).
 
+The store knows its open branches (`open_branches()`, in fork order, each with its
+`serial`), so a view can list them; it holds them weakly, so a branch nobody keeps is
+forgotten without being committed or discarded.
+
 This store does not snapshot external resources (databases, processes, files): it holds
 application-owned state only.
 """
@@ -29,11 +33,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import re
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple, TypeVar, overload
@@ -56,6 +62,7 @@ __all__ = ["SNAPSHOT_FORMAT", "Branch", "BranchStore"]
 SNAPSHOT_FORMAT = "ditto.branch-store/v1"
 """Format tag of BranchStore snapshots."""
 
+_PRUNE_MIN = 64  # open-branch references kept before the first pruning pass
 _SNAPSHOT_KEYS = frozenset({"format", "store_id", "revision", "digest", "namespaces"})
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
@@ -186,6 +193,12 @@ class BranchStore(_Head):
         self._store_id = store_id
         self._lock = threading.Lock()  # one lock per root store: commits are atomic
         self._head = (0, immutables.Map())
+        # Open branches by serial, held weakly: registered at fork, dropped at commit or
+        # discard; references to forgotten branches are pruned once the dict doubles.
+        # Plain dict operations (atomic under the GIL), so a fork needs no lock.
+        self._open: dict[int, weakref.ref[Branch]] = {}
+        self._prune_at = _PRUNE_MIN
+        self._serials = itertools.count(1)
         if snapshot is not None:
             self._head = _load_snapshot(store_id, snapshot)
 
@@ -224,7 +237,26 @@ class BranchStore(_Head):
     def fork(self) -> Branch:
         """A new branch on the current revision; O(1) whatever the store's size."""
         revision, current = self._head
-        return Branch(self, self, current, revision)
+        branch = Branch(self, self, current, revision)
+        self._register(branch)
+        return branch
+
+    def _register(self, branch: Branch) -> None:
+        """Give a new branch its serial and list it as open."""
+        serial = next(self._serials)
+        branch._serial = serial
+        self._open[serial] = weakref.ref(branch)
+        if len(self._open) > self._prune_at:
+            for number, ref in list(self._open.items()):
+                if ref() is None:
+                    self._open.pop(number, None)
+            self._prune_at = max(_PRUNE_MIN, 2 * len(self._open))
+
+    def open_branches(self) -> list[Branch]:
+        """The branches forked from this store (or from its branches) that are neither
+        committed nor discarded and still referenced, oldest first."""
+        found = (ref() for _, ref in sorted(list(self._open.items()), key=lambda item: item[0]))
+        return [branch for branch in found if branch is not None and not branch.closed]
 
     def _current(self) -> tuple[int, _Namespaces]:
         return self._head
@@ -297,6 +329,17 @@ class Branch(_Head):
         self._base_revision = base_revision
         self._written: set[str] = set()
         self._closed: str | None = None  # "committed" or "discarded"
+        self._serial = 0  # set when the root registers it
+
+    def _close(self, how: str) -> None:
+        """Mark the branch committed or discarded and drop it from the open list (lock held)."""
+        self._closed = how
+        self._root._open.pop(self._serial, None)
+
+    @property
+    def serial(self) -> int:
+        """This branch's number in its store, counting forks from 1 (a view's label)."""
+        return self._serial
 
     def _ensure_open(self) -> None:
         if self._closed is not None:
@@ -373,7 +416,9 @@ class Branch(_Head):
         with self._root._lock:
             self._ensure_open()
             revision, current = self._head
-            return Branch(self._root, self, current, revision)
+            branch = Branch(self._root, self, current, revision)
+            self._root._register(branch)
+            return branch
 
     def commit(self) -> int:
         """Apply the write set to the parent atomically; return the parent's new revision.
@@ -399,14 +444,14 @@ class Branch(_Head):
                 parent._head = (actual + 1, self._map)
                 if isinstance(parent, Branch):
                     parent._written |= self._written
-            self._closed = "committed"
+            self._close("committed")
             return parent._revision
 
     def discard(self) -> None:
         """Close the branch without touching its parent."""
         with self._root._lock:
             self._ensure_open()
-            self._closed = "discarded"
+            self._close("discarded")
 
     def __repr__(self) -> str:
         state = self._closed or "open"

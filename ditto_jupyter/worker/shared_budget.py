@@ -13,6 +13,11 @@ The file may be the control plane's own SQLite store: the tables are named
 busy timeout let readers and writers of many processes interleave. `synchronous=NORMAL`
 (the default) survives any process crash; pass `synchronous="FULL"` to survive power loss
 as well, at the cost of an fsync per transaction.
+
+`set_limit` raises or lowers the limit of an existing budget without touching a record.
+Lowering it below what is reserved and charged closes admission; raising it again so that
+everything fits reopens admission, but only when the lowering is what closed it (an
+exceeded reservation or `close()` closes for good).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ditto_jupyter.worker.budget.records import (
     UNKNOWN,
     BudgetRecord,
     BudgetSnapshot,
+    LimitChange,
     RecordStatus,
     Reservation,
     Scope,
@@ -51,7 +57,7 @@ from ditto_jupyter.worker.budget.records import (
 )
 from ditto_jupyter.worker.budget.usage import UsageSource, usage_snapshot
 
-__all__ = ["SharedTokenBudget"]
+__all__ = ["LimitChange", "SharedTokenBudget", "budget_names"]
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS token_budget (
@@ -64,6 +70,7 @@ CREATE TABLE IF NOT EXISTS token_budget (
     closed_reason TEXT,
     settlements INTEGER NOT NULL DEFAULT 0,
     created_at_ms INTEGER NOT NULL,
+    limit_closed INTEGER NOT NULL DEFAULT 0 CHECK (limit_closed IN (0, 1)),
     CHECK (closed = 1 OR reserved + charged <= limit_tokens)
 );
 CREATE TABLE IF NOT EXISTS token_budget_ledger (
@@ -97,6 +104,21 @@ def _now_ms() -> int:
 
 def _json(value: object) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"), default=repr)
+
+
+def budget_names(path: str | os.PathLike[str]) -> list[str]:
+    """The names of the budgets in a budget file, sorted; none when the file is missing."""
+    if not Path(path).is_file():
+        return []
+    connection = sqlite3.connect(Path(path), timeout=60.0)
+    try:
+        return [row[0] for row in connection.execute("SELECT name FROM token_budget ORDER BY name")]
+    except sqlite3.OperationalError as error:
+        if "no such table" in str(error):  # a SQLite file without budgets
+            return []
+        raise
+    finally:
+        connection.close()
 
 
 # Connections inherited from a parent process: referenced so they are never closed here.
@@ -226,6 +248,12 @@ class SharedTokenBudget(BudgetAuthority):
             connection = self._connection()
             try:
                 connection.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+                columns = {row[1] for row in connection.execute("PRAGMA table_info(token_budget)")}
+                if "limit_closed" not in columns:  # a file made before set_limit existed
+                    connection.execute(
+                        "ALTER TABLE token_budget ADD COLUMN limit_closed INTEGER NOT NULL "
+                        "DEFAULT 0 CHECK (limit_closed IN (0, 1))"
+                    )
             except BaseException:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
@@ -331,6 +359,7 @@ class SharedTokenBudget(BudgetAuthority):
             "UPDATE token_budget SET reserved = reserved - ?1, charged = charged + ?2, "
             "settlements = settlements + 1, "
             "closed_reason = CASE WHEN ?3 AND closed = 0 THEN ?4 ELSE closed_reason END, "
+            "limit_closed = CASE WHEN ?3 THEN 0 ELSE limit_closed END, "
             "closed = CASE WHEN ?3 THEN 1 ELSE closed END WHERE name = ?5",
             (
                 reservation.tokens,
@@ -432,15 +461,53 @@ class SharedTokenBudget(BudgetAuthority):
             raise TypeError("close reason must be a string")
         with self._transaction() as connection:
             connection.execute(
-                "UPDATE token_budget SET closed = 1, "
-                "closed_reason = CASE WHEN closed = 0 THEN ? ELSE closed_reason END "
-                "WHERE name = ?",
+                "UPDATE token_budget SET closed = 1, limit_closed = 0, "
+                "closed_reason = CASE WHEN closed = 0 OR limit_closed = 1 THEN ? "
+                "ELSE closed_reason END WHERE name = ?",
                 (reason, self.name),
             )
+
+    def set_limit(self, limit: int) -> LimitChange:
+        """Raise or lower the limit; every record and counter stays as it is.
+
+        A limit below reserved + charged closes admission; a later limit that fits them
+        reopens it only if a lowering closed it."""
+        limit = check_count(limit, "limit")
+        with self._transaction() as connection:
+            before = self._snapshot_of(connection)
+            used = before.reserved + before.charged
+            if limit < used:
+                reason = f"limit lowered to {limit}, below the {used} tokens reserved and charged"
+                connection.execute(
+                    "UPDATE token_budget SET limit_tokens = ?1, closed = 1, "
+                    "closed_reason = CASE WHEN closed = 0 OR limit_closed = 1 THEN ?2 "
+                    "ELSE closed_reason END, "
+                    "limit_closed = CASE WHEN closed = 0 OR limit_closed = 1 THEN 1 ELSE 0 END "
+                    "WHERE name = ?3",
+                    (limit, reason, self.name),
+                )
+            else:
+                connection.execute(
+                    "UPDATE token_budget SET limit_tokens = ?1, "
+                    "closed = CASE WHEN limit_closed = 1 THEN 0 ELSE closed END, "
+                    "closed_reason = CASE WHEN limit_closed = 1 THEN NULL ELSE closed_reason END, "
+                    "limit_closed = 0 WHERE name = ?2",
+                    (limit, self.name),
+                )
+            return LimitChange(before, self._snapshot_of(connection))
 
     def snapshot(self) -> BudgetSnapshot:
         with self._process_lock():
             return self._snapshot_of(self._connection())
+
+    def record_count(self) -> int:
+        with self._process_lock():
+            row = (
+                self._connection()
+                .execute("SELECT settlements FROM token_budget WHERE name = ?", (self.name,))
+                .fetchone()
+            )
+        return int(row[0])
 
     def ledger_totals(self) -> tuple[int, int, int]:
         with self._process_lock():
@@ -458,28 +525,26 @@ class SharedTokenBudget(BudgetAuthority):
 
     @property
     def records(self) -> list[BudgetRecord]:
+        return self.records_since(0)
+
+    def records_since(self, count: int) -> list[BudgetRecord]:
+        # Records are numbered 1, 2, ... by `seq` as they are made, and never change.
+        count = check_count(count, "count")
         with self._process_lock():
             rows = (
                 self._connection()
                 .execute(
-                    "SELECT id, status, reservation, charge, usage, scope, replayed, detail "
-                    "FROM token_budget_ledger WHERE budget = ? AND status IS NOT NULL "
+                    "SELECT id, status, reservation, charge, usage, scope, replayed, detail FROM "
+                    "token_budget_ledger WHERE budget = ? AND status IS NOT NULL AND seq > ? "
                     "ORDER BY seq",
-                    (self.name,),
+                    (self.name, count),
                 )
                 .fetchall()
             )
         return [
-            BudgetRecord(
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                None if row[4] is None else json.loads(row[4]),
-                Scope(json.loads(row[5])),
-                row[6],
-                row[7],
-            )
+            BudgetRecord._make(
+                (*row[:4], row[4] and json.loads(row[4]), Scope(json.loads(row[5])), *row[6:])
+            )  # usage is NULL (None) or JSON text
             for row in rows
         ]
 

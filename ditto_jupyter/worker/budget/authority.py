@@ -103,6 +103,15 @@ class BudgetAuthority(abc.ABC):
     def records(self) -> list[BudgetRecord]:
         """Every settled, released and replayed record, oldest first."""
 
+    def record_count(self) -> int:
+        """How many records `records` holds (cheap: a view polls it to spot new records)."""
+        return len(self.records)
+
+    def records_since(self, count: int) -> list[BudgetRecord]:
+        """The records after the first `count`, oldest first (a view reads only new ones:
+        a record never changes once made)."""
+        return self.records[check_count(count, "count") :]
+
     @property
     def limit(self) -> int:
         """The most tokens this budget will ever admit."""
@@ -359,6 +368,14 @@ class TokenBudget(BudgetAuthority):
     def records(self) -> list[BudgetRecord]:
         with self._lock:
             return list(self._records)
+
+    def record_count(self) -> int:
+        return len(self._records)
+
+    def records_since(self, count: int) -> list[BudgetRecord]:
+        count = check_count(count, "count")
+        with self._lock:
+            return self._records[count:]
 
     # Direct reads: cheaper than a snapshot, and each is one consistent int.
     @property

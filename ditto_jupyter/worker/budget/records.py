@@ -159,6 +159,23 @@ class BudgetSnapshot:
         return max(0, self.limit - self.reserved - self.charged)
 
 
+class LimitChange(NamedTuple):
+    """What `SharedTokenBudget.set_limit` did: the budget before and after."""
+
+    before: BudgetSnapshot
+    after: BudgetSnapshot
+
+    @property
+    def closed_admission(self) -> bool:
+        """True when this change closed admission (the new limit is below what is used)."""
+        return self.after.closed and not self.before.closed
+
+    @property
+    def reopened_admission(self) -> bool:
+        """True when this change reopened admission that an earlier lowering closed."""
+        return self.before.closed and not self.after.closed
+
+
 def check_count(value: object, what: str, *, minimum: int = 0) -> int:
     """`value` as a token count: an int (not a bool) of at least `minimum`."""
     if isinstance(value, bool) or not isinstance(value, int):
