@@ -5,6 +5,7 @@ real SQLite store, and a real kernel for the checked-out runtime."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -44,12 +45,20 @@ class Kernel:
 
     def auto_checkpoint(self, count: int, source: str, *, failed: bool = False) -> str:
         """A checkpoint as %autocheckpoint writes it (metadata shape in the brief)."""
-        capture = capture_namespace(self.namespace, open_blob_store(self.control.blob_root))
+        capture = capture_namespace(
+            self.namespace, open_blob_store(self.control.blob_root), **self.bound_to_runtime()
+        )
         metadata = {
             "autocheckpoint": {"execution_count": count, "source": source, "failed": failed}
         }
         result = self.control.checkpoint(capture, f"cell-{count}", metadata)
         return result.checkpoint_id
+
+    def bound_to_runtime(self) -> dict[str, str]:
+        """`runtime_id=` where captures are signed for their runtime (the scale work)."""
+        if "runtime_id" in inspect.signature(capture_namespace).parameters:
+            return {"runtime_id": self.control.runtime_id}
+        return {}
 
     def ids(self) -> list[str]:
         return [c.checkpoint_id for c in self.control.checkpoints(self.control.runtime_id)]

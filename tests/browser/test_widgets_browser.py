@@ -24,12 +24,16 @@ x = 1
 %checkpoint first"""
 
 AUTOMATIC = """\
+import inspect
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
 _magics = get_ipython().magics_manager.registry["DittoMagics"]
+_control = _magics.control
+_bound = "runtime_id" in inspect.signature(capture_namespace).parameters
+_for = {"runtime_id": _control.runtime_id} if _bound else {}
 for _n in (3, 4, 5):
-    _capture = capture_namespace(get_ipython().user_ns, open_blob_store(_magics.control.blob_root))
+    _capture = capture_namespace(get_ipython().user_ns, open_blob_store(_control.blob_root), **_for)
     _cell = {"execution_count": _n, "source": f"x = {_n}", "failed": _n == 4}
-    _magics.control.checkpoint(_capture, f"cell-{_n}", {"autocheckpoint": _cell})
+    _control.checkpoint(_capture, f"cell-{_n}", {"autocheckpoint": _cell})
 x = 5"""
 
 TREE = """\
