@@ -105,8 +105,8 @@ def test_state_and_summary(kernel: Kernel, trees: list[CheckpointTree]) -> None:
     assert tree.nodes[0]["auto"] is None and tree.nodes[0]["parent"] is None
     assert tree.head_id == auto_failed and tree.branches == []
     assert repr(tree) == (
-        f"CheckpointTree of runtime {kernel.control.runtime_id[:12]}: 3 checkpoints "
-        f"(2 automatic), 0 branches, head {auto_failed[:12]} 'cell-4'"
+        f"CheckpointTree {kernel.control.runtime_id[:12]}: 3 checkpoints (2 automatic), "
+        f"0 branches, head {auto_failed[:12]} 'cell-4'"
     )
     state = tree.get_state()
     assert state["_view_module"] == "ditto-jupyter" and state["_view_name"] == "CheckpointTreeView"
@@ -144,7 +144,7 @@ def test_click_checkout_branches_a_new_runtime(
     assert match, tree.message
     child = match.group(1)
     assert [(b["runtime_id"], b["checkpoint_id"]) for b in tree.branches] == [(child, trained)]
-    assert repr(tree).endswith(f"1 branches, head {trained[:12]} 'trained'")
+    assert repr(tree).endswith(f"1 branch, head {trained[:12]} 'trained'")
     # The child's own checkpoints join the tree under the checkpoint it came from.
     service = kernel.control.service
     kernel.control._run(service.checkpoint(child, "child-work", None))
@@ -201,7 +201,7 @@ def test_polling_shows_new_checkpoints(kernel: Kernel, trees: list[CheckpointTre
     tree = CheckpointTree(poll_interval=0.05, magics=kernel.magics)
     trees.append(tree)
     assert tree.nodes == [] and tree.head_id is None and tree.polling
-    assert repr(tree).endswith("0 checkpoints (0 automatic), 0 branches, no head yet")
+    assert repr(tree).endswith(": 0 checkpoints, 0 branches, no head yet")
     kernel.magic("checkpoint", "one")
     kernel.auto_checkpoint(2, "y = 1")
     eventually(lambda: len(tree.nodes) == 2, "the poller saw both checkpoints")
@@ -224,6 +224,17 @@ def test_unknown_runtime_and_bad_arguments_are_refused(kernel: Kernel, tmp_path:
     tree = CheckpointTree(other.runtime_id, poll_interval=None, magics=kernel.magics)
     try:
         assert not tree.restorable and tree.runtime_id == other.runtime_id
-        assert repr(tree).startswith(f"CheckpointTree of runtime {other.runtime_id[:12]}: 0 ")
+        assert repr(tree).startswith(f"CheckpointTree {other.runtime_id[:12]}: 0 ")
     finally:
         tree.close()
+
+
+def test_summary_fits_one_text_plain_line(kernel: Kernel, trees: list[CheckpointTree]) -> None:
+    kernel.magic("checkpoint", "a-checkpoint-with-a-rather-long-descriptive-name")
+    tree = CheckpointTree(poll_interval=None, magics=kernel.magics)
+    trees.append(tree)
+    summary = tree._repr_mimebundle_()["text/plain"]
+    assert summary == repr(tree) and len(summary) <= 110 and "\n" not in summary
+    assert summary.endswith(
+        "1 checkpoints, 0 branches, head " + kernel.ids()[0][:12] + " 'a-checkpoint-with-…'"
+    )

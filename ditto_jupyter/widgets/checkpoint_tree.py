@@ -278,14 +278,15 @@ class CheckpointTree(widgets.DOMWidget):  # type: ignore[misc]
         super().close()
 
     def __repr__(self) -> str:
+        """One line, within the 110 characters ipywidgets shows as text/plain."""
         own = [n for n in self.nodes if n["runtime_id"] == self.runtime_id]
         automatic = sum(1 for n in own if n["auto"] is not None)
         head = self._node(self.head_id) if self.head_id else None
         head_text = "no head yet" if head is None else f"head {head['id'][:12]}"
         if head is not None and head["name"]:
-            head_text += f" {head['name']!r}"
+            name = head["name"] if len(head["name"]) <= 20 else head["name"][:19] + "…"
+            head_text += f" {name!r}"
         branches = len({b["runtime_id"] for b in self.branches})
-        return (
-            f"CheckpointTree of runtime {self.runtime_id[:12]}: {len(own)} checkpoints "
-            f"({automatic} automatic), {branches} branches, {head_text}"
-        )
+        counts = f"{len(own)} checkpoints" + (f" ({automatic} automatic)" if automatic else "")
+        branch_text = f"{branches} branch" + ("" if branches == 1 else "es")
+        return f"CheckpointTree {self.runtime_id[:12]}: {counts}, {branch_text}, {head_text}"
