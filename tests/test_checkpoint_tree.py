@@ -236,5 +236,5 @@ def test_summary_fits_one_text_plain_line(kernel: Kernel, trees: list[Checkpoint
     summary = tree._repr_mimebundle_()["text/plain"]
     assert summary == repr(tree) and len(summary) <= 110 and "\n" not in summary
     assert summary.endswith(
-        "1 checkpoints, 0 branches, head " + kernel.ids()[0][:12] + " 'a-checkpoint-with-…'"
+        "1 checkpoint, 0 branches, head " + kernel.ids()[0][:12] + " 'a-checkpoint-with-a…'"
     )

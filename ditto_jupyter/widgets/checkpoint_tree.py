@@ -287,6 +287,10 @@ class CheckpointTree(widgets.DOMWidget):  # type: ignore[misc]
             name = head["name"] if len(head["name"]) <= 20 else head["name"][:19] + "…"
             head_text += f" {name!r}"
         branches = len({b["runtime_id"] for b in self.branches})
-        counts = f"{len(own)} checkpoints" + (f" ({automatic} automatic)" if automatic else "")
+        counts = (
+            f"{len(own)} checkpoint"
+            + ("" if len(own) == 1 else "s")
+            + (f" ({automatic} automatic)" if automatic else "")
+        )
         branch_text = f"{branches} branch" + ("" if branches == 1 else "es")
         return f"CheckpointTree {self.runtime_id[:12]}: {counts}, {branch_text}, {head_text}"
