@@ -23,6 +23,7 @@ import { RuntimesPanel } from './components/panel';
 import { RuntimesModel } from './model';
 import { isRuntimeEvent } from './models';
 import { NotebookToolbarExtension } from './toolbar';
+import { widgetsPlugin } from './widgets/plugin';
 
 const PLUGIN_ID = 'ditto-jupyter:plugin';
 
@@ -157,4 +158,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, widgetsPlugin];
