@@ -6,19 +6,19 @@
      ino, chunks}], "dirs": [{path, mode}], "symlinks": [{path, target}],
      "skipped": [{path, reason}], "chunks": [every chunk id]}
 
-Files are streamed in 1 MiB chunks, on two threads (reads, BLAKE3 and zstd release the
-GIL), through a `ChunkSink`: the workspace writes through a `core.bulk_writes.BulkWriter`
-and makes the whole snapshot durable with one sync before it records the manifest. A file
-whose size, mtime, ctime and inode are unchanged since the previous snapshot of the same
-workspace is not re-read: its chunk list is reused.
+Files are streamed in 1 MiB chunks (on `SNAPSHOT_THREADS` threads) through a `ChunkSink`:
+the workspace writes through a `core.bulk_writes.BulkWriter` and makes the whole snapshot
+durable with one sync before it records the manifest. A file whose size, mtime, ctime and
+inode are unchanged since the previous snapshot of the same workspace is not re-read: its
+chunk list is reused.
 Like git's "racy" index entries, an entry whose ctime is not strictly older than the
 snapshot's start (`clock_ns`, read from the filesystem's own clock through a marker file)
 is never trusted, because a later write in the same timestamp tick would leave its
 fingerprint unchanged. Symlinks are kept only when they resolve inside the workspace (as
 a relative target); sockets, FIFOs, devices and escaping symlinks are listed under
 `skipped` with the reason, never dropped silently. `materialise` writes a snapshot back as
-real files in a new directory, its files on two threads, each chunk kernel-copied where
-it can be (`copying`).
+real files in a new directory, its files on `CHECKOUT_THREADS` threads, each chunk
+kernel-copied where it can be (`copying`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ from ditto_jupyter.core.private import PRIVATE_DIR_MODE
 
 #: The `kind` of a workspace snapshot manifest.
 MANIFEST_KIND = "workspace"
+#: Threads a snapshot reads files on. One: measured in bench_backends, a second thread did
+#: not pay, because a new chunk's cost is mostly creating and renaming its file through
+#: the blob store's one staging directory, which the threads take turns at.
+SNAPSHOT_THREADS = 1
+#: Threads a checkout writes files on (files go to many directories, copies in the kernel).
+CHECKOUT_THREADS = MAX_THREADS
 
 
 @dataclass(frozen=True)
@@ -174,7 +180,7 @@ def scan_workspace(
     previous: FileIndex,
     *,
     verify_chunks: bool,
-    threads: int = MAX_THREADS,
+    threads: int = SNAPSHOT_THREADS,
 ) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
     """Walk the workspace `root` into a manifest, storing the files `previous` cannot vouch
     for (on `threads` threads); unchanged files reuse their chunks (checked to exist when
@@ -313,7 +319,7 @@ def materialise(
     folder: Path,
     clock_marker: Path,
     *,
-    threads: int = MAX_THREADS,
+    threads: int = CHECKOUT_THREADS,
 ) -> FileIndex:
     """Write the snapshot `body` into the new directory `folder` (files on `threads`
     threads), and the index its first snapshot trusts; on any failure remove the directory
