@@ -180,7 +180,7 @@ def scan_workspace(
     previous: FileIndex,
     *,
     verify_chunks: bool,
-    threads: int = SNAPSHOT_THREADS,
+    threads: int | None = None,
 ) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
     """Walk the workspace `root` into a manifest, storing the files `previous` cannot vouch
     for (on `threads` threads); unchanged files reuse their chunks (checked to exist when
@@ -220,7 +220,8 @@ def scan_workspace(
                     reused.append(entry)
             else:
                 skipped.append({"path": rel, "reason": "not a regular file"})
-    read = run_parallel(lambda job: _read_file(blobs, *job), to_read, threads=threads)
+    count = SNAPSHOT_THREADS if threads is None else threads
+    read = run_parallel(lambda job: _read_file(blobs, *job), to_read, threads=count)
     entries: dict[str, FileEntry] = {entry.path: entry for entry in reused}
     for (_, rel), outcome in zip(to_read, read, strict=True):
         if outcome is None:
@@ -319,7 +320,7 @@ def materialise(
     folder: Path,
     clock_marker: Path,
     *,
-    threads: int = CHECKOUT_THREADS,
+    threads: int | None = None,
 ) -> FileIndex:
     """Write the snapshot `body` into the new directory `folder` (files on `threads`
     threads), and the index its first snapshot trusts; on any failure remove the directory
@@ -331,9 +332,8 @@ def materialise(
         for raw in dirs:
             os.mkdir(member(root, raw["path"]), 0o700)
         wanted = [FileEntry.from_json(raw) for raw in body.get("files", [])]
-        written = run_parallel(
-            lambda entry: _write_file(blobs, root, entry), wanted, threads=threads
-        )
+        count = CHECKOUT_THREADS if threads is None else threads
+        written = run_parallel(lambda entry: _write_file(blobs, root, entry), wanted, threads=count)
         entries = {entry.path: entry for entry in written}
         for raw in body.get("symlinks", []):
             os.symlink(str(raw["target"]), member(root, raw["path"]))
