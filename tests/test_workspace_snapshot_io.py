@@ -41,10 +41,14 @@ def backend(provider: LocalProvider) -> LocalBackend:
     return run(provider.create("rt-1"))
 
 
+#: Big enough that a blob store keeping small chunks inline in an index still writes a file.
+CHUNK_FILE_BYTES = 70_000
+
+
 def fill(backend: LocalBackend, files: int) -> None:
-    """`files` files of distinct random content (one chunk each) in a few directories."""
+    """`files` files of distinct random content (one chunk file each) in a few directories."""
     for i in range(files):
-        run(backend.write_bytes(f"d{i % 5}/f{i:03}.bin", os.urandom(3000 + i)))
+        run(backend.write_bytes(f"d{i % 5}/f{i:03}.bin", os.urandom(CHUNK_FILE_BYTES + i)))
 
 
 def tree_of(root: Path) -> dict[str, tuple[str, bytes | str | None, int, int]]:
@@ -143,7 +147,7 @@ def test_a_few_new_chunks_are_fsynced_one_by_one(
     """Changing one file does not sync the whole filesystem (other tenants' dirty data)."""
     fill(backend, 30)
     run(backend.checkpoint())
-    run(backend.write_bytes("d0/f000.bin", os.urandom(5000)))
+    run(backend.write_bytes("d0/f000.bin", os.urandom(CHUNK_FILE_BYTES)))
     syncs: list[object] = []
     monkeypatch.setattr(bulk_writes, "sync_filesystem", syncs.append)
     fsyncs = FsyncCounter(monkeypatch)
@@ -177,7 +181,7 @@ def test_bulk_writer_into_a_loose_store_never_syncs(
 def test_bulk_writer_counts_only_new_chunk_files(tmp_path: Path) -> None:
     durable = BlobStore(tmp_path / "a")
     writer = bulk_writes.BulkWriter(durable, BlobStore(tmp_path / "a", durable=False))
-    data = os.urandom(4000)
+    data = os.urandom(CHUNK_FILE_BYTES)
     first, written = writer.put_chunk(data)
     again, rewritten = writer.put_chunk(data)
     assert first == again and written > 0 and rewritten == 0
