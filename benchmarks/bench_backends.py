@@ -14,7 +14,10 @@ each beside `cp -a` and `tar cf` of the same tree, timed just before it (page ca
 dirty pages flushed). The code before issue 13's section 3 (one fsync per chunk, one
 thread, chunks copied through user space) runs in the same run beside the current code:
 its `snapshots.py` is loaded from git at BASELINE_COMMIT (override with the environment
-variable DITTO_BENCH_BASELINE) and driven exactly as its `LocalBackend` drove it. Rows
+variable DITTO_BENCH_BASELINE) and driven as its `LocalBackend` drove it (scan into the
+durable store, then the manifest), called directly: without the event-loop hop and the
+state-file write the current code's figures include, so the comparison flatters the old
+code by a few milliseconds. Rows
 that are repeated interleave the variants and report medians. The tree is deleted at the
 end. Run from the repo root:
 
@@ -187,8 +190,8 @@ def load_baseline() -> types.ModuleType:
 
 
 class Baseline:
-    """One workspace's snapshots through the old code, as its LocalBackend ran them:
-    scan into the durable store (fsync per chunk), then put the manifest."""
+    """One workspace's snapshots through the old code, as its LocalBackend ran them (scan
+    into the durable store, fsync per chunk, then put the manifest), called directly."""
 
     def __init__(self, code: types.ModuleType, tree: Path, blobs: BlobStore, marker: Path) -> None:
         self.code, self.tree, self.blobs, self.marker = code, tree, blobs, marker
