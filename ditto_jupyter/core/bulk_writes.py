@@ -11,6 +11,12 @@ leaves unrecorded chunk files, which garbage collection frees. Small chunks an o
 index keeps inline are made durable by the durable store's own manifest commit, which
 follows the sync.
 
+One window stays open (the kernel capture's too): a crash can leave a chunk file under its
+name whose bytes never reached the disk, and a later snapshot that finds the name reuses
+it; reads and checkouts check every chunk's hash, so it is refused, never restored wrong.
+Closing it needs the store to rename chunk files into place only after the sync, which
+only `BlobStore` itself can do.
+
 BulkWriter is safe to share between threads. (Starting each chunk's writeback early with
 `sync_file_range`, as the kernel capture does, was measured here and dropped: the final
 sync took 10-100 ms either way, and the extra open per chunk cost more.)
