@@ -333,3 +333,34 @@ def test_a_damaged_raw_chunk_fails_the_checkout_and_leaves_nothing(
     with pytest.raises(BackendError, match="does not match its content hash"):
         run(provider.checkout(ref, "rt-2"))
     assert sorted(p.name for p in provider.root.iterdir()) == before
+
+
+def test_run_parallel_does_not_wait_for_a_helper_busy_elsewhere() -> None:
+    """A call whose helper is queued behind another call's blocked jobs finishes alone."""
+    release = threading.Event()
+    both_started = threading.Barrier(3, timeout=30)
+
+    def blocking(n: int) -> int:
+        both_started.wait()
+        assert release.wait(60)
+        return n
+
+    other = threading.Thread(
+        target=lambda: parallel.run_parallel(blocking, [0, 1], threads=2), daemon=True
+    )
+    other.start()
+    done = threading.Event()
+    results: list[list[int]] = []
+
+    def second_call() -> None:
+        results.append(parallel.run_parallel(lambda n: n + 1, list(range(10)), threads=2))
+        done.set()
+
+    try:
+        both_started.wait()  # the other call's thread and the only helper are both blocked
+        threading.Thread(target=second_call, daemon=True).start()
+        assert done.wait(30), "the second call waited for a helper busy elsewhere"
+        assert results == [list(range(1, 11))]
+    finally:
+        release.set()
+        other.join(30)

@@ -3,7 +3,8 @@
 Snapshots and checkouts spend their time reading, hashing, compressing and writing files,
 all of which release the GIL, so two threads keep two cores busy. Workers pull the next job
 from a shared queue, so a thread slowed by a big file or a busy core just takes fewer jobs.
-The calling thread is one of the workers.
+The calling thread is one of the workers, so a call never waits for a free helper: when
+the helpers are busy with another call, it does all of its jobs itself.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def run_parallel(
     helpers = [_helpers().submit(worker) for _ in range(min(threads, len(jobs)) - 1)]
     worker()
     for helper in helpers:
-        helper.result()
+        if not helper.cancel():  # a helper still queued behind another call is not waited for
+            helper.result()
     if failed:
         raise failed[0]
     return results  # type: ignore[return-value]  # every slot is filled when none failed
