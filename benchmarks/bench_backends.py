@@ -4,14 +4,22 @@ A workspace of 1,000 files / 200 MiB (half random bytes, half compressible text;
 of 1 MiB, 900 of ~114 KiB, in 20 directories) is built under benchmarks/.work/ and
 measured in one run:
 
-  * first checkpoint (every file read, chunked, hashed, stored; durable blob store: fsync)
+  * first checkpoint (every file read, chunked, hashed, stored; durable blob store)
   * clean re-checkpoint through DirtyTrackingBackend (must return the same ref; target 5 ms)
   * re-checkpoint after `mark_dirty` with nothing changed (the cost of the stat walk alone)
   * re-checkpoint after rewriting one 1 MiB file (cost and new bytes in proportion to it)
   * checkout materialisation of the last snapshot into a new workspace
 
-each beside `cp -a` and `tar cf` of the same tree, timed in the same run (page cache warm
-for all of them). The tree is deleted at the end. Run from the repo root:
+each beside `cp -a` and `tar cf` of the same tree, timed just before it (page cache warm,
+dirty pages flushed). The code before issue 13's section 3 (one fsync per chunk, one
+thread, chunks copied through user space) runs in the same run beside the current code:
+its `snapshots.py` is loaded from git at BASELINE_COMMIT (override with the environment
+variable DITTO_BENCH_BASELINE) and driven as its `LocalBackend` drove it (scan into the
+durable store, then the manifest), called directly: without the event-loop hop and the
+state-file write the current code's figures include, so the comparison flatters the old
+code by a few milliseconds. Rows
+that are repeated interleave the variants and report medians. The tree is deleted at the
+end. Run from the repo root:
 
     .venv/bin/python -m benchmarks.bench_backends
 """
@@ -25,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,7 +45,7 @@ if str(REPO) not in sys.path:
 import blake3  # noqa: E402
 
 from benchmarks.results_table import markdown_table, write_section  # noqa: E402
-from ditto_jupyter.backends.local import LocalBackend, LocalProvider  # noqa: E402
+from ditto_jupyter.backends.local import LocalBackend, LocalProvider, snapshots  # noqa: E402
 from ditto_jupyter.backends.manager import BackendManager  # noqa: E402
 from ditto_jupyter.core.blobs import BlobStore  # noqa: E402
 
@@ -47,6 +56,11 @@ N_BIG = 100
 TOTAL = 200 * MiB
 N_DIRS = 20
 CLEAN_REPEATS = 200
+#: Repeats of each compared row (variants interleaved; medians reported).
+REPEATS = int(os.environ.get("DITTO_BENCH_REPEATS", "3"))
+#: The last commit before the snapshot changes of issue 13 section 3.
+BASELINE_COMMIT = os.environ.get("DITTO_BENCH_BASELINE", "76a3773")
+BASELINE_PATH = "ditto_jupyter/backends/local/snapshots.py"
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -154,8 +168,79 @@ async def clean_checkpoints(manager: BackendManager, expected: Any) -> list[floa
     return times
 
 
+def load_baseline() -> types.ModuleType:
+    """`backends/local/snapshots.py` as it was at BASELINE_COMMIT, as a module."""
+    name = "ditto_jupyter.backends.local.baseline_snapshots"
+    source = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(REPO),
+            "show",
+            f"{BASELINE_COMMIT}:ditto_jupyter/backends/local/snapshots.py",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # dataclasses look their module up
+    exec(compile(source, f"{BASELINE_COMMIT}:snapshots.py", "exec"), module.__dict__)
+    return module
+
+
+class Baseline:
+    """One workspace's snapshots through the old code, as its LocalBackend ran them (scan
+    into the durable store, fsync per chunk, then put the manifest), called directly."""
+
+    def __init__(self, code: types.ModuleType, tree: Path, blobs: BlobStore, marker: Path) -> None:
+        self.code, self.tree, self.blobs, self.marker = code, tree, blobs, marker
+        self.index = code.FileIndex.empty()
+        self.manifest_id = ""
+
+    def checkpoint(self) -> dict[str, int]:
+        manifest, index, stats = self.code.scan_workspace(
+            str(self.tree), self.blobs, self.marker, self.index, verify_chunks=False
+        )
+        self.manifest_id, written = self.blobs.put_manifest(manifest)
+        self.index = index
+        stats.bytes_written += written
+        return dict(stats.as_dict())
+
+    def checkout(self, folder: Path) -> None:
+        body = self.blobs.get_manifest(self.manifest_id)
+        self.code.materialise(self.blobs, body, folder, folder.with_suffix(".clock"))
+
+
+class Samples:
+    """Times of one row, each with the `cp -a` / `tar cf` anchors taken right before it."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.cp: list[float] = []
+        self.tar: list[float] = []
+
+    def add(self, seconds: float, near: tuple[float, float]) -> None:
+        self.times.append(seconds)
+        self.cp.append(near[0])
+        self.tar.append(near[1])
+
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    def cp_ratio(self) -> float:
+        return statistics.median(t / c for t, c in zip(self.times, self.cp, strict=True))
+
+    def tar_ratio(self) -> float:
+        return statistics.median(t / c for t, c in zip(self.times, self.tar, strict=True))
+
+
+def verdict(value: float, limit: float) -> str:
+    return "met" if value <= limit else f"MISSED by {value / limit:.2f}x"
+
+
 def measure(work: Path) -> str:
-    blobs = BlobStore(work / "blobs")  # durable: every chunk fsynced, as in production
+    blobs = BlobStore(work / "blobs")  # durable, as in production
     provider = LocalProvider(work / "workspaces", blobs)
     manager = BackendManager({"local": provider})
     backend = run(manager.create("bench", "local"))
@@ -164,108 +249,198 @@ def measure(work: Path) -> str:
     tree = inner.local_path
     total = build_tree(tree)
     anchors = Anchors(tree, work)
+    old_code = load_baseline()
     rows: list[list[object]] = []
 
-    def row(name: str, seconds: float, near: tuple[float, float], *rest: object) -> None:
-        cp_s, tar_s = near
+    def row(name: str, samples: Samples, *rest: object) -> None:
         rows.append(
             [
                 name,
-                fmt_s(seconds),
-                fmt_s(cp_s),
-                f"{seconds / cp_s:.2g}x",
-                fmt_s(tar_s),
-                f"{seconds / tar_s:.2g}x",
+                fmt_s(samples.median()),
+                fmt_s(statistics.median(samples.cp)),
+                f"{samples.cp_ratio():.2g}x",
+                fmt_s(statistics.median(samples.tar)),
+                f"{samples.tar_ratio():.2g}x",
                 *rest,
             ]
         )
 
-    def det(ref: Any) -> dict[str, int]:
-        return dict(ref.details)
+    def read(details: dict[str, int]) -> str:
+        return f"{details['files_read']} / {fmt_bytes(details['bytes_read'])}"
 
-    def read(ref: Any) -> str:
-        return f"{det(ref)['files_read']} / {fmt_bytes(det(ref)['bytes_read'])}"
+    # ---- first checkpoint: current code (1 and 2 threads) and the old code, interleaved
+    first_new, first_two, first_old = Samples(), Samples(), Samples()
+    new_details: dict[str, int] = {}
+    old_details: dict[str, int] = {}
+    old: Baseline | None = None
+    first: Any = None
+    for repeat in range(REPEATS):
+        last = repeat == REPEATS - 1
+        fresh = LocalProvider(work / f"ws-{repeat}", BlobStore(work / f"blobs-2t-{repeat}"))
+        two = LocalBackend(fresh, inner.backend_id, tree)
+        snapshots.SNAPSHOT_THREADS, saved = 2, snapshots.SNAPSHOT_THREADS
+        near = anchors.sample()
+        first_two.add(timed_after_sync(lambda b=two: run(b.checkpoint()))[0], near)
+        snapshots.SNAPSHOT_THREADS = saved
+        shutil.rmtree(work / f"blobs-2t-{repeat}")
+        if last:
+            near = anchors.sample()
+            seconds, first = timed_after_sync(lambda: run(backend.checkpoint()))
+            new_details = dict(first.details)
+        else:
+            fresh = LocalProvider(work / f"ws1-{repeat}", BlobStore(work / f"blobs-1t-{repeat}"))
+            one = LocalBackend(fresh, inner.backend_id, tree)
+            near = anchors.sample()
+            seconds = timed_after_sync(lambda b=one: run(b.checkpoint()))[0]
+            shutil.rmtree(work / f"blobs-1t-{repeat}")
+        first_new.add(seconds, near)
+        old = Baseline(old_code, tree, BlobStore(work / f"blobs-old-{repeat}"), work / "old.clock")
+        near = anchors.sample()
+        seconds, old_details = timed_after_sync(old.checkpoint)
+        first_old.add(seconds, near)
+        if not last:
+            shutil.rmtree(work / f"blobs-old-{repeat}")
+    assert old is not None
+    row(
+        "first checkpoint",
+        first_new,
+        read(new_details),
+        fmt_bytes(new_details["bytes_written"]),
+        f"one sync at the end; {snapshots.SNAPSHOT_THREADS} thread; target <= 1.5x `cp -a`: "
+        f"{verdict(first_new.cp_ratio(), 1.5)}; {first_new.median() / first_old.median():.2f}x "
+        "the old code's time",
+    )
+    row(
+        "first checkpoint, 2 threads",
+        first_two,
+        read(new_details),
+        "",
+        f"{first_two.median() / first_new.median():.2f}x the 1-thread time",
+    )
+    row(
+        f"first checkpoint, old code ({BASELINE_COMMIT})",
+        first_old,
+        read(old_details),
+        fmt_bytes(old_details["bytes_written"]),
+        "fsync per chunk and per directory, 1 thread",
+    )
 
     # The same first snapshot into a store that does not fsync: what durability costs.
     loose = LocalProvider(work / "loose-ws", BlobStore(work / "loose-blobs", durable=False))
     loose_backend = LocalBackend(loose, inner.backend_id, tree)
+    loose_samples = Samples()
     near = anchors.sample()
-    loose_s, loose_ref = timed_after_sync(lambda: run(loose_backend.checkpoint()))
+    seconds, loose_ref = timed_after_sync(lambda: run(loose_backend.checkpoint()))
+    loose_samples.add(seconds, near)
     shutil.rmtree(work / "loose-blobs")
-
-    near_first = anchors.sample()
-    first_s, first = timed_after_sync(lambda: run(backend.checkpoint()))
-    row(
-        "first checkpoint",
-        first_s,
-        near_first,
-        read(first),
-        fmt_bytes(det(first)["bytes_written"]),
-        f"blob store holds {fmt_bytes(blobs.stored_bytes())} (zstd on the text half)",
-    )
     row(
         "first checkpoint, blob store without fsync",
-        loose_s,
-        near,
-        read(loose_ref),
-        fmt_bytes(det(loose_ref)["bytes_written"]),
-        "same tree into a `durable=False` store: the share fsync takes above",
+        loose_samples,
+        read(dict(loose_ref.details)),
+        fmt_bytes(dict(loose_ref.details)["bytes_written"]),
+        "same tree into a `durable=False` store: what durability costs above",
     )
 
     clean_times = run(clean_checkpoints(manager, first))
-    clean_s = statistics.median(clean_times)
+    clean = Samples()
+    clean.add(statistics.median(clean_times), (first_new.cp[-1], first_new.tar[-1]))
     row(
         "clean re-checkpoint (BackendManager -> DirtyTrackingBackend)",
-        clean_s,
-        near_first,
+        clean,
         "0 / 0",
         "0",
         f"same ref returned; median of {CLEAN_REPEATS}, max {fmt_s(max(clean_times))}; "
-        f"target < 5 ms: {'met' if clean_s < 0.005 else 'MISSED'}",
+        f"target < 5 ms: {'met' if clean.median() < 0.005 else 'MISSED'}",
     )
 
-    near = anchors.sample()
-    backend.mark_dirty()
-    walk_s, walk = timed_after_sync(lambda: run(backend.checkpoint()))
+    # ---- re-checkpoints: nothing changed, then one 1 MiB file rewritten, new vs old
+    walk_new, walk_old, change_new, change_old = Samples(), Samples(), Samples(), Samples()
+    walk: dict[str, int] = {}
+    changed: Any = None
+    stored_growth = 0
+    for _ in range(REPEATS):
+        near = anchors.sample()
+        backend.mark_dirty()
+        seconds, ref = timed_after_sync(lambda: run(backend.checkpoint()))
+        walk_new.add(seconds, near)
+        walk = dict(ref.details)
+        walk_old.add(timed_after_sync(old.checkpoint)[0], near)
+        run(backend.write_bytes("dir00/file0000.txt", os.urandom(MiB)))
+        near = anchors.sample()
+        stored_before_change = blobs.stored_bytes()
+        seconds, changed = timed_after_sync(lambda: run(backend.checkpoint()))
+        stored_growth = blobs.stored_bytes() - stored_before_change
+        change_new.add(seconds, near)
+        change_old.add(timed_after_sync(old.checkpoint)[0], near)
     row(
         "dirty re-checkpoint, nothing changed (stat walk)",
-        walk_s,
-        near,
+        walk_new,
         read(walk),
-        fmt_bytes(det(walk)["bytes_written"]),
-        f"{det(walk)['files_reused']} files reused; only a new manifest is written",
+        fmt_bytes(walk["bytes_written"]),
+        f"{walk['files_reused']} files reused; old code {fmt_s(walk_old.median())} "
+        f"(new/old {walk_new.median() / walk_old.median():.2f}x; target <= 1x: "
+        f"{verdict(walk_new.median() / walk_old.median(), 1.0)})",
     )
-
-    near = anchors.sample()
-    run(backend.write_bytes("dir00/file0000.txt", os.urandom(MiB)))
-    stored_before_change = blobs.stored_bytes()
-    change_s, changed = timed_after_sync(lambda: run(backend.checkpoint()))
+    details = dict(changed.details)
     row(
         "re-checkpoint after rewriting one 1 MiB file",
-        change_s,
-        near,
-        read(changed),
-        fmt_bytes(det(changed)["bytes_written"]),
-        f"{det(changed)['files_reused']} files reused; chunk storage grew by "
-        f"{fmt_bytes(blobs.stored_bytes() - stored_before_change)}, the rest is the manifest",
+        change_new,
+        read(details),
+        fmt_bytes(details["bytes_written"]),
+        f"{details['files_reused']} files reused; chunk storage grew by "
+        f"{fmt_bytes(stored_growth)}; old code {fmt_s(change_old.median())} (new/old "
+        f"{change_new.median() / change_old.median():.2f}x; target <= 1x: "
+        f"{verdict(change_new.median() / change_old.median(), 1.0)})",
     )
 
-    near = anchors.sample()
-    checkout_s, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
-    assert tree_digest(child.local_path) == tree_digest(tree), "checkout differs from the source"
-    run(child.release())
+    # ---- checkout: current code (2 and 1 threads) and the old code, interleaved
+    out_new, out_one, out_old = Samples(), Samples(), Samples()
+    source = tree_digest(tree)
+    for repeat in range(REPEATS):
+        near = anchors.sample()
+        seconds, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
+        out_new.add(seconds, near)
+        assert tree_digest(child.local_path) == source, "checkout differs from the source"
+        run(child.release())
+        snapshots.CHECKOUT_THREADS, saved = 1, snapshots.CHECKOUT_THREADS
+        near = anchors.sample()
+        seconds, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
+        out_one.add(seconds, near)
+        snapshots.CHECKOUT_THREADS = saved
+        run(child.release())
+        folder = work / f"old-checkout-{repeat}"
+        near = anchors.sample()
+        out_old.add(timed_after_sync(lambda f=folder: old.checkout(f))[0], near)
+        assert tree_digest(folder) == source, "old checkout differs from the source"
+        shutil.rmtree(folder)
     row(
         "checkout materialisation",
-        checkout_s,
-        near,
+        out_new,
         "",
         "",
-        "real copies (no hard links), verified equal to the source by BLAKE3",
+        f"{snapshots.CHECKOUT_THREADS} threads, copy_file_range after the BLAKE3 check; real "
+        f"copies, verified equal by BLAKE3; target <= 1x `cp -a`: "
+        f"{verdict(out_new.cp_ratio(), 1.0)}; {out_new.median() / out_old.median():.2f}x the "
+        "old code's time",
+    )
+    row(
+        "checkout materialisation, 1 thread",
+        out_one,
+        "",
+        "",
+        f"{out_one.median() / out_new.median():.2f}x the {snapshots.CHECKOUT_THREADS}-thread time",
+    )
+    row(
+        f"checkout materialisation, old code ({BASELINE_COMMIT})",
+        out_old,
+        "",
+        "",
+        "1 thread, every chunk read, checked and written through user space",
     )
 
     headers = [
         "operation",
-        "time",
+        "time (median)",
         "`cp -a` next to it",
         "ratio",
         "`tar cf` next to it",
@@ -277,11 +452,15 @@ def measure(work: Path) -> str:
     intro = (
         f"Workspace: {N_FILES} files, {fmt_bytes(total)} ({N_BIG} of 1 MiB, the rest "
         f"~{fmt_bytes((TOTAL - N_BIG * MiB) // (N_FILES - N_BIG))}), half random bytes, half "
-        "compressible text, in 20 directories. Blob store durable (each chunk fsynced, then "
-        "renamed); `cp -a` and `tar cf` do not fsync. Page cache warm and dirty pages flushed "
-        "(`sync`) before every timed row. The machine is shared, so each row has its own "
-        "`cp -a` and `tar cf` of the same tree, timed just before it; ratio = row time / "
-        "anchor time. All anchors of the run: "
+        "compressible text, in 20 directories. Blob store durable: the current code writes a "
+        "snapshot's chunks without fsync and syncs once before recording its manifest "
+        "(`syncfs`, or an fsync per file when at most 16 chunk files are new); the old code "
+        "fsyncs every chunk file and directory. `cp -a` and `tar cf` do not fsync. Page cache "
+        "warm and dirty pages flushed (`sync`) before every timed row. The machine is shared "
+        "(2 cores, several engineers), so every sample has its own `cp -a` and `tar cf` of "
+        f"the same tree, timed just before it; compared rows are repeated {REPEATS} times, "
+        "interleaved, and show the median time, the median anchor and the median of the "
+        "per-sample ratios. All anchors of the run: "
         f"`cp -a` {', '.join(fmt_s(x) for x in anchors.cp)}; "
         f"`tar cf` {', '.join(fmt_s(x) for x in anchors.tar)}."
     )

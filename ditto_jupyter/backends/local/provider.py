@@ -62,8 +62,11 @@ class LocalProvider:
         self.output_limit = output_limit
         # Snapshots run in worker threads. A BlobStore's compressor is not thread-safe, so
         # they write through a private instance on the same directory (same secret, same
-        # content-addressed names, as when processes share a store), one at a time.
+        # content-addressed names, as when processes share a store), one at a time. Their
+        # chunks go through a non-durable twin and are synced once per snapshot
+        # (`core.bulk_writes`); the manifest goes through the durable one.
         self.snapshot_writer = BlobStore(blobs.root, durable=blobs.durable)
+        self.loose_writer = BlobStore(blobs.root, durable=False)
         self.write_lock = threading.Lock()
         (self.root / _STATE_DIR).mkdir(exist_ok=True)
 

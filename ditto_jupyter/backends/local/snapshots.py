@@ -6,15 +6,19 @@
      ino, chunks}], "dirs": [{path, mode}], "symlinks": [{path, target}],
      "skipped": [{path, reason}], "chunks": [every chunk id]}
 
-Files are streamed in 1 MiB chunks. A file whose size, mtime, ctime and inode are unchanged
-since the previous snapshot of the same workspace is not re-read: its chunk list is reused.
+Files are streamed in 1 MiB chunks (on `SNAPSHOT_THREADS` threads) through a `ChunkSink`:
+the workspace writes through a `core.bulk_writes.BulkWriter` and makes the whole snapshot
+durable with one sync before it records the manifest. A file whose size, mtime, ctime and
+inode are unchanged since the previous snapshot of the same workspace is not re-read: its
+chunk list is reused.
 Like git's "racy" index entries, an entry whose ctime is not strictly older than the
 snapshot's start (`clock_ns`, read from the filesystem's own clock through a marker file)
 is never trusted, because a later write in the same timestamp tick would leave its
 fingerprint unchanged. Symlinks are kept only when they resolve inside the workspace (as
 a relative target); sockets, FIFOs, devices and escaping symlinks are listed under
 `skipped` with the reason, never dropped silently. `materialise` writes a snapshot back as
-real files in a new directory.
+real files in a new directory, its files on `CHECKOUT_THREADS` threads, each chunk
+kernel-copied where it can be (`copying`).
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ from __future__ import annotations
 import os
 import shutil
 import stat as stat_mod
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
+from ditto_jupyter.backends.local.copying import copy_chunk
+from ditto_jupyter.backends.local.parallel import MAX_THREADS, run_parallel
 from ditto_jupyter.backends.local.paths import inside, member
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobStore
 from ditto_jupyter.core.errors import BackendError
@@ -33,6 +40,12 @@ from ditto_jupyter.core.private import PRIVATE_DIR_MODE
 
 #: The `kind` of a workspace snapshot manifest.
 MANIFEST_KIND = "workspace"
+#: Threads a snapshot reads files on. One: measured in bench_backends, a second thread did
+#: not pay, because a new chunk's cost is mostly creating and renaming its file through
+#: the blob store's one staging directory, which the threads take turns at.
+SNAPSHOT_THREADS = 1
+#: Threads a checkout writes files on (files go to many directories, copies in the kernel).
+CHECKOUT_THREADS = MAX_THREADS
 
 
 @dataclass(frozen=True)
@@ -105,15 +118,33 @@ class SnapshotStats:
         }
 
 
-def store_file(blobs: BlobStore, fd: int) -> tuple[list[str], int, int]:
+class ChunkSink(Protocol):
+    """Where a snapshot stores chunks: a `BlobStore` or a `BulkWriter` in front of one."""
+
+    def put_chunk(self, data: bytes | memoryview, digest: str | None = None) -> tuple[str, int]: ...
+
+    def has_chunk(self, digest: str) -> bool: ...
+
+
+_buffers = threading.local()
+
+
+def _read_buffer() -> memoryview:
+    """This thread's 1 MiB read buffer (allocated once, not once per file)."""
+    view: memoryview | None = getattr(_buffers, "view", None)
+    if view is None:
+        view = _buffers.view = memoryview(bytearray(CHUNK_SIZE))
+    return view
+
+
+def store_file(blobs: ChunkSink, fd: int) -> tuple[list[str], int, int]:
     """Stream an open file into the blob store in 1 MiB chunks: (chunks, size, bytes written).
 
     Module-level so tests can count how many files a snapshot really reads.
     """
     chunks: list[str] = []
     size = written = 0
-    buffer = bytearray(CHUNK_SIZE)
-    view = memoryview(buffer)
+    view = _read_buffer()
     with os.fdopen(os.dup(fd), "rb", buffering=0) as handle:
         while True:
             filled = 0
@@ -144,23 +175,24 @@ def _touch_clock(marker: Path) -> int:
 
 def scan_workspace(
     root: str,
-    blobs: BlobStore,
+    blobs: ChunkSink,
     clock_marker: Path,
     previous: FileIndex,
     *,
     verify_chunks: bool,
+    threads: int | None = None,
 ) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
     """Walk the workspace `root` into a manifest, storing the files `previous` cannot vouch
-    for; unchanged files reuse their chunks (checked to exist when `verify_chunks`)."""
+    for (on `threads` threads); unchanged files reuse their chunks (checked to exist when
+    `verify_chunks`)."""
     clock_ns = _touch_clock(clock_marker)
     prefix = len(root) + 1
     stats = SnapshotStats()
-    files: list[dict[str, Any]] = []
     dirs: list[dict[str, Any]] = []
     symlinks: list[dict[str, str]] = []
     skipped: list[dict[str, str]] = []
-    all_chunks: dict[str, None] = {}
-    entries: dict[str, FileEntry] = {}
+    reused: list[FileEntry] = []
+    to_read: list[tuple[str, str]] = []
     pending = [root]
     while pending:
         folder = pending.pop()
@@ -180,21 +212,35 @@ def scan_workspace(
                 else:
                     skipped.append({"path": rel, "reason": "symlink points outside"})
             elif stat_mod.S_ISREG(st.st_mode):
-                entry = _snapshot_file(blobs, item.path, rel, st, previous, stats, verify_chunks)
+                entry = _reusable_entry(blobs, rel, st, previous, verify_chunks)
                 if entry is None:
-                    skipped.append({"path": rel, "reason": "vanished while reading"})
-                    continue
-                entries[rel] = entry
-                files.append(entry.to_json())
-                all_chunks.update(dict.fromkeys(entry.chunks))
+                    to_read.append((item.path, rel))
+                else:
+                    stats.files_reused += 1
+                    reused.append(entry)
             else:
                 skipped.append({"path": rel, "reason": "not a regular file"})
-    files.sort(key=lambda f: f["path"])
+    count = SNAPSHOT_THREADS if threads is None else threads
+    read = run_parallel(lambda job: _read_file(blobs, *job), to_read, threads=count)
+    entries: dict[str, FileEntry] = {entry.path: entry for entry in reused}
+    for (_, rel), outcome in zip(to_read, read, strict=True):
+        if outcome is None:
+            skipped.append({"path": rel, "reason": "vanished while reading"})
+            continue
+        entry, written = outcome
+        stats.files_read += 1
+        stats.bytes_read += entry.size
+        stats.bytes_written += written
+        entries[rel] = entry
+    ordered = sorted(entries.values(), key=lambda e: e.path)
+    all_chunks: dict[str, None] = {}
+    for entry in ordered:
+        all_chunks.update(dict.fromkeys(entry.chunks))
     dirs.sort(key=lambda d: d["path"])
     manifest: dict[str, Any] = {
         "kind": MANIFEST_KIND,
         "clock_ns": clock_ns,
-        "files": files,
+        "files": [entry.to_json() for entry in ordered],
         "dirs": dirs,
         "symlinks": sorted(symlinks, key=lambda s: s["path"]),
         "skipped": sorted(skipped, key=lambda s: s["path"]),
@@ -203,15 +249,10 @@ def scan_workspace(
     return manifest, FileIndex(entries=entries, clock_ns=clock_ns), stats
 
 
-def _snapshot_file(
-    blobs: BlobStore,
-    path: str,
-    rel: str,
-    st: os.stat_result,
-    previous: FileIndex,
-    stats: SnapshotStats,
-    verify_chunks: bool,
+def _reusable_entry(
+    blobs: ChunkSink, rel: str, st: os.stat_result, previous: FileIndex, verify_chunks: bool
 ) -> FileEntry | None:
+    """The previous snapshot's entry for `rel` when it still vouches for the file."""
     old = previous.entries.get(rel)
     if (
         old is not None
@@ -222,7 +263,6 @@ def _snapshot_file(
         and old.ctime_ns < previous.clock_ns
         and (not verify_chunks or all(blobs.has_chunk(c) for c in old.chunks))
     ):
-        stats.files_reused += 1
         return FileEntry(
             rel,
             stat_mod.S_IMODE(st.st_mode),
@@ -232,6 +272,11 @@ def _snapshot_file(
             old.ino,
             old.chunks,
         )
+    return None
+
+
+def _read_file(blobs: ChunkSink, path: str, rel: str) -> tuple[FileEntry, int] | None:
+    """Store one file's bytes: its entry and the bytes newly written (None if it vanished)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -241,12 +286,9 @@ def _snapshot_file(
         chunks, size, written = store_file(blobs, fd)
     finally:
         os.close(fd)
-    stats.files_read += 1
-    stats.bytes_read += size
-    stats.bytes_written += written
     # Record the fingerprint taken before reading: if the file changed while it was
     # read, the next snapshot sees a different fingerprint and reads it again.
-    return FileEntry(
+    entry = FileEntry(
         rel,
         stat_mod.S_IMODE(before.st_mode),
         size,
@@ -255,6 +297,7 @@ def _snapshot_file(
         before.st_ino,
         tuple(chunks),
     )
+    return entry, written
 
 
 def load_index(blobs: BlobStore, manifest_id: str | None) -> FileIndex | None:
@@ -272,40 +315,26 @@ def load_index(blobs: BlobStore, manifest_id: str | None) -> FileIndex | None:
 
 
 def materialise(
-    blobs: BlobStore, body: dict[str, Any], folder: Path, clock_marker: Path
+    blobs: BlobStore,
+    body: dict[str, Any],
+    folder: Path,
+    clock_marker: Path,
+    *,
+    threads: int | None = None,
 ) -> FileIndex:
-    """Write the snapshot `body` into the new directory `folder`, and the index its first
-    snapshot trusts; on any failure remove the directory entirely (BackendError)."""
+    """Write the snapshot `body` into the new directory `folder` (files on `threads`
+    threads), and the index its first snapshot trusts; on any failure remove the directory
+    entirely (BackendError)."""
     root = str(folder)
     try:
         folder.mkdir(mode=0o700)
-        entries: dict[str, FileEntry] = {}
         dirs = sorted(body.get("dirs", []), key=lambda d: str(d["path"]))
         for raw in dirs:
             os.mkdir(member(root, raw["path"]), 0o700)
-        for raw in body.get("files", []):
-            entry = FileEntry.from_json(raw)
-            target = member(root, entry.path)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                for digest in entry.chunks:
-                    data = memoryview(blobs.get_chunk(digest))
-                    while data:
-                        data = data[os.write(fd, data) :]
-                os.fchmod(fd, entry.mode & 0o7777)
-                os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            entries[entry.path] = FileEntry(
-                entry.path,
-                entry.mode,
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ctime_ns,
-                st.st_ino,
-                entry.chunks,
-            )
+        wanted = [FileEntry.from_json(raw) for raw in body.get("files", [])]
+        count = CHECKOUT_THREADS if threads is None else threads
+        written = run_parallel(lambda entry: _write_file(blobs, root, entry), wanted, threads=count)
+        entries = {entry.path: entry for entry in written}
         for raw in body.get("symlinks", []):
             os.symlink(str(raw["target"]), member(root, raw["path"]))
         for raw in sorted(dirs, key=lambda d: str(d["path"]), reverse=True):
@@ -317,3 +346,27 @@ def materialise(
         clock_marker.unlink(missing_ok=True)
         raise BackendError(f"checkout of the local snapshot failed: {exc}") from None
     return FileIndex(entries=entries, clock_ns=clock_ns)
+
+
+def _write_file(blobs: BlobStore, root: str, entry: FileEntry) -> FileEntry:
+    """Create one file of a checkout from its chunks; its entry with the new fingerprint."""
+    target = member(root, entry.path)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        position = 0
+        for digest in entry.chunks:
+            position += copy_chunk(blobs, digest, fd, position)
+        os.fchmod(fd, entry.mode & 0o7777)
+        os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return FileEntry(
+        entry.path,
+        entry.mode,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        st.st_ino,
+        entry.chunks,
+    )

@@ -5,7 +5,8 @@ Every path it is given is relative to that directory and confined to it: absolut
 `..` components and symlinks that resolve outside are refused with `InvalidRequest`. I/O
 failures raise `BackendError`. `exec` waits for the command's output pipes to close: a
 background job that keeps stdout open holds the call until the timeout, which then kills
-the whole process group. `checkpoint()` snapshots the workspace (`snapshots`); `release()` deletes
+the whole process group. `checkpoint()` snapshots the workspace (`snapshots`), with one
+filesystem sync before its manifest is recorded (`core.bulk_writes`); `release()` deletes
 the directory (the local counterpart of killing a sandbox).
 """
 
@@ -34,6 +35,7 @@ from ditto_jupyter.backends.base import (
 from ditto_jupyter.backends.local.paths import inside
 from ditto_jupyter.backends.local.snapshots import FileIndex, SnapshotStats, scan_workspace
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
+from ditto_jupyter.core.bulk_writes import BulkWriter
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import BackendCheckpointRef
 
@@ -395,14 +397,19 @@ class LocalBackend:
 
     def _checkpoint_sync(self) -> BackendCheckpointRef:
         with self._provider.write_lock:
+            writer = BulkWriter(self._provider.snapshot_writer, self._provider.loose_writer)
             try:
-                manifest, index, stats = self._scan(verify_chunks=False)
+                manifest, index, stats = self._scan(writer, verify_chunks=False)
+                # One sync for every chunk of the snapshot, then the (durable) manifest:
+                # nothing is recorded whose bytes are not on disk.
+                writer.sync()
                 try:
                     manifest_id, written = self._provider.snapshot_writer.put_manifest(manifest)
                 except BlobNotFound:
                     # A reused chunk was collected (its old snapshot was deleted and gc
                     # ran): scan again, re-reading the files whose chunks are gone.
-                    manifest, index, stats = self._scan(verify_chunks=True)
+                    manifest, index, stats = self._scan(writer, verify_chunks=True)
+                    writer.sync()
                     manifest_id, written = self._provider.snapshot_writer.put_manifest(manifest)
             except (OSError, BlobError) as exc:
                 raise BackendError(
@@ -424,11 +431,13 @@ class LocalBackend:
             },
         )
 
-    def _scan(self, *, verify_chunks: bool) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
+    def _scan(
+        self, writer: BulkWriter, *, verify_chunks: bool
+    ) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
         """Walk the workspace; reuse unchanged files' chunks (checked to exist if asked)."""
         return scan_workspace(
             self._root,
-            self._provider.snapshot_writer,
+            writer,
             self._provider.clock_marker(self._backend_id),
             self._index,
             verify_chunks=verify_chunks,
