@@ -12,10 +12,10 @@
  * the error is in the notification. Notebooks of no paused runtime start kernels as before.
  */
 
-import { ISessionContext } from '@jupyterlab/apputils';
-import { NotebookPanel } from '@jupyterlab/notebook';
+import type { ISessionContext } from '@jupyterlab/apputils';
+import type { NotebookPanel } from '@jupyterlab/notebook';
 
-import { RuntimesModel } from './model';
+import type { RuntimesModel } from './model';
 
 /** What the intercept needs of RuntimeActions. */
 export interface IResumer {
