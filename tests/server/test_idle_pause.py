@@ -228,3 +228,17 @@ class TestCullingDefersToPausing:
         code, resumed = await api("POST", "resume", {"runtime_id": runtime.runtime_id})
         assert code == 200, resumed
         assert await user_variables(ditto_app, resumed["kernel_id"]) == {"x": 1}
+
+
+class TestOffByDefault:
+    @pytest.fixture
+    def pause_idle_after(self) -> float:
+        return 0.0
+
+    async def test_no_pauser_and_the_culler_untouched(
+        self, ditto_app: DittoJupyterApp, jp_serverapp: Any
+    ) -> None:
+        assert DittoJupyterApp.pause_idle_after.default_value == 0.0
+        assert ditto_app.idle_pauser is None
+        manager = jp_serverapp.kernel_manager
+        assert "cull_kernel_if_idle" not in vars(manager)  # the class's own method
