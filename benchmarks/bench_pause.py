@@ -170,7 +170,10 @@ def main(reps: int) -> None:
         ],
     )
     waited = median(r[4] for r in rss_rows)
+    load = ", ".join(f"{value:.1f}" for value in psutil.getloadavg())
     body = (
+        f"Load average at the end of the run: {load} (1, 5, 15 min) on {psutil.cpu_count()} "
+        "cores; seconds stretch with it, the ratio is the figure to read.\n\n"
         f"`pause_idle_after = {PAUSE_IDLE_AFTER:g}` s; the idle pauser paused the runtime "
         f"{waited:.1f} s (median) after its last cell (checks every "
         f"{max(PAUSE_IDLE_AFTER / 4, 0.5):g} s). State: {DATA_MIB} MiB of random float64 "

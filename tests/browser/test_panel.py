@@ -5,7 +5,8 @@ see: a notebook runs `x = 1`; a named checkpoint from the panel shows up in the 
 after `x = 2` a restore from the panel brings `x` back to 1; a checkout opens the child
 notebook on a kernel that holds `x == 1` and draws the branch; pause shows the paused
 state and Resume in the notebook toolbar reattaches the notebook to a new kernel that
-still has `x == 1`, and after a second pause running a cell resumes the runtime first; a checkout while a cell sleeps shows the SessionBusy notification; a
+still has `x == 1`; after a second pause, running a cell in the notebook resumes the
+runtime first; a checkout while a cell sleeps shows the SessionBusy notification; a
 `%checkpoint` typed in a cell appears in the panel without a reload; delete-snapshot and
 close each confirm first. The panel is saved as screenshots in the light and the dark
 theme (docs/images/).
