@@ -159,6 +159,10 @@ class RuntimeService:
         finally:
             self._in_flight.difference_update(runtime_ids)
 
+    def has_operation_in_flight(self, runtime_id: str) -> bool:
+        """Whether a control operation on this runtime is running now."""
+        return runtime_id in self._in_flight
+
     def _session(self, runtime_id: str) -> SessionRecord:
         session = self.store.get_session(runtime_id)
         if session is None:

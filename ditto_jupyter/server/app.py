@@ -3,7 +3,8 @@
 Enabled by `jupyter-config/jupyter_server_config.d/ditto_jupyter.json`. Configure with
 `--DittoJupyterApp.data_dir=...` (or `c.DittoJupyterApp.*` in jupyter_server_config.py):
 `data_dir` (SQLite store, blob store, workspaces), `store_url` (SQLAlchemy URL, for
-PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`.
+PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`, `pause_idle_after`
+(seconds of kernel idleness after which a runtime pauses; `idle_pauser.py`).
 
 IPython kernels the server starts load the magics (`--ext=ditto_jupyter`, trait
 `load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR`,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import getpass
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
+from ditto_jupyter.server.idle_pauser import IdlePauser
 from ditto_jupyter.server.openapi import openapi_document
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
@@ -83,6 +86,14 @@ class DittoJupyterApp(ExtensionApp):
         600.0, config=True, help="Seconds a capture or restore call into a kernel may take."
     )
 
+    pause_idle_after = Float(
+        0.0,
+        config=True,
+        help="Pause a runtime (checkpoint, then stop its kernel) whose kernel has been idle "
+        "this many seconds with no execution; 0 turns it off. While on, jupyter-server's "
+        "idle culler (cull_idle_timeout) leaves runtimes' kernels alone.",
+    )
+
     @default("data_dir")
     def _default_data_dir(self) -> str:
         return str(default_data_dir())
@@ -90,6 +101,7 @@ class DittoJupyterApp(ExtensionApp):
     service: RuntimeService | None = None
     host: ServerKernelHost | None = None
     runtime_sessions: RuntimeSessions | None = None
+    idle_pauser: IdlePauser | None = None
 
     def kernel_env(self) -> dict[str, str]:
         """What every kernel the server starts gets in its environment (besides its id)."""
@@ -152,6 +164,16 @@ class DittoJupyterApp(ExtensionApp):
         install_kernel_env(serverapp.session_manager, self.kernel_env, tokens)
         if self.load_magics:
             install_magics_autoload(serverapp.kernel_manager, serverapp.kernel_spec_manager)
+        if self.pause_idle_after > 0:
+            self.idle_pauser = IdlePauser(
+                sessions,
+                serverapp.kernel_manager,
+                self.pause_idle_after,
+                sender=getpass.getuser(),
+                log=self.log,
+            )
+            self.idle_pauser.defer_culling()
+            self.idle_pauser.start()
         self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
 
     def initialize_handlers(self) -> None:
@@ -163,7 +185,9 @@ class DittoJupyterApp(ExtensionApp):
         self.handlers.append((CHILD_SESSION_ROUTE, SessionHandler))
 
     async def stop_extension(self) -> None:
-        """Close kernel clients and the store."""
+        """Stop the idle pauser, close kernel clients and the store."""
+        if self.idle_pauser is not None:
+            self.idle_pauser.stop()
         if self.host is not None:
             await self.host.wait_deferred()
             await self.host.close()

@@ -41,6 +41,7 @@ class OperationEvent:
     unrestorable: list[UnrestorableValue] | None = None
     ok: bool = False
     error: str | None = None
+    reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def data(self, duration_ms: float) -> dict[str, Any]:
@@ -59,6 +60,7 @@ class OperationEvent:
             "duration_ms": round(duration_ms, 3),
             "ok": self.ok,
             "error": self.error,
+            "reason": self.reason,
         }
 
 

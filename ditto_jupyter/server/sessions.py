@@ -21,7 +21,7 @@ import asyncio
 import posixpath
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_server.utils import ensure_async
 from tornado.web import HTTPError
@@ -63,6 +63,9 @@ from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_r
 if TYPE_CHECKING:
     from jupyter_server.services.contents.manager import ContentsManager
     from jupyter_server.services.sessions.sessionmanager import SessionManager
+
+#: Why a runtime paused, as its pause event says.
+PauseReason = Literal["idle", "asked"]
 
 
 class ServerContextCapture:
@@ -452,13 +455,16 @@ class RuntimeSessions:
         user: str,
         *,
         precaptured: ContextCapture | None = None,
+        reason: PauseReason = "asked",
     ) -> RuntimePauseResult:
         """Snapshot and stop the runtime; its Jupyter session row goes with its kernel.
 
         With `precaptured` (a kernel pausing itself from a magic) the kernel is shut down
         only after the cell running the magic has finished, so the magic gets the answer.
+        `reason` goes into the pause event: `asked` (a route) or `idle` (the idle pauser).
         """
         with self.events.operation("pause", runtime_id) as event:
+            event.reason = reason
             await self.ensure_runtime(runtime_id, user)
             kernel_id = self.service.session(runtime_id).handle_state.get("kernel_id")
             if precaptured is not None and self.host is not None and kernel_id:

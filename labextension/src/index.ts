@@ -22,6 +22,7 @@ import { registerCommands } from './commands';
 import { RuntimesPanel } from './components/panel';
 import { RuntimesModel } from './model';
 import { isRuntimeEvent } from './models';
+import { installResumeOnRun } from './resumeOnRun';
 import { NotebookToolbarExtension } from './toolbar';
 import { widgetsPlugin } from './widgets/plugin';
 
@@ -132,6 +133,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       };
       context.statusChanged.connect(report);
       context.sessionChanged.connect(report);
+      // A cell run in the notebook of a paused runtime resumes it (resumeOnRun.ts).
+      void context.ready.then(() => {
+        if (!panel.isDisposed) {
+          panel.disposed.connect(installResumeOnRun(panel, model, actions));
+        }
+      });
       panel.disposed.connect(() => {
         if (runtimeId !== null) {
           model.setKernelStatus(runtimeId, null);
@@ -144,6 +151,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.serviceManager.events.stream.connect((_, event) => {
       if (isRuntimeEvent(event)) {
         void model.handleEvent(event);
+        if (event.action === 'pause' && event.ok) {
+          // Notebooks of the paused runtime drop their session of the stopped kernel now,
+          // not at JupyterLab's next poll, so a cell run there resumes it.
+          void app.serviceManager.sessions.refreshRunning();
+        }
       }
     });
     let settle: number | undefined;

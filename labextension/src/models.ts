@@ -137,6 +137,8 @@ export interface IRuntimeEvent {
   duration_ms: number;
   ok: boolean;
   error?: string | null;
+  /** Why a runtime paused (pause events): the idle pauser, or someone asked. */
+  reason?: 'idle' | 'asked' | null;
 }
 
 /** Whether a message from the event stream is a runtime event. */

@@ -5,7 +5,8 @@ see: a notebook runs `x = 1`; a named checkpoint from the panel shows up in the 
 after `x = 2` a restore from the panel brings `x` back to 1; a checkout opens the child
 notebook on a kernel that holds `x == 1` and draws the branch; pause shows the paused
 state and Resume in the notebook toolbar reattaches the notebook to a new kernel that
-still has `x == 1`; a checkout while a cell sleeps shows the SessionBusy notification; a
+still has `x == 1`; after a second pause, running a cell in the notebook resumes the
+runtime first; a checkout while a cell sleeps shows the SessionBusy notification; a
 `%checkpoint` typed in a cell appears in the panel without a reload; delete-snapshot and
 close each confirm first. The panel is saved as screenshots in the light and the dark
 theme: into the test's temporary folder, or into docs/images/ when
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
-from tests.browser.lab_page import STEP_MS, Lab
+from tests.browser.lab_page import PANEL, STEP_MS, Lab
 from tests.browser.lab_server import REPO, LabServer
 
 DOCS_IMAGES = REPO / "docs" / "images"
@@ -132,6 +133,20 @@ def test_panel_scenario(page: Page, lab_server: LabServer, tmp_path: Path) -> No
     lab.wait_idle()
     assert lab.run_cell("print(x)") == "1"
     expect(lab.status(pinned)).to_have_text("idle", timeout=STEP_MS)
+
+    # 5b. Pause again, then simply run a cell in the paused notebook: the runtime resumes
+    #     (no new runtime, no kernel dialog), the notebook is reattached, the cell runs on
+    #     the resumed kernel with x still 1.
+    runtimes_before = lab.page.locator(f"{PANEL} .jp-DittoRuntime").count()
+    pinned.get_by_role("button", name="Pause work.ipynb").click()
+    expect(state).to_contain_text("paused", timeout=STEP_MS)
+    expect(lab.notebook().locator(".jp-KernelName")).to_have_text("No Kernel", timeout=STEP_MS)
+    assert lab.run_cell("print(x + 1)") == "2"
+    expect(lab.notification(re.compile(r"Resumed"))).to_be_visible(timeout=STEP_MS)
+    expect(state).not_to_contain_text("paused", timeout=STEP_MS)
+    expect(lab.status(lab.pinned())).to_have_text("idle", timeout=STEP_MS)
+    assert lab.page.locator(f"{PANEL} .jp-DittoRuntime").count() == runtimes_before
+    assert page.locator(".jp-Dialog").count() == 0
 
     # 6. Check out while a cell sleeps: the SessionBusy notification, with its code.
     lab.type_cell("import time; time.sleep(10)")
