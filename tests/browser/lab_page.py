@@ -146,6 +146,12 @@ class Lab:
     def notification(self, text: str | re.Pattern[str]) -> Locator:
         return self.page.locator(".Toastify__toast", has_text=text)
 
+    def dismiss_notifications(self) -> None:
+        """Close every notification on screen and wait until they are gone."""
+        for close in self.page.locator(".Toastify__toast .jp-Notification-Toast-Close").all():
+            close.click()
+        expect(self.page.locator(".Toastify__toast")).to_have_count(0, timeout=STEP_MS)
+
     def toolbar_state(self) -> Locator:
         return self.notebook().locator(".jp-DittoToolbarState")
 

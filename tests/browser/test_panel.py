@@ -142,7 +142,8 @@ def test_panel_scenario(page: Page, lab_server: LabServer, tmp_path: Path) -> No
     expect(state).to_contain_text("paused", timeout=STEP_MS)
     expect(lab.notebook().locator(".jp-KernelName")).to_have_text("No Kernel", timeout=STEP_MS)
     assert lab.run_cell("print(x + 1)") == "2"
-    expect(lab.notification(re.compile(r"Resumed"))).to_be_visible(timeout=STEP_MS)
+    # the newest "Resumed" (the first resume's may still be sliding away)
+    expect(lab.notification(re.compile(r"Resumed")).last).to_be_visible(timeout=STEP_MS)
     expect(state).not_to_contain_text("paused", timeout=STEP_MS)
     expect(lab.status(lab.pinned())).to_have_text("idle", timeout=STEP_MS)
     assert lab.page.locator(f"{PANEL} .jp-DittoRuntime").count() == runtimes_before
@@ -205,9 +206,7 @@ def test_panel_scenario(page: Page, lab_server: LabServer, tmp_path: Path) -> No
 
 def _screenshot(lab: Lab, path: Path) -> None:
     """The panel alone, without notifications over it or a hover highlight."""
-    for close in lab.page.locator(".Toastify__toast .jp-Notification-Toast-Close").all():
-        close.click()
-    expect(lab.page.locator(".Toastify__toast")).to_have_count(0, timeout=STEP_MS)
+    lab.dismiss_notifications()
     lab.page.mouse.move(0, 0)
     lab.page.locator("#ditto-runtimes-panel .jp-DittoPanel-body").screenshot(path=str(path))
 
