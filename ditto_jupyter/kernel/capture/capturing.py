@@ -156,6 +156,11 @@ def _capture(
     )
 
 
+#: The names whose pickle took big bytes objects out of band in this process's last capture:
+#: the next one does so in its first pass (pyplot's figures, every checkpoint).
+_EXTRACTED_LAST_TIME: set[str] = set()
+
+
 def _pickle_singles(
     namespace: dict[str, object],
     values: dict[str, object],
@@ -179,7 +184,8 @@ def _pickle_singles(
             ids[name] = {id(value)}
             continue
         try:
-            pickled = pickle_values(namespace, [value], reached or None)
+            extract = name in _EXTRACTED_LAST_TIME
+            pickled = pickle_values(namespace, [value], reached or None, extract=extract)
         except Exception as error:
             reason = failure_reason(error)
             unrestorable.append(UnrestorableValue(name=name, type=type_name(value), reason=reason))
@@ -190,6 +196,8 @@ def _pickle_singles(
             partial.append(pickled)
         else:
             singles[name] = pickled
+    _EXTRACTED_LAST_TIME.clear()
+    _EXTRACTED_LAST_TIME.update(n for n, p in singles.items() if p.extracted)
     return singles, partial, ids
 
 

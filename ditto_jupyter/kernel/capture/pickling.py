@@ -195,9 +195,13 @@ class ExtractingPickler(NamespacePickler):
     used only for components whose in-band stream is large)."""
 
     def __init__(
-        self, file: io.BytesIO, namespace: dict[str, object], buffers: list[pickle.PickleBuffer]
+        self,
+        file: io.BytesIO,
+        namespace: dict[str, object],
+        buffers: list[pickle.PickleBuffer],
+        stop_at: set[int] | None = None,
     ) -> None:
-        super().__init__(file, namespace, buffers)
+        super().__init__(file, namespace, buffers, stop_at)
         self.extracted: list[tuple[str, bytes | bytearray]] = []
         self._extracted_ids: dict[int, int] = {}
 
@@ -260,22 +264,31 @@ def _holds_big_bytes(memo: dict[int, Any]) -> bool:
 
 
 def pickle_values(
-    namespace: dict[str, object], values: list[object], stop_at: set[int] | None = None
+    namespace: dict[str, object],
+    values: list[object],
+    stop_at: set[int] | None = None,
+    *,
+    extract: bool = False,
 ) -> Pickled:
     """Pickle `values` as one stream, big buffers out of band (raises what pickling raises).
 
     With `stop_at`, objects (other than builtin containers) whose ids it holds are not
     pickled: they are recorded in `stopped`, and a pickle that stopped is partial, for
     grouping only (those objects and all they hold are in another pickle already).
+    With `extract` (the same values needed it last time), big bytes objects are taken out of
+    band in the one pass, instead of in a second pass once the first shows they are there.
     """
     buffers: list[pickle.PickleBuffer] = []
     out = io.BytesIO()
-    pickler = NamespacePickler(out, namespace, buffers, stop_at)
+    kind = ExtractingPickler if extract else NamespacePickler
+    pickler = kind(out, namespace, buffers, stop_at)
     pickler.dump(values)
     stream = out.getvalue()
     memo: dict[int, Any] = pickler.memo.copy()
     if pickler.stopped:
         return Pickled(stream, buffers, [], memo, stopped=pickler.stopped)
+    if isinstance(pickler, ExtractingPickler):
+        return Pickled(stream, buffers, pickler.extracted, memo, pickler, out)
     if len(stream) > LARGE_STREAM and _holds_big_bytes(memo):
         buffers = []
         out = io.BytesIO()
