@@ -176,3 +176,24 @@ def test_an_edited_colormap_table_is_kept(blobs: BlobStore) -> None:
     restored: Any = fresh["cmap"]
     assert tuple(restored(0.0)) == (1.0, 0.0, 0.0, 1.0)
     assert np.array_equal(restored(np.linspace(0, 1, 8)), cmap(np.linspace(0, 1, 8)))
+
+
+def test_a_group_that_fails_together_keeps_each_value_apart(
+    blobs: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ditto_jupyter.kernel.capture import capturing
+
+    def too_deep(*args: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(capturing, "continue_pickling", too_deep)
+    ns = new_namespace()
+    shared = Shared()
+    ns.update(first=[shared], same=shared, holder=Holder(shared))
+    captured = capture_namespace(ns, blobs)
+    assert captured.unrestorable == []
+    fresh = new_namespace()
+    assert restore_namespace(fresh, blobs, captured.manifest_id) == []
+    assert fresh["first"][0].values == [1, 2, 3]  # type: ignore[index]
+    assert fresh["same"].values == [1, 2, 3]  # type: ignore[attr-defined]
+    assert fresh["holder"].held.values == [1, 2, 3]  # type: ignore[attr-defined]

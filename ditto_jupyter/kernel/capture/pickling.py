@@ -1,8 +1,11 @@
 """Pickling a namespace: components of aliased variables, notebook functions, big buffers.
 
-Every variable is pickled alone first; variables whose pickles share a mutable object (found
-in the picklers' memos) form one alias-connected component, pickled together as one
-protocol-5 stream, so `a is b` survives a restore. Functions, lambdas and classes defined in
+Variables whose pickles share a mutable object (found in the picklers' memos) form one
+alias-connected component, pickled together as one protocol-5 stream, so `a is b` survives a
+restore. Each object is pickled once per checkpoint: a variable is pickled alone only up to
+the objects an earlier pickle holds (`stop_at`), and a component's stream continues the
+pickle of its first member with the others (`continue_pickling`: several pickles one after
+another, one memo, loaded by `NamespaceUnpickler.load_all`). Functions, lambdas and classes defined in
 the notebook are pickled by value (cloudpickle), with the live namespace as their globals
 again after restore. Big buffers (a `PickleBuffer` of at least 64 KiB; big bytes/bytearray
 objects inside a large stream) go out of band, for the chunk store.
