@@ -5,9 +5,9 @@ alias-connected component, pickled together as one protocol-5 stream, so `a is b
 restore. Each object is pickled once per checkpoint: a variable is pickled alone only up to
 the objects an earlier pickle holds (`stop_at`), and a component's stream continues the
 pickle of its first member with the others (`continue_pickling`: several pickles one after
-another, one memo, loaded by `NamespaceUnpickler.load_all`). Functions, lambdas and classes defined in
-the notebook are pickled by value (cloudpickle), with the live namespace as their globals
-again after restore. Big buffers (a `PickleBuffer` of at least 64 KiB; big bytes/bytearray
+another, one memo, loaded by `NamespaceUnpickler.load_all`). Functions, lambdas and classes
+defined in the notebook are pickled by value (cloudpickle), with the live namespace as their
+globals again after restore. Big buffers (a `PickleBuffer` of at least 64 KiB; big bytes/bytearray
 objects inside a large stream) go out of band, for the chunk store.
 """
 
