@@ -17,6 +17,8 @@ What is compared, by value (a BLAKE2b digest over a canonical walk):
   constants, defaults and closure values; library functions, classes and modules: their names;
 - matplotlib figures, axes and artists: size, titles, labels, data and view limits, and each
   artist's data (line data, image arrays, collection offsets, patch geometry, text);
+  colormaps: their attributes and the lookup table they give (built on a copy when the
+  colormap has not built it yet: the table is a lazy cache);
 - any other object: its type and its `__dict__` (sorted), else its repr with addresses masked.
 Objects shared inside one variable are walked once, so an alias lost inside a value shows.
 
@@ -32,6 +34,7 @@ Identity between different variables (`a is b`) is not compared.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import pickle
 import re
@@ -316,6 +319,18 @@ class _Walk:
             self.value(obj._points, depth)
         elif isinstance(obj, (mpl["TransformNode"], mpl["CallbackRegistry"])):
             self.token(_type_name(obj))  # by type only: ids and caches
+        elif isinstance(obj, mpl["Colormap"]):
+            # its lookup table is a lazy cache (built when shown): compare the table it
+            # gives, built on a copy, with the attributes other than the cache itself
+            self.token(_type_name(obj))
+            for key, item in sorted(vars(obj).items()):
+                if key not in ("_lut", "_isinit"):
+                    self.token(key)
+                    self.value(item, depth)
+            table = copy.copy(obj)
+            if not table._isinit:
+                table._init()
+            self.value(table._lut, depth)
         else:
             return False
         return True
@@ -330,6 +345,7 @@ def _matplotlib_classes() -> dict[str, Any]:
         from matplotlib.artist import Artist
         from matplotlib.axes import Axes
         from matplotlib.cbook import CallbackRegistry
+        from matplotlib.colors import Colormap
         from matplotlib.figure import FigureBase
         from matplotlib.patches import Patch
         from matplotlib.transforms import Bbox, TransformNode
@@ -342,6 +358,7 @@ def _matplotlib_classes() -> dict[str, Any]:
             Bbox=Bbox,
             TransformNode=TransformNode,
             CallbackRegistry=CallbackRegistry,
+            Colormap=Colormap,
         )
     return _MATPLOTLIB
 

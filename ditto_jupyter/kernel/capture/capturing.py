@@ -39,6 +39,7 @@ from ditto_jupyter.kernel.capture.manifest import (
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
     components,
+    continue_pickling,
     identity_ids,
     pickle_values,
 )
@@ -105,31 +106,15 @@ def _capture(
     if figures:
         values[pyplot_state.PYPLOT_FIGURES] = figures
 
-    singles: dict[str, Pickled] = {}
-    for name, value in values.items():
-        try:
-            singles[name] = pickle_values(namespace, [value])
-        except Exception as error:
-            unrestorable.append(
-                UnrestorableValue(name=name, type=type_name(value), reason=failure_reason(error))
-            )
-    atoms = Atoms(namespace)
-    ids = {name: identity_ids(pickled, atoms) for name, pickled in singles.items()}
-    groups = components(list(singles), ids)
+    singles, partial, ids = _pickle_singles(namespace, values, unrestorable)
+    groups = components(list(ids), ids)
+    partial.clear()  # kept until grouped: their memos keep the objects whose ids they hold
 
     store, sync = write_store(blobs)
     writer = ChunkWriter(store)
     stored_components: list[dict[str, Any]] = []
     for group in groups:
-        parts: list[tuple[list[str], Pickled]]
-        if len(group) == 1:
-            parts = [(group, singles[group[0]])]
-        else:
-            try:
-                parts = [(group, pickle_values(namespace, [values[n] for n in group]))]
-            except Exception:  # together they fail (e.g. recursion depth): keep them apart
-                parts = [([n], singles[n]) for n in group]
-        for names, pickled in parts:
+        for names, pickled in _group_pickles(namespace, group, values, singles, unrestorable):
             stored_components.append(_store_component(writer, names, values, pickled))
     singles.clear()  # release the pickles' memos (they keep temporaries alive)
 
@@ -169,6 +154,97 @@ def _capture(
         unrestorable=sorted(unrestorable, key=lambda u: u.name),
         execution_count=count if isinstance(count, int) else None,
     )
+
+
+#: The names whose pickle took big bytes objects out of band in this process's last capture:
+#: the next one does so in its first pass (pyplot's figures, every checkpoint).
+_EXTRACTED_LAST_TIME: set[str] = set()
+
+
+def _pickle_singles(
+    namespace: dict[str, object],
+    values: dict[str, object],
+    unrestorable: list[UnrestorableValue],
+) -> tuple[dict[str, Pickled], list[Pickled], dict[str, set[int]]]:
+    """Pickle each value alone, but never an object again that an earlier pickle holds (the
+    axes of a figure pyplot holds): a value held by an earlier pickle belongs to its
+    component and is not pickled; a value that reaches such objects is pickled up to them
+    only, which is enough to group it with them (its component's pickle continues the
+    earlier one). pyplot's figures go first, as they hold most of a figure-heavy namespace.
+    Returns the complete pickles, the partial ones, and each name's identity-bearing object
+    ids (valid while the pickles are alive)."""
+    atoms = Atoms(namespace)
+    singles: dict[str, Pickled] = {}
+    partial: list[Pickled] = []
+    ids: dict[str, set[int]] = {}
+    reached: set[int] = set()  # the identity-bearing objects the pickles so far hold
+    for name in sorted(values, key=lambda n: n != pyplot_state.PYPLOT_FIGURES):
+        value = values[name]
+        if id(value) in reached:  # identity-bearing, held by an earlier pickle: one component
+            ids[name] = {id(value)}
+            continue
+        try:
+            extract = name in _EXTRACTED_LAST_TIME
+            pickled = pickle_values(namespace, [value], reached or None, extract=extract)
+        except Exception as error:
+            reason = failure_reason(error)
+            unrestorable.append(UnrestorableValue(name=name, type=type_name(value), reason=reason))
+            continue
+        ids[name] = identity_ids(pickled, atoms) | pickled.stopped
+        reached.update(ids[name])
+        if pickled.stopped:
+            partial.append(pickled)
+        else:
+            singles[name] = pickled
+    _EXTRACTED_LAST_TIME.clear()
+    _EXTRACTED_LAST_TIME.update(n for n, p in singles.items() if p.extracted)
+    return singles, partial, ids
+
+
+def _group_pickles(
+    namespace: dict[str, object],
+    group: list[str],
+    values: dict[str, object],
+    singles: dict[str, Pickled],
+    unrestorable: list[UnrestorableValue],
+) -> list[tuple[list[str], Pickled]]:
+    """The pickles that store one alias-connected group: one, continuing the pickle of its
+    first member pickled alone with the others (so nothing is pickled twice that the first
+    already holds); apart, when together they fail (e.g. recursion depth)."""
+    if len(group) == 1:
+        return [(group, singles[group[0]])]
+    first = next(name for name in group if name in singles)
+    rest = [name for name in group if name != first]
+    try:
+        together = continue_pickling(
+            namespace, singles[first], [values[first]], [values[n] for n in rest]
+        )
+    except Exception:
+        return _apart(namespace, group, values, singles, unrestorable)
+    return [([first, *rest], together)]
+
+
+def _apart(
+    namespace: dict[str, object],
+    group: list[str],
+    values: dict[str, object],
+    singles: dict[str, Pickled],
+    unrestorable: list[UnrestorableValue],
+) -> list[tuple[list[str], Pickled]]:
+    """Each name of a group that fails together as its own component (aliasing across them
+    is lost; each value is kept)."""
+    parts: list[tuple[list[str], Pickled]] = []
+    for name in group:
+        try:
+            pickled = singles.get(name) or pickle_values(namespace, [values[name]])
+        except Exception as error:
+            reason = failure_reason(error)
+            unrestorable.append(
+                UnrestorableValue(name=name, type=type_name(values[name]), reason=reason)
+            )
+            continue
+        parts.append(([name], pickled))
+    return parts
 
 
 def _store_component(

@@ -1,10 +1,13 @@
 """Pickling a namespace: components of aliased variables, notebook functions, big buffers.
 
-Every variable is pickled alone first; variables whose pickles share a mutable object (found
-in the picklers' memos) form one alias-connected component, pickled together as one
-protocol-5 stream, so `a is b` survives a restore. Functions, lambdas and classes defined in
-the notebook are pickled by value (cloudpickle), with the live namespace as their globals
-again after restore. Big buffers (a `PickleBuffer` of at least 64 KiB; big bytes/bytearray
+Variables whose pickles share a mutable object (found in the picklers' memos) form one
+alias-connected component, pickled together as one protocol-5 stream, so `a is b` survives a
+restore. Each object is pickled once per checkpoint: a variable is pickled alone only up to
+the objects an earlier pickle holds (`stop_at`), and a component's stream continues the
+pickle of its first member with the others (`continue_pickling`: several pickles one after
+another, one memo, loaded by `NamespaceUnpickler.load_all`). Functions, lambdas and classes
+defined in the notebook are pickled by value (cloudpickle), with the live namespace as their
+globals again after restore. Big buffers (a `PickleBuffer` of at least 64 KiB; big bytes/bytearray
 objects inside a large stream) go out of band, for the chunk store.
 """
 
@@ -23,7 +26,8 @@ import cloudpickle
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE
 from ditto_jupyter.kernel.capture.atoms import Atoms
-from ditto_jupyter.kernel.capture.counters import counter_reducers
+from ditto_jupyter.kernel.capture.counters import Reducer, counter_reducers
+from ditto_jupyter.kernel.capture.lazy_caches import cache_bases
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTEARRAY, BUFFER_BYTES
 
 #: Buffers smaller than this stay inside the pickle stream.
@@ -37,6 +41,9 @@ EXTRACTED_BUFFER_TAG = "ditto-buffer"
 #: name is written into every checkpoint's streams, so it is part of the checkpoint format:
 #: it stays the package path whatever module the helpers live in (the package binds them).
 PICKLE_MODULE = "ditto_jupyter.kernel.capture"
+
+
+_UNKNOWN: Any = object()
 
 
 class _NamespaceRef:
@@ -94,6 +101,10 @@ def _set_function_state(func: types.FunctionType, state: dict[str, Any]) -> None
         setattr(func, key, value)
 
 
+def _held_elsewhere() -> None:
+    raise pickle.UnpicklingError("a pickle that stopped at objects held elsewhere is not stored")
+
+
 #: The helpers a pickled notebook function names (see PICKLE_MODULE).
 PICKLED_HELPERS = (_live_namespace, _make_function, _set_function_state)
 for _helper in PICKLED_HELPERS:
@@ -106,12 +117,20 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
     band, and counters that pickling advances are wound back (`counters`)."""
 
     def __init__(
-        self, file: io.BytesIO, namespace: dict[str, object], buffers: list[pickle.PickleBuffer]
+        self,
+        file: io.BytesIO,
+        namespace: dict[str, object],
+        buffers: list[pickle.PickleBuffer],
+        stop_at: set[int] | None = None,
     ) -> None:
         super().__init__(file, protocol=5, buffer_callback=self._take_buffer)
         self.namespace = namespace
         self.buffers = buffers
         self._counter_reducers = counter_reducers()
+        self._cache_bases = cache_bases()
+        self._special: dict[type, Reducer | None] = {}
+        self.stop_at = stop_at
+        self.stopped: set[int] = set()
 
     def _take_buffer(self, buffer: pickle.PickleBuffer) -> bool:
         try:
@@ -124,15 +143,29 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         return False
 
     def reducer_override(self, obj: Any) -> Any:
+        if self.stop_at is not None and id(obj) in self.stop_at:
+            self.stopped.add(id(obj))
+            return (_held_elsewhere, ())
         if type(obj) is types.FunctionType and obj.__globals__ is self.namespace:
             return self._main_function_reduce(obj)
         if isinstance(obj, io.IOBase) and not isinstance(obj, (io.StringIO, io.BytesIO)):
             name = getattr(obj, "name", None)
             raise pickle.PicklingError(f"cannot pickle an open file ({name!r})")
-        counter_reducer = self._counter_reducers.get(type(obj))
-        if counter_reducer is not None:
-            return counter_reducer(obj)
+        kind = type(obj)
+        special = self._special.get(kind, _UNKNOWN)
+        if special is _UNKNOWN:
+            special = self._special[kind] = self._special_reducer(kind)
+        if special is not None:
+            return special(obj)
         return super().reducer_override(obj)
+
+    def _special_reducer(self, kind: type) -> Reducer | None:
+        """The reducer for a class whose pickling has a side effect or takes a cache along
+        (`counters`, `lazy_caches`), or None."""
+        found = self._counter_reducers.get(kind)
+        if found is None:
+            found = next((r for base, r in self._cache_bases if issubclass(kind, base)), None)
+        return found
 
     @staticmethod
     def _main_function_reduce(func: types.FunctionType) -> tuple[Any, ...]:
@@ -165,9 +198,13 @@ class ExtractingPickler(NamespacePickler):
     used only for components whose in-band stream is large)."""
 
     def __init__(
-        self, file: io.BytesIO, namespace: dict[str, object], buffers: list[pickle.PickleBuffer]
+        self,
+        file: io.BytesIO,
+        namespace: dict[str, object],
+        buffers: list[pickle.PickleBuffer],
+        stop_at: set[int] | None = None,
     ) -> None:
-        super().__init__(file, namespace, buffers)
+        super().__init__(file, namespace, buffers, stop_at)
         self.extracted: list[tuple[str, bytes | bytearray]] = []
         self._extracted_ids: dict[int, int] = {}
 
@@ -187,13 +224,24 @@ class NamespaceUnpickler(pickle.Unpickler):
     """Loads a component's stream with its out-of-band buffers and extracted bytes."""
 
     def __init__(self, data: Any, buffers: list[Any], extracted: list[Any]) -> None:
-        super().__init__(io.BytesIO(data), buffers=buffers)
+        self._file = io.BytesIO(data)
+        super().__init__(self._file, buffers=buffers)
         self.extracted = extracted
 
     def persistent_load(self, pid: Any) -> Any:
         if isinstance(pid, tuple) and len(pid) == 2 and pid[0] == EXTRACTED_BUFFER_TAG:
             return self.extracted[pid[1]]
         raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+
+    def load_all(self, size: int) -> list[Any]:
+        """The values of a component stream of `size` bytes: one pickled list, or several
+        written one after another by one pickler (`continue_pickling`), concatenated; later
+        lists refer to the earlier ones' objects through the shared memo."""
+        values: list[Any] = []
+        while True:
+            values.extend(self.load())
+            if self._file.tell() >= size:
+                return values
 
 
 @dataclass
@@ -204,25 +252,84 @@ class Pickled:
     buffers: list[pickle.PickleBuffer]
     extracted: list[tuple[str, bytes | bytearray]] = field(default_factory=list)
     memo: dict[int, Any] = field(default_factory=dict)
+    #: The pickler that wrote `stream` and its file, so `continue_pickling` can go on.
+    pickler: NamespacePickler | None = field(default=None, repr=False)
+    out: io.BytesIO | None = field(default=None, repr=False)
+    #: Ids of the objects pickling stopped at (`stop_at`): when any, the stream is partial,
+    #: good for grouping only.
+    stopped: set[int] = field(default_factory=set)
 
 
-def pickle_values(namespace: dict[str, object], values: list[object]) -> Pickled:
-    """Pickle `values` as one stream, big buffers out of band (raises what pickling raises)."""
+def _holds_big_bytes(memo: dict[int, Any]) -> bool:
+    return any(
+        type(obj) in (bytes, bytearray) and len(obj) >= OUT_OF_BAND_MIN for _, obj in memo.values()
+    )
+
+
+def pickle_values(
+    namespace: dict[str, object],
+    values: list[object],
+    stop_at: set[int] | None = None,
+    *,
+    extract: bool = False,
+) -> Pickled:
+    """Pickle `values` as one stream, big buffers out of band (raises what pickling raises).
+
+    With `stop_at`, objects (other than builtin containers) whose ids it holds are not
+    pickled: they are recorded in `stopped`, and a pickle that stopped is partial, for
+    grouping only (those objects and all they hold are in another pickle already).
+    With `extract` (the same values needed it last time), big bytes objects are taken out of
+    band in the one pass, instead of in a second pass once the first shows they are there.
+    """
     buffers: list[pickle.PickleBuffer] = []
     out = io.BytesIO()
-    pickler = NamespacePickler(out, namespace, buffers)
+    kind = ExtractingPickler if extract else NamespacePickler
+    pickler = kind(out, namespace, buffers, stop_at)
     pickler.dump(values)
     stream = out.getvalue()
     memo: dict[int, Any] = pickler.memo.copy()
-    if len(stream) > LARGE_STREAM and any(
-        type(obj) in (bytes, bytearray) and len(obj) >= OUT_OF_BAND_MIN for _, obj in memo.values()
-    ):
+    if pickler.stopped:
+        return Pickled(stream, buffers, [], memo, stopped=pickler.stopped)
+    if isinstance(pickler, ExtractingPickler):
+        return Pickled(stream, buffers, pickler.extracted, memo, pickler, out)
+    if len(stream) > LARGE_STREAM and _holds_big_bytes(memo):
         buffers = []
         out = io.BytesIO()
         extractor = ExtractingPickler(out, namespace, buffers)
         extractor.dump(values)
-        return Pickled(out.getvalue(), buffers, extractor.extracted, memo)
-    return Pickled(stream, buffers, [], memo)
+        return Pickled(out.getvalue(), buffers, extractor.extracted, memo, extractor, out)
+    return Pickled(stream, buffers, [], memo, pickler, out)
+
+
+def continue_pickling(
+    namespace: dict[str, object], first: Pickled, first_values: list[object], values: list[object]
+) -> Pickled:
+    """A component: `first` (the pickle of `first_values`) followed by `values`, pickled by
+    the same pickler, so objects `first` already holds are memo references (pickled once,
+    aliasing kept) and are not pickled again. `first` itself is left as it was, even when
+    this raises; its pickler continues only once.
+
+    A stream that ends up large with big bytes objects in band is pickled afresh with them
+    out of band (`pickle_values`), as a single pickling would have been.
+    """
+    pickler, out = first.pickler, first.out
+    first.pickler = first.out = None
+    if pickler is None or out is None:
+        return pickle_values(namespace, [*first_values, *values])
+    pickler.stop_at = None  # the group is complete: everything it reaches is pickled
+    kept_buffers, kept_extracted = len(first.buffers), len(first.extracted)
+    extracted = pickler.extracted if isinstance(pickler, ExtractingPickler) else []
+    try:
+        pickler.dump(values)
+        buffers, extracted = list(pickler.buffers), list(extracted)
+    finally:
+        del first.buffers[kept_buffers:]  # the same lists as the pickler's
+        del first.extracted[kept_extracted:]
+    stream = out.getvalue()
+    large = not isinstance(pickler, ExtractingPickler) and len(stream) > LARGE_STREAM
+    if large and _holds_big_bytes(pickler.memo.copy()):
+        return pickle_values(namespace, [*first_values, *values])
+    return Pickled(stream, buffers, extracted)
 
 
 def identity_ids(pickled: Pickled, atoms: Atoms) -> set[int]:

@@ -247,7 +247,7 @@ def restore_namespace(
                 value = plan.apply()
                 (in_order if plan.stored["kind"] == BUFFER_PICKLE else extracted).append(value)
             try:
-                loaded = NamespaceUnpickler(stream, in_order, extracted).load()
+                loaded = NamespaceUnpickler(stream, in_order, extracted).load_all(len(stream))
             except Exception as error:  # e.g. a module missing in this kernel
                 for name in component["names"]:
                     unrestorable.append(
