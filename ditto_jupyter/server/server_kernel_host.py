@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
+from ditto_jupyter.kernel.adoption import without_runtime_identity
 from ditto_jupyter.kernel.kernel_hosts import KernelChannel
-from ditto_jupyter.kernel.workspace import without_workspace
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class ServerKernelHost:
         env: dict[str, str] | None = None,
     ) -> str:
         """Start a server kernel in `cwd` with the extension's environment; its id."""
-        inherited = without_workspace(dict(os.environ))
+        inherited = without_runtime_identity(dict(os.environ))  # the server's, if any
         full_env = {**inherited, **self.kernel_env(starting_runtime.get()), **(env or {})}
         kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": full_env}
         if cwd is not None:
