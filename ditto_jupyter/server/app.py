@@ -3,7 +3,8 @@
 Enabled by `jupyter-config/jupyter_server_config.d/ditto_jupyter.json`. Configure with
 `--DittoJupyterApp.data_dir=...` (or `c.DittoJupyterApp.*` in jupyter_server_config.py):
 `data_dir` (SQLite store, blob store, workspaces), `store_url` (SQLAlchemy URL, for
-PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`.
+PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`, `kernel_pool_size` (warm
+kernels per kernelspec for checkout and resume, see `kernel_pool`).
 
 IPython kernels the server starts load the magics (`--ext=ditto_jupyter`, trait
 `load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR`,

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import logging
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -185,15 +186,19 @@ class KernelPool:
     async def _start(self, kernel_name: str) -> str | None:
         """Start one kernel of no runtime and warm it up; None when that failed (logged)."""
         root = Path(os.path.realpath(self.host.kernel_manager.root_dir))
+        kernel_id = str(uuid.uuid4())
+        self._starting.add(kernel_id)  # hidden from /api/kernels from its first moment
         no_runtime = starting_runtime.set(None)
         try:
-            kernel_id = await self.host.start_kernel(kernel_name, cwd=root)
+            await self.host.start_kernel(kernel_name, cwd=root, kernel_id=kernel_id)
         except Exception as error:
             log.warning("ditto_jupyter: could not start a pooled %s kernel: %s", kernel_name, error)
+            self._starting.discard(kernel_id)
+            if kernel_name in self._wanted:  # asked for again by the next take
+                self._wanted.remove(kernel_name)
             return None
         finally:
             starting_runtime.reset(no_runtime)
-        self._starting.add(kernel_id)
         try:
             if self.blob_root is not None:
                 await self.host.call(kernel_id, WARM_UP, {"blob_root": str(self.blob_root)})
