@@ -285,17 +285,16 @@ def wait_for_pool(server: LiveServer, pool_size: int) -> None:
     time.sleep(1.5)
 
 
-def pause_when_idle(server: LiveServer, runtime_id: str) -> None:
-    """Pause (untimed), once the server has seen the last cell's `idle` (it may lag)."""
+def when_idle(server: LiveServer, route: str, body: Any) -> Any:
+    """An untimed request, once the server has seen the last cell's `idle` (it may lag)."""
     for _ in range(50):
         try:
-            api(server, "pause", {"runtime_id": runtime_id})
-            return
+            return api(server, route, body)[1]
         except RuntimeError as error:
             if "SessionBusy" not in str(error):
                 raise
             time.sleep(0.2)
-    raise RuntimeError(f"runtime {runtime_id} stayed busy")
+    raise RuntimeError(f"{route} {body}: the runtime stayed busy")
 
 
 @contextlib.contextmanager
@@ -342,16 +341,16 @@ def pool_samples(
             kernel_id,
             f"import numpy as np\ndata = np.random.default_rng(0).random({DATA_MIB * MIB // 8})\n",
         )
-        _, first = api(server, "checkpoint", {"runtime_id": runtime_id, "name": "first"})
+        first = when_idle(server, "checkpoint", {"runtime_id": runtime_id, "name": "first"})
         for _ in range(POOL_RUNS):
             wait_for_pool(server, pool_size or 0)
             seconds, child = api(server, "checkout", {"checkpoint_id": first["checkpoint_id"]})
             samples["checkout"].append(seconds)
             out = server.execute(child["kernel_id"], "print(data.nbytes)")
             assert out.strip() == str(DATA_MIB * MIB), out
-            api(server, "close", {"runtime_id": child["runtime"]["runtime_id"]})
+            when_idle(server, "close", {"runtime_id": child["runtime"]["runtime_id"]})
         for _ in range(POOL_RUNS):
-            pause_when_idle(server, runtime_id)
+            when_idle(server, "pause", {"runtime_id": runtime_id})
             wait_for_pool(server, pool_size or 0)
             seconds, resumed = api(server, "resume", {"runtime_id": runtime_id})
             samples["resume"].append(seconds)

@@ -78,10 +78,6 @@ class KernelPool:
         ready = {kernel_id for ids in self._ready.values() for kernel_id in ids}
         return ready | self._starting
 
-    def ready_count(self, kernel_name: str) -> int:
-        """How many started kernels of this kernelspec are waiting."""
-        return len(self._ready.get(kernel_name, []))
-
     # ---- taking --------------------------------------------------------------------------
 
     async def take_for(self, session: SessionRecord, workspace: Path | None) -> str | None:
