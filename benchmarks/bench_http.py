@@ -359,6 +359,7 @@ def pool_samples(
 
 
 def pool_main() -> None:
+    load_before = os.getloadavg()[0]
     runs: dict[str, dict[str, list[float]]] = {
         kind: {"checkout": [], "resume": []} for kind in ("today", "off", "on")
     }
@@ -389,7 +390,9 @@ def pool_main() -> None:
         "request, median of n over two rounds. Three servers per round: today's code "
         f"(commit {TODAY_COMMIT}, before the pool), this code with the pool off "
         "(`kernel_pool_size=0`) and on (`kernel_pool_size=1`, the default); each operation "
-        "waits for the pool to refill first, and the servers without one wait the same.\n\n"
+        "waits for the pool to refill first, and the servers without one wait the same. "
+        f"Load average (1 min) at start and end: {load_before:.1f}, {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} cores.\n\n"
         + markdown_table(
             [
                 "operation",
