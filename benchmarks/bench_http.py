@@ -17,19 +17,35 @@ Anchors measured in the same run, on the same kernel and data:
 - naive checkout: `POST /api/sessions` for a new kernel (curl) plus a cell doing
   `pickle.load` of that file in it.
 
-Run from the repo root: `.venv/bin/python -m benchmarks.bench_http` (about a minute).
+Run from the repo root: `.venv/bin/python -m benchmarks.bench_http` (about a minute). The
+main run keeps the warm kernel pool off (`kernel_pool_size=0`), so its checkout and resume
+rows stay comparable with earlier runs.
+
+`--pool` measures the warm kernel pool instead (issue 13 section 2): checkout to a running
+child kernel and resume, 100 MiB state, in the same run on three servers: today's code
+(commit `TODAY_COMMIT`, the last before the pool, exported with `git archive` and put first
+on the server's and its kernels' PYTHONPATH), this code with the pool off
+(`kernel_pool_size=0`) and with it on (`kernel_pool_size=1`); two rounds, in alternating
+order, so a load change on the machine hits all three alike. Before each timed operation
+it waits until the pool has refilled, as a user's next checkout a few seconds later would
+find it; the other servers wait the same. Section `bench_http_pool` of RESULTS.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -42,6 +58,10 @@ MIB = 1 << 20
 DATA_MIB = 100
 SEED_E2B = {"checkpoint": 1.516061, "checkout": 2.335461}
 TARGETS = {"first checkpoint": 0.5, "clean re-checkpoint": 0.050, "checkout": 2.0}
+#: The last commit before the warm kernel pool: "today" in the `--pool` run.
+TODAY_COMMIT = "76a3773"
+POOL_TARGET_S = 0.3
+POOL_RUNS = 3
 
 
 def curl(server: LiveServer, method: str, path: str, body: Any = None) -> tuple[float, Any]:
@@ -87,7 +107,11 @@ def ms(seconds: float) -> str:
 
 def main() -> None:
     samples: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-http-") as tmp, LiveServer(Path(tmp)) as server:
+    no_pool = {"DittoJupyterApp": {"kernel_pool_size": 0}}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-http-") as tmp,
+        LiveServer(Path(tmp), config=no_pool) as server,
+    ):
         session = server.open_notebook("bench.ipynb")
         runtime_id, kernel_id = session["id"], session["kernel"]["id"]
         server.execute(
@@ -243,5 +267,170 @@ def report(samples: dict[str, list[float]]) -> None:
     print(body)
 
 
+def kernel_processes(server: LiveServer) -> int:
+    """How many ipykernel processes the server has started (pooled ones included)."""
+    assert server.process is not None
+    children = psutil.Process(server.process.pid).children(recursive=True)
+    return sum("ipykernel" in " ".join(child.cmdline()) for child in children)
+
+
+def wait_for_pool(server: LiveServer, pool_size: int) -> None:
+    """Until the pool holds `pool_size` started kernels beside the listed ones, plus a
+    moment for their warm-up (channel open, capture module imported)."""
+    while True:
+        _, listed = curl(server, "GET", "api/kernels")
+        if kernel_processes(server) >= len(listed) + pool_size:
+            break
+        time.sleep(0.2)
+    time.sleep(1.5)
+
+
+#: Timed operations that failed with a kernel dying at start-up (retried), per route.
+START_FAILURES: dict[str, int] = {}
+
+
+def timed_retrying(server: LiveServer, route: str, body: Any) -> tuple[float, Any]:
+    """A timed request; one whose new kernel died at start-up is counted and retried."""
+    for _ in range(3):
+        try:
+            return api(server, route, body)
+        except RuntimeError as error:
+            if "did not start" not in str(error):
+                raise
+            START_FAILURES[route] = START_FAILURES.get(route, 0) + 1
+    return api(server, route, body)
+
+
+def when_idle(server: LiveServer, route: str, body: Any) -> Any:
+    """An untimed request, once the server has seen the last cell's `idle` (it may lag)."""
+    for _ in range(50):
+        try:
+            return api(server, route, body)[1]
+        except RuntimeError as error:
+            if "SessionBusy" not in str(error):
+                raise
+            time.sleep(0.2)
+    raise RuntimeError(f"{route} {body}: the runtime stayed busy")
+
+
+@contextlib.contextmanager
+def python_path_first(source: Path | None) -> Iterator[None]:
+    """Put `source` first on PYTHONPATH (the servers started inside inherit it)."""
+    if source is None:
+        yield
+        return
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(source), *([previous] if previous else [])])
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = previous
+
+
+@contextlib.contextmanager
+def exported_commit(commit: str) -> Iterator[Path]:
+    """The package as of `commit`, in a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="bench-http-today-") as tmp:
+        archive = subprocess.run(
+            ["git", "archive", commit, "ditto_jupyter"], cwd=REPO, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp)
+
+
+def pool_samples(
+    pool_size: int | None, samples: dict[str, list[float]], source: Path | None = None
+) -> None:
+    """Checkout to a running child and resume, 100 MiB state; None: today's code."""
+    config = {} if pool_size is None else {"DittoJupyterApp": {"kernel_pool_size": pool_size}}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-http-pool-") as tmp,
+        python_path_first(source),
+        LiveServer(Path(tmp), config=config) as server,
+    ):
+        session = server.open_notebook("bench.ipynb")
+        runtime_id, kernel_id = session["id"], session["kernel"]["id"]
+        server.execute(
+            kernel_id,
+            f"import numpy as np\ndata = np.random.default_rng(0).random({DATA_MIB * MIB // 8})\n",
+        )
+        first = when_idle(server, "checkpoint", {"runtime_id": runtime_id, "name": "first"})
+        for _ in range(POOL_RUNS):
+            wait_for_pool(server, pool_size or 0)
+            body = {"checkpoint_id": first["checkpoint_id"]}
+            seconds, child = timed_retrying(server, "checkout", body)
+            samples["checkout"].append(seconds)
+            out = server.execute(child["kernel_id"], "print(data.nbytes)")
+            assert out.strip() == str(DATA_MIB * MIB), out
+            when_idle(server, "close", {"runtime_id": child["runtime"]["runtime_id"]})
+        for _ in range(POOL_RUNS):
+            when_idle(server, "pause", {"runtime_id": runtime_id})
+            wait_for_pool(server, pool_size or 0)
+            seconds, resumed = timed_retrying(server, "resume", {"runtime_id": runtime_id})
+            samples["resume"].append(seconds)
+            out = server.execute(resumed["kernel_id"], "print(data.nbytes)")
+            assert out.strip() == str(DATA_MIB * MIB), out
+
+
+def pool_main() -> None:
+    load_before = os.getloadavg()[0]
+    runs: dict[str, dict[str, list[float]]] = {
+        kind: {"checkout": [], "resume": []} for kind in ("today", "off", "on")
+    }
+    with exported_commit(TODAY_COMMIT) as today_source:
+        for order in (("today", "off", "on"), ("on", "off", "today")):
+            for kind in order:
+                size = {"today": None, "off": 0, "on": 1}[kind]
+                source = today_source if kind == "today" else None
+                pool_samples(size, runs[kind], source)
+    rows: list[list[object]] = []
+    for name in ("checkout", "resume"):
+        today, off, on = (statistics.median(runs[kind][name]) for kind in ("today", "off", "on"))
+        rows.append(
+            [
+                name,
+                len(runs["on"][name]),
+                f"{ms(on)} (max {ms(max(runs['on'][name]))})",
+                f"< {ms(POOL_TARGET_S)} {'pass' if on < POOL_TARGET_S else 'MISS'}",
+                f"{ms(off)} (max {ms(max(runs['off'][name]))})",
+                f"{ms(today)} (max {ms(max(runs['today'][name]))})",
+                f"{off / today:.2f}x {'pass' if off <= today else 'MISS'}",
+                f"{on / today:.2f}x",
+            ]
+        )
+    body = (
+        f"Warm kernel pool (issue 13 section 2). {DATA_MIB} MiB numpy array (random float64) in "
+        "one notebook kernel, real `jupyter server` process, `curl -w '%{time_total}'` per "
+        "request, median of n over two rounds. Three servers per round: today's code "
+        f"(commit {TODAY_COMMIT}, before the pool), this code with the pool off "
+        "(`kernel_pool_size=0`) and on (`kernel_pool_size=1`, the default); each operation "
+        "waits for the pool to refill first, and the servers without one wait the same. "
+        f"Load average (1 min) at start and end: {load_before:.1f}, {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} cores. Requests whose new kernel died at start-up (answer 502, "
+        f"retried, not in the figures): {START_FAILURES or 'none'}.\n\n"
+        + markdown_table(
+            [
+                "operation",
+                "n",
+                "pool on: median",
+                "target (pool on)",
+                "pool off: median",
+                "today: median",
+                "pool off / today (target <= 1)",
+                "pool on / today",
+            ],
+            rows,
+        )
+    )
+    write_section("bench_http_pool", "Checkout and resume with the warm kernel pool", body)
+    print(body)
+
+
 if __name__ == "__main__":
-    main()
+    if "--pool" in sys.argv[1:]:
+        pool_main()
+    else:
+        main()

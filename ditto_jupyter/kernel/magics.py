@@ -201,6 +201,15 @@ class DittoMagics(Magics):
             self.shell.user_ns, conversation, notebook_folder=self.notebook_folder
         )
 
+    def adopt(self, notebook_folder: Path) -> None:
+        """This kernel was handed to a runtime (the server's warm pool): start afresh there.
+
+        The runtime control is built again, on next use, from the new environment.
+        """
+        self.notebook_folder = notebook_folder
+        self._control = None
+        self._last_manifest = None
+
     @property
     def control(self) -> RuntimeControl:
         """The runtime control, created on first use (loading the extension is free)."""

@@ -4,7 +4,8 @@ Enabled by `jupyter-config/jupyter_server_config.d/ditto_jupyter.json`. Configur
 `--DittoJupyterApp.data_dir=...` (or `c.DittoJupyterApp.*` in jupyter_server_config.py):
 `data_dir` (SQLite store, blob store, workspaces), `store_url` (SQLAlchemy URL, for
 PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`, `pause_idle_after`
-(seconds of kernel idleness after which a runtime pauses; `idle_pauser.py`).
+(seconds of kernel idleness after which a runtime pauses; `idle_pauser.py`), `kernel_pool_size`
+(warm kernels per kernelspec for checkout and resume, see `kernel_pool`).
 
 IPython kernels the server starts load the magics (`--ext=ditto_jupyter`, trait
 `load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR`,
@@ -27,7 +28,7 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.services.sessions.handlers import SessionHandler
-from traitlets import Bool, Enum, Float, Unicode, default
+from traitlets import Bool, Enum, Float, Integer, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.control.context_capture import SessionContextCapture
@@ -38,6 +39,7 @@ from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
+from ditto_jupyter.server.kernel_pool import KernelPool, hide_pooled_kernels
 from ditto_jupyter.server.openapi import openapi_document
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
@@ -94,6 +96,14 @@ class DittoJupyterApp(ExtensionApp):
         "idle culler (cull_idle_timeout) leaves runtimes' kernels alone.",
     )
 
+    kernel_pool_size = Integer(
+        1,
+        min=0,
+        config=True,
+        help="Started kernels kept waiting per kernelspec, so checkout and resume skip "
+        "kernel start-up (0 turns the pool off). Refilled in the background.",
+    )
+
     @default("data_dir")
     def _default_data_dir(self) -> str:
         return str(default_data_dir())
@@ -102,6 +112,7 @@ class DittoJupyterApp(ExtensionApp):
     host: ServerKernelHost | None = None
     runtime_sessions: RuntimeSessions | None = None
     idle_pauser: IdlePauser | None = None
+    kernel_pool: KernelPool | None = None
 
     def kernel_env(self) -> dict[str, str]:
         """What every kernel the server starts gets in its environment (besides its id)."""
@@ -114,11 +125,13 @@ class DittoJupyterApp(ExtensionApp):
         }
 
     def _context_factory(
-        self, host: ServerKernelHost
+        self, host: ServerKernelHost, pool: KernelPool | None = None
     ) -> Callable[[BlobStore], SessionContextCapture]:
         def build(blobs: BlobStore) -> SessionContextCapture:
             kernels = KernelContextCapture(host, blobs.root, notebook_folder=host.notebook_folder)
-            return ServerContextCapture(kernels)
+            if pool is not None:
+                pool.blob_root = blobs.root
+            return ServerContextCapture(kernels, pool)
 
         return build
 
@@ -141,10 +154,20 @@ class DittoJupyterApp(ExtensionApp):
             call_timeout=self.kernel_call_timeout,
             runtime_tokens=tokens,
         )
+        pool = None
+        if self.kernel_pool_size > 0:
+            pool = KernelPool(
+                host,
+                tokens,
+                size=self.kernel_pool_size,
+                data_dir=Path(self.data_dir),
+                kernel_names=(serverapp.kernel_manager.default_kernel_name,),
+            )
+            hide_pooled_kernels(serverapp.kernel_manager, pool)
         service = open_runtime_service(
             self.data_dir,
             store_url=self.store_url,
-            context_factory=self._context_factory(host),
+            context_factory=self._context_factory(host, pool),
             extra_providers=self._providers(),
             default_backend=self.default_backend,
         )
@@ -158,8 +181,10 @@ class DittoJupyterApp(ExtensionApp):
             host,
             tokens,
             RuntimeBudgets(self.data_dir),
+            pool=pool,
         )
         self.host, self.service, self.runtime_sessions = host, service, sessions
+        self.kernel_pool = pool
         self.settings["ditto_runtime_sessions"] = sessions
         install_kernel_env(serverapp.session_manager, self.kernel_env, tokens)
         if self.load_magics:
@@ -184,10 +209,17 @@ class DittoJupyterApp(ExtensionApp):
         # and shut them down like any other session.
         self.handlers.append((CHILD_SESSION_ROUTE, SessionHandler))
 
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Once the server's loop runs: start the warm kernel pool in the background."""
+        if self.kernel_pool is not None:
+            self.kernel_pool.refill_soon()
+
     async def stop_extension(self) -> None:
-        """Stop the idle pauser, close kernel clients and the store."""
+        """Stop the idle pauser, shut the pooled kernels down; close kernel clients and the store."""
         if self.idle_pauser is not None:
             self.idle_pauser.stop()
+        if self.kernel_pool is not None:
+            await self.kernel_pool.close()
         if self.host is not None:
             await self.host.wait_deferred()
             await self.host.close()

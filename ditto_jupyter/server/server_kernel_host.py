@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
+from ditto_jupyter.kernel.adoption import without_runtime_identity
 from ditto_jupyter.kernel.kernel_hosts import KernelChannel
-from ditto_jupyter.kernel.workspace import without_workspace
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
@@ -77,20 +77,26 @@ class ServerKernelHost:
         *,
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
+        kernel_id: str | None = None,
     ) -> str:
-        """Start a server kernel in `cwd` with the extension's environment; its id."""
-        inherited = without_workspace(dict(os.environ))
+        """Start a server kernel in `cwd` with the extension's environment; its id.
+
+        `kernel_id` chooses the id (the warm pool knows its kernels before they start).
+        """
+        inherited = without_runtime_identity(dict(os.environ))  # the server's, if any
         full_env = {**inherited, **self.kernel_env(starting_runtime.get()), **(env or {})}
         kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": full_env}
+        if kernel_id is not None:
+            kwargs["kernel_id"] = kernel_id
         if cwd is not None:
             if not Path(cwd).is_dir():
                 raise InvalidRequest(f"kernel working directory {cwd} is not a directory")
             kwargs["cwd"] = str(cwd)
         try:
-            kernel_id = await self.kernel_manager.start_kernel(**kwargs)
+            started = await self.kernel_manager.start_kernel(**kwargs)
         except Exception as error:
             raise BackendError(f"could not start a {kernel_name} kernel: {error}") from error
-        return str(kernel_id)
+        return str(started)
 
     def notebook_folder(self, session: SessionRecord) -> Path:
         """Where a runtime's kernels run: its notebook's folder, as a Jupyter session's do.

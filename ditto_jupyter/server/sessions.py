@@ -48,6 +48,7 @@ from ditto_jupyter.core.models import (
     UnrestorableValue,
 )
 from ditto_jupyter.server.events import RuntimeEvents
+from ditto_jupyter.server.kernel_pool import KernelPool
 from ditto_jupyter.server.models import (
     BudgetFigures,
     CheckoutBranch,
@@ -71,14 +72,21 @@ PauseReason = Literal["idle", "asked"]
 class ServerContextCapture:
     """Wraps the kernel context capture so a kernel it starts knows its runtime id.
 
-    `start` publishes the session id in `starting_runtime`, which `ServerKernelHost`
-    turns into the kernel's `DITTO_RUNTIME_ID` (checkout children and resumed runtimes).
+    `start` takes a warm kernel from the pool when there is one (it learns its identity
+    when taken), else publishes the session id in `starting_runtime`, which
+    `ServerKernelHost` turns into the new kernel's `DITTO_RUNTIME_ID` (checkout children
+    and resumed runtimes).
     """
 
-    def __init__(self, inner: SessionContextCapture) -> None:
+    def __init__(self, inner: SessionContextCapture, pool: KernelPool | None = None) -> None:
         self.inner = inner
+        self.pool = pool
 
     async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
+        if self.pool is not None:
+            kernel_id = await self.pool.take_for(session, workspace)
+            if kernel_id is not None:
+                return {"kernel_id": kernel_id}
         token = starting_runtime.set(session.session_id)
         try:
             return await self.inner.start(session, workspace)
@@ -120,8 +128,11 @@ class RuntimeSessions:
         host: ServerKernelHost | None = None,
         tokens: RuntimeTokens | None = None,
         budgets: RuntimeBudgets | None = None,
+        *,
+        pool: KernelPool | None = None,
     ) -> None:
         self.service = service
+        self.pool = pool
         self.session_manager: Any = session_manager  # jupyter_server is untyped
         self.contents_manager: Any = contents_manager
         self.events = events
@@ -384,6 +395,8 @@ class RuntimeSessions:
                 if copied:
                     await ensure_async(self.contents_manager.delete(target))
                 raise
+            finally:
+                self._refill_pool()
             event.runtime_id = result.runtime.runtime_id
             event.status = result.runtime.status.value
             event.unrestorable = result.unrestorable
@@ -392,6 +405,11 @@ class RuntimeSessions:
                 await self._save_jupyter_session(result.runtime.runtime_id, target, kernel_id)
             notebook = target if await self._is_file(target) else None
             return result.model_copy(update={"notebook_path": notebook})
+
+    def _refill_pool(self) -> None:
+        """Top the warm kernel pool up once this operation's answer has gone out."""
+        if self.pool is not None:
+            self.pool.refill_soon()
 
     async def _is_file(self, path: str) -> bool:
         try:
@@ -487,7 +505,10 @@ class RuntimeSessions:
         """Start a kernel from the paused checkpoint and bind it to the same session id."""
         with self.events.operation("resume", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
-            result = await self.service.resume(runtime_id, metadata)
+            try:
+                result = await self.service.resume(runtime_id, metadata)
+            finally:
+                self._refill_pool()
             event.checkpoint_id = result.checkpoint_id
             event.status = result.runtime.status.value
             event.unrestorable = result.unrestorable

@@ -43,12 +43,24 @@ def ditto_load_magics() -> bool:
 
 
 @pytest.fixture
+def ditto_kernel_pool_size() -> int:
+    """The warm kernel pool's size; 0 (off) here, the pool's own tests turn it on.
+
+    A pool starts a kernel in the background after each checkout and resume; on a shared
+    2-core machine the tests that do not test the pool should not pay for it.
+    """
+    return 0
+
+
+@pytest.fixture
 def ditto_data_dir(tmp_path: Path) -> Path:
     return tmp_path / "ditto-data"
 
 
 @pytest.fixture
-def jp_server_config(ditto_load_magics: bool, ditto_data_dir: Path) -> Any:
+def jp_server_config(
+    ditto_load_magics: bool, ditto_data_dir: Path, ditto_kernel_pool_size: int
+) -> Any:
     from traitlets.config import Config
 
     return Config(
@@ -59,6 +71,7 @@ def jp_server_config(ditto_load_magics: bool, ditto_data_dir: Path) -> Any:
             "DittoJupyterApp": {
                 "data_dir": str(ditto_data_dir),
                 "load_magics": ditto_load_magics,
+                "kernel_pool_size": ditto_kernel_pool_size,
             },
         }
     )
