@@ -215,7 +215,7 @@ class DittoJupyterApp(ExtensionApp):
             self.kernel_pool.refill_soon()
 
     async def stop_extension(self) -> None:
-        """Stop the idle pauser, shut the pooled kernels down; close kernel clients and the store."""
+        """Stop the idle pauser and the pooled kernels; close kernel clients and the store."""
         if self.idle_pauser is not None:
             self.idle_pauser.stop()
         if self.kernel_pool is not None:
