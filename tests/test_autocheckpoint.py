@@ -81,7 +81,8 @@ def checkpoints(data_dir: Path, runtime_id: str) -> list[RuntimeCheckpoint]:
 
 
 def runtime_id(kernel: Kernel) -> str:
-    rid = value(kernel.client, "get_ipython().magics_manager.registry['DittoMagics'].control.runtime_id")
+    magics = "get_ipython().magics_manager.registry['DittoMagics']"
+    rid = value(kernel.client, f"{magics}.control.runtime_id")
     assert isinstance(rid, str)
     return rid
 

@@ -181,7 +181,7 @@ async def _self_prune(sessions: RuntimeSessions, req: RouteRequest[SelfPruneRequ
     """A kernel prunes its automatic checkpoints: its token checked, then the prune."""
     body = req.body
     sessions.check_runtime_token(body.runtime_id, body.runtime_token)
-    return await sessions.prune_automatic(body.runtime_id, body.keep)
+    return await sessions.prune_automatic(body.runtime_id, body.keep, req.user)
 
 
 async def _exec(sessions: RuntimeSessions, req: RouteRequest[ExecRequest]) -> BaseModel:

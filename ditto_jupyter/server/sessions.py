@@ -305,8 +305,11 @@ class RuntimeSessions:
             event.status = result.runtime.status.value
         return result
 
-    async def prune_automatic(self, runtime_id: str, keep: int) -> AutoCheckpointPruneResult:
+    async def prune_automatic(
+        self, runtime_id: str, keep: int, user: str
+    ) -> AutoCheckpointPruneResult:
         with self.events.operation("prune", runtime_id):
+            await self.ensure_runtime(runtime_id, user)
             return await self.service.prune_automatic(runtime_id, keep)
 
     async def delete_snapshot(self, checkpoint_id: str) -> RuntimeCheckpointSnapshotDeleteResult:
