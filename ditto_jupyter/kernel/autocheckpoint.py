@@ -96,6 +96,14 @@ def workspace_fingerprint(root: Path) -> bytes:
     return digest.digest()
 
 
+def _stored_count(result: Any) -> int | None:
+    """The execution count of a cell run with history; None for one run without."""
+    info = getattr(result, "info", None)
+    count = getattr(result, "execution_count", None)
+    stored = info is not None and getattr(info, "store_history", False)
+    return count if stored and isinstance(count, int) else None
+
+
 class AutoCheckpointer:
     """The post_run_cell hook of one kernel and its state (on/off, keep, counts)."""
 
@@ -113,6 +121,8 @@ class AutoCheckpointer:
         self._workspace: Path | None = None
         self._workspace_known = False
         self._last_fingerprint: bytes | None = None
+        self._unstored = 0  # cells run without history (nbval) since the last stored one
+        shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
 
@@ -147,15 +157,28 @@ class AutoCheckpointer:
 
     # ---- the hook --------------------------------------------------------------------
 
+    def _count_cell(self, result: Any) -> None:
+        """post_run_cell, from load on: count the cells run without history."""
+        self._unstored = 0 if _stored_count(result) is not None else self._unstored + 1
+
+    def cell_number(self, result: Any) -> int:
+        """The cell's execution count; for a cell run without history (nbval runs every
+        cell so), the count it would have had: the next count plus the unstored cells
+        before it (silent requests trigger no post_run_cell, so they never count)."""
+        stored = _stored_count(result)
+        if stored is not None:
+            return stored
+        return int(getattr(self.shell, "execution_count", 1)) - 1 + self._unstored
+
     def after_cell(self, result: Any) -> None:
         """post_run_cell: checkpoint the cell that just ran, unless it changed nothing.
 
         An error prints one line to stderr; the cell's own outcome is left alone.
         """
         info = getattr(result, "info", None)
-        count = getattr(result, "execution_count", None)
-        if not isinstance(count, int) or info is None or not info.store_history:
-            return  # silent requests and cells kept out of history are not cells that ran
+        if info is None:
+            return
+        count = self.cell_number(result)
         source = info.raw_cell if isinstance(info.raw_cell, str) else ""
         try:
             self._checkpoint_cell(count, source, failed=not result.success)
