@@ -214,6 +214,23 @@ def test_checkout_by_cell_name_and_its_source_is_held(kernel: Kernel, data_dir: 
     assert pruned and all(c.checkpoint_id != branch.checkpoint_id for c in pruned)
 
 
+def test_pause_cell_adds_no_checkpoint_and_no_error(data_dir: Path, tmp_path: Path) -> None:
+    k = Kernel(data_dir, tmp_path)
+    try:
+        k.ok("%load_ext ditto_jupyter\n%autocheckpoint on")
+        rid = runtime_id(k)
+        k.ok("kept = 1")
+        before = checkpoints(data_dir, rid)
+        out = k.run("%pause nightly")
+        assert out.error is None and out.stderr == "", out.stderr
+        assert printed_once(out).startswith(f"paused runtime {rid}")
+    finally:
+        k.client.stop_channels()
+        k.manager.shutdown_kernel(now=True)
+    after = checkpoints(data_dir, rid)
+    assert names(after) == [*names(before), "nightly"]  # the pause is the last one
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [

@@ -176,7 +176,7 @@ class AutoCheckpointer:
         An error prints one line to stderr; the cell's own outcome is left alone.
         """
         info = getattr(result, "info", None)
-        if info is None:
+        if info is None or not self.enabled:  # turned off during the cell (%pause)
             return
         count = self.cell_number(result)
         source = info.raw_cell if isinstance(info.raw_cell, str) else ""

@@ -386,6 +386,8 @@ class DittoMagics(Magics):
                 runtime_id=control.runtime_id,
             )
             result = control.pause_self(capture, args.name)
+            self._last_manifest = capture.manifest_id
+            self.autocheckpointer.turn_off()  # the runtime is paused: nothing more to record
             rid = result.runtime.runtime_id
             text = (
                 f"paused runtime {rid} at checkpoint {_short(result.checkpoint_id)} "
