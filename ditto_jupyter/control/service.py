@@ -36,6 +36,13 @@ from typing import Any
 from ditto_jupyter.backends.base import BackendLocator, ExecResult
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.backends.manager import BackendManager
+from ditto_jupyter.control.autocheckpoints import (
+    held_whole,
+    prune_plan,
+    refuse_pruned,
+    thinned,
+    whole_automatic,
+)
 from ditto_jupyter.control.collector import BackgroundCollector
 from ditto_jupyter.control.context_capture import SessionContextCapture
 from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
@@ -60,6 +67,7 @@ from ditto_jupyter.core.errors import (
 )
 from ditto_jupyter.core.limits import MAX_NAME_LENGTH, metadata_problem
 from ditto_jupyter.core.models import (
+    AutoCheckpointPruneResult,
     BackendBinding,
     BackendCheckpointRef,
     CheckpointListResult,
@@ -592,6 +600,7 @@ class RuntimeService:
         (`caller_runtime_id`, a magic): it is busy only with the magic asking.
         """
         checkpoint = self._checkpoint(checkpoint_id)
+        refuse_pruned(checkpoint)
         source = self._session(checkpoint.runtime_id)
         merged_metadata = self._merged(checkpoint.session.metadata, metadata)
         child_id = child_runtime_id(source.session_id)
@@ -693,6 +702,7 @@ class RuntimeService:
             session = self._live_session(runtime_id)
             await self._require_idle(session)
             checkpoint = self._checkpoint(checkpoint_id)
+            refuse_pruned(checkpoint)
             unrestorable = await self.context.restore(session, checkpoint.context_manifest_id)
             self.store.set_head(runtime_id, checkpoint.checkpoint_id)
         return checkpoint, unrestorable
@@ -706,7 +716,7 @@ class RuntimeService:
         if runtime_id in self._in_flight:
             raise SessionBusy(f"runtime {runtime_id} has another control operation in flight")
         self._live_session(runtime_id)
-        self._checkpoint(checkpoint_id)
+        refuse_pruned(self._checkpoint(checkpoint_id))
         self.store.set_head(runtime_id, checkpoint_id)
 
     # ---- pause, resume, close -------------------------------------------------------
@@ -951,6 +961,52 @@ class RuntimeService:
         self.collector.request()  # its chunks, in the background
         return RuntimeCheckpointSnapshotDeleteResult(
             checkpoint_id=checkpoint_id, deleted=deleted, already_deleted=not deleted
+        )
+
+    async def prune_automatic(self, runtime_id: str, keep: int) -> AutoCheckpointPruneResult:
+        """Thin a runtime's automatic checkpoints beyond the newest `keep` (see
+        `autocheckpoints`): rows stay, their variables and workspace snapshots go.
+
+        Named checkpoints, heads and checkout sources are never thinned. A provider
+        snapshot no remaining checkpoint records is deleted; blob gc frees the chunks.
+        """
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise InvalidRequest(f"keep must be a whole number of at least 1, not {keep!r}")
+        self._session(runtime_id)
+        async with self._operation(runtime_id):
+            mine = self.store.list_checkpoints(runtime_id)
+            sessions = self.store.list_sessions()
+            heads = [self.store.get_head(s.session_id) for s in sessions]
+            sources = [
+                s.source_checkpoint_id
+                for s in sessions
+                if s.source_runtime_id == runtime_id and s.source_checkpoint_id
+            ]
+            held = held_whole(mine, [h for h in heads + sources if h is not None])
+            pruned, held_ids = prune_plan(mine, keep, held)
+            if pruned:
+                # Recorded first: the next collection checks these manifests again (and
+                # keeps any a checkpoint still names).
+                self.blobs.mark_for_collection([m for c in pruned for m in self._manifests_of(c)])
+                with self.store.transaction():
+                    for checkpoint in pruned:
+                        self.store.put_checkpoint(thinned(checkpoint))
+                dropped = {
+                    c.backend_ref.provider_snapshot_id: c.backend_ref
+                    for c in pruned
+                    if c.backend_ref is not None and c.backend_ref.provider_snapshot_id
+                }
+                for snapshot_id, ref in dropped.items():
+                    if not self.store.checkpoints_with_snapshot(snapshot_id):
+                        await self.backends.delete_snapshot(ref)
+        if pruned:
+            self.collector.request()  # their chunks, in the background
+        return AutoCheckpointPruneResult(
+            runtime_id=runtime_id,
+            keep=keep,
+            pruned=[c.checkpoint_id for c in pruned],
+            held=held_ids,
+            whole=whole_automatic(mine) - len(pruned),
         )
 
     # ---- housekeeping ---------------------------------------------------------------

@@ -245,6 +245,22 @@ class RuntimeCheckpointSnapshotDeleteResult(_Strict):
     already_deleted: bool
 
 
+class AutoCheckpointPruneResult(_Strict):
+    """Result of pruning a runtime's automatic checkpoints (`%autocheckpoint --keep N`).
+
+    `pruned`: checkpoints whose variables and workspace snapshot were dropped (their rows
+    stay, as history); `held`: checkpoints beyond the newest N kept whole all the same,
+    because a runtime's head is one or a checkout branched from one; `whole`: how many of
+    the runtime's automatic checkpoints are whole now (held ones included).
+    """
+
+    runtime_id: str
+    keep: int
+    pruned: list[str]
+    held: list[str]
+    whole: int
+
+
 class RuntimeCheckoutResult(_Strict):
     """Result of checkout: the new child runtime, its kernel and notebook copy.
 

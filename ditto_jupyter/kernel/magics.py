@@ -1,5 +1,5 @@
 """IPython magics: %checkpoint, %restore, %checkout, %pause, %resume, %runtimes,
-%checkpoints and %%sandbox.
+%checkpoints, %autocheckpoint and %%sandbox.
 
 Thin over `RuntimeControl` (the server's REST API, or an in-process RuntimeService when
 no server started this kernel). The kernel captures and restores its own namespace here,
@@ -13,6 +13,7 @@ returns a value with a rich repr, never both:
   and HTML table), displayed when the magic ends the cell or kept with `rows = %runtimes`;
 - %%sandbox streams the command's own stdout and stderr and returns a `SandboxResult`
   whose repr is the exit status (`exit 0`, `timed out`);
+- %autocheckpoint on/off/(state) prints one line (the hook is `autocheckpoint`);
 - %budget LIMIT prints one line; %budget returns the live TokenBudgetView (made by the
   `budget_view` the extension was loaded with: widgets are a layer above this one) and
   %budget --history a `TableResult` of the records.
@@ -45,6 +46,7 @@ from ditto_jupyter.core.models import (
     RuntimeRecord,
     UnrestorableValue,
 )
+from ditto_jupyter.kernel.autocheckpoint import DEFAULT_KEEP, AutoCheckpointer
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
 from ditto_jupyter.kernel.runtime_budget import (
     HISTORY_HEADERS,
@@ -160,6 +162,35 @@ def parse_metadata(pairs: Sequence[str] | None) -> dict[str, str] | None:
         raise InvalidRequest(str(error)) from None
 
 
+def parse_keep(text: str | None) -> int:
+    """`--keep N`: a whole number of at least 1 (default `DEFAULT_KEEP`)."""
+    if text is None:
+        return DEFAULT_KEEP
+    try:
+        keep = int(text)
+    except ValueError:
+        keep = 0
+    if keep < 1:
+        raise InvalidRequest(f"--keep takes a whole number of at least 1, not {text!r}")
+    return keep
+
+
+def cell_line(metadata: dict[str, Any], width: int = 40) -> str:
+    """An automatic checkpoint's cell: its source's first line, shortened ('' otherwise)."""
+    auto = metadata.get("autocheckpoint")
+    if not isinstance(auto, dict) or not isinstance(auto.get("source"), str):
+        return ""
+    lines = [text.strip() for text in auto["source"].splitlines() if text.strip()]
+    first = lines[0] if lines else ""
+    more = len(lines) > 1
+    if len(first) > width:
+        first, more = first[: width - 1], True
+    text = first + ("…" if more else "")
+    marks = [" (failed)" if auto.get("failed") is True else ""]
+    marks += [" (pruned)" if metadata.get("pruned") is True else ""]
+    return text + "".join(marks)
+
+
 def _split(line: str) -> list[str]:
     try:
         return shlex.split(line)
@@ -189,6 +220,7 @@ class DittoMagics(Magics):
         self.notebook_folder = Path.cwd()
         self._budget_view_factory = budget_view
         self._budget_views: dict[str, Any] = {}  # one live view per budget, shown again
+        self.autocheckpointer = AutoCheckpointer(self, shell)
 
     # ---- plumbing -----------------------------------------------------------------------
 
@@ -216,6 +248,15 @@ class DittoMagics(Magics):
         if self._control is None:
             self._control = self._control_factory()
         return self._control
+
+    @property
+    def last_manifest(self) -> str | None:
+        """The namespace manifest of this kernel's head, as far as this kernel knows."""
+        return self._last_manifest
+
+    @last_manifest.setter
+    def last_manifest(self, manifest_id: str | None) -> None:
+        self._last_manifest = manifest_id
 
     @property
     def namespace(self) -> dict[str, Any]:
@@ -288,6 +329,11 @@ class DittoMagics(Magics):
             started = time.perf_counter()
             control = self.control
             checkpoint = control.resolve(args.checkpoint)
+            if checkpoint.pruned:  # refused before the namespace is touched
+                raise InvalidRequest(
+                    f"checkpoint {_short(checkpoint.checkpoint_id)} ({checkpoint.name}) was "
+                    "pruned by %autocheckpoint --keep: its variables are gone"
+                )
             lost = restore_namespace(
                 self.namespace, open_blob_store(control.blob_root), checkpoint.context_manifest_id
             )
@@ -349,6 +395,8 @@ class DittoMagics(Magics):
                 runtime_id=control.runtime_id,
             )
             result = control.pause_self(capture, args.name)
+            self._last_manifest = capture.manifest_id
+            self.autocheckpointer.turn_off()  # the runtime is paused: nothing more to record
             rid = result.runtime.runtime_id
             text = (
                 f"paused runtime {rid} at checkpoint {_short(result.checkpoint_id)} "
@@ -438,12 +486,40 @@ class DittoMagics(Magics):
                     _short(c.parent_checkpoint_id or ""),
                     time.strftime("%H:%M:%S", time.localtime(c.created_at_ms / 1000)),
                     ", ".join(v.name for v in c.unrestorable),
+                    cell_line(c.metadata),
                 ]
                 for c in listed
             ]
-            return TableResult(["checkpoint", "name", "parent", "time", "not kept"], rows, listed)
+            headers = ["checkpoint", "name", "parent", "time", "not kept", "cell"]
+            return TableResult(headers, rows, listed)
 
         return self._guard(run)
+
+    @_with_arguments()
+    @_argument("action", nargs="?", help="on or off; none shows the state")
+    @_argument("--keep", metavar="N", help=f"automatic checkpoints kept (default {DEFAULT_KEEP})")
+    @line_magic
+    def autocheckpoint(self, line: str = "") -> None:
+        """`%autocheckpoint on [--keep N]`: a checkpoint `cell-<n>` after every cell that
+        changes something; `off` stops; no argument shows the state. Prints a line."""
+
+        def run() -> None:
+            args = self._args(DittoMagics.autocheckpoint, line)
+            auto = self.autocheckpointer
+            if args.action not in (None, "on", "off"):
+                raise InvalidRequest(
+                    f"%autocheckpoint takes on, off or nothing, not {args.action!r}"
+                )
+            if args.keep is not None and args.action != "on":
+                raise InvalidRequest("--keep goes with on: %autocheckpoint on --keep N")
+            if args.action == "on":
+                print(auto.turn_on(parse_keep(args.keep)))
+            elif args.action == "off":
+                print(auto.turn_off())
+            else:
+                print(auto.state())
+
+        self._guard(run)
 
     @_with_arguments()
     @_argument("limit", nargs="?", help="most tokens the runtime may use: 200000 or 200_000")
@@ -497,6 +573,7 @@ class DittoMagics(Magics):
             if _split(line):
                 raise InvalidRequest("%%sandbox takes no arguments; put the command in the cell")
             result = self.control.exec(cell)
+            self.autocheckpointer.sandbox_ran = True
             sys.stdout.write(result.stdout)
             sys.stderr.write(result.stderr)
             return SandboxResult(result)

@@ -33,10 +33,12 @@ from jupyter_client.connect import find_connection_file
 from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.backends.base import ExecResult
+from ditto_jupyter.control.autocheckpoints import PRUNED_KEY
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, DittoError, UnsupportedBackend
 from ditto_jupyter.core.models import (
+    AutoCheckpointPruneResult,
     CheckpointSummary,
     ContextCapture,
     RuntimeCheckoutResult,
@@ -65,6 +67,8 @@ class ResolvedCheckpoint(Protocol):
     name: str | None
     context_manifest_id: str | None
     unrestorable: list[UnrestorableValue]
+    #: A prune (`%autocheckpoint --keep`) dropped its state: nothing to restore.
+    pruned: bool
 
 
 class RuntimeControl(Protocol):
@@ -90,6 +94,10 @@ class RuntimeControl(Protocol):
 
     def resume(self, runtime_id: str) -> RuntimeResumeResult: ...
 
+    def prune_automatic(self, keep: int) -> AutoCheckpointPruneResult:
+        """Thin this runtime's automatic checkpoints beyond the newest `keep`."""
+        ...
+
     def runtimes(self) -> list[RuntimeRecord]: ...
 
     def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]: ...
@@ -113,12 +121,14 @@ class _Resolved:
         name: str | None,
         context_manifest_id: str | None,
         unrestorable: list[UnrestorableValue],
+        metadata: dict[str, Any],
     ) -> None:
         self.checkpoint_id = checkpoint_id
         self.runtime_id = runtime_id
         self.name = name
         self.context_manifest_id = context_manifest_id
         self.unrestorable = unrestorable
+        self.pruned = metadata.get(PRUNED_KEY) is True
 
 
 # ---- with a server ------------------------------------------------------------------------
@@ -181,6 +191,7 @@ class ServerControl:
             summary.name,
             detail.get("context_manifest_id"),
             summary.unrestorable,
+            summary.metadata,
         )
 
     def record_restore(self, checkpoint_id: str) -> None:
@@ -200,6 +211,10 @@ class ServerControl:
 
     def resume(self, runtime_id: str) -> RuntimeResumeResult:
         return _parse(RuntimeResumeResult, self._post("resume", {"runtime_id": runtime_id}))
+
+    def prune_automatic(self, keep: int) -> AutoCheckpointPruneResult:
+        answer = self._post("self/prune", self._self_body(keep=keep))
+        return _parse(AutoCheckpointPruneResult, answer)
 
     def runtimes(self) -> list[RuntimeRecord]:
         return [_parse(RuntimeRecord, r) for r in self._get("")["runtimes"]]
@@ -393,6 +408,7 @@ class LocalControl:
             checkpoint.name,
             checkpoint.context_manifest_id,
             checkpoint.unrestorable,
+            checkpoint.metadata,
         )
 
     def record_restore(self, checkpoint_id: str) -> None:
@@ -416,6 +432,9 @@ class LocalControl:
 
     def resume(self, runtime_id: str) -> RuntimeResumeResult:
         return self._run(self.service.resume(runtime_id))
+
+    def prune_automatic(self, keep: int) -> AutoCheckpointPruneResult:
+        return self._run(self.service.prune_automatic(self.runtime_id, keep))
 
     def runtimes(self) -> list[RuntimeRecord]:
         return self._run(self.service.list_runtimes()).runtimes

@@ -86,6 +86,18 @@ class SelfCheckpointRequest(_ExtensionModel):
     metadata: RequestMetadata | None = None
 
 
+class SelfPruneRequest(_ExtensionModel):
+    """POST /api/v1/runtimes/self/prune: a kernel prunes its automatic checkpoints.
+
+    `runtime_token` is the kernel's `DITTO_RUNTIME_TOKEN`; `keep` is how many of the newest
+    automatic checkpoints (`%autocheckpoint`) stay whole.
+    """
+
+    runtime_id: RequestId
+    runtime_token: RequestText
+    keep: int = Field(ge=1)
+
+
 class SelfCheckoutRequest(_ExtensionModel):
     """POST /api/v1/runtimes/self/checkout: a kernel branches from a magic.
 

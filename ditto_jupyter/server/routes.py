@@ -45,6 +45,7 @@ from ditto_jupyter.core.errors import (
     RuntimePaused,
 )
 from ditto_jupyter.core.models import (
+    AutoCheckpointPruneResult,
     CheckpointListResult,
     RuntimeCheckoutRequest,
     RuntimeCheckoutResult,
@@ -73,6 +74,7 @@ from ditto_jupyter.server.models import (
     RuntimeWorkspace,
     SelfCheckoutRequest,
     SelfCheckpointRequest,
+    SelfPruneRequest,
     SelfRestoreRequest,
 )
 from ditto_jupyter.server.sessions import RuntimeSessions
@@ -183,6 +185,13 @@ async def _self_checkout(
         body.metadata,
         caller_runtime_id=body.runtime_id,
     )
+
+
+async def _self_prune(sessions: RuntimeSessions, req: RouteRequest[SelfPruneRequest]) -> BaseModel:
+    """A kernel prunes its automatic checkpoints: its token checked, then the prune."""
+    body = req.body
+    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    return await sessions.prune_automatic(body.runtime_id, body.keep, req.user)
 
 
 async def _exec(sessions: RuntimeSessions, req: RouteRequest[ExecRequest]) -> BaseModel:
@@ -346,6 +355,16 @@ _TABLE = (
         RuntimePauseResult,
         OPERATION_ERRORS,
         _self_pause,
+    ),
+    RouteSpec(
+        "POST",
+        f"{API_PREFIX}/self/prune",
+        "Prune a kernel's own automatic checkpoints",
+        "prune_a_kernels_own_automatic_checkpoints",
+        SelfPruneRequest,
+        AutoCheckpointPruneResult,
+        OPERATION_ERRORS,
+        _self_prune,
     ),
     RouteSpec(
         "POST",

@@ -33,6 +33,7 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import DamagedRecord
 from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, SessionBusy
 from ditto_jupyter.core.models import (
+    AutoCheckpointPruneResult,
     CheckpointListResult,
     ContextCapture,
     RuntimeCheckoutResult,
@@ -356,6 +357,13 @@ class RuntimeSessions:
             event.checkpoint_id = result.checkpoint_id
             event.status = result.runtime.status.value
         return result
+
+    async def prune_automatic(
+        self, runtime_id: str, keep: int, user: str
+    ) -> AutoCheckpointPruneResult:
+        with self.events.operation("prune", runtime_id):
+            await self.ensure_runtime(runtime_id, user)
+            return await self.service.prune_automatic(runtime_id, keep)
 
     async def delete_snapshot(self, checkpoint_id: str) -> RuntimeCheckpointSnapshotDeleteResult:
         checkpoint = self.service.get_checkpoint(checkpoint_id)

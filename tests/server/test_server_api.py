@@ -291,6 +291,7 @@ class ServiceSpy:
         "resume",
         "close",
         "delete_snapshot",
+        "prune_automatic",
         "get_checkpoint",
         "resolve_checkpoint",
         "exec",
@@ -325,7 +326,7 @@ async def test_bad_input_never_reaches_the_service(
 ) -> None:
     r1 = await open_runtime(x=1)
     spy = ServiceSpy(ditto_app, monkeypatch)
-    assert len(POST_ROUTES) == 12
+    assert len(POST_ROUTES) == 13
     for route in POST_ROUTES:
         for raw, _ in BAD_BODIES:
             status, body = await api("POST", route, raw=raw)

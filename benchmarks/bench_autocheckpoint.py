@@ -1,0 +1,211 @@
+"""%autocheckpoint beside Kishu 0.3.4 in one run: cell latency added and bytes stored.
+
+Run from the repository root: `.venv/bin/python -m benchmarks.bench_autocheckpoint`
+(needs the bench extra: `pip install kishu==0.3.4`). Writes the `bench_autocheckpoint`
+section of benchmarks/RESULTS.md.
+
+Two workloads, each in three fresh ipykernel kernels side by side, cell by cell:
+- a plain kernel (the anchor), one with `%autocheckpoint on` (no server: the in-process
+  service on a SQLite store in a data directory of its own), one with Kishu attached
+  (`init_kishu()`, Kishu's test mode, committing after every cell);
+- per cell, the latency the client sees (execute_request sent to execute_reply received);
+  the latency added is the engine's minus the plain kernel's for the same cell;
+- bytes stored: growth of our data directory (blobs + SQLite) and of Kishu's `.kishudb`.
+
+Workloads: Kishu's 8-cell workload (bench_kernel's, a 50 MiB array), and a 30-cell notebook
+mixing pandas, numpy and plain Python.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from jupyter_client.manager import KernelManager  # noqa: E402
+
+from benchmarks.bench_kernel import CELLS as KISHU_CELLS  # noqa: E402
+from benchmarks.bench_kernel import SETUP as KISHU_SETUP  # noqa: E402
+from benchmarks.kishu_harness import ATTACH_KISHU, KishuNotebook, tree_size  # noqa: E402
+from benchmarks.results_table import markdown_table, write_section  # noqa: E402
+
+WORK = ROOT / "benchmarks" / ".work" / "bench_autocheckpoint"
+
+MIXED_SETUP = "import numpy as np\nimport pandas as pd"
+MIXED_CELLS = [
+    "rng = np.random.default_rng(0)",
+    "n = 200_000",
+    "df = pd.DataFrame({'a': rng.random(n), 'b': rng.integers(0, 100, n)})",
+    "df['c'] = df['a'] * 2",
+    "summary = df.describe()",
+    "names = [f'user{i}' for i in range(5000)]",
+    "lookup = {name: i for i, name in enumerate(names)}",
+    "total = sum(lookup.values())",
+    "matrix = rng.random((500, 500))",
+    "inv = np.linalg.inv(matrix)",
+    "df['d'] = df['b'] % 7",
+    "grouped = df.groupby('d')['a'].mean()",
+    "text = ' '.join(names[:1000])",
+    "words = text.split()",
+    "counts = {}\nfor w in words:\n    counts[w[:5]] = counts.get(w[:5], 0) + 1",
+    "len(counts)",
+    "matrix[0, 0] = 1.0",
+    "df.loc[0, 'a'] = 0.5",
+    "series = pd.Series(rng.random(10_000)).cumsum()",
+    "series.tail(3)",
+    "def score(row):\n    return row * 3 + 1",
+    "scored = df['a'].head(1000).apply(score)",
+    "nested = {'a': [1, 2, {'b': (3, 4)}], 'c': names[:10]}",
+    "arr = np.arange(1_000_000)",
+    "arr[::2] = 0",
+    "means = [float(df['a'].mean()), float(arr.mean())]",
+    "print(means)",
+    "df2 = df[df['b'] > 50].copy()",
+    "merged = df2.head(1000).merge(df.head(1000), on='b', how='left')",
+    "result = {'rows': len(merged), 'total': total}",
+]
+
+
+#: What a profile of the hook on the 30-cell workload shows (cProfile, in-process shell).
+WHERE_THE_TIME_GOES = (
+    "Where our added time goes (cProfile of the hook over the 30 cells, in-process): the "
+    "namespace capture re-pickles every variable each cell and regroups aliases "
+    "(`pickling.identity_ids` about 60 ms a cell on this namespace), the in-process "
+    "service records the checkpoint (about 45 ms: four SQLite commits and the workspace "
+    "snapshot), and one filesystem sync per capture (about 8 ms). A cell that changed "
+    "nothing still pays the capture, which is how it knows. The storage miss on Kishu's "
+    "workload is the 50 MiB of random floats, stored once and incompressible: the floor."
+)
+
+
+class Kernel:
+    """One ipykernel kernel and a blocking client timing each cell at the client."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.start_kernel(env={**os.environ, **env}, cwd=str(cwd))
+        self.client = self.manager.blocking_client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=120)
+
+    def run(self, code: str) -> float:
+        """Seconds from execute_request sent to execute_reply received; raises on error."""
+        started = time.perf_counter()
+        reply = self.client.execute(code, reply=True, timeout=900)
+        elapsed = time.perf_counter() - started
+        if reply["content"]["status"] != "ok":
+            raise RuntimeError(f"cell failed: {code!r}: {reply['content'].get('evalue')}")
+        return elapsed
+
+    def stop(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+def plain_env() -> dict[str, str]:
+    return {"PYTHONPATH": str(ROOT)}
+
+
+def run_workload(label: str, setup: str, cells: list[str]) -> dict[str, Any]:
+    """Each cell in the three kernels; latencies, added latencies and bytes stored."""
+    work = WORK / label
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    data_dir = work / "ditto-data"
+    kishu = KishuNotebook(work / "kishu_nb.ipynb")
+    kishu.create()
+    plain = Kernel(plain_env(), work)
+    ours = Kernel({**plain_env(), "DITTO_DATA_DIR": str(data_dir)}, work)
+    theirs = Kernel(kishu.env(), work)
+    try:
+        for kernel in (plain, ours, theirs):
+            kernel.run(setup)
+        ours.run("%load_ext ditto_jupyter")
+        ours.run("%autocheckpoint on")
+        theirs.run(ATTACH_KISHU)
+        ours_before, kishu_before = tree_size(data_dir), kishu.db_size()
+        rows = []
+        for cell in cells:
+            base = plain.run(cell)
+            mine = ours.run(cell)
+            kishu_s = theirs.run(cell)
+            rows.append({"cell": cell, "plain": base, "ours": mine, "kishu": kishu_s})
+        ours.run("%autocheckpoint off")
+        return {
+            "rows": rows,
+            "ours_bytes": tree_size(data_dir) - ours_before,
+            "kishu_bytes": kishu.db_size() - kishu_before,
+        }
+    finally:
+        for kernel in (plain, ours, theirs):
+            kernel.stop()
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+def report(results: dict[str, dict[str, Any]]) -> str:
+    parts = [
+        "Per cell, latency seen by the client (execute_request to execute_reply), in ms; "
+        "added = engine minus the plain kernel for the same cell (an added latency under "
+        "0.5 ms counts as 0.5 ms in the ratio). Target: Kishu's added latency >= 10x ours "
+        "on every cell; our bytes stored <= 1/3 of Kishu's."
+    ]
+    for label, result in results.items():
+        table = []
+        ratios = []
+        for index, row in enumerate(result["rows"], 1):
+            added_ours = row["ours"] - row["plain"]
+            added_kishu = row["kishu"] - row["plain"]
+            ratio = added_kishu / max(added_ours, 0.0005)
+            ratios.append(ratio)
+            first = row["cell"].splitlines()[0]
+            table.append(
+                [
+                    index,
+                    f"`{first[:38]}`",
+                    ms(row["plain"]),
+                    ms(added_ours),
+                    ms(added_kishu),
+                    f"{ratio:.1f}x",
+                ]
+            )
+        headers = ["cell", "source", "plain ms", "added, ours", "added, Kishu", "Kishu/ours"]
+        met = sum(1 for r in ratios if r >= 10)
+        storage = result["ours_bytes"] / max(result["kishu_bytes"], 1)
+        parts.append(f"### {label}\n\n" + markdown_table(headers, table))
+        verdict = "met" if met == len(ratios) else f"missed on {len(ratios) - met} cells"
+        parts.append(
+            f"Latency target {verdict}: >= 10x on {met} of {len(ratios)} cells (worst "
+            f"{min(ratios):.1f}x, median {sorted(ratios)[len(ratios) // 2]:.1f}x). "
+            "Bytes stored: ours "
+            f"{result['ours_bytes'] / 2**20:.2f} MiB, Kishu {result['kishu_bytes'] / 2**20:.2f} "
+            f"MiB: {storage:.2f} of Kishu's (target <= 0.33: "
+            f"{'met' if storage <= 1 / 3 else 'missed'})."
+        )
+    parts.append(WHERE_THE_TIME_GOES)
+    return "\n\n".join(parts)
+
+
+def main() -> None:
+    results = {
+        "Kishu's 8-cell workload": run_workload("kishu8", KISHU_SETUP, KISHU_CELLS),
+        "30 cells of pandas, numpy and plain Python": run_workload(
+            "mixed30", MIXED_SETUP, MIXED_CELLS
+        ),
+    }
+    text = report(results)
+    print(text)
+    write_section("bench_autocheckpoint", "%autocheckpoint beside Kishu 0.3.4", text)
+
+
+if __name__ == "__main__":
+    main()

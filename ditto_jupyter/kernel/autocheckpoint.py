@@ -1,0 +1,237 @@
+"""`%autocheckpoint`: a checkpoint after every cell that ran, named `cell-<execution count>`.
+
+A post_run_cell hook captures the kernel's namespace after each cell and records it through
+the magics' `RuntimeControl` (the `self/checkpoint` route under a server, the in-process
+service without one), with `metadata["autocheckpoint"] = {"execution_count", "source",
+"failed"}`. A cell that changed neither the namespace nor the workspace is skipped: the
+capture is content-addressed, so an unchanged namespace captures to the manifest the head
+already has (and writes nothing), and the workspace is compared by a stat fingerprint of its
+entries (a `%%sandbox` command counts as a change, since a remote sandbox has no local
+files to look at). A failed cell is checkpointed like any other, marked failed. After a
+checkpoint, the runtime's automatic checkpoints beyond the newest `keep` are pruned
+(`RuntimeService.prune_automatic`: rows stay, their state goes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from ditto_jupyter.core.errors import DittoError, UnsupportedBackend
+from ditto_jupyter.core.limits import MAX_METADATA_VALUE_BYTES
+from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
+from ditto_jupyter.kernel.runtime_control import RuntimeControl
+from ditto_jupyter.kernel.workspace import WORKSPACE_ENV
+
+#: How many automatic checkpoints stay whole when `--keep` is not given.
+DEFAULT_KEEP = 50
+#: The name of the automatic checkpoint of cell `n`.
+NAME_PREFIX = "cell-"
+#: The most UTF-8 bytes of a cell's source an automatic checkpoint records.
+MAX_SOURCE_BYTES = 64 * 1024
+
+
+class MagicsHost(Protocol):
+    """What the hook needs from the magics: the namespace, the control, the last capture."""
+
+    @property
+    def namespace(self) -> dict[str, Any]: ...
+
+    @property
+    def control(self) -> RuntimeControl: ...
+
+    last_manifest: str | None
+
+
+def checkpoint_name(execution_count: int) -> str:
+    """`cell-12` for cell 12."""
+    return f"{NAME_PREFIX}{execution_count}"
+
+
+def autocheckpoint_metadata(execution_count: int, source: str, failed: bool) -> dict[str, Any]:
+    """The metadata of cell `execution_count`'s checkpoint; the source is shortened so the
+    value fits the metadata limits (at most 64 KiB, and one value at most
+    `MAX_METADATA_VALUE_BYTES` as JSON)."""
+    source = source.encode("utf-8", "replace")[:MAX_SOURCE_BYTES].decode("utf-8", "ignore")
+
+    def value(text: str) -> dict[str, Any]:
+        return {"execution_count": execution_count, "source": text, "failed": failed}
+
+    if len(orjson.dumps(value(source))) > MAX_METADATA_VALUE_BYTES:
+        low, high = 0, len(source)
+        while low < high:  # the longest prefix whose JSON fits
+            middle = (low + high + 1) // 2
+            if len(orjson.dumps(value(source[:middle]))) <= MAX_METADATA_VALUE_BYTES:
+                low = middle
+            else:
+                high = middle - 1
+        source = source[:low]
+    return {"autocheckpoint": value(source)}
+
+
+def workspace_fingerprint(root: Path) -> bytes:
+    """A digest of every entry's path, type, size, times and inode under `root`.
+
+    Equal digests mean no file was written, created, removed or renamed in between.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for folder, folders, files in os.walk(root):
+        folders.sort()
+        for name in sorted([*folders, *files]):
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:  # removed while we walked: the next fingerprint differs
+                continue
+            line = (
+                f"{path}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0"
+                f"{st.st_ctime_ns}\0{st.st_ino}\n"
+            )
+            digest.update(line.encode("utf-8", "surrogateescape"))
+    return digest.digest()
+
+
+def _stored_count(result: Any) -> int | None:
+    """The execution count of a cell run with history; None for one run without."""
+    info = getattr(result, "info", None)
+    count = getattr(result, "execution_count", None)
+    stored = info is not None and getattr(info, "store_history", False)
+    return count if stored and isinstance(count, int) else None
+
+
+class AutoCheckpointer:
+    """The post_run_cell hook of one kernel and its state (on/off, keep, counts)."""
+
+    def __init__(self, host: MagicsHost, shell: Any) -> None:
+        self.host = host
+        self.shell = shell
+        self.enabled = False
+        self.keep = DEFAULT_KEEP
+        self.taken = 0
+        self.skipped = 0
+        self.last_name: str | None = None
+        self.sandbox_ran = False  # a %%sandbox command since the last checkpoint
+        self._whole = 0  # the runtime's whole automatic checkpoints, as last counted
+        self._held = 0
+        self._workspace: Path | None = None
+        self._workspace_known = False
+        self._last_fingerprint: bytes | None = None
+        self._unstored = 0  # cells run without history (nbval) since the last stored one
+        shell.events.register("post_run_cell", self._count_cell)
+
+    # ---- on, off, state --------------------------------------------------------------
+
+    def turn_on(self, keep: int) -> str:
+        """Start checkpointing after every cell; prune to `keep` now. Returns the line."""
+        self.keep = keep
+        if not self.enabled:
+            self.shell.events.register("post_run_cell", self.after_cell)
+            self.enabled = True
+        self._prune()
+        return f"autocheckpoint on: {self.describe()}"
+
+    def turn_off(self) -> str:
+        """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
+        if self.enabled:
+            self.shell.events.unregister("post_run_cell", self.after_cell)
+            self.enabled = False
+        return "autocheckpoint off"
+
+    def describe(self) -> str:
+        """What it does and has done: one line."""
+        last = f", last {self.last_name}" if self.last_name else ""
+        return (
+            f"a checkpoint cell-<n> after every cell that changes variables or workspace, "
+            f"the newest {self.keep} kept; {self.taken} taken, {self.skipped} skipped "
+            f"(unchanged){last}"
+        )
+
+    def state(self) -> str:
+        """`%autocheckpoint` with no argument: on or off, and the counts."""
+        return f"autocheckpoint {'on' if self.enabled else 'off'}: {self.describe()}"
+
+    # ---- the hook --------------------------------------------------------------------
+
+    def _count_cell(self, result: Any) -> None:
+        """post_run_cell, from load on: count the cells run without history."""
+        self._unstored = 0 if _stored_count(result) is not None else self._unstored + 1
+
+    def cell_number(self, result: Any) -> int:
+        """The cell's execution count; for a cell run without history (nbval runs every
+        cell so), the count it would have had: the next count plus the unstored cells
+        before it (silent requests trigger no post_run_cell, so they never count)."""
+        stored = _stored_count(result)
+        if stored is not None:
+            return stored
+        return int(getattr(self.shell, "execution_count", 1)) - 1 + self._unstored
+
+    def after_cell(self, result: Any) -> None:
+        """post_run_cell: checkpoint the cell that just ran, unless it changed nothing.
+
+        An error prints one line to stderr; the cell's own outcome is left alone.
+        """
+        info = getattr(result, "info", None)
+        if info is None or not self.enabled:  # turned off during the cell (%pause)
+            return
+        count = self.cell_number(result)
+        source = info.raw_cell if isinstance(info.raw_cell, str) else ""
+        try:
+            self._checkpoint_cell(count, source, failed=not result.success)
+        except DittoError as error:
+            print(f"ditto: autocheckpoint: {error.code}: {error.message}", file=sys.stderr)
+        except Exception as error:  # the hook never turns a cell into a traceback
+            print(
+                f"ditto: autocheckpoint of cell {count} failed: {type(error).__name__}: {error}",
+                file=sys.stderr,
+            )
+
+    def _checkpoint_cell(self, count: int, source: str, *, failed: bool) -> None:
+        control = self.host.control
+        fingerprint = self._fingerprint(control)
+        workspace_changed = self.sandbox_ran or fingerprint != self._last_fingerprint
+        previous = self.host.last_manifest
+        capture = capture_namespace(
+            self.host.namespace,
+            open_blob_store(control.blob_root),
+            previous_manifest_id=previous,
+            runtime_id=control.runtime_id,
+        )
+        if capture.manifest_id == previous and not workspace_changed:
+            self.skipped += 1
+            return
+        name = checkpoint_name(count)
+        control.checkpoint(capture, name, autocheckpoint_metadata(count, source, failed))
+        self.host.last_manifest = capture.manifest_id
+        self._last_fingerprint = fingerprint
+        self.sandbox_ran = False
+        self.taken += 1
+        self.last_name = name
+        self._whole += 1
+        if self._whole > self.keep + self._held:
+            self._prune()
+
+    def _prune(self) -> None:
+        result = self.host.control.prune_automatic(self.keep)
+        self._whole = result.whole
+        self._held = len(result.held)
+
+    def _fingerprint(self, control: RuntimeControl) -> bytes | None:
+        """The workspace's fingerprint; None when it has no local files (a remote sandbox)."""
+        if not self._workspace_known:
+            path = os.environ.get(WORKSPACE_ENV)
+            if path:
+                self._workspace = Path(path)
+            else:
+                try:
+                    self._workspace = control.workspace_path()
+                except UnsupportedBackend:
+                    self._workspace = None
+            self._workspace_known = True
+        if self._workspace is None or not self._workspace.is_dir():
+            return None
+        return workspace_fingerprint(self._workspace)

@@ -1,0 +1,264 @@
+"""%autocheckpoint in a real ipykernel with no server: a checkpoint `cell-<n>` after every
+cell that changed something, recorded by the in-process RuntimeService on the SQLite store
+in DITTO_DATA_DIR, which the test reads through a service of its own."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.models import RuntimeCheckpoint
+from ditto_jupyter.kernel.autocheckpoint import MAX_SOURCE_BYTES, autocheckpoint_metadata
+from ditto_jupyter.kernel.magics import cell_line
+from ditto_jupyter.wiring import open_runtime_service
+from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.kernel_cells import CellOutput, run_cell, value
+from tests.magic_display import printed_once, returned_once
+
+
+class Kernel:
+    def __init__(self, data_dir: Path, cwd: Path) -> None:
+        env = {**os.environ, "DITTO_DATA_DIR": str(data_dir)}
+        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_RUNTIME_TOKEN"):
+            env.pop(name, None)
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.start_kernel(env=env, cwd=str(cwd))
+        self.client = self.manager.blocking_client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=120)
+
+    def run(self, code: str) -> CellOutput:
+        return run_cell(self.client, code)
+
+    def ok(self, code: str) -> CellOutput:
+        out = self.run(code)
+        assert out.error is None, out.error
+        assert out.stderr == "", out.stderr
+        return out
+
+    def stop(self) -> None:
+        self.run(
+            "_ditto = get_ipython().magics_manager.registry['DittoMagics']._control\n"
+            "_ditto is not None and _ditto.shutdown()"
+        )
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def kernel(data_dir: Path, tmp_path: Path) -> Iterator[Kernel]:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    k = Kernel(data_dir, cwd)
+    k.ok("%load_ext ditto_jupyter")
+    yield k
+    k.stop()
+
+
+def store_view(data_dir: Path) -> RuntimeService:
+    """A service of the test's own on the kernel's data directory (reads the same SQLite)."""
+    return open_runtime_service(data_dir, context_factory=InMemoryContextCapture)
+
+
+def checkpoints(data_dir: Path, runtime_id: str) -> list[RuntimeCheckpoint]:
+    service = store_view(data_dir)
+    try:
+        return service.store.list_checkpoints(runtime_id)
+    finally:
+        service.close_store()
+
+
+def runtime_id(kernel: Kernel) -> str:
+    magics = "get_ipython().magics_manager.registry['DittoMagics']"
+    rid = value(kernel.client, f"{magics}.control.runtime_id")
+    assert isinstance(rid, str)
+    return rid
+
+
+def names(listed: list[RuntimeCheckpoint]) -> list[str | None]:
+    return [c.name for c in listed]
+
+
+def test_on_off_state_and_a_checkpoint_per_changing_cell(kernel: Kernel, data_dir: Path) -> None:
+    assert printed_once(kernel.ok("%autocheckpoint")).startswith("autocheckpoint off: ")
+    on = printed_once(kernel.ok("%autocheckpoint on --keep 5"))
+    assert on.startswith("autocheckpoint on: ") and "the newest 5 kept" in on
+    rid = runtime_id(kernel)
+    kernel.ok("a = [1, 2]")  # cell 3 (1: load_ext, 2: on, 3: runtime id, 4: this)
+    kernel.ok("print('nothing changes')")  # unchanged: skipped
+    kernel.ok("a.append(3)\nb = 'two\\nlines'")
+    listed = checkpoints(data_dir, rid)
+    auto = [c for c in listed if c.metadata.get("autocheckpoint")]
+    counts = [c.metadata["autocheckpoint"]["execution_count"] for c in auto]
+    assert names(auto) == [f"cell-{n}" for n in counts]
+    # the "on" cell (a baseline), the runtime-id cell (it left `_j` behind), a = ..., append
+    assert len(auto) == 4 and counts == sorted(counts)
+    last = auto[-1]
+    assert last.metadata == {
+        "autocheckpoint": {
+            "execution_count": counts[-1],
+            "source": "a.append(3)\nb = 'two\\nlines'",
+            "failed": False,
+        }
+    }
+    assert auto[-2].metadata["autocheckpoint"]["source"] == "a = [1, 2]"
+    state = printed_once(kernel.ok("%autocheckpoint"))
+    assert state.startswith("autocheckpoint on: ") and f"last cell-{counts[-1]}" in state
+    assert re.search(r"4 taken, [1-9]\d* skipped", state), state
+    assert printed_once(kernel.ok("%autocheckpoint off")) == "autocheckpoint off"
+    kernel.ok("c = 'after off'")
+    assert len(checkpoints(data_dir, rid)) == len(listed)  # nothing after off
+
+
+def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) -> None:
+    kernel.ok("%autocheckpoint on")
+    rid = runtime_id(kernel)
+    kernel.ok("rows = [1]")
+    failed = kernel.run("rows.append(2)\nraise ValueError('oops')")
+    assert failed.error is not None and "oops" in failed.error
+    assert "ditto" not in failed.stderr  # the hook added nothing to the failure
+    last = checkpoints(data_dir, rid)[-1]
+    auto = last.metadata["autocheckpoint"]
+    assert auto["failed"] is True and auto["source"].startswith("rows.append(2)")
+    assert last.name == f"cell-{auto['execution_count']}"
+    table = returned_once(kernel.ok("%checkpoints"))["text/plain"]
+    assert "rows.append(2)… (failed)" in table  # the cell's first line, shortened
+    # roll back to just before the mistake, by the cell's name
+    before = checkpoints(data_dir, rid)[-2]
+    assert printed_once(kernel.ok(f"%restore {before.name}")).startswith("restored ")
+    assert value(kernel.client, "rows") == [1]
+
+
+def test_workspace_change_alone_is_checkpointed(kernel: Kernel, data_dir: Path) -> None:
+    kernel.ok("%autocheckpoint on\nimport ditto_jupyter")
+    rid = runtime_id(kernel)
+    before = len(checkpoints(data_dir, rid))
+    kernel.ok("ditto_jupyter.workspace().joinpath('notes.txt').write_text('hi');")
+    kernel.ok("len('no change at all')")
+    listed = checkpoints(data_dir, rid)
+    assert len(listed) == before + 1  # the file write, not the no-op
+    assert listed[-1].metadata["autocheckpoint"]["source"].startswith("ditto_jupyter.workspace()")
+
+
+def test_keep_prunes_only_old_automatic_ones(kernel: Kernel, data_dir: Path) -> None:
+    kernel.ok("import numpy as np\nbig = np.arange(300_000)")
+    kernel.ok('%checkpoint "named before"')
+    kernel.ok("%autocheckpoint on --keep 2")
+    rid = runtime_id(kernel)
+    for step in range(4):
+        kernel.ok(f"big = big + 1\nstep = {step}")
+    kernel.ok('%checkpoint "named after"')
+    listed = checkpoints(data_dir, rid)
+    auto = [c for c in listed if c.metadata.get("autocheckpoint")]
+    whole = [c for c in auto if not c.metadata.get("pruned")]
+    thinned = [c for c in auto if c.metadata.get("pruned")]
+    assert [c.name for c in whole] == [c.name for c in auto[-2:]]
+    assert len(thinned) == len(auto) - 2 >= 3  # rows stay, as history
+    assert all(c.context_manifest_id is None for c in thinned)
+    assert all(not c.metadata.get("pruned") for c in listed if c.name and "named" in c.name)
+    assert all(c.context_manifest_id for c in listed if c.name and "named" in c.name)
+
+    # restoring a pruned one is refused in one line and leaves the variables alone
+    out = kernel.run(f"%restore {thinned[-1].name}")
+    assert out.error is None and out.stdout == ""
+    assert out.stderr.startswith("ditto: InvalidRequest: ") and "pruned" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert value(kernel.client, "step") == 3
+    assert "(pruned)" in returned_once(kernel.ok("%checkpoints"))["text/plain"]
+
+    # gc frees what only the pruned ones held; the kept ones still restore
+    service = store_view(data_dir)
+    try:
+        freed = service.gc(grace_seconds=0)
+        assert freed.freed_chunks >= 2 * len(thinned)  # each held its own 2.4 MB array
+    finally:
+        service.close_store()
+    kept = whole[0].name
+    assert printed_once(kernel.ok(f"%restore {kept}")).startswith("restored ")
+    assert value(kernel.client, "[int(big[0]), step]") == [3, 2]
+    assert printed_once(kernel.ok('%restore "named before"')).startswith("restored ")
+    assert value(kernel.client, "int(big[0])") == 0
+
+
+def test_checkout_by_cell_name_and_its_source_is_held(kernel: Kernel, data_dir: Path) -> None:
+    kernel.ok("%autocheckpoint on --keep 1")
+    rid = runtime_id(kernel)
+    kernel.ok("v = 'at the branch point'")
+    branch = checkpoints(data_dir, rid)[-1]
+    line = printed_once(kernel.ok(f"%checkout {branch.name}"))
+    assert line.startswith(f"checked out {branch.checkpoint_id[:12]} into runtime ")
+    child = re.search(r"into runtime (\S+) in ", line)
+    assert child is not None
+    service = store_view(data_dir)
+    try:
+        assert service.store.get_head(child.group(1)) == branch.checkpoint_id
+    finally:
+        service.close_store()
+    kernel.ok("v = 'later 1'")
+    kernel.ok("v = 'later 2'")
+    after = {c.checkpoint_id: c for c in checkpoints(data_dir, rid)}
+    assert not after[branch.checkpoint_id].metadata.get("pruned")  # the child's head
+    pruned = [c for c in after.values() if c.metadata.get("pruned")]
+    assert pruned and all(c.checkpoint_id != branch.checkpoint_id for c in pruned)
+
+
+def test_pause_cell_adds_no_checkpoint_and_no_error(data_dir: Path, tmp_path: Path) -> None:
+    k = Kernel(data_dir, tmp_path)
+    try:
+        k.ok("%load_ext ditto_jupyter\n%autocheckpoint on")
+        rid = runtime_id(k)
+        k.ok("kept = 1")
+        before = checkpoints(data_dir, rid)
+        out = k.run("%pause nightly")
+        assert out.error is None and out.stderr == "", out.stderr
+        assert printed_once(out).startswith(f"paused runtime {rid}")
+    finally:
+        k.client.stop_channels()
+        k.manager.shutdown_kernel(now=True)
+    after = checkpoints(data_dir, rid)
+    assert names(after) == [*names(before), "nightly"]  # the pause is the last one
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("%autocheckpoint maybe", "takes on, off or nothing, not 'maybe'"),
+        ("%autocheckpoint on --keep 0", "--keep takes a whole number of at least 1, not '0'"),
+        ("%autocheckpoint on --keep many", "not 'many'"),
+        ("%autocheckpoint off --keep 3", "--keep goes with on"),
+        ("%autocheckpoint on --kep 3", "unrecognized arguments"),
+    ],
+)
+def test_bad_arguments_are_one_line(kernel: Kernel, line: str, message: str) -> None:
+    out = kernel.run(line)
+    assert out.error is None and out.stdout == ""
+    assert out.stderr.startswith("ditto: InvalidRequest: ") and message in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert printed_once(kernel.ok("%autocheckpoint")).startswith("autocheckpoint off")
+
+
+def test_metadata_source_fits_the_limits() -> None:
+    huge = "x = 1  # é\n" * 20_000
+    metadata: dict[str, Any] = autocheckpoint_metadata(7, huge, True)
+    auto = metadata["autocheckpoint"]
+    assert set(auto) == {"execution_count", "source", "failed"}
+    assert (auto["execution_count"], auto["failed"]) == (7, True)
+    assert huge.startswith(auto["source"]) and 0 < len(auto["source"].encode()) <= MAX_SOURCE_BYTES
+    service_limits = __import__("ditto_jupyter.core.limits", fromlist=["metadata_problem"])
+    assert service_limits.metadata_problem(metadata) is None
+    assert cell_line({"autocheckpoint": {"source": "\n  df = load()\nmore", "failed": False}}) == (
+        "df = load()…"
+    )
+    assert cell_line({"owner": "ana"}) == ""
