@@ -39,10 +39,16 @@ def markdown_table(headers: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
+def _repo_relative(argv: list[str]) -> list[str]:
+    """The command line with the checkout's own path cut off (`benchmarks/bench_x.py`)."""
+    root = str(Path(__file__).resolve().parent.parent) + "/"
+    return [arg.removeprefix(root) for arg in argv]
+
+
 def write_section(key: str, title: str, body: str) -> None:
     """Replace (or append) the section `key` of RESULTS.md, atomically."""
     start, end = f"<!-- {key}:start -->", f"<!-- {key}:end -->"
-    command = " ".join([Path(sys.executable).name, *sys.argv])
+    command = " ".join([Path(sys.executable).name, *_repo_relative(sys.argv)])
     block = (
         f"{start}\n## {title}\n\n{machine_line()}; command: `{command}`\n\n{body.strip()}\n{end}"
     )
