@@ -24,6 +24,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any, Protocol, runtime_checkable
 
+import zmq
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.multikernelmanager import AsyncMultiKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
@@ -125,15 +126,38 @@ class KernelChannel:
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self, timeout: float = 60.0) -> None:
-        """Open the channels and wait until the kernel answers."""
-        self.client.start_channels()
+        """Open the channels and wait until the kernel answers.
+
+        No send may wait: jupyter_client's `Session.send` sends through a blocking shadow
+        of the asyncio socket, on the event loop's thread. A shell socket whose peer is
+        gone for good (the dead kernel's port now held by a socket of another type) has
+        no pipe, and that send waited forever, freezing the server. SNDTIMEO=0 makes it
+        fail at once (zmq.Again) instead. The heartbeat channel is not started: liveness
+        comes from the kernel manager (`alive`), and the heartbeat's lingering socket held
+        `stop_channels` on the loop for a second with a dead kernel.
+        """
+        if self.alive is not None and not await self.alive():
+            raise BackendError(f"kernel {self.kernel_id} died before it answered")
+        self.client.start_channels(hb=False)
+        for channel in (self.client.shell_channel, self.client.stdin_channel):
+            channel.socket.setsockopt(zmq.SNDTIMEO, 0)
         try:
             await self.client.wait_for_ready(timeout=timeout)
-        except RuntimeError as error:
+        except (RuntimeError, zmq.ZMQError) as error:
             self.client.stop_channels()
-            raise BackendError(f"kernel {self.kernel_id} did not start: {error}") from error
+            raise self._start_error(error) from error
         self.execution_state = "idle"
         self._reader = asyncio.get_running_loop().create_task(self._read_iopub())
+
+    def _start_error(self, error: Exception) -> BackendError:
+        if isinstance(error, zmq.ZMQError):
+            return self._unreachable(error)
+        return BackendError(f"kernel {self.kernel_id} did not start: {error}")
+
+    def _unreachable(self, error: zmq.ZMQError) -> BackendError:
+        return BackendError(
+            f"kernel {self.kernel_id} is unreachable: its shell channel takes no messages ({error})"
+        )
 
     async def stop(self) -> None:
         """Stop following the kernel and close the channels."""
@@ -203,13 +227,16 @@ class KernelChannel:
     ) -> tuple[dict[str, Any], _Pending]:
         async with self._lock:
             pending = _Pending()
-            msg_id = self.client.execute(
-                code,
-                silent=silent,
-                store_history=not silent,
-                user_expressions=user_expressions or {},
-                allow_stdin=False,
-            )
+            try:
+                msg_id = self.client.execute(
+                    code,
+                    silent=silent,
+                    store_history=not silent,
+                    user_expressions=user_expressions or {},
+                    allow_stdin=False,
+                )
+            except zmq.ZMQError as error:
+                raise self._unreachable(error) from error
             self._pending[msg_id] = pending
             try:
                 reply = await self._reply(msg_id, timeout)
