@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import ipywidgets as widgets
 
-from ditto_jupyter.widgets.polling import Poller, check_interval
+from ditto_jupyter.widgets.polling import Polled, Poller, check_interval
 from ditto_jupyter.widgets.token_budget_view import count
 from ditto_jupyter.worker.branch_store import Branch, BranchStore
 from ditto_jupyter.worker.errors import BranchConflictError, BranchError
@@ -52,7 +52,7 @@ def branch_is_stale(branch: Branch) -> bool:
     return branch.parent.revision != branch.base_revision
 
 
-class BranchStoreView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
+class BranchStoreView(Polled, widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     """A live view of a BranchStore with Commit and Discard buttons for its open branches."""
 
     def __init__(
@@ -213,16 +213,9 @@ class BranchStoreView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
 
     # ---- lifetime and summary --------------------------------------------------------
 
-    @property
-    def polling(self) -> bool:
-        """True while the view polls its store."""
-        return self._poller is not None and self._poller.running
-
     def close(self) -> None:
         """Stop polling and close the widget and its parts."""
-        poller, self._poller = getattr(self, "_poller", None), None
-        if poller is not None:
-            poller.stop()
+        self.stop_polling()
         for row in getattr(self, "_rows", {}).values():  # absent when __init__ refused input
             self._close_row(row)
         for name in ("_header", "_namespaces", "_branches", "_status"):

@@ -34,7 +34,7 @@ from ditto_jupyter.core.errors import DittoError
 from ditto_jupyter.core.models import CheckpointSummary
 from ditto_jupyter.kernel.magics import DittoMagics
 from ditto_jupyter.kernel.runtime_control import LocalControl, RuntimeControl, ServerControl
-from ditto_jupyter.widgets.polling import Poller, check_interval
+from ditto_jupyter.widgets.polling import Polled, Poller, check_interval
 
 #: The JupyterLab extension's npm package, which holds the view.
 VIEW_MODULE: Final = "ditto-jupyter"
@@ -118,7 +118,7 @@ def magics_of_this_kernel() -> DittoMagics:
     return magics
 
 
-class CheckpointTree(widgets.DOMWidget):  # type: ignore[misc]
+class CheckpointTree(Polled, widgets.DOMWidget):  # type: ignore[misc]
     """The checkpoint tree of `runtime` (default: this kernel's) and its branches, live."""
 
     _model_name = traitlets.Unicode("CheckpointTreeModel").tag(sync=True)
@@ -265,16 +265,9 @@ class CheckpointTree(widgets.DOMWidget):  # type: ignore[misc]
 
     # ---- life -----------------------------------------------------------------------------
 
-    @property
-    def polling(self) -> bool:
-        """True while the widget polls its tree."""
-        return self._poller is not None and self._poller.running
-
     def close(self) -> None:
         """Stop polling and close the widget."""
-        poller, self._poller = getattr(self, "_poller", None), None
-        if poller is not None:
-            poller.stop()
+        self.stop_polling()
         super().close()
 
     def __repr__(self) -> str:

@@ -46,3 +46,20 @@ class Poller:
         self._stopped.set()
         if threading.current_thread() is not self._thread:
             self._thread.join()
+
+
+class Polled:
+    """Mixin of a widget that keeps its `Poller` (or None) in `_poller`."""
+
+    _poller: Poller | None
+
+    @property
+    def polling(self) -> bool:
+        """True while the widget's poller runs."""
+        return self._poller is not None and self._poller.running
+
+    def stop_polling(self) -> None:
+        """Stop the poller, if any (safe when `__init__` failed before starting it)."""
+        poller, self._poller = getattr(self, "_poller", None), None
+        if poller is not None:
+            poller.stop()

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import ipywidgets as widgets
 
-from ditto_jupyter.widgets.polling import Poller, check_interval
+from ditto_jupyter.widgets.polling import Polled, Poller, check_interval
 from ditto_jupyter.worker.budget.authority import BudgetAuthority
 from ditto_jupyter.worker.budget.records import BudgetRecord, BudgetSnapshot
 
@@ -143,7 +143,7 @@ def recent_html(records: Sequence[BudgetRecord], count: int) -> str:
     return f"<b>latest records</b>{_table(headers, rows, 'ditto-budget-records')}"
 
 
-class TokenBudgetView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
+class TokenBudgetView(Polled, widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     """A live view of a token budget (`TokenBudget` or `SharedTokenBudget`)."""
 
     def __init__(
@@ -209,16 +209,9 @@ class TokenBudgetView(widgets.VBox):  # type: ignore[misc]  # ipywidgets is unty
             self._latest.value = recent_html(self.records, self.recent)
             return True
 
-    @property
-    def polling(self) -> bool:
-        """True while the view polls its budget."""
-        return self._poller is not None and self._poller.running
-
     def close(self) -> None:
         """Stop polling and close the widget and its parts."""
-        poller, self._poller = getattr(self, "_poller", None), None
-        if poller is not None:
-            poller.stop()
+        self.stop_polling()
         for name in ("_meter", "_scopes", "_latest"):  # absent when __init__ refused its input
             part = getattr(self, name, None)
             if part is not None:
