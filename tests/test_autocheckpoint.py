@@ -135,6 +135,7 @@ def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) 
     assert last.name == f"cell-{auto['execution_count']}"
     table = returned_once(kernel.ok("%checkpoints"))["text/plain"]
     assert "rows.append(2)… (failed)" in table  # the cell's first line, shortened
+    assert "cell" in table.splitlines()[0]
     # roll back to just before the mistake, by the cell's name
     before = checkpoints(data_dir, rid)[-2]
     assert printed_once(kernel.ok(f"%restore {before.name}")).startswith("restored ")

@@ -101,6 +101,7 @@ def test_unpicklable_values_are_reported(kernel: Kernel) -> None:
     assert value(kernel.client, "keep") == 5
     text = returned_once(kernel.run("%checkpoints"))["text/plain"]
     assert "with-gen" in text and "gen, lock" in text
+    assert "cell" not in text.splitlines()[0]  # no automatic checkpoint: no cell column
     kernel.run("del gen, lock")
 
 

@@ -491,6 +491,8 @@ class DittoMagics(Magics):
                 for c in listed
             ]
             headers = ["checkpoint", "name", "parent", "time", "not kept", "cell"]
+            if not any(row[-1] for row in rows):  # no automatic checkpoint: no cell column
+                headers, rows = headers[:-1], [row[:-1] for row in rows]
             return TableResult(headers, rows, listed)
 
         return self._guard(run)
