@@ -66,8 +66,9 @@ $(LABEXT_BUILT): $(NODE_STAMP) $(LABEXT_SOURCES)
 	touch $@
 
 # An editable install does not copy the extension into the environment: link it there.
+# (JupyterLab hands `develop` to the jupyter-builder command, found on PATH: the venv's.)
 $(LABEXT_LINKED): $(LABEXT_BUILT) | $(VENV)/.installed-user
-	$(BIN)/jupyter labextension develop --overwrite .
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter labextension develop --overwrite .
 	touch $@
 
 ## The lab extension's unit tests (tree layout, windowing), under jest.
@@ -103,7 +104,8 @@ $(CHROMIUM_STAMP):
 	touch $@
 
 ## pytest runs the tests and, through nbval, the tutorial notebooks with their outputs.
-pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(LABEXT_BUILT)
+## The extension is linked into the venv as `make lab` does (tests/test_lab_install.py).
+pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(LABEXT_LINKED)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 ## Refresh the panel's screenshots in docs/images/ (the browser test, told to keep them).
