@@ -44,3 +44,11 @@ def value(client: BlockingKernelClient, expression: str) -> Any:
     out = run_cell(client, f"import json as _j; print(_j.dumps({expression}))")
     assert out.error is None, out.error
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def wait_for_autocheckpoints(client: BlockingKernelClient) -> None:
+    """Wait until the kernel's `%autocheckpoint` write-behind has recorded every automatic
+    checkpoint taken so far (silently: the request is no cell, and takes no checkpoint)."""
+    flush = "get_ipython().magics_manager.registry['DittoMagics'].autocheckpointer.flush()"
+    reply = client.execute(flush, silent=True, reply=True, timeout=180)
+    assert reply["content"]["status"] == "ok", reply["content"]

@@ -19,7 +19,7 @@ from ditto_jupyter.kernel.autocheckpoint import MAX_SOURCE_BYTES, autocheckpoint
 from ditto_jupyter.kernel.magics import cell_line
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.kernel_cells import CellOutput, run_cell, value
+from tests.kernel_cells import CellOutput, run_cell, value, wait_for_autocheckpoints
 from tests.magic_display import printed_once, returned_once
 
 
@@ -72,7 +72,15 @@ def store_view(data_dir: Path) -> RuntimeService:
     return open_runtime_service(data_dir, context_factory=InMemoryContextCapture)
 
 
-def checkpoints(data_dir: Path, runtime_id: str) -> list[RuntimeCheckpoint]:
+def checkpoints(kernel: Kernel, data_dir: Path, runtime_id: str) -> list[RuntimeCheckpoint]:
+    """The runtime's checkpoints, once the kernel's write-behind has recorded every
+    automatic checkpoint taken so far (as any magic would wait for)."""
+    wait_for_autocheckpoints(kernel.client)
+    return stored_checkpoints(data_dir, runtime_id)
+
+
+def stored_checkpoints(data_dir: Path, runtime_id: str) -> list[RuntimeCheckpoint]:
+    """The runtime's checkpoints as the store has them now."""
     service = store_view(data_dir)
     try:
         return service.store.list_checkpoints(runtime_id)
@@ -99,7 +107,7 @@ def test_on_off_state_and_a_checkpoint_per_changing_cell(kernel: Kernel, data_di
     kernel.ok("a = [1, 2]")  # cell 3 (1: load_ext, 2: on, 3: runtime id, 4: this)
     kernel.ok("print('nothing changes')")  # unchanged: skipped
     kernel.ok("a.append(3)\nb = 'two\\nlines'")
-    listed = checkpoints(data_dir, rid)
+    listed = checkpoints(kernel, data_dir, rid)
     auto = [c for c in listed if c.metadata.get("autocheckpoint")]
     counts = [c.metadata["autocheckpoint"]["execution_count"] for c in auto]
     assert names(auto) == [f"cell-{n}" for n in counts]
@@ -119,7 +127,7 @@ def test_on_off_state_and_a_checkpoint_per_changing_cell(kernel: Kernel, data_di
     assert re.search(r"4 taken, [1-9]\d* skipped", state), state
     assert printed_once(kernel.ok("%autocheckpoint off")) == "autocheckpoint off"
     kernel.ok("c = 'after off'")
-    assert len(checkpoints(data_dir, rid)) == len(listed)  # nothing after off
+    assert len(checkpoints(kernel, data_dir, rid)) == len(listed)  # nothing after off
 
 
 def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) -> None:
@@ -129,7 +137,7 @@ def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) 
     failed = kernel.run("rows.append(2)\nraise ValueError('oops')")
     assert failed.error is not None and "oops" in failed.error
     assert "ditto" not in failed.stderr  # the hook added nothing to the failure
-    last = checkpoints(data_dir, rid)[-1]
+    last = checkpoints(kernel, data_dir, rid)[-1]
     auto = last.metadata["autocheckpoint"]
     assert auto["failed"] is True and auto["source"].startswith("rows.append(2)")
     assert last.name == f"cell-{auto['execution_count']}"
@@ -137,7 +145,7 @@ def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) 
     assert "rows.append(2)… (failed)" in table  # the cell's first line, shortened
     assert "cell" in table.splitlines()[0]
     # roll back to just before the mistake, by the cell's name
-    before = checkpoints(data_dir, rid)[-2]
+    before = checkpoints(kernel, data_dir, rid)[-2]
     assert printed_once(kernel.ok(f"%restore {before.name}")).startswith("restored ")
     assert value(kernel.client, "rows") == [1]
 
@@ -145,10 +153,10 @@ def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) 
 def test_workspace_change_alone_is_checkpointed(kernel: Kernel, data_dir: Path) -> None:
     kernel.ok("%autocheckpoint on\nimport ditto_jupyter")
     rid = runtime_id(kernel)
-    before = len(checkpoints(data_dir, rid))
+    before = len(checkpoints(kernel, data_dir, rid))
     kernel.ok("ditto_jupyter.workspace().joinpath('notes.txt').write_text('hi');")
     kernel.ok("len('no change at all')")
-    listed = checkpoints(data_dir, rid)
+    listed = checkpoints(kernel, data_dir, rid)
     assert len(listed) == before + 1  # the file write, not the no-op
     assert listed[-1].metadata["autocheckpoint"]["source"].startswith("ditto_jupyter.workspace()")
 
@@ -161,7 +169,7 @@ def test_keep_prunes_only_old_automatic_ones(kernel: Kernel, data_dir: Path) -> 
     for step in range(4):
         kernel.ok(f"big = big + 1\nstep = {step}")
     kernel.ok('%checkpoint "named after"')
-    listed = checkpoints(data_dir, rid)
+    listed = checkpoints(kernel, data_dir, rid)
     auto = [c for c in listed if c.metadata.get("autocheckpoint")]
     whole = [c for c in auto if not c.metadata.get("pruned")]
     thinned = [c for c in auto if c.metadata.get("pruned")]
@@ -197,7 +205,7 @@ def test_checkout_by_cell_name_and_its_source_is_held(kernel: Kernel, data_dir: 
     kernel.ok("%autocheckpoint on --keep 1")
     rid = runtime_id(kernel)
     kernel.ok("v = 'at the branch point'")
-    branch = checkpoints(data_dir, rid)[-1]
+    branch = checkpoints(kernel, data_dir, rid)[-1]
     line = printed_once(kernel.ok(f"%checkout {branch.name}"))
     assert line.startswith(f"checked out {branch.checkpoint_id[:12]} into runtime ")
     child = re.search(r"into runtime (\S+) in ", line)
@@ -209,7 +217,7 @@ def test_checkout_by_cell_name_and_its_source_is_held(kernel: Kernel, data_dir: 
         service.close_store()
     kernel.ok("v = 'later 1'")
     kernel.ok("v = 'later 2'")
-    after = {c.checkpoint_id: c for c in checkpoints(data_dir, rid)}
+    after = {c.checkpoint_id: c for c in checkpoints(kernel, data_dir, rid)}
     assert not after[branch.checkpoint_id].metadata.get("pruned")  # the child's head
     pruned = [c for c in after.values() if c.metadata.get("pruned")]
     assert pruned and all(c.checkpoint_id != branch.checkpoint_id for c in pruned)
@@ -221,14 +229,14 @@ def test_pause_cell_adds_no_checkpoint_and_no_error(data_dir: Path, tmp_path: Pa
         k.ok("%load_ext ditto_jupyter\n%autocheckpoint on")
         rid = runtime_id(k)
         k.ok("kept = 1")
-        before = checkpoints(data_dir, rid)
+        before = checkpoints(k, data_dir, rid)
         out = k.run("%pause nightly")
         assert out.error is None and out.stderr == "", out.stderr
         assert printed_once(out).startswith(f"paused runtime {rid}")
     finally:
         k.client.stop_channels()
         k.manager.shutdown_kernel(now=True)
-    after = checkpoints(data_dir, rid)
+    after = stored_checkpoints(data_dir, rid)
     assert names(after) == [*names(before), "nightly"]  # the pause is the last one
 
 

@@ -234,7 +234,9 @@ class BlobStore:
         rows = self.index.read("SELECT data IS NULL FROM chunks WHERE digest = ?", (key,))
         return bool(rows) and (not rows[0][0] or os.path.exists(path))
 
-    def put_chunk(self, data: bytes | memoryview, digest: str | None = None) -> tuple[str, int]:
+    def put_chunk(
+        self, data: bytes | memoryview, digest: str | None = None, *, itemsize: int = 1
+    ) -> tuple[str, int]:
         """Store one chunk unless it is already there; return (digest, bytes written).
 
         A chunk already stored gets a fresh `touched`, so garbage collection's grace period

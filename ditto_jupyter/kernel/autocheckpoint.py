@@ -22,11 +22,17 @@ from typing import Any, Protocol
 
 import orjson
 
+from ditto_jupyter.core.blobs import BlobNotFound
 from ditto_jupyter.core.errors import DittoError, UnsupportedBackend
 from ditto_jupyter.core.limits import MAX_METADATA_VALUE_BYTES
-from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
+from ditto_jupyter.kernel.capture import open_blob_store
+from ditto_jupyter.kernel.capture.capturing import NamespaceSnapshot, snapshot_namespace
+from ditto_jupyter.kernel.capture.cell_effects import CellEffects
+from ditto_jupyter.kernel.capture.chunks import forget_chunks
+from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.runtime_control import RuntimeControl
 from ditto_jupyter.kernel.workspace import WORKSPACE_ENV
+from ditto_jupyter.kernel.write_behind import WriteBehind
 
 #: How many automatic checkpoints stay whole when `--keep` is not given.
 DEFAULT_KEEP = 50
@@ -122,6 +128,10 @@ class AutoCheckpointer:
         self._workspace_known = False
         self._last_fingerprint: bytes | None = None
         self._unstored = 0  # cells run without history (nbval) since the last stored one
+        self._base: CaptureBase | None = None  # the last capture, for the next incremental one
+        self._write_failed = False  # a write-behind failed: the next capture is whole
+        self.effects = CellEffects()
+        self.writer = WriteBehind("ditto-autocheckpoint")
         shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
@@ -137,6 +147,8 @@ class AutoCheckpointer:
 
     def turn_off(self) -> str:
         """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
+        self.flush()
+        self._base = None  # cells run while off are not followed: start afresh
         if self.enabled:
             self.shell.events.unregister("post_run_cell", self.after_cell)
             self.enabled = False
@@ -191,29 +203,103 @@ class AutoCheckpointer:
             )
 
     def _checkpoint_cell(self, count: int, source: str, *, failed: bool) -> None:
+        base, self._base = self._base, None  # used once: a failure below leaves none
         control = self.host.control
         fingerprint = self._fingerprint(control)
         workspace_changed = self.sandbox_ran or fingerprint != self._last_fingerprint
+        namespace = self.host.namespace
+        blobs = open_blob_store(control.blob_root)
+        if base is not None and (not base.usable() or self._write_failed):
+            base = None
+        touched = None
+        if base is not None:
+            touched = self.effects.touched_by(self._python_of(source), namespace)
+        name = checkpoint_name(count)
+        metadata = autocheckpoint_metadata(count, source, failed)
+        if base is not None and touched is not None and not workspace_changed:
+            snapshot = snapshot_namespace(
+                namespace,
+                blobs,
+                runtime_id=control.runtime_id,
+                base=base,
+                touched=touched,
+                defer=True,
+            )
+            self._base = snapshot.base
+            if snapshot.base is not None and snapshot.base.signature == base.signature:
+                self.skipped += 1
+                return
+            self._taken(name, fingerprint)
+            self.writer.submit(lambda: self._record_in_background(snapshot, name, metadata))
+            return
+        self.flush()  # in order: the checkpoints before this one are recorded first
+        self._write_failed = False
         previous = self.host.last_manifest
-        capture = capture_namespace(
-            self.host.namespace,
-            open_blob_store(control.blob_root),
-            previous_manifest_id=previous,
-            runtime_id=control.runtime_id,
-        )
+        try:
+            snapshot = snapshot_namespace(
+                namespace,
+                blobs,
+                previous_manifest_id=previous,
+                runtime_id=control.runtime_id,
+                base=base,
+                touched=touched,
+            )
+            capture = snapshot.finish()
+        except BlobNotFound:  # a chunk the memo knew was collected since: store all again
+            forget_chunks()
+            snapshot = snapshot_namespace(namespace, blobs, runtime_id=control.runtime_id)
+            capture = snapshot.finish()
         if capture.manifest_id == previous and not workspace_changed:
+            self._base = snapshot.base
             self.skipped += 1
             return
-        name = checkpoint_name(count)
-        control.checkpoint(capture, name, autocheckpoint_metadata(count, source, failed))
+        control.checkpoint(capture, name, metadata)
+        self._base = snapshot.base  # only once recorded: an unrecorded state is not a base
         self.host.last_manifest = capture.manifest_id
+        self._taken(name, fingerprint)
+        self._recorded()
+
+    def _taken(self, name: str, fingerprint: bytes | None) -> None:
         self._last_fingerprint = fingerprint
         self.sandbox_ran = False
         self.taken += 1
         self.last_name = name
+
+    def _recorded(self) -> None:
+        """One more whole automatic checkpoint: prune when there are more than kept."""
         self._whole += 1
         if self._whole > self.keep + self._held:
             self._prune()
+
+    def _record_in_background(
+        self, snapshot: NamespaceSnapshot, name: str, metadata: dict[str, Any]
+    ) -> None:
+        """The write-behind half: store the snapshot and record it. An error prints one
+        line, and the next cell captures everything again, synchronously."""
+        try:
+            capture = snapshot.finish()
+            self.host.control.checkpoint(capture, name, metadata)
+            self.host.last_manifest = capture.manifest_id
+            self._recorded()
+        except Exception as error:
+            self._write_failed = True
+            if isinstance(error, BlobNotFound):
+                forget_chunks()
+            detail = (
+                f"{error.code}: {error.message}"
+                if isinstance(error, DittoError)
+                else f"{type(error).__name__}: {error}"
+            )
+            print(f"ditto: autocheckpoint {name} was not recorded: {detail}", file=sys.stderr)
+
+    def flush(self) -> None:
+        """Wait until every automatic checkpoint taken so far is recorded."""
+        self.writer.flush()
+
+    def _python_of(self, source: str) -> str:
+        """The cell as Python (IPython's transformation: magics become calls)."""
+        transformed = self.shell.transform_cell(source)
+        return transformed if isinstance(transformed, str) else source
 
     def _prune(self) -> None:
         result = self.host.control.prune_automatic(self.keep)

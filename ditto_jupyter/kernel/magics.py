@@ -265,7 +265,11 @@ class DittoMagics(Magics):
         return namespace
 
     def _guard(self, action: Callable[[], T]) -> T | None:
-        """Run a magic body; expected errors print one line and return None."""
+        """Run a magic body; expected errors print one line and return None.
+
+        Automatic checkpoints still being written are recorded first, so every magic sees
+        them (and a restore or checkout never races one)."""
+        self.autocheckpointer.flush()
         try:
             return action()
         except DittoError as error:

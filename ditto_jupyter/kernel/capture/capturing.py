@@ -10,9 +10,13 @@ are recorded too (`pyplot_state`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import sys
 import types
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
 from ditto_jupyter.core.models import ContextCapture, UnrestorableValue
@@ -26,6 +30,7 @@ from ditto_jupyter.kernel.capture.chunks import (
     sync_filesystem,
     write_store,
 )
+from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
 from ditto_jupyter.kernel.capture.manifest import (
     BUFFER_BYTES,
     BUFFER_PICKLE,
@@ -66,18 +71,31 @@ def capture_namespace(
     `runtime_id` is the runtime the capture is for, named in the signed body.
     """
     try:
-        return _capture(namespace, blobs, previous_manifest_id, runtime_id)
+        return snapshot_namespace(
+            namespace, blobs, previous_manifest_id=previous_manifest_id, runtime_id=runtime_id
+        ).finish()
     except BlobNotFound:  # a chunk the memo knew was collected since: forget, store again
         forget_chunks()
-        return _capture(namespace, blobs, None, runtime_id)
+        return snapshot_namespace(namespace, blobs, runtime_id=runtime_id).finish()
 
 
-def _capture(
+def snapshot_namespace(
     namespace: dict[str, object],
     blobs: BlobStore,
-    previous_manifest_id: str | None,
-    runtime_id: str | None,
-) -> ContextCapture:
+    *,
+    previous_manifest_id: str | None = None,
+    runtime_id: str | None = None,
+    base: CaptureBase | None = None,
+    touched: set[str] | None = None,
+    defer: bool = False,
+) -> NamespaceSnapshot:
+    """The first half of a capture: everything that reads the live namespace.
+
+    With a usable `base` (the capture before this one) and `touched` (the names the cells
+    since then can have reached; None: any), only what may have changed is pickled again
+    (`incremental`). With `defer`, new chunks are copied rather than written, so
+    `NamespaceSnapshot.finish` can run on another thread while the next cell runs.
+    """
     if previous_manifest_id is not None and not knows_manifest(previous_manifest_id):
         # only an optimisation: a missing previous manifest costs re-hashing
         with contextlib.suppress(BlobError):
@@ -106,54 +124,187 @@ def _capture(
     if figures:
         values[pyplot_state.PYPLOT_FIGURES] = figures
 
-    singles, partial, ids = _pickle_singles(namespace, values, unrestorable)
+    kept: list[dict[str, Any]] = []
+    kept_ids: list[set[int]] = []
+    failed_before: dict[str, UnrestorableValue] = {}
+    recapture = set(values)
+    if base is not None and touched is not None and base.usable():
+        reuse = plan_reuse(base, values, touched, [pyplot_state.PYPLOT_FIGURES])
+        recapture, failed_before = reuse.recapture, reuse.unrestorable
+        kept_indexes = reuse.kept
+        while True:
+            attempt: list[UnrestorableValue] = []
+            chosen = {name: values[name] for name in values if name in recapture}
+            singles, partial, ids = _pickle_singles(namespace, chosen, attempt)
+            owners = _memory_owners(singles, partial)
+            reach = {name: found | owners.get(name, set()) for name, found in ids.items()}
+            back = pulled_back(base, kept_indexes, reach)
+            if not back:
+                break
+            kept_indexes = [i for i in kept_indexes if i not in back]
+            for i in back:
+                recapture.update(n for n in base.components[i]["names"] if n in values)
+        unrestorable.extend(attempt)
+        unrestorable.extend(failed_before.values())
+        kept = [base.components[i] for i in kept_indexes]
+        kept_ids = [base.ids[i] for i in kept_indexes]
+    else:
+        singles, partial, ids = _pickle_singles(namespace, values, unrestorable)
+        owners = _memory_owners(singles, partial)
     groups = components(list(ids), ids)
     partial.clear()  # kept until grouped: their memos keep the objects whose ids they hold
 
     store, sync = write_store(blobs)
-    writer = ChunkWriter(store)
-    stored_components: list[dict[str, Any]] = []
+    writer = ChunkWriter(store, defer=defer)
+    new_components: list[dict[str, Any]] = []
+    new_ids: list[set[int]] = []
     for group in groups:
         for names, pickled in _group_pickles(namespace, group, values, singles, unrestorable):
-            stored_components.append(_store_component(writer, names, values, pickled))
+            new_components.append(_store_component(writer, names, values, pickled))
+            reach = (ids.get(name, set()) | owners.get(name, set()) for name in names)
+            new_ids.append(set().union(*reach))
     singles.clear()  # release the pickles' memos (they keep temporaries alive)
 
-    manifest_bytes = 0
-    part_ids: list[str] = []
-    if uses_parts(stored_components):  # unchanged parts are the parent's, stored once
-        for part in split_into_parts(stored_components):
-            part_id, part_bytes = store.put_manifest(part_body(part))
-            part_ids.append(part_id)
-            manifest_bytes += part_bytes
-    body: dict[str, Any] = {
-        "kind": MANIFEST_KIND,
-        "version": MANIFEST_VERSION,
-        "chunk_size": CHUNK_SIZE,
-        "components": [] if part_ids else stored_components,
-        "modules": modules,
-        "namespace_refs": sorted(namespace_refs),
-        "unrestorable": [u.model_dump() for u in sorted(unrestorable, key=lambda u: u.name)],
-        "chunks": [] if part_ids else list(writer.chunks),
-    }
-    if runtime_id is not None:
-        body["runtime_id"] = runtime_id
-    if part_ids:
-        body["parts"] = body["manifests"] = part_ids
-    if records_pyplot:
-        body[pyplot_state.MANIFEST_KEY] = True
-    manifest_id, top_bytes = store.put_manifest(body)
-    manifest_bytes += top_bytes
-    if sync and (writer.bytes_written or manifest_bytes):
-        sync_filesystem(blobs.root)
-    remember_manifest(manifest_id, {**body, "components": stored_components})
+    ordered = sorted(
+        zip([*kept, *new_components], [*kept_ids, *new_ids], strict=True),
+        key=lambda pair: pair[0]["names"][0],
+    )
+    stored_components = [component for component, _ in ordered]
+    failed = sorted(unrestorable, key=lambda u: u.name)
     shell = ipython_shell(namespace)
     count = getattr(shell, "execution_count", None) if shell is not None else None
-    return ContextCapture(
-        manifest_id=manifest_id,
-        bytes_written=writer.bytes_written + manifest_bytes,
-        unrestorable=sorted(unrestorable, key=lambda u: u.name),
+    snapshot = NamespaceSnapshot(
+        store=store,
+        blobs=blobs,
+        sync=sync,
+        writer=writer,
+        components=stored_components,
+        written=new_components,
+        modules=modules,
+        namespace_refs=sorted(namespace_refs),
+        unrestorable=failed,
+        runtime_id=runtime_id,
+        records_pyplot=records_pyplot,
         execution_count=count if isinstance(count, int) else None,
     )
+    snapshot.base = CaptureBase(
+        values=values,
+        components=stored_components,
+        ids=[found for _, found in ordered],
+        unrestorable={u.name: u for u in failed if u.name in values},
+        signature=snapshot.signature(),
+    )
+    return snapshot
+
+
+@dataclass
+class NamespaceSnapshot:
+    """A namespace read into pickles and fingerprints; `finish` stores it as a manifest."""
+
+    store: BlobStore
+    blobs: BlobStore
+    sync: bool
+    writer: ChunkWriter
+    components: list[dict[str, Any]]
+    written: list[dict[str, Any]]  # the components this capture pickled (not kept ones)
+    modules: dict[str, str]
+    namespace_refs: list[str]
+    unrestorable: list[UnrestorableValue]
+    runtime_id: str | None
+    records_pyplot: bool
+    execution_count: int | None
+    base: CaptureBase | None = None
+
+    def signature(self) -> bytes:
+        """A digest of what the manifest will say, by chunk fingerprints: equal signatures,
+        equal state."""
+
+        def entry(stored: dict[str, Any]) -> list[Any]:
+            return [stored["size"], stored["fps"]]
+
+        summary = [
+            [
+                c["names"],
+                c["types"],
+                entry(c["stream"]),
+                [[b["kind"], b["readonly"], *entry(b)] for b in c["buffers"]],
+            ]
+            for c in self.components
+        ]
+        document = [
+            summary,
+            self.modules,
+            self.namespace_refs,
+            [u.model_dump() for u in self.unrestorable],
+            self.records_pyplot,
+        ]
+        return hashlib.blake2b(orjson.dumps(document), digest_size=16).digest()
+
+    def finish(self) -> ContextCapture:
+        """Write the new chunks and the signed manifest; the capture."""
+        writer, store = self.writer, self.store
+        entries = [e for c in self.written for e in (c["stream"], *c["buffers"])]
+        if writer.defer:
+            writer.write_pending(entries)
+        for component in self.components:
+            for stored in (component["stream"], *component["buffers"]):
+                writer.chunks.update(dict.fromkeys(stored["chunks"]))
+        manifest_bytes = 0
+        part_ids: list[str] = []
+        if uses_parts(self.components):  # unchanged parts are the parent's, stored once
+            for part in split_into_parts(self.components):
+                part_id, part_bytes = store.put_manifest(part_body(part))
+                part_ids.append(part_id)
+                manifest_bytes += part_bytes
+        body: dict[str, Any] = {
+            "kind": MANIFEST_KIND,
+            "version": MANIFEST_VERSION,
+            "chunk_size": CHUNK_SIZE,
+            "components": [] if part_ids else self.components,
+            "modules": self.modules,
+            "namespace_refs": self.namespace_refs,
+            "unrestorable": [u.model_dump() for u in self.unrestorable],
+            "chunks": [] if part_ids else list(writer.chunks),
+        }
+        if self.runtime_id is not None:
+            body["runtime_id"] = self.runtime_id
+        if part_ids:
+            body["parts"] = body["manifests"] = part_ids
+        if self.records_pyplot:
+            body[pyplot_state.MANIFEST_KEY] = True
+        manifest_id, top_bytes = store.put_manifest(body)
+        manifest_bytes += top_bytes
+        if self.sync and (writer.bytes_written or manifest_bytes):
+            sync_filesystem(self.blobs.root)
+        remember_manifest(manifest_id, {**body, "components": self.components})
+        return ContextCapture(
+            manifest_id=manifest_id,
+            bytes_written=writer.bytes_written + manifest_bytes,
+            unrestorable=self.unrestorable,
+            execution_count=self.execution_count,
+        )
+
+
+def _memory_owners(singles: dict[str, Pickled], partial: list[Pickled]) -> dict[str, set[int]]:
+    """For each name, the ids of the objects owning the memory of the numpy arrays its
+    pickle holds: a view (`g = f[10:20]`) pickles as a copy, so only this shows that writing
+    through it changes `f` (an incremental capture must then take `f` again too)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return {}
+    ndarray = numpy.ndarray
+    owners: dict[str, set[int]] = {}
+    pickles = [*singles.items(), *((None, p) for p in partial)]
+    for name, pickled in pickles:
+        found: set[int] = set()
+        for _, obj in pickled.memo.values():
+            if isinstance(obj, ndarray):
+                while isinstance(obj, ndarray) and obj.base is not None:
+                    obj = obj.base
+                found.add(id(obj))
+        if name is not None:
+            owners[name] = found
+    return owners
 
 
 #: The names whose pickle took big bytes objects out of band in this process's last capture:
@@ -196,7 +347,7 @@ def _pickle_singles(
             partial.append(pickled)
         else:
             singles[name] = pickled
-    _EXTRACTED_LAST_TIME.clear()
+    _EXTRACTED_LAST_TIME.difference_update(values)
     _EXTRACTED_LAST_TIME.update(n for n, p in singles.items() if p.extracted)
     return singles, partial, ids
 
@@ -253,7 +404,8 @@ def _store_component(
     buffers: list[dict[str, Any]] = []
     for buffer in pickled.buffers:
         raw = buffer.raw()
-        buffers.append({"kind": BUFFER_PICKLE, "readonly": raw.readonly, **writer.store(raw)})
+        stored = writer.store(raw, itemsize=memoryview(buffer).itemsize)
+        buffers.append({"kind": BUFFER_PICKLE, "readonly": raw.readonly, **stored})
     for kind, obj in pickled.extracted:
         stored = writer.store(memoryview(obj))
         buffers.append({"kind": kind, "readonly": kind == BUFFER_BYTES, **stored})

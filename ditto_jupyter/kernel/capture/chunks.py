@@ -137,9 +137,14 @@ def _begin_writeback(store: BlobStore, digest: str) -> None:
         os.close(fd)
 
 
-def _put_chunk(blobs: BlobStore, part: memoryview) -> tuple[str, int]:
+#: A chunk's bytes and the size of the items they hold (the store's codec hint).
+_Part = tuple[bytes | memoryview, int]
+
+
+def _put_chunk(blobs: BlobStore, chunk: _Part) -> tuple[str, int]:
     store = _store_for_thread(blobs)
-    digest, written = store.put_chunk(part, blake3.blake3(part).hexdigest())
+    part, itemsize = chunk
+    digest, written = store.put_chunk(part, blake3.blake3(part).hexdigest(), itemsize=itemsize)
     if store is not blobs:
         store.flush()  # a durable store's directory fsyncs happen where it wrote
     if written and not store.durable and _start_writeback is not None:
@@ -148,38 +153,75 @@ def _put_chunk(blobs: BlobStore, part: memoryview) -> tuple[str, int]:
 
 
 class ChunkWriter:
-    """Stores byte views as fixed-size chunks, skipping the ones already stored."""
+    """Stores byte views as fixed-size chunks, skipping the ones already stored.
 
-    def __init__(self, blobs: BlobStore) -> None:
+    With `defer`, `store` only fingerprints: the chunks the memo does not know are copied
+    (a live buffer may change once the cell after this one runs) and written by
+    `write_pending`, which fills in their names. Entries returned by `store` are complete
+    once it has run.
+    """
+
+    def __init__(self, blobs: BlobStore, *, defer: bool = False) -> None:
         self.blobs = blobs
+        self.defer = defer
         self.bytes_written = 0
         self.chunks: dict[str, None] = {}
+        self._pending: list[tuple[list[str | None], int, str, _Part]] = []
 
-    def store(self, data: memoryview) -> dict[str, Any]:
-        """Store one byte string; its manifest entry `{"size", "chunks", "fps"}`."""
+    def store(self, data: memoryview, itemsize: int = 1) -> dict[str, Any]:
+        """Store one byte string; its manifest entry `{"size", "chunks", "fps"}`.
+
+        `itemsize` is the size of the items the bytes hold (8 for float64), a hint for the
+        store's codec."""
         view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
         parts = [view[offset : offset + CHUNK_SIZE] for offset in range(0, len(view), CHUNK_SIZE)]
         prints = fingerprint_chunks(parts)
-        digests = [_chunk_memo.get(fingerprint) for fingerprint in prints]
-        missing: dict[str, memoryview] = {}
+        digests: list[str | None] = [_chunk_memo.get(fingerprint) for fingerprint in prints]
+        if self.defer:
+            immutable = isinstance(view.obj, bytes)
+            for index, (part, digest) in enumerate(zip(parts, digests, strict=True)):
+                if digest is None:
+                    kept = part if immutable else bytes(part)
+                    self._pending.append((digests, index, prints[index], (kept, itemsize)))
+            return {"size": len(view), "chunks": digests, "fps": prints}
+        missing: dict[str, _Part] = {}
         for part, fingerprint, digest in zip(parts, prints, digests, strict=True):
             if digest is None:
-                missing.setdefault(fingerprint, part)
+                missing.setdefault(fingerprint, (part, itemsize))
         if missing:
-            if len(missing) >= 4 and (os.cpu_count() or 1) > 1:
-                results = list(_pool().map(lambda p: _put_chunk(self.blobs, p), missing.values()))
-            else:
-                results = [_put_chunk(self.blobs, part) for part in missing.values()]
-            learned = {}
-            for fingerprint, (digest, written) in zip(missing, results, strict=True):
-                self.bytes_written += written
-                learned[fingerprint] = digest
-                _remember_chunk(fingerprint, digest)
+            learned = self._put(list(missing.values()), list(missing))
             digests = [learned.get(f, d) for d, f in zip(digests, prints, strict=True)]
         chunks = [str(digest) for digest in digests]
         for digest in chunks:
             self.chunks[digest] = None
         return {"size": len(view), "chunks": chunks, "fps": prints}
+
+    def _put(self, parts: list[_Part], prints: list[str]) -> dict[str, str]:
+        """Write chunks (two threads for many); their names by fingerprint."""
+        if len(parts) >= 4 and (os.cpu_count() or 1) > 1:
+            results = list(_pool().map(lambda p: _put_chunk(self.blobs, p), parts))
+        else:
+            results = [_put_chunk(self.blobs, part) for part in parts]
+        learned = {}
+        for fingerprint, (digest, written) in zip(prints, results, strict=True):
+            self.bytes_written += written
+            learned[fingerprint] = digest
+            _remember_chunk(fingerprint, digest)
+        return learned
+
+    def write_pending(self, entries: list[dict[str, Any]]) -> None:
+        """Write what deferred `store` calls copied, and fill in the chunk names of
+        `entries` (every entry `store` returned, in any order)."""
+        unique: dict[str, _Part] = {}
+        for _, _, fingerprint, data in self._pending:
+            unique.setdefault(fingerprint, data)
+        learned = self._put(list(unique.values()), list(unique)) if unique else {}
+        for digests, index, fingerprint, _ in self._pending:
+            digests[index] = learned[fingerprint]
+        self._pending.clear()
+        for entry in entries:
+            for digest in entry["chunks"]:
+                self.chunks[str(digest)] = None
 
 
 _syncfs = _load_libc_function("syncfs")  # None off Linux: write through the durable store

@@ -26,6 +26,7 @@ from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobIntegrityError, BlobStore
 from ditto_jupyter.core.models import UnrestorableValue
 from ditto_jupyter.kernel.capture import pyplot_state
 from ditto_jupyter.kernel.capture.chunks import fingerprint_chunks, read_chunks, remember_manifest
+from ditto_jupyter.kernel.capture.incremental import namespace_replaced
 from ditto_jupyter.kernel.capture.manifest import (
     BUFFER_BYTEARRAY,
     BUFFER_BYTES,
@@ -239,6 +240,7 @@ def restore_namespace(
 
     staged: dict[str, object] = {}
     figures_before = pyplot_state.managers()
+    namespace_replaced()  # values change in place from here: no capture base holds
     with restoring_into(namespace):
         for component, stream, buffers in planned:
             in_order: list[Any] = []

@@ -1,0 +1,100 @@
+"""What the last capture saw, so the next one re-pickles only what a cell can have changed.
+
+An automatic checkpoint follows the one before it: a variable the cell's code cannot have
+reached (`cell_effects`), still bound to the very object captured last time, in an alias
+group none of whose members changed, keeps its stored component as it is: it is neither
+pickled nor fingerprinted again. Everything else is captured as usual, and a recaptured
+value that turns out to share an object with a kept group pulls that group back in.
+
+A restore replaces values in place (big arrays are patched, not rebound), so it bumps a
+generation: a base from before it is never used after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ditto_jupyter.core.models import UnrestorableValue
+
+_generation = 0
+
+
+def namespace_replaced() -> None:
+    """A restore changed the namespace behind the captures' back: forget every base."""
+    global _generation
+    _generation += 1
+
+
+def current_generation() -> int:
+    """The restores so far in this process."""
+    return _generation
+
+
+@dataclass
+class CaptureBase:
+    """One capture, as the next incremental one needs it.
+
+    `values` holds the captured objects themselves (so a rebinding is seen by identity);
+    `components` are the stored component entries (their chunk names are filled in once a
+    deferred capture is written); `ids[i]` are the identity-bearing object ids of component
+    `i` (valid while its values are alive and unchanged).
+    """
+
+    values: dict[str, object]
+    components: list[dict[str, Any]]
+    ids: list[set[int]]
+    unrestorable: dict[str, UnrestorableValue]
+    signature: bytes
+    generation: int = field(default_factory=current_generation)
+
+    def usable(self) -> bool:
+        """Whether no restore has happened since this capture."""
+        return self.generation == _generation
+
+    def component_index(self) -> dict[str, int]:
+        """Name -> the index of the component that holds it."""
+        return {name: i for i, c in enumerate(self.components) for name in c["names"]}
+
+
+@dataclass
+class Reuse:
+    """What an incremental capture keeps from its base, and what it captures again."""
+
+    kept: list[int]  # indexes of the base's components kept as they are
+    recapture: set[str]  # names pickled again
+    unrestorable: dict[str, UnrestorableValue]  # kept entries of names not recaptured
+
+
+def plan_reuse(
+    base: CaptureBase, values: dict[str, object], touched: Iterable[str], always: Iterable[str]
+) -> Reuse:
+    """Which of `base`'s components stay: none with a member that is touched, new, rebound
+    or gone, or in `always`."""
+    dirty = {name for name in touched if name in values or name in base.values}
+    dirty.update(always)
+    for name, value in values.items():
+        if name not in base.values or base.values[name] is not value:
+            dirty.add(name)
+    dirty.update(name for name in base.values if name not in values)
+    kept = [
+        i for i, c in enumerate(base.components) if not any(name in dirty for name in c["names"])
+    ]
+    held = {name for i in kept for name in base.components[i]["names"]}
+    unrestorable = {
+        name: entry
+        for name, entry in base.unrestorable.items()
+        if name not in dirty and name in values
+    }
+    recapture = {name for name in values if name not in held and name not in unrestorable}
+    return Reuse(kept, recapture, unrestorable)
+
+
+def pulled_back(base: CaptureBase, kept: list[int], ids: dict[str, set[int]]) -> list[int]:
+    """The kept components that share an identity-bearing object with a recaptured value."""
+    owner = {object_id: i for i in kept for object_id in base.ids[i]}
+    if not owner:
+        return []
+    hit = {owner[object_id] for found in ids.values() for object_id in found if object_id in owner}
+    return sorted(hit)

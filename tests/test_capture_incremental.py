@@ -1,0 +1,133 @@
+"""Incremental capture (issue 12, `%autocheckpoint`): after each cell, a capture that pickles
+only what the cell can have reached says exactly what a whole capture says, and restores to
+the same values; and it really leaves the rest alone.
+
+Plain Python: namespaces are dicts run with `exec`, cells as the notebook would run them.
+"""
+
+from __future__ import annotations
+
+import pickle
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.bench_autocheckpoint import MIXED_CELLS
+from benchmarks.bench_kernel import CELLS as KISHU_CELLS
+from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.kernel.capture import restore_namespace
+from ditto_jupyter.kernel.capture.capturing import snapshot_namespace
+from ditto_jupyter.kernel.capture.cell_effects import CellEffects
+from ditto_jupyter.kernel.capture.chunks import forget_chunks
+from ditto_jupyter.kernel.capture.incremental import CaptureBase
+
+ALIASING_CELLS = [
+    "a = [1, 2]\nb = {'list': a}\nc = 'text'",
+    "a.append(3)",  # b changes through its alias: b's group is recaptured with a
+    "e = b['list']",  # a new name reaching a kept group's object
+    "del b",
+    "f = np.zeros(1000)\ng = f[10:20]",  # a view shares its base
+    "g[0] = 7.0",
+    "def bump():\n    f[1] += 1\n",
+    "bump()",  # a notebook function changes a global the cell never names
+    "class Box:\n    def __init__(self):\n        self.items = []\n    def add(self, v):\n"
+    "        self.items.append(v)\n        c_box.append(v)\n",
+    "c_box = []\nbox = Box()",
+    "box.add(5)",
+    "h = (a, 'x')",  # a tuple holding a list is identity-bearing through it
+    "a.clear()",
+    "c = c + '!'",
+    "k = None",
+]
+
+
+@pytest.fixture
+def blobs(tmp_path: Path) -> BlobStore:
+    forget_chunks()  # the process's chunk memo knows other tests' stores
+    return BlobStore(tmp_path / "blobs", durable=False)
+
+
+def walk(cells: list[str], blobs: BlobStore, setup: str = "") -> list[tuple[bytes, bytes, int]]:
+    """Run the cells; after each, the incremental and the whole capture's signatures and
+    how many components the incremental one pickled."""
+    namespace: dict[str, object] = {"__name__": "__main__", "np": np}
+    exec(setup, namespace)
+    effects = CellEffects()
+    base: CaptureBase | None = snapshot_namespace(namespace, blobs).base
+    seen = []
+    for cell in cells:
+        code = textwrap.dedent(cell)
+        exec(code, namespace)
+        touched = effects.touched_by(code, namespace)
+        incremental = snapshot_namespace(namespace, blobs, base=base, touched=touched)
+        whole = snapshot_namespace(namespace, blobs)
+        incremental.finish()
+        assert incremental.base is not None and whole.base is not None
+        seen.append((incremental.base.signature, whole.base.signature, len(incremental.written)))
+        base = incremental.base
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("cells", "setup"),
+    [
+        (ALIASING_CELLS, ""),
+        (KISHU_CELLS[:1] + [c.replace("50*2**20", "2**20") for c in KISHU_CELLS[1:]], ""),
+        (MIXED_CELLS, "import pandas as pd"),
+    ],
+    ids=["aliasing", "kishu", "mixed"],
+)
+def test_each_incremental_capture_says_what_a_whole_one_says(
+    cells: list[str], setup: str, blobs: BlobStore
+) -> None:
+    cells = [c.replace("50*2**20//8", "2**17") for c in cells]
+    for index, (incremental, whole, _) in enumerate(walk(cells, blobs, setup)):
+        assert incremental == whole, f"cell {index + 1} {cells[index]!r}: stale component"
+
+
+def test_a_cell_that_names_one_variable_pickles_only_its_group(blobs: BlobStore) -> None:
+    cells = ["big = np.arange(100_000)\nother = [1, 2]\nview = {'of': big}", "x = 1", "other += [3]"]
+    seen = walk(cells, blobs)
+    assert seen[1][2] == 1  # `x` alone; `big` and `view` are neither pickled nor hashed
+    assert seen[2][2] == 1  # `other`
+
+
+def test_a_restore_in_between_makes_the_next_capture_whole(blobs: BlobStore) -> None:
+    namespace: dict[str, object] = {"__name__": "__main__", "arr": np.zeros(10)}
+    first = snapshot_namespace(namespace, blobs)
+    manifest_id = first.finish().manifest_id
+    base = first.base
+    assert base is not None and base.usable()
+    arr = namespace["arr"]
+    assert isinstance(arr, np.ndarray)
+    arr[0] = 5.0  # changed behind the base's back, then restored in place
+    restore_namespace(namespace, blobs, manifest_id)
+    assert not base.usable()
+
+
+def test_restoring_an_incremental_capture_gives_the_values_back(blobs: BlobStore) -> None:
+    namespace: dict[str, object] = {"__name__": "__main__", "np": np}
+    effects = CellEffects()
+    base = snapshot_namespace(namespace, blobs).base
+    manifests = []
+    expected = []
+    for cell in ALIASING_CELLS:
+        exec(cell, namespace)
+        snapshot = snapshot_namespace(
+            namespace, blobs, base=base, touched=effects.touched_by(cell, namespace), defer=True
+        )
+        base = snapshot.base
+        manifests.append(snapshot.finish().manifest_id)
+        expected.append(
+            {
+                name: pickle.dumps(value)
+                for name, value in namespace.items()
+                if name in {"a", "c", "e", "f", "g", "h", "k"}
+            }
+        )
+    for manifest_id, values in zip(manifests, expected, strict=True):
+        restored: dict[str, object] = {"__name__": "__main__"}
+        restore_namespace(restored, blobs, manifest_id)
+        assert {n: pickle.dumps(restored[n]) for n in values} == values
