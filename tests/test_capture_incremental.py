@@ -88,7 +88,8 @@ def test_each_incremental_capture_says_what_a_whole_one_says(
 
 
 def test_a_cell_that_names_one_variable_pickles_only_its_group(blobs: BlobStore) -> None:
-    cells = ["big = np.arange(100_000)\nother = [1, 2]\nview = {'of': big}", "x = 1", "other += [3]"]
+    first = "big = np.arange(100_000)\nother = [1, 2]\nview = {'of': big}"
+    cells = [first, "x = 1", "other += [3]"]
     seen = walk(cells, blobs)
     assert seen[1][2] == 1  # `x` alone; `big` and `view` are neither pickled nor hashed
     assert seen[2][2] == 1  # `other`

@@ -161,8 +161,8 @@ def snapshot_namespace(
     for group in groups:
         for names, pickled in _group_pickles(namespace, group, values, singles, unrestorable):
             new_components.append(_store_component(writer, names, values, pickled))
-            reach = (ids.get(name, set()) | owners.get(name, set()) for name in names)
-            new_ids.append(set().union(*reach))
+            held = (ids.get(name, set()) | owners.get(name, set()) for name in names)
+            new_ids.append(set().union(*held))
     singles.clear()  # release the pickles' memos (they keep temporaries alive)
 
     ordered = sorted(
