@@ -144,6 +144,8 @@ class Atoms:
         self.kinds = _ATOMIC_TYPES + _library_types()
         self._verdicts: dict[type, int] = {}
         self._class_attributes: dict[type, frozenset[int]] = {}
+        #: The classes found atomic so far: a set look-up skips the call for most objects.
+        self.atomic_classes: set[type] = set()
 
     def riders_if_atomic(self, obj: object) -> frozenset[int] | None:
         """None when sharing `obj` ties variables together; otherwise the ids of the objects
@@ -153,6 +155,7 @@ class Atoms:
         if verdict is None:
             verdict = self._verdicts[cls] = self._classify(cls)
         if verdict == _ATOMIC:
+            self.atomic_classes.add(cls)
             return _NO_RIDERS
         if verdict == _MUTABLE:
             return None

@@ -126,6 +126,7 @@ def snapshot_namespace(
 
     kept: list[dict[str, Any]] = []
     kept_ids: list[set[int]] = []
+    kept_held: list[list[object]] = []
     failed_before: dict[str, UnrestorableValue] = {}
     recapture = set(values)
     if base is not None and touched is not None and base.usable():
@@ -136,7 +137,7 @@ def snapshot_namespace(
             attempt: list[UnrestorableValue] = []
             chosen = {name: values[name] for name in values if name in recapture}
             singles, partial, ids = _pickle_singles(namespace, chosen, attempt)
-            owners = _memory_owners(singles, partial)
+            held, owners = _identity_objects({**singles, **partial}, ids)
             reach = {name: found | owners.get(name, set()) for name, found in ids.items()}
             back = pulled_back(base, kept_indexes, reach)
             if not back:
@@ -148,9 +149,10 @@ def snapshot_namespace(
         unrestorable.extend(failed_before.values())
         kept = [base.components[i] for i in kept_indexes]
         kept_ids = [base.ids[i] for i in kept_indexes]
+        kept_held = [base.held[i] for i in kept_indexes]
     else:
         singles, partial, ids = _pickle_singles(namespace, values, unrestorable)
-        owners = _memory_owners(singles, partial)
+        held, owners = _identity_objects({**singles, **partial}, ids)
     groups = components(list(ids), ids)
     partial.clear()  # kept until grouped: their memos keep the objects whose ids they hold
 
@@ -158,18 +160,25 @@ def snapshot_namespace(
     writer = ChunkWriter(store, defer=defer)
     new_components: list[dict[str, Any]] = []
     new_ids: list[set[int]] = []
+    new_held: list[list[object]] = []
     for group in groups:
         for names, pickled in _group_pickles(namespace, group, values, singles, unrestorable):
             new_components.append(_store_component(writer, names, values, pickled))
-            held = (ids.get(name, set()) | owners.get(name, set()) for name in names)
-            new_ids.append(set().union(*held))
+            reached = (ids.get(name, set()) | owners.get(name, set()) for name in names)
+            new_ids.append(set().union(*reached))
+            new_held.append([obj for name in names for obj in held.get(name, ())])
     singles.clear()  # release the pickles' memos (they keep temporaries alive)
 
     ordered = sorted(
-        zip([*kept, *new_components], [*kept_ids, *new_ids], strict=True),
-        key=lambda pair: pair[0]["names"][0],
+        zip(
+            [*kept, *new_components],
+            [*kept_ids, *new_ids],
+            [*kept_held, *new_held],
+            strict=True,
+        ),
+        key=lambda triple: triple[0]["names"][0],
     )
-    stored_components = [component for component, _ in ordered]
+    stored_components = [component for component, _, _ in ordered]
     failed = sorted(unrestorable, key=lambda u: u.name)
     shell = ipython_shell(namespace)
     count = getattr(shell, "execution_count", None) if shell is not None else None
@@ -190,7 +199,8 @@ def snapshot_namespace(
     snapshot.base = CaptureBase(
         values=values,
         components=stored_components,
-        ids=[found for _, found in ordered],
+        ids=[found for _, found, _ in ordered],
+        held=[objects for _, _, objects in ordered],
         unrestorable={u.name: u for u in failed if u.name in values},
         signature=snapshot.signature(),
     )
@@ -285,26 +295,32 @@ class NamespaceSnapshot:
         )
 
 
-def _memory_owners(singles: dict[str, Pickled], partial: list[Pickled]) -> dict[str, set[int]]:
-    """For each name, the ids of the objects owning the memory of the numpy arrays its
-    pickle holds: a view (`g = f[10:20]`) pickles as a copy, so only this shows that writing
-    through it changes `f` (an incremental capture must then take `f` again too)."""
+def _identity_objects(
+    pickles: dict[str, Pickled], ids: dict[str, set[int]]
+) -> tuple[dict[str, list[object]], dict[str, set[int]]]:
+    """For each name, the identity-bearing objects its pickle holds (an incremental capture
+    keeps them alive with the ids it remembers, so no id can be reused by a new object),
+    and the ids of the objects owning the memory of the numpy arrays among them: a view
+    (`g = f[10:20]`) pickles as a copy, so only this shows that writing through it changes
+    `f` (an incremental capture must then take `f` again too)."""
     numpy = sys.modules.get("numpy")
-    if numpy is None:
-        return {}
-    ndarray = numpy.ndarray
+    ndarray = numpy.ndarray if numpy is not None else None
+    held: dict[str, list[object]] = {}
     owners: dict[str, set[int]] = {}
-    pickles = [*singles.items(), *((None, p) for p in partial)]
-    for name, pickled in pickles:
+    for name, pickled in pickles.items():
+        objects = [entry[1] for oid in ids.get(name, ()) if (entry := pickled.memo.get(oid))]
+        held[name] = objects
         found: set[int] = set()
-        for _, obj in pickled.memo.values():
-            if isinstance(obj, ndarray):
-                while isinstance(obj, ndarray) and obj.base is not None:
-                    obj = obj.base
-                found.add(id(obj))
-        if name is not None:
-            owners[name] = found
-    return owners
+        if ndarray is not None:
+            for obj in objects:
+                if isinstance(obj, ndarray) and obj.base is not None:
+                    root = obj
+                    while isinstance(root, ndarray) and root.base is not None:
+                        root = root.base
+                    found.add(id(root))
+                    objects.append(root)
+        owners[name] = found
+    return held, owners
 
 
 #: The names whose pickle took big bytes objects out of band in this process's last capture:
@@ -316,7 +332,7 @@ def _pickle_singles(
     namespace: dict[str, object],
     values: dict[str, object],
     unrestorable: list[UnrestorableValue],
-) -> tuple[dict[str, Pickled], list[Pickled], dict[str, set[int]]]:
+) -> tuple[dict[str, Pickled], dict[str, Pickled], dict[str, set[int]]]:
     """Pickle each value alone, but never an object again that an earlier pickle holds (the
     axes of a figure pyplot holds): a value held by an earlier pickle belongs to its
     component and is not pickled; a value that reaches such objects is pickled up to them
@@ -326,7 +342,7 @@ def _pickle_singles(
     ids (valid while the pickles are alive)."""
     atoms = Atoms(namespace)
     singles: dict[str, Pickled] = {}
-    partial: list[Pickled] = []
+    partial: dict[str, Pickled] = {}
     ids: dict[str, set[int]] = {}
     reached: set[int] = set()  # the identity-bearing objects the pickles so far hold
     for name in sorted(values, key=lambda n: n != pyplot_state.PYPLOT_FIGURES):
@@ -344,7 +360,7 @@ def _pickle_singles(
         ids[name] = identity_ids(pickled, atoms) | pickled.stopped
         reached.update(ids[name])
         if pickled.stopped:
-            partial.append(pickled)
+            partial[name] = pickled
         else:
             singles[name] = pickled
     _EXTRACTED_LAST_TIME.difference_update(values)

@@ -39,12 +39,15 @@ class CaptureBase:
     `values` holds the captured objects themselves (so a rebinding is seen by identity);
     `components` are the stored component entries (their chunk names are filled in once a
     deferred capture is written); `ids[i]` are the identity-bearing object ids of component
-    `i` (valid while its values are alive and unchanged).
+    `i`, and `held[i]` the objects themselves: kept alive, so that no id is reused by a new
+    object while this base may be compared with (a pickle's temporaries would otherwise
+    free their ids at once, and new objects would seem to share them).
     """
 
     values: dict[str, object]
     components: list[dict[str, Any]]
     ids: list[set[int]]
+    held: list[list[object]]
     unrestorable: dict[str, UnrestorableValue]
     signature: bytes
     generation: int = field(default_factory=current_generation)

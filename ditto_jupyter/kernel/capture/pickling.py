@@ -337,7 +337,10 @@ def identity_ids(pickled: Pickled, atoms: Atoms) -> set[int]:
     immutable values and singletons are atomic (see `atoms`)."""
     ids = set()
     riders: set[int] = set()
+    atomic = atoms.atomic_classes
     for object_id, (_, obj) in pickled.memo.items():
+        if type(obj) in atomic:
+            continue
         riding = atoms.riders_if_atomic(obj)
         if riding is None:
             if obj is not _NAMESPACE_REF:
