@@ -4,7 +4,9 @@ Layout under `root` (mode 0700, see `core.private`):
   objects.db               the object index (SQLite, see `blob_index`): every manifest and
                            every small chunk inline, and the reference counts of all chunks
   chunks/ab/<blake3 hex>   a large chunk (stored size of SMALL_OBJECT_LIMIT or more): a
-                           one-byte codec tag (b"R" raw, b"Z" zstd) + payload
+                           one-byte codec tag (b"R" raw, b"Z" zstd) + payload, or b"S",
+                           one byte holding an item size, and a zstd frame of the chunk's
+                           bytes shuffled by that item size (`blob_shuffle`)
   secret                   the per-store HMAC key, mode 0600, created on first use
   tmp/                     staging for atomic writes (temp + fsync + rename)
 
@@ -61,11 +63,13 @@ from ditto_jupyter.core.blob_index import (
     key_of,
 )
 from ditto_jupyter.core.blob_legacy import import_legacy_layout
+from ditto_jupyter.core.blob_shuffle import CODEC_SHUFFLE, shuffled_form, unshuffle, unshuffle_into
 from ditto_jupyter.core.private import private_dir
 
 __all__ = [
     "CHUNK_SIZE",
     "CODEC_RAW",
+    "CODEC_SHUFFLE",
     "CODEC_ZSTD",
     "GRACE_SECONDS",
     "MANIFEST_COMPRESS_MIN",
@@ -240,7 +244,9 @@ class BlobStore:
         """Store one chunk unless it is already there; return (digest, bytes written).
 
         A chunk already stored gets a fresh `touched`, so garbage collection's grace period
-        covers reuse too.
+        covers reuse too. `itemsize` (2, 4 or 8: the chunk holds numbers of that size) lets
+        a chunk that zstd alone does not shrink be stored byte-shuffled (`CODEC_SHUFFLE`);
+        its name stays the hash of `data` either way.
         """
         digest = digest or self.digest(data)
         path = self.chunk_file(digest)
@@ -253,16 +259,8 @@ class BlobStore:
             ).fetchone()
         if found is not None and (not found[0] or os.path.exists(path)):
             return digest, 0
-        payload: bytes | memoryview = data
-        tag = CODEC_RAW
-        if len(data) >= 512:
-            sample = bytes(data[:_SAMPLE])
-            compressor = self._compressor()
-            if len(compressor.compress(sample)) < len(sample) * _MIN_GAIN:
-                compressed = compressor.compress(bytes(data))
-                if len(compressed) < len(data) * _MIN_GAIN:
-                    payload, tag = compressed, CODEC_ZSTD
-        size = len(payload) + 1
+        tag, payload = self._encoded(data, itemsize)
+        size = len(payload) + len(tag)
         inline: bytes | None = None
         if size < SMALL_OBJECT_LIMIT:
             inline = tag + bytes(payload)
@@ -277,6 +275,18 @@ class BlobStore:
                 (key, now, size, inline),
             )
         return digest, size
+
+    def _encoded(self, data: bytes | memoryview, itemsize: int) -> tuple[bytes, bytes | memoryview]:
+        """How to store a chunk: (codec tag and header, payload)."""
+        if len(data) < 512:
+            return CODEC_RAW, data
+        sample = bytes(data[:_SAMPLE])
+        compressor = self._compressor()
+        if len(compressor.compress(sample)) < len(sample) * _MIN_GAIN:
+            compressed = compressor.compress(bytes(data))
+            if len(compressed) < len(data) * _MIN_GAIN:
+                return CODEC_ZSTD, compressed
+        return shuffled_form(data, sample, itemsize) or (CODEC_RAW, data)
 
     def _stored_chunk(self, digest: str) -> bytes:
         """A chunk's stored form (codec tag + payload), from its file or the index."""
@@ -293,7 +303,10 @@ class BlobStore:
 
     def get_chunk(self, digest: str) -> bytes:
         """Read one chunk and check its content against its name."""
-        raw = self._stored_chunk(digest)
+        return self._decoded(digest, self._stored_chunk(digest))
+
+    def _decoded(self, digest: str, raw: bytes) -> bytes:
+        """A chunk's content from its stored form, checked against its name."""
         tag, payload = raw[:1], raw[1:]
         if tag == CODEC_ZSTD:
             try:
@@ -302,6 +315,8 @@ class BlobStore:
                 raise BlobIntegrityError(f"chunk {digest} is corrupt: {exc}") from None
         elif tag == CODEC_RAW:
             data = payload
+        elif tag == CODEC_SHUFFLE:
+            data = unshuffle(digest, raw)
         else:
             raise BlobIntegrityError(f"chunk {digest} has an unknown codec tag {tag!r}")
         if self.digest(data) != digest:
@@ -311,8 +326,9 @@ class BlobStore:
     def read_chunk_into(self, digest: str, target: memoryview) -> None:
         """Read one chunk straight into `target` (exactly its size), checking its name.
 
-        Raw chunk files are read with one `readinto`, without an intermediate copy; the
-        others go through `get_chunk`.
+        Raw chunk files are read with one `readinto`, without an intermediate copy;
+        shuffled chunks are decompressed and unshuffled into `target`; the others are
+        decoded as `get_chunk` does, then copied.
         """
         try:
             with open(self.chunk_file(digest), "rb", buffering=0) as handle:
@@ -325,7 +341,13 @@ class BlobStore:
                     return
         except FileNotFoundError:
             pass
-        data = self.get_chunk(digest)
+        stored = self._stored_chunk(digest)
+        if stored[:1] == CODEC_SHUFFLE:
+            unshuffle_into(digest, stored, target)
+            if self.digest(target) != digest:
+                raise BlobIntegrityError(f"chunk {digest} does not match its content hash")
+            return
+        data = self._decoded(digest, stored)
         if len(data) != len(target):
             raise BlobIntegrityError(f"chunk {digest} has the wrong length")
         target[:] = data
