@@ -89,6 +89,18 @@ def _pool() -> ThreadPoolExecutor:
     return _writer_pool
 
 
+_reader_pool: ThreadPoolExecutor | None = None
+
+
+def _reading_pool() -> ThreadPoolExecutor:
+    """One thread that fingerprints and reads beside the caller, apart from the writers:
+    a cell's snapshot never queues behind the previous cell's write-behind."""
+    global _reader_pool
+    if _reader_pool is None:
+        _reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ditto-reads")
+    return _reader_pool
+
+
 def _store_for_thread(blobs: BlobStore) -> BlobStore:
     """This thread's own BlobStore on the same root (a store's zstd compressor is not
     thread-safe)."""
@@ -107,7 +119,7 @@ def fingerprint_chunks(parts: list[memoryview]) -> list[str]:
     if len(parts) < 8 or (os.cpu_count() or 1) < 2:
         return [_fingerprint(part) for part in parts]
     half = len(parts) // 2
-    rest = _pool().submit(lambda: [_fingerprint(part) for part in parts[half:]])
+    rest = _reading_pool().submit(lambda: [_fingerprint(part) for part in parts[half:]])
     return [_fingerprint(part) for part in parts[:half]] + rest.result()
 
 
@@ -197,8 +209,9 @@ class ChunkWriter:
         return {"size": len(view), "chunks": chunks, "fps": prints}
 
     def _put(self, parts: list[_Part], prints: list[str]) -> dict[str, str]:
-        """Write chunks (two threads for many); their names by fingerprint."""
-        if len(parts) >= 4 and (os.cpu_count() or 1) > 1:
+        """Write chunks (two threads for many, unless deferred: a write-behind leaves the
+        other core to the kernel's next cell); their names by fingerprint."""
+        if not self.defer and len(parts) >= 4 and (os.cpu_count() or 1) > 1:
             results = list(_pool().map(lambda p: _put_chunk(self.blobs, p), parts))
         else:
             results = [_put_chunk(self.blobs, part) for part in parts]
@@ -273,7 +286,7 @@ def read_chunks(blobs: BlobStore, reads: list[tuple[str, memoryview]]) -> None:
         for digest, target in reads[half:]:
             blobs.read_chunk_into(digest, target)
 
-    rest = _pool().submit(second_half)
+    rest = _reading_pool().submit(second_half)
     try:
         for digest, target in reads[:half]:
             blobs.read_chunk_into(digest, target)
