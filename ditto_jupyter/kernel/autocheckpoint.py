@@ -230,7 +230,9 @@ class AutoCheckpointer:
                 self.skipped += 1
                 return
             self._taken(name, fingerprint)
-            self.writer.submit(lambda: self._record_in_background(snapshot, name, metadata))
+            self.writer.submit_when_idle(
+                lambda: self._record_in_background(snapshot, name, metadata)
+            )
             return
         self.flush()  # in order: the checkpoints before this one are recorded first
         self._write_failed = False

@@ -8,6 +8,7 @@ The thread is not a daemon: an interpreter that exits finishes the writes it was
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -19,19 +20,39 @@ class WriteBehind:
         self._name = name
         self._executor: ThreadPoolExecutor | None = None
         self._last: Future[None] | None = None
+        self._waiting: list[Callable[[], None]] = []  # given, not started yet (in order)
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run `job` after every job given before it. A job reports its own errors."""
+        self._start_waiting()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._name)
         self._last = self._executor.submit(job)
 
+    def submit_when_idle(self, job: Callable[[], None]) -> None:
+        """Like `submit`, but started only once the caller's event loop has finished its
+        current task (in a kernel: once the cell's reply is sent, so the thread does not
+        compete with sending it). Without a running loop it starts now."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.submit(job)
+            return
+        self._waiting.append(job)
+        loop.call_soon(self._start_waiting)
+
+    def _start_waiting(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for job in waiting:
+            self.submit(job)
+
     def pending(self) -> bool:
         """Whether a job has not finished yet."""
-        return self._last is not None and not self._last.done()
+        return bool(self._waiting) or (self._last is not None and not self._last.done())
 
     def flush(self) -> None:
         """Wait until every job given so far has run."""
+        self._start_waiting()
         last = self._last
         if last is not None:
             last.exception()  # waits; a job's own error is its business, not the caller's
