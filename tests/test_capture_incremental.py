@@ -61,10 +61,12 @@ def walk(cells: list[str], blobs: BlobStore, setup: str = "") -> list[tuple[byte
         code = textwrap.dedent(cell)
         exec(code, namespace)
         touched = effects.touched_by(code, namespace)
-        incremental = snapshot_namespace(namespace, blobs, base=base, touched=touched)
+        incremental = snapshot_namespace(namespace, blobs, base=base, touched=touched, defer=True)
         whole = snapshot_namespace(namespace, blobs)
-        incremental.finish()
         assert incremental.base is not None and whole.base is not None
+        # the same state is the same manifest id, however it was captured (a cell that
+        # changed nothing is skipped by comparing ids)
+        assert incremental.finish().manifest_id == whole.finish().manifest_id, cell
         seen.append((incremental.base.signature, whole.base.signature, len(incremental.written)))
         base = incremental.base
     return seen

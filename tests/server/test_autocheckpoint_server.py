@@ -1,6 +1,7 @@
-"""%autocheckpoint in a real kernel of a real Jupyter server: the hook records each cell's
-capture through `self/checkpoint` while the cell is still running (the public route would
-wait for the kernel to be idle), and prunes through `self/prune` with the kernel's token."""
+"""%autocheckpoint in a real kernel of a real Jupyter server: the kernel records each cell's
+capture through `self/checkpoint` from its write-behind thread, just after the cell's reply
+(the public route would wait for the kernel to be idle), and prunes through `self/prune`
+with the kernel's token."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, find_connection_file
 
-from tests.kernel_cells import CellOutput, run_cell, value
+from tests.kernel_cells import CellOutput, run_cell, value, wait_for_autocheckpoints
 from tests.magic_display import printed_once
 from tests.server.live_server import LiveServer
 
@@ -58,6 +59,7 @@ def test_cells_checkpoint_through_the_self_routes(live: LiveServer) -> None:
         failed = run_cell(client, "total = -1\nundefined_name")
         assert failed.error is not None and "NameError" in failed.error
 
+        wait_for_autocheckpoints(client)  # the last cells' writes may still be under way
         checkpoints = listed(live, rid)
         auto = [c for c in checkpoints if "autocheckpoint" in c["metadata"]]
         sources = [c["metadata"]["autocheckpoint"]["source"] for c in auto]

@@ -253,12 +253,12 @@ class NamespaceSnapshot:
     def finish(self) -> ContextCapture:
         """Write the new chunks and the signed manifest; the capture."""
         writer, store = self.writer, self.store
-        entries = [e for c in self.written for e in (c["stream"], *c["buffers"])]
         if writer.defer:
-            writer.write_pending(entries)
+            writer.write_pending()
+        listed: dict[str, None] = {}  # in component order: equal state, equal manifest id
         for component in self.components:
             for stored in (component["stream"], *component["buffers"]):
-                writer.chunks.update(dict.fromkeys(stored["chunks"]))
+                listed.update(dict.fromkeys(stored["chunks"]))
         manifest_bytes = 0
         part_ids: list[str] = []
         if uses_parts(self.components):  # unchanged parts are the parent's, stored once
@@ -274,7 +274,7 @@ class NamespaceSnapshot:
             "modules": self.modules,
             "namespace_refs": self.namespace_refs,
             "unrestorable": [u.model_dump() for u in self.unrestorable],
-            "chunks": [] if part_ids else list(writer.chunks),
+            "chunks": [] if part_ids else list(listed),
         }
         if self.runtime_id is not None:
             body["runtime_id"] = self.runtime_id

@@ -177,7 +177,6 @@ class ChunkWriter:
         self.blobs = blobs
         self.defer = defer
         self.bytes_written = 0
-        self.chunks: dict[str, None] = {}
         self._pending: list[tuple[list[str | None], int, str, _Part]] = []
 
     def store(self, data: memoryview, itemsize: int = 1) -> dict[str, Any]:
@@ -203,10 +202,7 @@ class ChunkWriter:
         if missing:
             learned = self._put(list(missing.values()), list(missing))
             digests = [learned.get(f, d) for d, f in zip(digests, prints, strict=True)]
-        chunks = [str(digest) for digest in digests]
-        for digest in chunks:
-            self.chunks[digest] = None
-        return {"size": len(view), "chunks": chunks, "fps": prints}
+        return {"size": len(view), "chunks": [str(d) for d in digests], "fps": prints}
 
     def _put(self, parts: list[_Part], prints: list[str]) -> dict[str, str]:
         """Write chunks (two threads for many, unless deferred: a write-behind leaves the
@@ -222,9 +218,9 @@ class ChunkWriter:
             _remember_chunk(fingerprint, digest)
         return learned
 
-    def write_pending(self, entries: list[dict[str, Any]]) -> None:
-        """Write what deferred `store` calls copied, and fill in the chunk names of
-        `entries` (every entry `store` returned, in any order)."""
+    def write_pending(self) -> None:
+        """Write what deferred `store` calls copied, and fill in their entries' chunk
+        names."""
         unique: dict[str, _Part] = {}
         for _, _, fingerprint, data in self._pending:
             unique.setdefault(fingerprint, data)
@@ -232,9 +228,6 @@ class ChunkWriter:
         for digests, index, fingerprint, _ in self._pending:
             digests[index] = learned[fingerprint]
         self._pending.clear()
-        for entry in entries:
-            for digest in entry["chunks"]:
-                self.chunks[str(digest)] = None
 
 
 _syncfs = _load_libc_function("syncfs")  # None off Linux: write through the durable store
