@@ -3,13 +3,21 @@
 A post_run_cell hook captures the kernel's namespace after each cell and records it through
 the magics' `RuntimeControl` (the `self/checkpoint` route under a server, the in-process
 service without one), with `metadata["autocheckpoint"] = {"execution_count", "source",
-"failed"}`. A cell that changed neither the namespace nor the workspace is skipped: the
-capture is content-addressed, so an unchanged namespace captures to the manifest the head
-already has (and writes nothing), and the workspace is compared by a stat fingerprint of its
-entries (a `%%sandbox` command counts as a change, since a remote sandbox has no local
-files to look at). A failed cell is checkpointed like any other, marked failed. After a
+"failed"}`. A failed cell is checkpointed like any other, marked failed. After a
 checkpoint, the runtime's automatic checkpoints beyond the newest `keep` are pruned
 (`RuntimeService.prune_automatic`: rows stay, their state goes).
+
+The usual cell takes the fast path:
+- the capture is incremental: only the names the cell's code can have reached
+  (`cell_effects`) are pickled again, the rest keep their stored form (`incremental`);
+- a cell that changed nothing is skipped: its capture's signature is the last one's (the
+  workspace is compared by a stat fingerprint of its entries; a `%%sandbox` command counts
+  as a change, since a remote sandbox has no local files to look at);
+- writing and recording happen on a write-behind thread (`write_behind`), started once the
+  cell's reply is sent; every magic waits for it first.
+A whole, synchronous capture is taken instead for the first cell, after a restore, after a
+write-behind failed, for a cell that could reach anything (a magic, `globals()`, `exec`),
+and for a cell that changed the workspace.
 """
 
 from __future__ import annotations
