@@ -205,7 +205,6 @@ def report(results: dict[str, dict[str, Any]]) -> str:
             f"MiB: {storage:.2f} of Kishu's (target <= 0.33: "
             f"{'met' if storage <= 1 / 3 else 'missed'})."
         )
-    parts.append(WHERE_THE_TIME_GOES)
     return "\n\n".join(parts)
 
 
@@ -270,7 +269,7 @@ def main() -> None:
             ("30 cells of pandas, numpy and plain Python", "mixed30", MIXED_SETUP, MIXED_CELLS),
         )
     }
-    text = report(results) + "\n\n" + back_to_back_report(back_to_back)
+    text = "\n\n".join([report(results), back_to_back_report(back_to_back), WHERE_THE_TIME_GOES])
     print(text)
     write_section("bench_autocheckpoint", "%autocheckpoint beside Kishu 0.3.4", text)
 
