@@ -1,0 +1,346 @@
+"""Which global names a notebook cell can have read, written, deleted or mutated.
+
+Conservative: `CellEffects.touched_by` answers None ("could be anything") whenever the cell
+can reach the namespace in a way the names in its source do not show. Leaving a name out
+makes an incremental checkpoint silently stale; naming too many only costs a re-pickle.
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import functools
+import os
+import site
+import sys
+import sysconfig
+import types
+from collections.abc import Iterable, Mapping
+
+#: Bare names that return the notebook's namespace itself.
+NAMESPACE_GETTERS = frozenset({"globals", "vars", "locals"})
+#: Bare names that run or import code we cannot see (`breakpoint` opens a debugger).
+CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__", "importlib", "breakpoint"})
+#: The shell (every magic and `!cmd` becomes `get_ipython().run_*`), the builtins (bare or
+#: imported) that hold all of the above, and the namespace as a module.
+NAMESPACE_HOLDERS = frozenset({"get_ipython", "__builtins__", "builtins", "__main__"})
+#: Every bare name (or imported module) after which a cell can have touched anything.
+DYNAMIC_NAMES = NAMESPACE_GETTERS | CODE_RUNNERS | NAMESPACE_HOLDERS
+
+#: Attributes that lead to a namespace: an object's or module's `__dict__`, a frame's
+#: `f_globals`/`f_locals`, a function's `__globals__`, `sys.modules` (hence `__main__`).
+NAMESPACE_ATTRIBUTES = frozenset({"__dict__", "f_globals", "f_locals", "__globals__", "modules"})
+#: The shell's namespaces and the shell itself, fetched off a module or an object.
+SHELL_ATTRIBUTES = frozenset({"user_ns", "user_global_ns", "get_ipython"})
+DYNAMIC_ATTRIBUTES = NAMESPACE_ATTRIBUTES | SHELL_ATTRIBUTES
+
+#: Builtins that fetch or change a module's attribute by string (`getattr(builtins, "exec")`,
+#: `setattr(mod, ...)`): given a module, the cell can reach anything.
+ATTRIBUTE_BUILTINS = frozenset({"getattr", "setattr", "delattr"})
+
+#: Where trusted modules live: the standard library and installed packages. Anything else
+#: (the user's own `.py` files, `__main__`, modules made at run time) may hold aliases to
+#: notebook values, so a cell that names one can have touched anything.
+_TRUSTED_ROOTS = tuple(
+    {
+        os.path.realpath(path)
+        for path in (
+            *(sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib")),
+            sysconfig.get_paths().get("platlib"),
+            *site.getsitepackages(),
+            site.getusersitepackages(),
+        )
+        if path
+    }
+)
+#: Bytecode operations whose argument is a global (or class-body) name, or a module imported.
+_GLOBAL_OPS = frozenset(
+    {f"{verb}_{scope}" for verb in ("LOAD", "STORE", "DELETE") for scope in ("GLOBAL", "NAME")}
+    | {"IMPORT_NAME", "IMPORT_FROM"}
+)
+
+
+class _Unbounded(Exception):
+    """The cell can reach the namespace in a way its names do not show."""
+
+
+def is_trusted_module(module: types.ModuleType) -> bool:
+    """Whether a module is built in, or its file lives in the stdlib or site-packages."""
+    if module.__name__ == "__main__":
+        return False
+    spec = getattr(module, "__spec__", None)
+    if getattr(spec, "origin", None) in ("built-in", "frozen"):
+        return True
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return module.__name__ in sys.builtin_module_names
+    return _is_trusted_file(file)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_trusted_file(file: str) -> bool:
+    """Whether a module file lives under the stdlib or site-packages (symlinks resolved)."""
+    real = os.path.realpath(file)
+    return any(real.startswith(root + os.sep) for root in _TRUSTED_ROOTS)
+
+
+def _from_untrusted_module(module_name: object) -> bool:
+    """Whether a `__module__` names a module we do not trust (unknown ones included)."""
+    if module_name == "__main__":
+        return False
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    return module is None or not is_trusted_module(module)
+
+
+#: Nodes whose body is code the notebook keeps and may run again later (U's sources).
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+#: Nodes that bind the name in their `name` (`rest` for a mapping pattern) field.
+_NAMED = (*_DEFINITIONS[:3], ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping)
+
+
+def _names_of(node: ast.AST) -> tuple[str, ...]:
+    """The names one node mentions or binds by itself (imports aside)."""
+    if isinstance(node, ast.Name):
+        return (node.id,)
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return tuple(node.names)
+    if not isinstance(node, _NAMED):
+        return ()
+    name = getattr(node, "rest" if isinstance(node, ast.MatchMapping) else "name", None)
+    return (name,) if isinstance(name, str) else ()
+
+
+class _SourceNames(ast.NodeVisitor):
+    """Every name a cell's source mentions, those inside definitions, and dynamic reach."""
+
+    def __init__(self, namespace: Mapping[str, object]) -> None:
+        self.names: set[str] = set()
+        self.in_definitions: set[str] = set()
+        self.dynamic = False
+        self.dynamic_in_definitions = False
+        self.empty = False
+        self._namespace = namespace
+        self._imported: set[str] = set()
+        self._depth = 0
+
+    def visit(self, node: ast.AST) -> None:
+        """Take in one node's names and reach, then its children (one level deeper in a def)."""
+        for name in _names_of(node):
+            self._add(name)
+        if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
+            self._reaches_namespace()
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            self._take_import(node)
+        elif isinstance(node, ast.Call):
+            self._take_call(node)
+        inside = isinstance(node, _DEFINITIONS)
+        self._depth += inside
+        self.generic_visit(node)
+        self._depth -= inside
+
+    def _add(self, name: str) -> None:
+        self.names.add(name)
+        if self._depth:
+            self.in_definitions.add(name)
+        if name in DYNAMIC_NAMES:
+            self._reaches_namespace()
+
+    def _reaches_namespace(self) -> None:
+        self.dynamic = True
+        self.dynamic_in_definitions = self.dynamic_in_definitions or self._depth > 0
+
+    def _take_import(self, node: ast.Import | ast.ImportFrom) -> None:
+        """Names bound by an import; importing `__main__`, `*` or `sys.modules` reaches all."""
+        module = node.module if isinstance(node, ast.ImportFrom) else None
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            reached = {top, (module or "").split(".")[0]} & (DYNAMIC_NAMES | DYNAMIC_ATTRIBUTES)
+            if reached or alias.name == "*":
+                self._reaches_namespace()
+            bound = alias.asname or (alias.name if module is not None else top)
+            self._imported.add(bound)
+            self._add(bound)
+
+    def _take_call(self, node: ast.Call) -> None:
+        """`getattr(module, ...)` and its siblings can fetch `exec` or `__main__` off a module."""
+        func, args = node.func, node.args
+        if not (isinstance(func, ast.Name) and func.id in ATTRIBUTE_BUILTINS and args):
+            return
+        target = args[0]
+        if isinstance(target, ast.Name) and (
+            target.id in self._imported
+            or isinstance(self._namespace.get(target.id), types.ModuleType)
+        ):
+            self._reaches_namespace()
+
+
+class CellEffects:
+    """What a notebook's cells can have touched, learned cell by cell."""
+
+    def __init__(self) -> None:
+        # U: every name inside a function, lambda or class body of any cell seen so far.
+        self._defined_names: set[str] = set()
+        self._defined_code_dynamic = False
+        self._code_cache: dict[int, tuple[types.CodeType, frozenset[str], bool]] = {}
+        self._history_learned = False
+
+    def learn(self, code: str) -> None:
+        """Take in a cell that ran before this object existed: its definitions join U."""
+        visitor = _parse(code, {})
+        if visitor is not None:
+            self._take_in(visitor)
+
+    def touched_by(self, code: str, namespace: Mapping[str, object]) -> set[str] | None:
+        """The global names `code` may read, write, delete or mutate; None: anything."""
+        if not self._history_learned:
+            self._history_learned = True
+            self._learn_history(namespace)
+        visitor = _parse(code, namespace)
+        if visitor is None:
+            return None
+        if visitor.empty:
+            return set()
+        self._take_in(visitor)
+        if visitor.dynamic or self._defined_code_dynamic:
+            return None
+        touched = visitor.names | self._defined_names
+        try:
+            self._close_over_values(touched, namespace)
+        except Exception:  # _Unbounded, or a value whose attributes raise: play safe
+            return None
+        return touched
+
+    def _take_in(self, visitor: _SourceNames) -> None:
+        """The cell's definitions join U (and taint it when they reach the namespace)."""
+        self._defined_names |= visitor.in_definitions
+        self._defined_code_dynamic |= visitor.dynamic_in_definitions
+
+    def _learn_history(self, namespace: Mapping[str, object]) -> None:
+        """Cells IPython ran before this object existed (`_ih`, transformed source)."""
+        history = namespace.get("_ih")
+        if isinstance(history, list):
+            for cell in history:
+                if isinstance(cell, str):
+                    self.learn(cell)
+
+    def _close_over_values(self, touched: set[str], namespace: Mapping[str, object]) -> None:
+        """Add names reachable through the code of notebook values, until none is new."""
+        pending = list(touched)
+        visited: set[int] = set()
+        while pending:
+            value = namespace.get(pending.pop())
+            new = self._names_reached(value, namespace, visited) - touched
+            touched |= new
+            pending.extend(new)
+
+    def _names_reached(
+        self, value: object, namespace: Mapping[str, object], visited: set[int]
+    ) -> set[str]:
+        """Global names the code behind `value` can use; raises _Unbounded if unknowable."""
+        if id(value) in visited:
+            return set()
+        visited.add(id(value))
+        if isinstance(value, types.ModuleType):
+            if not is_trusted_module(value):
+                raise _Unbounded
+            return set()
+        reached: set[str] = set()
+        for inner in self._code_holders(value, namespace):
+            if isinstance(inner, types.CodeType):
+                names, dynamic = self._code_names(inner)
+                if dynamic:
+                    raise _Unbounded
+                reached |= names
+            else:
+                reached |= self._names_reached(inner, namespace, visited)
+        return reached
+
+    def _code_holders(self, value: object, namespace: Mapping[str, object]) -> Iterable[object]:
+        """The code objects and objects whose code `value` can run on our behalf."""
+        if isinstance(value, types.FunctionType):
+            notebook = value.__globals__ is namespace or value.__module__ == "__main__"
+            if not notebook:
+                if _from_untrusted_module(value.__module__):
+                    raise _Unbounded
+                return
+            yield value.__code__
+            yield from (cell.cell_contents for cell in value.__closure__ or () if _full(cell))
+            yield from value.__defaults__ or ()
+            yield from (value.__kwdefaults__ or {}).values()
+        elif isinstance(value, types.MethodType):
+            yield value.__func__
+            yield value.__self__
+        elif isinstance(value, functools.partial):
+            yield value.func
+            yield from value.args
+            yield from value.keywords.values()
+        elif isinstance(value, type):
+            yield from _class_functions(value)
+        else:
+            yield type(value)
+        if callable(value) and not isinstance(value, type):  # functools.wraps, lru_cache
+            wrapped = getattr(value, "__wrapped__", None)
+            if wrapped is not None:
+                yield wrapped
+
+    def _code_names(self, code: types.CodeType) -> tuple[frozenset[str], bool]:
+        """Names a code object (and the code nested in it) uses, and whether it is dynamic."""
+        cached = self._code_cache.get(id(code))
+        if cached is not None and cached[0] is code:
+            return cached[1], cached[2]
+        names = set(code.co_names)
+        dynamic = False
+        for instruction in dis.get_instructions(code):
+            argument = instruction.argval
+            if not isinstance(argument, str):
+                continue
+            if instruction.opname in _GLOBAL_OPS:
+                dynamic = dynamic or argument.split(".")[0] in DYNAMIC_NAMES
+            elif "ATTR" in instruction.opname or "METHOD" in instruction.opname:
+                dynamic = dynamic or argument in DYNAMIC_ATTRIBUTES
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                inner_names, inner_dynamic = self._code_names(constant)
+                names |= inner_names
+                dynamic = dynamic or inner_dynamic
+        # Keep the code object itself, so its id cannot be reused while cached.
+        self._code_cache[id(code)] = (code, frozenset(names), dynamic)
+        return frozenset(names), dynamic
+
+
+def _parse(code: str, namespace: Mapping[str, object]) -> _SourceNames | None:
+    """The names in a cell's source; None when it does not parse."""
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    visitor = _SourceNames(namespace)
+    try:
+        tree = compile(code, "<cell>", "exec", flags=flags, dont_inherit=True)
+        visitor.visit(tree)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    visitor.empty = not getattr(tree, "body", None)
+    return visitor
+
+
+def _full(cell: types.CellType) -> bool:
+    """Whether a closure cell holds a value (an unassigned one raises on access)."""
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _class_functions(cls: type) -> Iterable[object]:
+    """Functions a class defined in `__main__` holds (and those of its `__main__` bases)."""
+    for klass in cls.__mro__:
+        if klass.__module__ != "__main__":
+            if _from_untrusted_module(klass.__module__):
+                raise _Unbounded
+            continue
+        for member in list(vars(klass).values()):
+            if isinstance(member, staticmethod | classmethod):
+                yield member.__func__
+            elif isinstance(member, property):
+                yield from (f for f in (member.fget, member.fset, member.fdel) if f is not None)
+            elif isinstance(member, types.FunctionType | type):
+                yield member
