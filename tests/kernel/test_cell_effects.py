@@ -150,6 +150,10 @@ def test_a_users_own_module_can_touch_anything_installed_and_stdlib_modules_cann
     namespace = notebook("import numpy as np\nimport json")
     namespace.update(my_helpers=helpers, remember=helpers.remember)
     assert touched("my_helpers.remember(1)", namespace) is None
+    assert touched("import my_helpers as fresh\nfresh.remember(1)", notebook()) is None
+    monkeypatch.delitem(sys.modules, "my_helpers")
+    assert touched("from my_helpers import remember\nremember(1)", notebook()) is None
+    assert touched("from . import sibling", notebook()) is None
     assert touched("remember(1)", namespace) is None
     assert touched("a = np.zeros(3)\nb = json.dumps([1])", namespace) == {"a", "b", "np", "json"}
 
@@ -175,11 +179,18 @@ def test_whitespace_and_comments_touch_nothing_and_a_syntax_error_touches_anythi
     assert effects.touched_by("x = (", namespace) is None
 
 
-def test_history_from_before_the_object_existed_joins_the_names_code_can_use() -> None:
-    defining = "def bump():\n    global counter\n    counter += 1\nhandlers = [bump]"
-    namespace = notebook(defining + "\ncounter = 0")
-    namespace["_ih"] = ["", defining]
-    result = touched("handlers[0]()", namespace)
+def test_code_no_cell_showed_counts_even_when_only_a_container_holds_it() -> None:
+    defining = "def bump():\n    global counter\n    counter += 1\nhandlers = [bump]\ncounter = 0"
+    before_the_object = notebook(defining)
+    del before_the_object["bump"]
+    result = touched("handlers[0]()", before_the_object)
+    assert result is not None
+    assert "counter" in result
+    effects, namespace = CellEffects(), notebook()
+    made_by_exec = f"exec({defining!r})\ndel bump"
+    assert effects.touched_by(made_by_exec, namespace) is None
+    exec(made_by_exec, namespace)
+    result = effects.touched_by("handlers[0]()", namespace)
     assert result is not None
     assert "counter" in result
 

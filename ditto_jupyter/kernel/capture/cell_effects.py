@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import dis
 import functools
+import gc
+import importlib.machinery
 import os
 import site
 import sys
@@ -77,6 +79,18 @@ def is_trusted_module(module: types.ModuleType) -> bool:
     return _is_trusted_file(file)
 
 
+def _is_trusted_module_name(name: str) -> bool:
+    """Whether a top-level module a cell imports is trusted, found without importing it."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return is_trusted_module(module)
+    if name in sys.builtin_module_names:
+        return True
+    spec = importlib.machinery.PathFinder.find_spec(name) if name.isidentifier() else None
+    origin = getattr(spec, "origin", None)
+    return isinstance(origin, str) and _is_trusted_file(origin)
+
+
 @functools.lru_cache(maxsize=4096)
 def _is_trusted_file(file: str) -> bool:
     """Whether a module file lives under the stdlib or site-packages (symlinks resolved)."""
@@ -121,6 +135,7 @@ class _SourceNames(ast.NodeVisitor):
         self.empty = False
         self._namespace = namespace
         self._imported: set[str] = set()
+        self.imported_modules: set[str] = set()
         self._depth = 0
 
     def visit(self, node: ast.AST) -> None:
@@ -157,6 +172,8 @@ class _SourceNames(ast.NodeVisitor):
             reached = {top, (module or "").split(".")[0]} & (DYNAMIC_NAMES | DYNAMIC_ATTRIBUTES)
             if reached or alias.name == "*":
                 self._reaches_namespace()
+            source = "." * getattr(node, "level", 0) + (module or alias.name)
+            self.imported_modules.add(source.split(".")[0] or ".")
             bound = alias.asname or (alias.name if module is not None else top)
             self._imported.add(bound)
             self._add(bound)
@@ -178,30 +195,37 @@ class CellEffects:
     """What a notebook's cells can have touched, learned cell by cell."""
 
     def __init__(self) -> None:
-        # U: every name inside a function, lambda or class body of any cell seen so far.
+        # U: every name inside a function, lambda or class body of any cell seen so far, and
+        # every name the code of a live notebook function uses.
         self._defined_names: set[str] = set()
         self._defined_code_dynamic = False
         self._code_cache: dict[int, tuple[types.CodeType, frozenset[str], bool]] = {}
-        self._history_learned = False
+        self._scan_pending = True
 
-    def learn(self, code: str) -> None:
-        """Take in a cell that ran before this object existed: its definitions join U."""
-        visitor = _parse(code, {})
-        if visitor is not None:
-            self._take_in(visitor)
+    def expect_unseen_code(self) -> None:
+        """Notebook code may exist that no cell showed (a restore): scan for it next call."""
+        self._scan_pending = True
 
     def touched_by(self, code: str, namespace: Mapping[str, object]) -> set[str] | None:
         """The global names `code` may read, write, delete or mutate; None: anything."""
-        if not self._history_learned:
-            self._history_learned = True
-            self._learn_history(namespace)
+        if self._scan_pending:
+            self._scan_live_code(namespace)
+        touched = self._touched_by(code, namespace)
+        # A cell that could do anything may have made functions no source showed (exec, %run).
+        self._scan_pending = touched is None
+        return touched
+
+    def _touched_by(self, code: str, namespace: Mapping[str, object]) -> set[str] | None:
         visitor = _parse(code, namespace)
         if visitor is None:
             return None
         if visitor.empty:
             return set()
-        self._take_in(visitor)
+        self._defined_names |= visitor.in_definitions
+        self._defined_code_dynamic |= visitor.dynamic_in_definitions
         if visitor.dynamic or self._defined_code_dynamic:
+            return None
+        if not all(_is_trusted_module_name(name) for name in visitor.imported_modules):
             return None
         touched = visitor.names | self._defined_names
         try:
@@ -210,18 +234,18 @@ class CellEffects:
             return None
         return touched
 
-    def _take_in(self, visitor: _SourceNames) -> None:
-        """The cell's definitions join U (and taint it when they reach the namespace)."""
-        self._defined_names |= visitor.in_definitions
-        self._defined_code_dynamic |= visitor.dynamic_in_definitions
+    def _scan_live_code(self, namespace: Mapping[str, object]) -> None:
+        """Add to U the names used by every live function whose globals are the namespace.
 
-    def _learn_history(self, namespace: Mapping[str, object]) -> None:
-        """Cells IPython ran before this object existed (`_ih`, transformed source)."""
-        history = namespace.get("_ih")
-        if isinstance(history, list):
-            for cell in history:
-                if isinstance(cell, str):
-                    self.learn(cell)
+        Catches code no cell showed this object: defined before it existed, made by `exec`
+        or `%run`, or restored, even when only a container or a library callback holds it.
+        """
+        self._scan_pending = False
+        for candidate in gc.get_objects():
+            if isinstance(candidate, types.FunctionType) and candidate.__globals__ is namespace:
+                names, dynamic = self._code_names(candidate.__code__)
+                self._defined_names |= names
+                self._defined_code_dynamic |= dynamic
 
     def _close_over_values(self, touched: set[str], namespace: Mapping[str, object]) -> None:
         """Add names reachable through the code of notebook values, until none is new."""
