@@ -158,6 +158,21 @@ def test_a_users_own_module_can_touch_anything_installed_and_stdlib_modules_cann
     assert touched("a = np.zeros(3)\nb = json.dumps([1])", namespace) == {"a", "b", "np", "json"}
 
 
+def test_objects_pyplot_draws_on_are_touched_by_any_cell_while_pyplot_is_imported() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    setup = "import matplotlib.pyplot as plt\nfig, axes = plt.subplots(1, 2)\nplain = [1, 2]"
+    namespace = notebook(setup)
+    before = pickle.dumps(namespace["axes"])
+    code = "plt.title('drawn on the current axes')"
+    result = touched(code, namespace)
+    exec(code, namespace)
+    assert pickle.dumps(namespace["axes"]) != before
+    assert result is not None
+    assert {"fig", "axes"} <= result
+    assert "plain" not in result
+
+
 def test_comprehension_walrus_match_except_and_import_bindings_are_in_the_set() -> None:
     code = (
         "squares = [i * i for i in range(3) if (last := i)]\n"

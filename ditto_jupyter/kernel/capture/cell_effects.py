@@ -12,6 +12,7 @@ import dis
 import functools
 import gc
 import importlib.machinery
+import itertools
 import os
 import site
 import sys
@@ -39,6 +40,15 @@ DYNAMIC_ATTRIBUTES = NAMESPACE_ATTRIBUTES | SHELL_ATTRIBUTES
 #: Builtins that fetch or change a module's attribute by string (`getattr(builtins, "exec")`,
 #: `setattr(mod, ...)`): given a module, the cell can reach anything.
 ATTRIBUTE_BUILTINS = frozenset({"getattr", "setattr", "delattr"})
+
+#: Modules with "current object" state that code anywhere can change without naming the
+#: variable that holds the object: pyplot's current figure and axes (`plt.title()`,
+#: `df.plot()` and seaborn all draw on them), logging's loggers (`getLogger(name)`). While
+#: the module is imported, every variable holding an object of its package is touched.
+SHARED_STATE_MODULES = {"matplotlib.pyplot": "matplotlib", "logging": "logging"}
+#: How many elements of a list, tuple, dict or object array are looked at for such objects
+#: (`fig, axes = plt.subplots(2, 2)` keeps the axes in an object array).
+CONTAINER_SCAN_LIMIT = 1000
 
 #: Where trusted modules live: the standard library and installed packages. Anything else
 #: (the user's own `.py` files, `__main__`, modules made at run time) may hold aliases to
@@ -229,6 +239,7 @@ class CellEffects:
             return None
         touched = visitor.names | self._defined_names
         try:
+            touched |= _shared_state_holders(namespace)
             self._close_over_values(touched, namespace)
         except Exception:  # _Unbounded, or a value whose attributes raise: play safe
             return None
@@ -343,6 +354,33 @@ def _parse(code: str, namespace: Mapping[str, object]) -> _SourceNames | None:
         return None
     visitor.empty = not getattr(tree, "body", None)
     return visitor
+
+
+def _shared_state_holders(namespace: Mapping[str, object]) -> set[str]:
+    """Variables holding objects of a package whose module-level state any code can change."""
+    imported = (
+        package for module, package in SHARED_STATE_MODULES.items() if module in sys.modules
+    )
+    packages = set(imported)
+    if not packages:
+        return set()
+    return {
+        name
+        for name, value in namespace.items()
+        if any(str(cls.__module__).split(".")[0] in packages for cls in _types_held(value))
+    }
+
+
+def _types_held(value: object) -> set[type]:
+    """A value's type and those of its first elements (list, tuple, set, dict, object array)."""
+    elements: Iterable[object] = ()
+    if isinstance(value, dict):
+        elements = value.values()
+    elif isinstance(value, list | tuple | set | frozenset):
+        elements = value
+    elif getattr(getattr(value, "dtype", None), "kind", None) == "O" and hasattr(value, "flat"):
+        elements = value.flat
+    return {type(value), *map(type, itertools.islice(elements, CONTAINER_SCAN_LIMIT))}
 
 
 def _full(cell: types.CellType) -> bool:
