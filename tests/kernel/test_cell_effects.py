@@ -85,6 +85,18 @@ def test_nested_functions_transitive_calls_and_decorators_bring_their_globals() 
     assert {"config", "lookup", "deepest", "table"} <= result
 
 
+def test_a_suspended_generator_brings_the_globals_its_code_uses() -> None:
+    setup = (
+        "def numbers():\n    global produced\n    while True:\n        produced += 1\n        yield"
+    )
+    namespace = notebook(setup + "\nproduced = 0\ngen = numbers()\nnext(gen)\ndel numbers")
+    effects = CellEffects()
+    effects.touched_by("", namespace)
+    result = effects.touched_by("next(gen)", namespace)
+    assert result is not None
+    assert "produced" in result
+
+
 def test_methods_of_notebook_classes_bring_their_globals_through_instances_and_classes() -> None:
     setup = (
         "class Base:\n    def base_method(self):\n        return base_state\n"

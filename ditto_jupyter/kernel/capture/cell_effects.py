@@ -253,8 +253,9 @@ class CellEffects:
         """
         self._scan_pending = False
         for candidate in gc.get_objects():
-            if isinstance(candidate, types.FunctionType) and candidate.__globals__ is namespace:
-                names, dynamic = self._code_names(candidate.__code__)
+            code = _notebook_code(candidate, namespace)
+            if code is not None:
+                names, dynamic = self._code_names(code)
                 self._defined_names |= names
                 self._defined_code_dynamic |= dynamic
 
@@ -305,6 +306,8 @@ class CellEffects:
         elif isinstance(value, types.MethodType):
             yield value.__func__
             yield value.__self__
+        elif isinstance(value, _SUSPENDED):
+            yield _notebook_code(value, namespace) or type(value)
         elif isinstance(value, functools.partial):
             yield value.func
             yield from value.args
@@ -381,6 +384,25 @@ def _types_held(value: object) -> set[type]:
     elif getattr(getattr(value, "dtype", None), "kind", None) == "O" and hasattr(value, "flat"):
         elements = value.flat
     return {type(value), *map(type, itertools.islice(elements, CONTAINER_SCAN_LIMIT))}
+
+
+#: Suspended notebook code a cell can resume (`next(gen)`), which outlives its function.
+_SUSPENDED = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+
+
+def _notebook_code(value: object, namespace: Mapping[str, object]) -> types.CodeType | None:
+    """The code of a function, or of a suspended generator, whose globals are the namespace."""
+    if isinstance(value, types.FunctionType):
+        return value.__code__ if value.__globals__ is namespace else None
+    if isinstance(value, types.GeneratorType):
+        frame, code = value.gi_frame, value.gi_code
+    elif isinstance(value, types.CoroutineType):
+        frame, code = value.cr_frame, value.cr_code
+    elif isinstance(value, types.AsyncGeneratorType):
+        frame, code = value.ag_frame, value.ag_code
+    else:
+        return None
+    return code if frame is not None and frame.f_globals is namespace else None
 
 
 def _full(cell: types.CellType) -> bool:
