@@ -152,6 +152,15 @@ def test_a_notebook_function_that_reaches_the_namespace_taints_every_later_call(
     assert touched("setter('x', 1)", earlier) is None
 
 
+def test_earlier_code_is_read_by_its_bytecode_attributes_apart_from_globals() -> None:
+    setup = "import re\ndef clean(text):\n    return re.compile('x').sub('', text)\n"
+    compiled_by_re = touched("cleaned = clean('axb')", notebook(setup))
+    assert compiled_by_re is not None
+    assert {"cleaned", "clean", "re"} <= compiled_by_re
+    peeking = notebook("def peek(thing):\n    return thing.__dict__")
+    assert touched("seen = peek(object)", peeking) is None
+
+
 def test_a_users_own_module_can_touch_anything_installed_and_stdlib_modules_cannot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -65,11 +65,8 @@ _TRUSTED_ROOTS = tuple(
         if path
     }
 )
-#: Bytecode operations whose argument is a global (or class-body) name, or a module imported.
-_GLOBAL_OPS = frozenset(
-    {f"{verb}_{scope}" for verb in ("LOAD", "STORE", "DELETE") for scope in ("GLOBAL", "NAME")}
-    | {"IMPORT_NAME", "IMPORT_FROM"}
-)
+#: Bytecode operations that name an attribute (the others in `dis.hasname` name a variable).
+_ATTRIBUTE_OPS = frozenset(name for name in dis.opname if "ATTR" in name or "METHOD" in name)
 
 
 class _Unbounded(Exception):
@@ -306,8 +303,6 @@ class CellEffects:
         elif isinstance(value, types.MethodType):
             yield value.__func__
             yield value.__self__
-        elif isinstance(value, _SUSPENDED):
-            yield _notebook_code(value, namespace) or type(value)
         elif isinstance(value, functools.partial):
             yield value.func
             yield from value.args
@@ -329,13 +324,13 @@ class CellEffects:
         names = set(code.co_names)
         dynamic = False
         for instruction in dis.get_instructions(code):
-            argument = instruction.argval
-            if not isinstance(argument, str):
+            argument, operation = instruction.argval, instruction.opname
+            if instruction.opcode not in dis.hasname or not isinstance(argument, str):
                 continue
-            if instruction.opname in _GLOBAL_OPS:
-                dynamic = dynamic or argument.split(".")[0] in DYNAMIC_NAMES
-            elif "ATTR" in instruction.opname or "METHOD" in instruction.opname:
+            if operation in _ATTRIBUTE_OPS or operation == "IMPORT_FROM":
                 dynamic = dynamic or argument in DYNAMIC_ATTRIBUTES
+            if operation not in _ATTRIBUTE_OPS:
+                dynamic = dynamic or argument.split(".")[0] in DYNAMIC_NAMES
         for constant in code.co_consts:
             if isinstance(constant, types.CodeType):
                 inner_names, inner_dynamic = self._code_names(constant)
@@ -381,17 +376,25 @@ def _types_held(value: object) -> set[type]:
         elements = value.values()
     elif isinstance(value, list | tuple | set | frozenset):
         elements = value
-    elif getattr(getattr(value, "dtype", None), "kind", None) == "O" and hasattr(value, "flat"):
-        elements = value.flat
+    elif _is_object_array(value):
+        elements = value.flat  # type: ignore[attr-defined]
     return {type(value), *map(type, itertools.islice(elements, CONTAINER_SCAN_LIMIT))}
 
 
-#: Suspended notebook code a cell can resume (`next(gen)`), which outlives its function.
-_SUSPENDED = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+def _is_object_array(value: object) -> bool:
+    """Whether a value is a numpy array of Python objects (numpy not imported: no)."""
+    numpy = sys.modules.get("numpy")
+    ndarray = getattr(numpy, "ndarray", None)
+    if not (isinstance(ndarray, type) and isinstance(value, ndarray)):
+        return False
+    return getattr(getattr(value, "dtype", None), "kind", None) == "O"
 
 
 def _notebook_code(value: object, namespace: Mapping[str, object]) -> types.CodeType | None:
-    """The code of a function, or of a suspended generator, whose globals are the namespace."""
+    """The code of a function, or of a suspended generator, whose globals are the namespace.
+
+    A generator a cell can resume (`next(gen)`) outlives its function (before Python 3.11).
+    """
     if isinstance(value, types.FunctionType):
         return value.__code__ if value.__globals__ is namespace else None
     if isinstance(value, types.GeneratorType):
