@@ -249,7 +249,7 @@ class CellEffects:
         or `%run`, or restored, even when only a container or a library callback holds it.
         """
         self._scan_pending = False
-        for candidate in gc.get_objects():
+        for candidate in gc.get_referrers(namespace):  # functions and frames hold their globals
             code = _notebook_code(candidate, namespace)
             if code is not None:
                 names, dynamic = self._code_names(code)
@@ -391,21 +391,15 @@ def _is_object_array(value: object) -> bool:
 
 
 def _notebook_code(value: object, namespace: Mapping[str, object]) -> types.CodeType | None:
-    """The code of a function, or of a suspended generator, whose globals are the namespace.
+    """The code of a function, or of a frame (a suspended generator's), using the namespace.
 
-    A generator a cell can resume (`next(gen)`) outlives its function (before Python 3.11).
+    A generator a cell can resume (`next(gen)`) outlives its function before Python 3.11.
     """
     if isinstance(value, types.FunctionType):
         return value.__code__ if value.__globals__ is namespace else None
-    if isinstance(value, types.GeneratorType):
-        frame, code = value.gi_frame, value.gi_code
-    elif isinstance(value, types.CoroutineType):
-        frame, code = value.cr_frame, value.cr_code
-    elif isinstance(value, types.AsyncGeneratorType):
-        frame, code = value.ag_frame, value.ag_code
-    else:
-        return None
-    return code if frame is not None and frame.f_globals is namespace else None
+    if isinstance(value, types.FrameType):
+        return value.f_code if value.f_globals is namespace else None
+    return None
 
 
 def _full(cell: types.CellType) -> bool:
