@@ -231,6 +231,16 @@ def test_code_no_cell_showed_counts_even_when_only_a_container_holds_it() -> Non
     assert "counter" in result
 
 
+def test_after_a_restore_the_restored_code_counts_once_the_caller_says_so() -> None:
+    effects, namespace = CellEffects(), notebook()
+    assert effects.touched_by("x = 1", namespace) == {"x"}
+    exec("def bump():\n    global counter\n    counter = 1\nhandlers = [bump]\ndel bump", namespace)
+    effects.expect_unseen_code()
+    result = effects.touched_by("handlers[0]()", namespace)
+    assert result is not None
+    assert "counter" in result
+
+
 def test_a_2000_line_cell_parses() -> None:
     code = "\n".join(f"v{line} = {line}" for line in range(2000))
     assert touched(code) == {f"v{line}" for line in range(2000)}

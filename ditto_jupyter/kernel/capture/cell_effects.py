@@ -199,7 +199,12 @@ class _SourceNames(ast.NodeVisitor):
 
 
 class CellEffects:
-    """What a notebook's cells can have touched, learned cell by cell."""
+    """What a notebook's cells can have touched, learned cell by cell.
+
+    Pass the shell's `user_ns` itself: notebook functions are recognised by `__globals__`
+    being that very dict. The answer is names; objects they share with other variables
+    (containers, closures, bound methods) are the caller's alias groups to widen.
+    """
 
     def __init__(self) -> None:
         # U: every name inside a function, lambda or class body of any cell seen so far, and
@@ -223,6 +228,7 @@ class CellEffects:
         return touched
 
     def _touched_by(self, code: str, namespace: Mapping[str, object]) -> set[str] | None:
+        """`touched_by` without the bookkeeping of when to look for code no cell showed."""
         visitor = _parse(code, namespace)
         if visitor is None:
             return None
