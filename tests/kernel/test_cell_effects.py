@@ -175,8 +175,15 @@ def test_a_users_own_module_can_touch_anything_installed_and_stdlib_modules_cann
     monkeypatch.delitem(sys.modules, "my_helpers")
     assert touched("from my_helpers import remember\nremember(1)", notebook()) is None
     assert touched("from . import sibling", notebook()) is None
+    (tmp_path / "my_namespace").mkdir()
+    assert touched("import my_namespace", notebook()) is None
     assert touched("remember(1)", namespace) is None
     assert touched("a = np.zeros(3)\nb = json.dumps([1])", namespace) == {"a", "b", "np", "json"}
+
+
+def test_namespace_packages_installed_in_site_packages_are_trusted() -> None:
+    pytest.importorskip("mpl_toolkits")
+    assert touched("import mpl_toolkits") == {"mpl_toolkits"}
 
 
 def test_objects_pyplot_draws_on_are_touched_by_any_cell_while_pyplot_is_imported() -> None:

@@ -77,13 +77,9 @@ def is_trusted_module(module: types.ModuleType) -> bool:
     """Whether a module is built in, or its file lives in the stdlib or site-packages."""
     if module.__name__ == "__main__":
         return False
-    spec = getattr(module, "__spec__", None)
-    if getattr(spec, "origin", None) in ("built-in", "frozen"):
+    if module.__name__ in sys.builtin_module_names:
         return True
-    file = getattr(module, "__file__", None)
-    if not isinstance(file, str):
-        return module.__name__ in sys.builtin_module_names
-    return _is_trusted_file(file)
+    return _is_trusted_spec(getattr(module, "__spec__", None), getattr(module, "__file__", None))
 
 
 def _is_trusted_module_name(name: str) -> bool:
@@ -94,8 +90,18 @@ def _is_trusted_module_name(name: str) -> bool:
     if name in sys.builtin_module_names:
         return True
     spec = importlib.machinery.PathFinder.find_spec(name) if name.isidentifier() else None
+    return spec is not None and _is_trusted_spec(spec, None)
+
+
+def _is_trusted_spec(spec: object, file: object) -> bool:
+    """Whether a module's file (or, for a namespace package, every directory) is trusted."""
     origin = getattr(spec, "origin", None)
-    return isinstance(origin, str) and _is_trusted_file(origin)
+    if origin in ("built-in", "frozen"):
+        return True
+    if isinstance(file or origin, str):
+        return _is_trusted_file(str(file or origin))
+    locations = list(getattr(spec, "submodule_search_locations", None) or ())
+    return bool(locations) and all(_is_trusted_file(path) for path in locations)
 
 
 @functools.lru_cache(maxsize=4096)
