@@ -248,6 +248,18 @@ def test_after_a_restore_the_restored_code_counts_once_the_caller_says_so() -> N
     assert "counter" in result
 
 
+def test_a_failed_magic_cell_kept_in_a_traceback_does_not_taint_later_cells() -> None:
+    effects, namespace = CellEffects(), notebook()
+    failing = "get_ipython = None\nget_ipython().run_line_magic('time', '1/0')"
+    assert effects.touched_by(failing, namespace) is None
+    try:
+        exec(failing, namespace)
+    except TypeError:
+        kept = sys.exc_info()[2]
+    assert kept is not None
+    assert effects.touched_by("x = 1", namespace) == {"x"}
+
+
 def test_a_2000_line_cell_parses() -> None:
     code = "\n".join(f"v{line} = {line}" for line in range(2000))
     assert touched(code) == {f"v{line}" for line in range(2000)}

@@ -12,6 +12,7 @@ import dis
 import functools
 import gc
 import importlib.machinery
+import inspect
 import itertools
 import os
 import site
@@ -402,15 +403,21 @@ def _is_object_array(value: object) -> bool:
     return getattr(getattr(value, "dtype", None), "kind", None) == "O"
 
 
+#: Code flags of generators and coroutines, whose frames can run again.
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
 def _notebook_code(value: object, namespace: Mapping[str, object]) -> types.CodeType | None:
     """The code of a function, or of a frame (a suspended generator's), using the namespace.
 
     A generator a cell can resume (`next(gen)`) outlives its function before Python 3.11.
     """
-    if isinstance(value, types.FunctionType):
+    if isinstance(value, types.FunctionType) and value.__code__.co_flags & inspect.CO_NEWLOCALS:
         return value.__code__ if value.__globals__ is namespace else None
-    if isinstance(value, types.FrameType):
+    if isinstance(value, types.FrameType) and value.f_code.co_flags & _RESUMABLE:
         return value.f_code if value.f_globals is namespace else None
+    # A cell's own code (a finished frame a traceback keeps, and in Python 3.11 the function
+    # object `exec` wraps it in) never runs again.
     return None
 
 
