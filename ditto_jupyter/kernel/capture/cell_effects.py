@@ -1,0 +1,446 @@
+"""Which global names a notebook cell can have read, written, deleted or mutated.
+
+Conservative: `CellEffects.touched_by` answers None ("could be anything") whenever the cell
+can reach the namespace in a way the names in its source do not show. Leaving a name out
+makes an incremental checkpoint silently stale; naming too many only costs a re-pickle.
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import functools
+import gc
+import importlib.machinery
+import inspect
+import itertools
+import os
+import site
+import sys
+import sysconfig
+import types
+from collections.abc import Iterable, Mapping
+
+#: Bare names that return the notebook's namespace itself.
+NAMESPACE_GETTERS = frozenset({"globals", "vars", "locals"})
+#: Bare names that run or import code we cannot see (`breakpoint` opens a debugger).
+CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__", "importlib", "breakpoint"})
+#: The shell (every magic and `!cmd` becomes `get_ipython().run_*`), the builtins (bare or
+#: imported) that hold all of the above, and the namespace as a module.
+NAMESPACE_HOLDERS = frozenset({"get_ipython", "__builtins__", "builtins", "__main__"})
+#: Every bare name (or imported module) after which a cell can have touched anything.
+DYNAMIC_NAMES = NAMESPACE_GETTERS | CODE_RUNNERS | NAMESPACE_HOLDERS
+
+#: Attributes that lead to a namespace: an object's or module's `__dict__`, a frame's
+#: `f_globals`/`f_locals`, a function's `__globals__`, `sys.modules` (hence `__main__`).
+NAMESPACE_ATTRIBUTES = frozenset({"__dict__", "f_globals", "f_locals", "__globals__", "modules"})
+#: The shell's namespaces and the shell itself, fetched off a module or an object.
+SHELL_ATTRIBUTES = frozenset({"user_ns", "user_global_ns", "get_ipython"})
+DYNAMIC_ATTRIBUTES = NAMESPACE_ATTRIBUTES | SHELL_ATTRIBUTES
+
+#: Builtins that fetch or change a module's attribute by string (`getattr(builtins, "exec")`,
+#: `setattr(mod, ...)`): given a module, the cell can reach anything.
+ATTRIBUTE_BUILTINS = frozenset({"getattr", "setattr", "delattr"})
+
+#: Modules with "current object" state that code anywhere can change without naming the
+#: variable that holds the object: pyplot's current figure and axes (`plt.title()`,
+#: `df.plot()` and seaborn all draw on them), logging's loggers (`getLogger(name)`). While
+#: the module is imported, every variable holding an object of its package is touched.
+SHARED_STATE_MODULES = {"matplotlib.pyplot": "matplotlib", "logging": "logging"}
+#: How many elements of a list, tuple, dict or object array are looked at for such objects
+#: (`fig, axes = plt.subplots(2, 2)` keeps the axes in an object array).
+CONTAINER_SCAN_LIMIT = 1000
+
+#: Where trusted modules live: the standard library and installed packages. Anything else
+#: (the user's own `.py` files, `__main__`, modules made at run time) may hold aliases to
+#: notebook values, so a cell that names one can have touched anything.
+_TRUSTED_ROOTS = tuple(
+    {
+        os.path.realpath(path)
+        for path in (
+            *(sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib")),
+            sysconfig.get_paths().get("platlib"),
+            *site.getsitepackages(),
+            site.getusersitepackages(),
+        )
+        if path
+    }
+)
+#: Bytecode operations that name an attribute (the others in `dis.hasname` name a variable).
+_ATTRIBUTE_OPS = frozenset(name for name in dis.opname if "ATTR" in name or "METHOD" in name)
+
+
+class _Unbounded(Exception):
+    """The cell can reach the namespace in a way its names do not show."""
+
+
+def is_trusted_module(module: types.ModuleType) -> bool:
+    """Whether a module is built in, or its file lives in the stdlib or site-packages."""
+    if module.__name__ == "__main__":
+        return False
+    if module.__name__ in sys.builtin_module_names:
+        return True
+    return _is_trusted_spec(getattr(module, "__spec__", None), getattr(module, "__file__", None))
+
+
+def _is_trusted_module_name(name: str) -> bool:
+    """Whether a top-level module a cell imports is trusted, found without importing it."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return is_trusted_module(module)
+    if name in sys.builtin_module_names:
+        return True
+    spec = importlib.machinery.PathFinder.find_spec(name) if name.isidentifier() else None
+    return spec is not None and _is_trusted_spec(spec, None)
+
+
+def _is_trusted_spec(spec: object, file: object) -> bool:
+    """Whether a module's file (or, for a namespace package, every directory) is trusted."""
+    origin = getattr(spec, "origin", None)
+    if origin in ("built-in", "frozen"):
+        return True
+    if isinstance(file or origin, str):
+        return _is_trusted_file(str(file or origin))
+    locations = list(getattr(spec, "submodule_search_locations", None) or ())
+    return bool(locations) and all(_is_trusted_file(path) for path in locations)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_trusted_file(file: str) -> bool:
+    """Whether a module file lives under the stdlib or site-packages (symlinks resolved)."""
+    real = os.path.realpath(file)
+    return any(real.startswith(root + os.sep) for root in _TRUSTED_ROOTS)
+
+
+def _from_untrusted_module(module_name: object) -> bool:
+    """Whether a `__module__` names a module we do not trust (unknown ones included)."""
+    if module_name == "__main__":
+        return False
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    return module is None or not is_trusted_module(module)
+
+
+#: Nodes whose body is code the notebook keeps and may run again later (U's sources).
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+#: Nodes that bind the name in their `name` (`rest` for a mapping pattern) field.
+_NAMED = (*_DEFINITIONS[:3], ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping)
+
+
+def _names_of(node: ast.AST) -> tuple[str, ...]:
+    """The names one node mentions or binds by itself (imports aside)."""
+    if isinstance(node, ast.Name):
+        return (node.id,)
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return tuple(node.names)
+    if not isinstance(node, _NAMED):
+        return ()
+    name = getattr(node, "rest" if isinstance(node, ast.MatchMapping) else "name", None)
+    return (name,) if isinstance(name, str) else ()
+
+
+class _SourceNames(ast.NodeVisitor):
+    """Every name a cell's source mentions, those inside definitions, and dynamic reach."""
+
+    def __init__(self, namespace: Mapping[str, object]) -> None:
+        self.names: set[str] = set()
+        self.in_definitions: set[str] = set()
+        self.dynamic = False
+        self.dynamic_in_definitions = False
+        self.empty = False
+        self._namespace = namespace
+        self._imported: set[str] = set()
+        self.imported_modules: set[str] = set()
+        self._depth = 0
+
+    def visit(self, node: ast.AST) -> None:
+        """Take in one node's names and reach, then its children (one level deeper in a def)."""
+        for name in _names_of(node):
+            self._add(name)
+        if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
+            self._reaches_namespace()
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            self._take_import(node)
+        elif isinstance(node, ast.Call):
+            self._take_call(node)
+        inside = isinstance(node, _DEFINITIONS)
+        self._depth += inside
+        self.generic_visit(node)
+        self._depth -= inside
+
+    def _add(self, name: str) -> None:
+        self.names.add(name)
+        if self._depth:
+            self.in_definitions.add(name)
+        if name in DYNAMIC_NAMES:
+            self._reaches_namespace()
+
+    def _reaches_namespace(self) -> None:
+        self.dynamic = True
+        self.dynamic_in_definitions = self.dynamic_in_definitions or self._depth > 0
+
+    def _take_import(self, node: ast.Import | ast.ImportFrom) -> None:
+        """Names bound by an import; importing `__main__`, `*` or `sys.modules` reaches all."""
+        module = node.module if isinstance(node, ast.ImportFrom) else None
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            reached = {top, (module or "").split(".")[0]} & (DYNAMIC_NAMES | DYNAMIC_ATTRIBUTES)
+            if reached or alias.name == "*":
+                self._reaches_namespace()
+            source = "." * getattr(node, "level", 0) + (module or alias.name)
+            self.imported_modules.add(source.split(".")[0] or ".")
+            bound = alias.asname or (alias.name if module is not None else top)
+            self._imported.add(bound)
+            self._add(bound)
+
+    def _take_call(self, node: ast.Call) -> None:
+        """`getattr(module, ...)` and its siblings can fetch `exec` or `__main__` off a module."""
+        func, args = node.func, node.args
+        if not (isinstance(func, ast.Name) and func.id in ATTRIBUTE_BUILTINS and args):
+            return
+        target = args[0]
+        if isinstance(target, ast.Name) and (
+            target.id in self._imported
+            or isinstance(self._namespace.get(target.id), types.ModuleType)
+        ):
+            self._reaches_namespace()
+
+
+class CellEffects:
+    """What a notebook's cells can have touched, learned cell by cell.
+
+    Pass the shell's `user_ns` itself: notebook functions are recognised by `__globals__`
+    being that very dict. The answer is names; objects they share with other variables
+    (containers, closures, bound methods) are the caller's alias groups to widen.
+    """
+
+    def __init__(self) -> None:
+        # U: every name inside a function, lambda or class body of any cell seen so far, and
+        # every name the code of a live notebook function uses.
+        self._defined_names: set[str] = set()
+        self._defined_code_dynamic = False
+        self._code_cache: dict[int, tuple[types.CodeType, frozenset[str], bool]] = {}
+        self._scan_pending = True
+
+    def expect_unseen_code(self) -> None:
+        """Notebook code may exist that no cell showed (a restore): scan for it next call."""
+        self._scan_pending = True
+
+    def touched_by(self, code: str, namespace: Mapping[str, object]) -> set[str] | None:
+        """The global names `code` may read, write, delete or mutate; None: anything."""
+        if self._scan_pending:
+            self._scan_live_code(namespace)
+        touched = self._touched_by(code, namespace)
+        # A cell that could do anything may have made functions no source showed (exec, %run).
+        self._scan_pending = touched is None
+        return touched
+
+    def _touched_by(self, code: str, namespace: Mapping[str, object]) -> set[str] | None:
+        """`touched_by` without the bookkeeping of when to look for code no cell showed."""
+        visitor = _parse(code, namespace)
+        if visitor is None:
+            return None
+        if visitor.empty:
+            return set()
+        self._defined_names |= visitor.in_definitions
+        self._defined_code_dynamic |= visitor.dynamic_in_definitions
+        if visitor.dynamic or self._defined_code_dynamic:
+            return None
+        if not all(_is_trusted_module_name(name) for name in visitor.imported_modules):
+            return None
+        touched = visitor.names | self._defined_names
+        try:
+            touched |= _shared_state_holders(namespace)
+            self._close_over_values(touched, namespace)
+        except Exception:  # _Unbounded, or a value whose attributes raise: play safe
+            return None
+        return touched
+
+    def _scan_live_code(self, namespace: Mapping[str, object]) -> None:
+        """Add to U the names used by every live function whose globals are the namespace.
+
+        Catches code no cell showed this object: defined before it existed, made by `exec`
+        or `%run`, or restored, even when only a container or a library callback holds it.
+        """
+        self._scan_pending = False
+        for candidate in gc.get_referrers(namespace):  # functions and frames hold their globals
+            code = _notebook_code(candidate, namespace)
+            if code is not None:
+                names, dynamic = self._code_names(code)
+                self._defined_names |= names
+                self._defined_code_dynamic |= dynamic
+
+    def _close_over_values(self, touched: set[str], namespace: Mapping[str, object]) -> None:
+        """Add names reachable through the code of notebook values, until none is new."""
+        pending = list(touched)
+        visited: set[int] = set()
+        while pending:
+            value = namespace.get(pending.pop())
+            new = self._names_reached(value, namespace, visited) - touched
+            touched |= new
+            pending.extend(new)
+
+    def _names_reached(
+        self, value: object, namespace: Mapping[str, object], visited: set[int]
+    ) -> set[str]:
+        """Global names the code behind `value` can use; raises _Unbounded if unknowable."""
+        if id(value) in visited:
+            return set()
+        visited.add(id(value))
+        if isinstance(value, types.ModuleType):
+            if not is_trusted_module(value):
+                raise _Unbounded
+            return set()
+        reached: set[str] = set()
+        for inner in self._code_holders(value, namespace):
+            if isinstance(inner, types.CodeType):
+                names, dynamic = self._code_names(inner)
+                if dynamic:
+                    raise _Unbounded
+                reached |= names
+            else:
+                reached |= self._names_reached(inner, namespace, visited)
+        return reached
+
+    def _code_holders(self, value: object, namespace: Mapping[str, object]) -> Iterable[object]:
+        """The code objects and objects whose code `value` can run on our behalf."""
+        if isinstance(value, types.FunctionType):
+            notebook = value.__globals__ is namespace or value.__module__ == "__main__"
+            if not notebook:
+                if _from_untrusted_module(value.__module__):
+                    raise _Unbounded
+                return
+            yield value.__code__
+            yield from (cell.cell_contents for cell in value.__closure__ or () if _full(cell))
+            yield from value.__defaults__ or ()
+            yield from (value.__kwdefaults__ or {}).values()
+        elif isinstance(value, types.MethodType):
+            yield value.__func__
+            yield value.__self__
+        elif isinstance(value, functools.partial):
+            yield value.func
+            yield from value.args
+            yield from value.keywords.values()
+        elif isinstance(value, type):
+            yield from _class_functions(value)
+        else:
+            yield type(value)
+        if callable(value) and not isinstance(value, type):  # functools.wraps, lru_cache
+            wrapped = getattr(value, "__wrapped__", None)
+            if wrapped is not None:
+                yield wrapped
+
+    def _code_names(self, code: types.CodeType) -> tuple[frozenset[str], bool]:
+        """Names a code object (and the code nested in it) uses, and whether it is dynamic."""
+        cached = self._code_cache.get(id(code))
+        if cached is not None and cached[0] is code:
+            return cached[1], cached[2]
+        names = set(code.co_names)
+        dynamic = False
+        for instruction in dis.get_instructions(code):
+            argument, operation = instruction.argval, instruction.opname
+            if instruction.opcode not in dis.hasname or not isinstance(argument, str):
+                continue
+            if operation in _ATTRIBUTE_OPS or operation == "IMPORT_FROM":
+                dynamic = dynamic or argument in DYNAMIC_ATTRIBUTES
+            if operation not in _ATTRIBUTE_OPS:
+                dynamic = dynamic or argument.split(".")[0] in DYNAMIC_NAMES
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                inner_names, inner_dynamic = self._code_names(constant)
+                names |= inner_names
+                dynamic = dynamic or inner_dynamic
+        # Keep the code object itself, so its id cannot be reused while cached.
+        self._code_cache[id(code)] = (code, frozenset(names), dynamic)
+        return frozenset(names), dynamic
+
+
+def _parse(code: str, namespace: Mapping[str, object]) -> _SourceNames | None:
+    """The names in a cell's source; None when it does not parse."""
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    visitor = _SourceNames(namespace)
+    try:
+        tree = compile(code, "<cell>", "exec", flags=flags, dont_inherit=True)
+        visitor.visit(tree)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    visitor.empty = not getattr(tree, "body", None)
+    return visitor
+
+
+def _shared_state_holders(namespace: Mapping[str, object]) -> set[str]:
+    """Variables holding objects of a package whose module-level state any code can change."""
+    imported = (
+        package for module, package in SHARED_STATE_MODULES.items() if module in sys.modules
+    )
+    packages = set(imported)
+    if not packages:
+        return set()
+    return {
+        name
+        for name, value in namespace.items()
+        if any(str(cls.__module__).split(".")[0] in packages for cls in _types_held(value))
+    }
+
+
+def _types_held(value: object) -> set[type]:
+    """A value's type and those of its first elements (list, tuple, set, dict, object array)."""
+    elements: Iterable[object] = ()
+    if isinstance(value, dict):
+        elements = value.values()
+    elif isinstance(value, list | tuple | set | frozenset):
+        elements = value
+    elif _is_object_array(value):
+        elements = value.flat  # type: ignore[attr-defined]
+    return {type(value), *map(type, itertools.islice(elements, CONTAINER_SCAN_LIMIT))}
+
+
+def _is_object_array(value: object) -> bool:
+    """Whether a value is a numpy array of Python objects (numpy not imported: no)."""
+    numpy = sys.modules.get("numpy")
+    ndarray = getattr(numpy, "ndarray", None)
+    if not (isinstance(ndarray, type) and isinstance(value, ndarray)):
+        return False
+    return getattr(getattr(value, "dtype", None), "kind", None) == "O"
+
+
+#: Code flags of generators and coroutines, whose frames can run again.
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _notebook_code(value: object, namespace: Mapping[str, object]) -> types.CodeType | None:
+    """The code of a function, or of a frame (a suspended generator's), using the namespace.
+
+    A generator a cell can resume (`next(gen)`) outlives its function before Python 3.11.
+    """
+    if isinstance(value, types.FunctionType) and value.__code__.co_flags & inspect.CO_NEWLOCALS:
+        return value.__code__ if value.__globals__ is namespace else None
+    if isinstance(value, types.FrameType) and value.f_code.co_flags & _RESUMABLE:
+        return value.f_code if value.f_globals is namespace else None
+    # A cell's own code (a finished frame a traceback keeps, and in Python 3.11 the function
+    # object `exec` wraps it in) never runs again.
+    return None
+
+
+def _full(cell: types.CellType) -> bool:
+    """Whether a closure cell holds a value (an unassigned one raises on access)."""
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _class_functions(cls: type) -> Iterable[object]:
+    """Functions a class defined in `__main__` holds (and those of its `__main__` bases)."""
+    for klass in cls.__mro__:
+        if klass.__module__ != "__main__":
+            if _from_untrusted_module(klass.__module__):
+                raise _Unbounded
+            continue
+        for member in list(vars(klass).values()):
+            if isinstance(member, staticmethod | classmethod):
+                yield member.__func__
+            elif isinstance(member, property):
+                yield from (f for f in (member.fget, member.fset, member.fdel) if f is not None)
+            elif isinstance(member, types.FunctionType | type):
+                yield member
