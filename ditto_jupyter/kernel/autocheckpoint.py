@@ -157,6 +157,7 @@ class AutoCheckpointer:
         """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
         self.flush()
         self._base = None  # cells run while off are not followed: start afresh
+        self.effects.expect_unseen_code()  # nor is the code they define
         if self.enabled:
             self.shell.events.unregister("post_run_cell", self.after_cell)
             self.enabled = False
@@ -217,11 +218,13 @@ class AutoCheckpointer:
         workspace_changed = self.sandbox_ran or fingerprint != self._last_fingerprint
         namespace = self.host.namespace
         blobs = open_blob_store(control.blob_root)
-        if base is not None and (not base.usable() or self._write_failed):
+        if base is not None and not base.usable():  # restored since: values changed in place
+            self.effects.expect_unseen_code()  # and notebook code no cell showed may be back
             base = None
-        touched = None
-        if base is not None:
-            touched = self.effects.touched_by(self._python_of(source), namespace)
+        if self._write_failed:
+            base = None
+        # every cell is read, even one captured whole: what it defines is known later
+        touched = self.effects.touched_by(self._python_of(source), namespace)
         name = checkpoint_name(count)
         metadata = autocheckpoint_metadata(count, source, failed)
         if base is not None and touched is not None and not workspace_changed:
