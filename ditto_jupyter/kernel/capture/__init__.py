@@ -17,6 +17,10 @@ kernel-namespace manifest (`manifest`):
   an unchanged buffer is never re-hashed or re-written, and one filesystem sync per capture;
 - `capturing` / `restoring`: `capture_namespace` and `restore_namespace` (a restore checks
   everything before it touches the namespace, and patches big live arrays in place);
+  `snapshot_namespace` is a capture's first half, which reads the live namespace, and can
+  leave writing to another thread;
+- `cell_effects` / `incremental`: for `%autocheckpoint`, the names a cell's code can have
+  touched, and a capture that pickles only those (with their alias groups) again;
 - `kernel_entry`: the functions a kernel host calls inside a kernel (`kernel_capture`,
   `kernel_restore`, `warm_up`, `last_timing`) and the kernel's own `open_blob_store`.
 
