@@ -182,12 +182,15 @@ def test_a_users_own_module_can_touch_anything_installed_and_stdlib_modules_cann
 
 
 def test_namespace_packages_installed_in_site_packages_are_trusted() -> None:
-    pytest.importorskip("mpl_toolkits")
+    import mpl_toolkits  # installed with matplotlib, a test dependency
+
+    assert mpl_toolkits.__file__ is None  # a namespace package
     assert touched("import mpl_toolkits") == {"mpl_toolkits"}
 
 
 def test_objects_pyplot_draws_on_are_touched_by_any_cell_while_pyplot_is_imported() -> None:
-    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib
+
     matplotlib.use("Agg")
     setup = "import matplotlib.pyplot as plt\nfig, axes = plt.subplots(1, 2)\nplain = [1, 2]"
     namespace = notebook(setup)
