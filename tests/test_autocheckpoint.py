@@ -130,6 +130,20 @@ def test_on_off_state_and_a_checkpoint_per_changing_cell(kernel: Kernel, data_di
     assert len(checkpoints(kernel, data_dir, rid)) == len(listed)  # nothing after off
 
 
+def test_a_cell_run_straight_after_does_not_leak_into_the_checkpoint_before(
+    kernel: Kernel, data_dir: Path
+) -> None:
+    rid = runtime_id(kernel)
+    kernel.ok("import numpy as np\n%autocheckpoint on")
+    kernel.ok("big = np.zeros(4_000_000)")  # 30 MiB written behind the reply
+    kernel.ok("big[:] = 1.0")  # sent as soon as the reply came: waits for the copy
+    taken = checkpoints(kernel, data_dir, rid)
+    sources = {c.metadata["autocheckpoint"]["source"]: c.name for c in taken[-2:]}
+    zeros = sources["big = np.zeros(4_000_000)"]
+    assert printed_once(kernel.ok(f"%restore {zeros}")).startswith("restored ")
+    assert value(kernel.client, "float(big.sum())") == 0.0
+
+
 def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) -> None:
     kernel.ok("%autocheckpoint on")
     rid = runtime_id(kernel)

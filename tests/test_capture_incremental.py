@@ -20,7 +20,7 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.kernel.capture import restore_namespace
 from ditto_jupyter.kernel.capture.capturing import snapshot_namespace
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
-from ditto_jupyter.kernel.capture.chunks import forget_chunks
+from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged, forget_chunks
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 
 ALIASING_CELLS = [
@@ -134,3 +134,24 @@ def test_restoring_an_incremental_capture_gives_the_values_back(blobs: BlobStore
         restored: dict[str, object] = {"__name__": "__main__"}
         restore_namespace(restored, blobs, manifest_id)
         assert {n: pickle.dumps(restored[n]) for n in values} == values
+
+
+def test_a_deferred_snapshot_copies_live_memory_late_and_refuses_a_changed_buffer(
+    blobs: BlobStore,
+) -> None:
+    namespace: dict[str, object] = {"__name__": "__main__", "arr": np.zeros(300_000)}
+    kept = snapshot_namespace(namespace, blobs, defer=True)
+    kept.detach()  # copied before anything changed: what the cell left
+    arr = namespace["arr"]
+    assert isinstance(arr, np.ndarray)
+    arr[:] = 1.0
+    restored: dict[str, object] = {"__name__": "__main__"}
+    restore_namespace(restored, blobs, kept.finish().manifest_id)
+    assert float(np.asarray(restored["arr"]).sum()) == 0.0
+
+    torn = snapshot_namespace(namespace, blobs, defer=True)
+    arr[5] = 7.0  # written before the copy (a thread, a widget's callback)
+    with pytest.raises(LiveBufferChanged):
+        torn.detach()
+    assert arr.flags.writeable and arr.base is None  # no view of it is left behind
+    arr.resize(10, refcheck=False)  # a resize needs the buffer unexported

@@ -22,9 +22,11 @@ and for a cell that changed the workspace.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -46,6 +48,8 @@ from ditto_jupyter.kernel.write_behind import WriteBehind
 DEFAULT_KEEP = 50
 #: The name of the automatic checkpoint of cell `n`.
 NAME_PREFIX = "cell-"
+#: Our magics that change no variable of the kernel (they record, list, branch elsewhere).
+QUIET_MAGICS = frozenset({"autocheckpoint", "checkpoint", "checkpoints", "checkout", "runtimes"})
 #: The most UTF-8 bytes of a cell's source an automatic checkpoint records.
 MAX_SOURCE_BYTES = 64 * 1024
 
@@ -60,6 +64,32 @@ class MagicsHost(Protocol):
     def control(self) -> RuntimeControl: ...
 
     last_manifest: str | None
+
+
+def only_quiet_magics(python: str) -> bool:
+    """Whether a cell (as Python) is nothing but magics of ours that change no variable
+    (`QUIET_MAGICS`): it reaches nothing, and is no reason to look for unseen code."""
+    try:
+        body = ast.parse(python).body
+    except SyntaxError:
+        return False
+
+    def quiet(statement: ast.stmt) -> bool:
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+            return False
+        shell = call.func.value
+        name = call.args[0] if call.args else None
+        return (
+            call.func.attr == "run_line_magic"
+            and isinstance(shell, ast.Call)
+            and isinstance(shell.func, ast.Name)
+            and shell.func.id == "get_ipython"
+            and isinstance(name, ast.Constant)
+            and name.value in QUIET_MAGICS
+        )
+
+    return bool(body) and all(quiet(statement) for statement in body)
 
 
 def checkpoint_name(execution_count: int) -> str:
@@ -140,6 +170,7 @@ class AutoCheckpointer:
         self._write_failed = False  # a write-behind failed: the next capture is whole
         self.effects = CellEffects()
         self.writer = WriteBehind("ditto-autocheckpoint")
+        self._detached: threading.Event | None = None  # set once the last snapshot is copied
         shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
@@ -148,6 +179,7 @@ class AutoCheckpointer:
         """Start checkpointing after every cell; prune to `keep` now. Returns the line."""
         self.keep = keep
         if not self.enabled:
+            self.shell.events.register("pre_run_cell", self._before_cell)
             self.shell.events.register("post_run_cell", self.after_cell)
             self.enabled = True
         self._prune()
@@ -159,6 +191,7 @@ class AutoCheckpointer:
         self._base = None  # cells run while off are not followed: start afresh
         self.effects.expect_unseen_code()  # nor is the code they define
         if self.enabled:
+            self.shell.events.unregister("pre_run_cell", self._before_cell)
             self.shell.events.unregister("post_run_cell", self.after_cell)
             self.enabled = False
         return "autocheckpoint off"
@@ -224,7 +257,10 @@ class AutoCheckpointer:
         if self._write_failed:
             base = None
         # every cell is read, even one captured whole: what it defines is known later
-        touched = self.effects.touched_by(self._python_of(source), namespace)
+        # (a cell of our quiet magics reaches nothing: read as empty, so no "anything")
+        python = self._python_of(source)
+        read = "" if only_quiet_magics(python) else python
+        touched = self.effects.touched_by(read, namespace)
         name = checkpoint_name(count)
         metadata = autocheckpoint_metadata(count, source, failed)
         if base is not None and touched is not None and not workspace_changed:
@@ -241,8 +277,9 @@ class AutoCheckpointer:
                 self.skipped += 1
                 return
             self._taken(name, fingerprint)
+            detached = self._detached = threading.Event()
             self.writer.submit_when_idle(
-                lambda: self._record_in_background(snapshot, name, metadata)
+                lambda: self._record_in_background(snapshot, name, metadata, detached)
             )
             return
         self.flush()  # in order: the checkpoints before this one are recorded first
@@ -285,11 +322,20 @@ class AutoCheckpointer:
             self._prune()
 
     def _record_in_background(
-        self, snapshot: NamespaceSnapshot, name: str, metadata: dict[str, Any]
+        self,
+        snapshot: NamespaceSnapshot,
+        name: str,
+        metadata: dict[str, Any],
+        detached: threading.Event,
     ) -> None:
-        """The write-behind half: store the snapshot and record it. An error prints one
+        """The write-behind half: copy what the snapshot still reads from live memory (then
+        the next cell may start), store the snapshot and record it. An error prints one
         line, and the next cell captures everything again, synchronously."""
         try:
+            try:
+                snapshot.detach()
+            finally:
+                detached.set()
             capture = snapshot.finish()
             self.host.control.checkpoint(capture, name, metadata)
             self.host.last_manifest = capture.manifest_id
@@ -308,6 +354,14 @@ class AutoCheckpointer:
     def flush(self) -> None:
         """Wait until every automatic checkpoint taken so far is recorded."""
         self.writer.flush()
+
+    def _before_cell(self, info: Any) -> None:
+        """pre_run_cell: a cell may change what the last snapshot still reads from live
+        memory; wait until the write-behind has copied it (usually long done)."""
+        detached = self._detached
+        if detached is not None and not detached.is_set():
+            self.writer.start_waiting()
+            detached.wait()
 
     def _python_of(self, source: str) -> str:
         """The cell as Python (IPython's transformation: magics become calls)."""

@@ -24,7 +24,7 @@ class WriteBehind:
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run `job` after every job given before it. A job reports its own errors."""
-        self._start_waiting()
+        self.start_waiting()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._name)
         self._last = self._executor.submit(job)
@@ -39,9 +39,10 @@ class WriteBehind:
             self.submit(job)
             return
         self._waiting.append(job)
-        loop.call_soon(self._start_waiting)
+        loop.call_soon(self.start_waiting)
 
-    def _start_waiting(self) -> None:
+    def start_waiting(self) -> None:
+        """Start the jobs `submit_when_idle` holds back, now."""
         waiting, self._waiting = self._waiting, []
         for job in waiting:
             self.submit(job)
@@ -52,7 +53,7 @@ class WriteBehind:
 
     def flush(self) -> None:
         """Wait until every job given so far has run."""
-        self._start_waiting()
+        self.start_waiting()
         last = self._last
         if last is not None:
             last.exception()  # waits; a job's own error is its business, not the caller's

@@ -93,8 +93,9 @@ def snapshot_namespace(
 
     With a usable `base` (the capture before this one) and `touched` (the names the cells
     since then can have reached; None: any), only what may have changed is pickled again
-    (`incremental`). With `defer`, new chunks are copied rather than written, so
-    `NamespaceSnapshot.finish` can run on another thread while the next cell runs.
+    (`incremental`). With `defer`, new chunks are neither copied nor written: the caller
+    has `NamespaceSnapshot.detach` (the copy) run before anything can change the namespace
+    again, and `finish` then on any thread, while the next cell runs.
     """
     if previous_manifest_id is not None and not knows_manifest(previous_manifest_id):
         # only an optimisation: a missing previous manifest costs re-hashing
@@ -249,6 +250,11 @@ class NamespaceSnapshot:
             self.records_pyplot,
         ]
         return hashlib.blake2b(orjson.dumps(document), digest_size=16).digest()
+
+    def detach(self) -> None:
+        """Copy what is still read from live memory (a deferred snapshot); LiveBufferChanged
+        when it changed since the snapshot was taken."""
+        self.writer.detach()
 
     def finish(self) -> ContextCapture:
         """Write the new chunks and the signed manifest; the capture."""

@@ -35,6 +35,10 @@ except ImportError:  # pragma: no cover - depends on the environment
         return blake3.blake3(data).hexdigest()[:32]
 
 
+class LiveBufferChanged(BlobError):
+    """A buffer changed between a deferred capture's fingerprint and its copy."""
+
+
 # ---- the fingerprint memo -------------------------------------------------------------
 
 _MEMO_LIMIT = 1 << 21
@@ -167,10 +171,10 @@ def _put_chunk(blobs: BlobStore, chunk: _Part) -> tuple[str, int]:
 class ChunkWriter:
     """Stores byte views as fixed-size chunks, skipping the ones already stored.
 
-    With `defer`, `store` only fingerprints: the chunks the memo does not know are copied
-    (a live buffer may change once the cell after this one runs) and written by
-    `write_pending`, which fills in their names. Entries returned by `store` are complete
-    once it has run.
+    With `defer`, `store` only fingerprints: the chunks the memo does not know are kept as
+    views of live memory until `detach` copies them (before the next cell can change them),
+    and written by `write_pending`, which fills in their names. Entries returned by `store`
+    are complete once it has run.
     """
 
     def __init__(self, blobs: BlobStore, *, defer: bool = False) -> None:
@@ -178,6 +182,7 @@ class ChunkWriter:
         self.defer = defer
         self.bytes_written = 0
         self._pending: list[tuple[list[str | None], int, str, _Part]] = []
+        self._live: list[int] = []  # pending chunks still read from live (mutable) memory
 
     def store(self, data: memoryview, itemsize: int = 1) -> dict[str, Any]:
         """Store one byte string; its manifest entry `{"size", "chunks", "fps"}`.
@@ -192,8 +197,9 @@ class ChunkWriter:
             immutable = isinstance(view.obj, bytes)
             for index, (part, digest) in enumerate(zip(parts, digests, strict=True)):
                 if digest is None:
-                    kept = part if immutable else bytes(part)
-                    self._pending.append((digests, index, prints[index], (kept, itemsize)))
+                    if not immutable:
+                        self._live.append(len(self._pending))
+                    self._pending.append((digests, index, prints[index], (part, itemsize)))
             return {"size": len(view), "chunks": digests, "fps": prints}
         missing: dict[str, _Part] = {}
         for part, fingerprint, digest in zip(parts, prints, digests, strict=True):
@@ -218,9 +224,30 @@ class ChunkWriter:
             _remember_chunk(fingerprint, digest)
         return learned
 
+    def detach(self) -> None:
+        """Copy the pending chunks still read from live memory, and let go of it.
+
+        Raises LiveBufferChanged when a copy no longer has the fingerprint it was taken
+        with: something (a thread, a widget's callback) wrote into the buffer since.
+        """
+        changed = 0
+        for position in self._live:
+            digests, index, fingerprint, (part, itemsize) = self._pending[position]
+            copy = bytes(part)
+            self._pending[position] = (digests, index, fingerprint, (copy, itemsize))
+            changed += _fingerprint(memoryview(copy)) != fingerprint
+        self._live.clear()
+        if changed:
+            self._pending.clear()
+            raise LiveBufferChanged(
+                f"{changed} chunk(s) of a buffer changed while the checkpoint was being "
+                "written (by a thread or a widget's callback)"
+            )
+
     def write_pending(self) -> None:
-        """Write what deferred `store` calls copied, and fill in their entries' chunk
-        names."""
+        """Write what deferred `store` calls kept (`detach` first), and fill in their
+        entries' chunk names."""
+        self.detach()
         unique: dict[str, _Part] = {}
         for _, _, fingerprint, data in self._pending:
             unique.setdefault(fingerprint, data)
