@@ -248,7 +248,7 @@ def test_incremental_checkpoints_write_about_one_chunk(blobs: BlobStore) -> None
     ns["arr"] = np.random.default_rng(1).random(16 * CHUNK_SIZE // 8)
     ns["d3"] = {"ref": ns["arr"]}
     first = capture_namespace(ns, blobs)
-    assert first.bytes_written > 16 * CHUNK_SIZE
+    assert first.bytes_written > 12 * CHUNK_SIZE  # random floats: byte-shuffled, ~0.84
     size_before = blobs.stored_bytes()
     ns["x"] = 1
     second = capture_namespace(ns, blobs, previous_manifest_id=first.manifest_id)
@@ -257,7 +257,7 @@ def test_incremental_checkpoints_write_about_one_chunk(blobs: BlobStore) -> None
     assert isinstance(arr, np.ndarray)
     arr[0] = 42
     third = capture_namespace(ns, blobs, previous_manifest_id=second.manifest_id)
-    assert CHUNK_SIZE <= third.bytes_written < 2 * CHUNK_SIZE
+    assert CHUNK_SIZE // 2 <= third.bytes_written < 2 * CHUNK_SIZE  # the one chunk
     assert blobs.stored_bytes() - size_before < 2 * CHUNK_SIZE
 
     fresh = new_namespace()
