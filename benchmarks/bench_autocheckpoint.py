@@ -40,6 +40,8 @@ from benchmarks.results_table import markdown_table, write_section  # noqa: E402
 WORK = ROOT / "benchmarks" / ".work" / "bench_autocheckpoint"
 #: Runs of each workload on fresh kernels (BENCH_REPS overrides); each cell's median counts.
 REPS = 3
+#: Seconds between one kernel's cell and the next kernel's, in the per-cell tables.
+SETTLE_S = 0.25
 
 MIXED_SETUP = "import numpy as np\nimport pandas as pd"
 MIXED_CELLS = [
@@ -84,8 +86,11 @@ WHERE_THE_TIME_GOES = (
     "stored yet; writing the chunks (byte-shuffled and zstd-compressed when that pays: "
     "random float64 stores at 0.84), the manifest and the checkpoint record happen on a "
     "write-behind thread started once the reply is sent. In the per-cell tables each cell "
-    "runs in the three kernels in turn, so our write-behind has finished before our next "
-    "cell; the Run All table runs the cells back to back, where it overlaps the next cell."
+    "runs in the three kernels in turn, with a 0.25 s pause after each (so no kernel's "
+    "leftover work, BLAS threads spinning or our write-behind, lands on another's cell): "
+    "our write-behind has finished before our next cell. The Run All table runs the cells "
+    "back to back, where the write-behind overlaps the next cell, which waits only for its "
+    "copy of live memory."
 )
 
 
@@ -111,6 +116,14 @@ class Kernel:
     def stop(self) -> None:
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
+
+
+def settled(seconds: float) -> float:
+    """`seconds`, after a pause that lets the machine settle: one kernel's leftover work
+    (BLAS threads spinning after `np.linalg.inv`, our write-behind) must not land on the
+    next kernel's cell, which would slow the anchor as much as us."""
+    time.sleep(SETTLE_S)
+    return seconds
 
 
 def plain_env() -> dict[str, str]:
@@ -142,7 +155,7 @@ def run_workload(
         theirs.run(ATTACH_KISHU)
         ours_before, kishu_before = tree_size(data_dir), kishu.db_size()
         if interleaved:
-            timed = [(plain.run(c), ours.run(c), theirs.run(c)) for c in cells]
+            timed = [tuple(settled(k.run(c)) for k in (plain, ours, theirs)) for c in cells]
         else:
             runs = [[kernel.run(c) for c in cells] for kernel in (plain, ours, theirs)]
             timed = list(zip(*runs, strict=True))
