@@ -230,7 +230,7 @@ def back_to_back_report(results: dict[str, dict[str, Any]]) -> str:
         "(the write-behind of a cell then shares the machine with the next cell).",
         "",
     ]
-    table = []
+    table: list[list[object]] = []
     for label, result in results.items():
         rows = result["rows"]
         ours = sum(r["ours"] - r["plain"] for r in rows)
