@@ -2,7 +2,9 @@
 
 Run from the repository root: `.venv/bin/python -m benchmarks.bench_autocheckpoint`
 (needs the bench extra: `pip install kishu==0.3.4`). Writes the `bench_autocheckpoint`
-section of benchmarks/RESULTS.md.
+section of benchmarks/RESULTS.md. About 25 minutes: each workload runs nine times on fresh
+kernels (`BENCH_REPS=N` for fewer), because a heavy cell's plain latency varies by more
+than our hook costs, and each cell's median of the nine is what counts.
 
 Two workloads, each in three fresh ipykernel kernels side by side, cell by cell:
 - a plain kernel (the anchor), one with `%autocheckpoint on` (no server: the in-process
@@ -39,7 +41,7 @@ from benchmarks.results_table import markdown_table, write_section  # noqa: E402
 
 WORK = ROOT / "benchmarks" / ".work" / "bench_autocheckpoint"
 #: Runs of each workload on fresh kernels (BENCH_REPS overrides); each cell's median counts.
-REPS = 3
+REPS = 9
 #: Seconds between one kernel's cell and the next kernel's, in the per-cell tables.
 SETTLE_S = 0.25
 
