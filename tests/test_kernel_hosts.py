@@ -239,10 +239,10 @@ def test_unpicklable_values_are_reported_and_the_rest_restored(k: Kernels) -> No
 def test_incremental_checkpoint_after_one_element_change(k: Kernels) -> None:
     k.execute(k.kernel, f"import numpy as np\nbig = np.random.rand({16 * CHUNK_SIZE // 8})")
     first = k.run(k.context.capture(k.kernel))
-    assert first.bytes_written > 16 * CHUNK_SIZE
+    assert first.bytes_written > 12 * CHUNK_SIZE  # random floats: byte-shuffled, ~0.84
     k.execute(k.kernel, "big[0] = 42")
     second = k.run(k.context.capture(k.kernel))
-    assert CHUNK_SIZE <= second.bytes_written < 2 * CHUNK_SIZE
+    assert CHUNK_SIZE // 2 <= second.bytes_written < 2 * CHUNK_SIZE  # the one chunk
     k.run(k.context.restore(k.kernel, first.manifest_id))
     assert k.value(k.kernel, "float(big[0]) != 42") is True
 
