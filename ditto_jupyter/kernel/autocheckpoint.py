@@ -36,7 +36,11 @@ from ditto_jupyter.core.blobs import BlobNotFound
 from ditto_jupyter.core.errors import DittoError, UnsupportedBackend
 from ditto_jupyter.core.limits import MAX_METADATA_VALUE_BYTES
 from ditto_jupyter.kernel.capture import open_blob_store
-from ditto_jupyter.kernel.capture.capturing import NamespaceSnapshot, snapshot_namespace
+from ditto_jupyter.kernel.capture.capturing import (
+    NamespaceSnapshot,
+    capture_with_snapshot,
+    snapshot_namespace,
+)
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
 from ditto_jupyter.kernel.capture.chunks import forget_chunks
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
@@ -285,20 +289,14 @@ class AutoCheckpointer:
         self.flush()  # in order: the checkpoints before this one are recorded first
         self._write_failed = False
         previous = self.host.last_manifest
-        try:
-            snapshot = snapshot_namespace(
-                namespace,
-                blobs,
-                previous_manifest_id=previous,
-                runtime_id=control.runtime_id,
-                base=base,
-                touched=touched,
-            )
-            capture = snapshot.finish()
-        except BlobNotFound:  # a chunk the memo knew was collected since: store all again
-            forget_chunks()
-            snapshot = snapshot_namespace(namespace, blobs, runtime_id=control.runtime_id)
-            capture = snapshot.finish()
+        snapshot, capture = capture_with_snapshot(
+            namespace,
+            blobs,
+            previous_manifest_id=previous,
+            runtime_id=control.runtime_id,
+            base=base,
+            touched=touched,
+        )
         if capture.manifest_id == previous and not workspace_changed:
             self._base = snapshot.base
             self.skipped += 1

@@ -9,8 +9,18 @@ The thread is not a daemon: an interpreter that exits finishes the writes it was
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+
+_every: weakref.WeakSet[WriteBehind] = weakref.WeakSet()
+
+
+def flush_all() -> None:
+    """Wait for the jobs of every write-behind of this process (a capture or restore asked
+    from outside comes after them, never between)."""
+    for writer in list(_every):
+        writer.flush()
 
 
 class WriteBehind:
@@ -21,6 +31,7 @@ class WriteBehind:
         self._executor: ThreadPoolExecutor | None = None
         self._last: Future[None] | None = None
         self._waiting: list[Callable[[], None]] = []  # given, not started yet (in order)
+        _every.add(self)
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run `job` after every job given before it. A job reports its own errors."""
@@ -46,10 +57,6 @@ class WriteBehind:
         waiting, self._waiting = self._waiting, []
         for job in waiting:
             self.submit(job)
-
-    def pending(self) -> bool:
-        """Whether a job has not finished yet."""
-        return bool(self._waiting) or (self._last is not None and not self._last.done())
 
     def flush(self) -> None:
         """Wait until every job given so far has run."""

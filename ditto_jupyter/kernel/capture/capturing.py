@@ -70,13 +70,37 @@ def capture_namespace(
     checkpoint stored, so unchanged buffers are not re-hashed even in a new process.
     `runtime_id` is the runtime the capture is for, named in the signed body.
     """
+    return capture_with_snapshot(
+        namespace, blobs, previous_manifest_id=previous_manifest_id, runtime_id=runtime_id
+    )[1]
+
+
+def capture_with_snapshot(
+    namespace: dict[str, object],
+    blobs: BlobStore,
+    *,
+    previous_manifest_id: str | None = None,
+    runtime_id: str | None = None,
+    base: CaptureBase | None = None,
+    touched: set[str] | None = None,
+) -> tuple[NamespaceSnapshot, ContextCapture]:
+    """`snapshot_namespace` then `finish`, here and now; the snapshot (whose `base` the next
+    incremental capture follows) and the capture. A chunk the memo knew but that was
+    collected since is forgotten, and everything is captured and stored again."""
     try:
-        return snapshot_namespace(
-            namespace, blobs, previous_manifest_id=previous_manifest_id, runtime_id=runtime_id
-        ).finish()
-    except BlobNotFound:  # a chunk the memo knew was collected since: forget, store again
+        snapshot = snapshot_namespace(
+            namespace,
+            blobs,
+            previous_manifest_id=previous_manifest_id,
+            runtime_id=runtime_id,
+            base=base,
+            touched=touched,
+        )
+        return snapshot, snapshot.finish()
+    except BlobNotFound:
         forget_chunks()
-        return snapshot_namespace(namespace, blobs, runtime_id=runtime_id).finish()
+        snapshot = snapshot_namespace(namespace, blobs, runtime_id=runtime_id)
+        return snapshot, snapshot.finish()
 
 
 def snapshot_namespace(

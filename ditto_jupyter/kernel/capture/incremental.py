@@ -56,10 +56,6 @@ class CaptureBase:
         """Whether no restore has happened since this capture."""
         return self.generation == _generation
 
-    def component_index(self) -> dict[str, int]:
-        """Name -> the index of the component that holds it."""
-        return {name: i for i, c in enumerate(self.components) for name in c["names"]}
-
 
 @dataclass
 class Reuse:

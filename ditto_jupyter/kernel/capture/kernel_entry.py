@@ -16,6 +16,7 @@ from ditto_jupyter.kernel.capture.capturing import capture_namespace
 from ditto_jupyter.kernel.capture.chunks import write_store
 from ditto_jupyter.kernel.capture.restoring import restore_namespace
 from ditto_jupyter.kernel.capture.rules import ipython_shell
+from ditto_jupyter.kernel.write_behind import flush_all
 
 
 def _user_namespace() -> dict[str, object]:
@@ -25,19 +26,6 @@ def _user_namespace() -> dict[str, object]:
     if shell is None:
         raise RuntimeError("not running inside an IPython kernel")
     return shell.user_ns  # type: ignore[no-any-return]
-
-
-def _wait_for_automatic_checkpoints() -> None:
-    """Let `%autocheckpoint`'s write-behind finish first, so a checkpoint or restore asked
-    from outside comes after the cells' own checkpoints, never between."""
-    from IPython import get_ipython
-
-    shell = get_ipython()
-    magics = shell.magics_manager.registry.get("DittoMagics") if shell is not None else None
-    auto = getattr(magics, "autocheckpointer", None)
-    flush = getattr(auto, "flush", None)
-    if callable(flush):
-        flush()
 
 
 _stores: dict[str, BlobStore] = {}
@@ -72,7 +60,7 @@ def kernel_capture(
     """Capture this kernel's namespace for `runtime_id`; the ContextCapture as JSON."""
     started = time.perf_counter()
     namespace = _user_namespace()
-    _wait_for_automatic_checkpoints()
+    flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
     result = capture_namespace(
         namespace,
         open_blob_store(blob_root),
@@ -89,7 +77,7 @@ def kernel_capture(
 def kernel_restore(blob_root: str, manifest_id: str | None) -> list[dict[str, Any]]:
     """Restore this kernel's namespace in place; the unrestorable values as JSON."""
     started = time.perf_counter()
-    _wait_for_automatic_checkpoints()
+    flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
     lost = restore_namespace(_user_namespace(), open_blob_store(blob_root), manifest_id)
     _last_timing["restore_s"] = time.perf_counter() - started
     return [entry.model_dump(mode="json") for entry in lost]
