@@ -192,3 +192,61 @@ def test_shared_mutable_objects_still_keep_their_identity(
         assert first["list"] is second["again"] is target["shared"]
         assert target["view_holder"]["arr"] is target["arr"]  # type: ignore[index]
         assert target["frozen"].tags[0] is target["inner"] is target["keeper"]["inner"]  # type: ignore[attr-defined, index]
+
+
+def test_big_flat_containers_group_like_any_other(blobs: BlobStore) -> None:
+    """A long list or dict of nothing but strings and numbers skips copying the pickler's
+    memo (`pickling._flat_memo`); it must still tie together the names that share it, and
+    share nothing through the strings it holds."""
+    ns = new_namespace()
+    run(
+        ns,
+        """
+        names = [f"user{i}" for i in range(5000)]
+        alias = names
+        lookup = {name: i for i, name in enumerate(names)}
+        holder = {"names": names}
+        words = tuple(names[:1000])
+        mixed = [*names[:300], [1]]
+        """,
+    )
+    captured = capture_namespace(ns, blobs)
+    assert sorted(sorted(group) for group in groups(blobs, captured.manifest_id)) == [
+        ["alias", "holder", "names"],
+        ["lookup"],
+        ["mixed"],
+        ["words"],
+    ]
+    fresh = new_namespace()
+    assert restore_namespace(fresh, blobs, captured.manifest_id) == []
+    assert fresh["alias"] is fresh["names"] and fresh["holder"]["names"] is fresh["names"]  # type: ignore[index]
+    assert fresh["lookup"] == ns["lookup"] and fresh["words"] == ns["words"]
+    assert fresh["mixed"] == ns["mixed"]
+
+
+def test_a_flat_container_has_the_same_identity_ids_as_its_full_memo() -> None:
+    from ditto_jupyter.kernel.capture.atoms import Atoms
+    from ditto_jupyter.kernel.capture.pickling import (
+        Pickled,
+        _flat_memo,
+        identity_ids,
+        pickle_values,
+    )
+
+    ns = new_namespace()
+    values: list[object] = [
+        [f"user{i}" for i in range(1000)],
+        {f"k{i}": i * 0.5 for i in range(1000)},
+        set(range(1000)),
+        (None, True, 1.5, 2j, *range(500)),
+    ]
+    for value in values:
+        assert _flat_memo([value]) is not None  # the shortcut is taken
+        flat = pickle_values(ns, [value])
+        assert flat.pickler is not None
+        full = Pickled(flat.stream, flat.buffers, memo=flat.pickler.memo.copy())
+        found = identity_ids(flat, Atoms(ns))
+        assert found == identity_ids(full, Atoms(ns)) != set()
+        assert (id(value) in found) is (not isinstance(value, tuple))  # a tuple is atomic
+    assert _flat_memo([[*range(300), [1]]]) is None  # a mutable member: the memo is copied
+    assert _flat_memo([list(range(10))]) is None  # short: copying is as cheap

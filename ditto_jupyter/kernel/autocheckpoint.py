@@ -23,10 +23,13 @@ and for a cell that changed the workspace.
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -73,6 +76,8 @@ class MagicsHost(Protocol):
 def only_quiet_magics(python: str) -> bool:
     """Whether a cell (as Python) is nothing but magics of ours that change no variable
     (`QUIET_MAGICS`): it reaches nothing, and is no reason to look for unseen code."""
+    if "run_line_magic" not in python:  # no line magic at all (most cells): no parse
+        return False
     try:
         body = ast.parse(python).body
     except SyntaxError:
@@ -142,6 +147,25 @@ def workspace_fingerprint(root: Path) -> bytes:
             )
             digest.update(line.encode("utf-8", "surrogateescape"))
     return digest.digest()
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (it runs at the next allocation after).
+
+    A capture allocates thousands of short-lived objects (pickler memos, manifests); each
+    700 of them would start a collection of the young generation, now and then of all
+    generations, which in a kernel with pandas loaded walks hundreds of thousands of objects
+    while the cell waits. Refcounting frees the temporaries as before; what survives is
+    looked at once, afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _stored_count(result: Any) -> int | None:
@@ -239,7 +263,8 @@ class AutoCheckpointer:
         count = self.cell_number(result)
         source = info.raw_cell if isinstance(info.raw_cell, str) else ""
         try:
-            self._checkpoint_cell(count, source, failed=not result.success)
+            with collection_paused():
+                self._checkpoint_cell(count, source, failed=not result.success)
         except DittoError as error:
             print(f"ditto: autocheckpoint: {error.code}: {error.message}", file=sys.stderr)
         except Exception as error:  # the hook never turns a cell into a traceback
@@ -362,7 +387,15 @@ class AutoCheckpointer:
             detached.wait()
 
     def _python_of(self, source: str) -> str:
-        """The cell as Python (IPython's transformation: magics become calls)."""
+        """The cell as Python (IPython's transformation: magics become calls): the one the
+        history stored for it, or the cell transformed again (a cell run without history)."""
+        history = getattr(self.shell, "history_manager", None)
+        raw = getattr(history, "input_hist_raw", None)
+        parsed = getattr(history, "input_hist_parsed", None)
+        if isinstance(raw, list) and isinstance(parsed, list) and len(raw) == len(parsed) > 0:
+            last = parsed[-1]
+            if raw[-1] == source.rstrip("\n") and isinstance(last, str):
+                return last
         transformed = self.shell.transform_cell(source)
         return transformed if isinstance(transformed, str) else source
 

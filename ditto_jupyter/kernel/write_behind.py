@@ -13,6 +13,10 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+#: Seconds a `submit_when_idle` job waits after the caller's task, unless waited for: long
+#: enough for a kernel to deliver the cell's reply, too short for anyone to notice.
+QUIET_S = 0.02
+
 _every: weakref.WeakSet[WriteBehind] = weakref.WeakSet()
 
 
@@ -41,16 +45,21 @@ class WriteBehind:
         self._last = self._executor.submit(job)
 
     def submit_when_idle(self, job: Callable[[], None]) -> None:
-        """Like `submit`, but started only once the caller's event loop has finished its
-        current task (in a kernel: once the cell's reply is sent, so the thread does not
-        compete with sending it). Without a running loop it starts now."""
+        """Like `submit`, but started `QUIET_S` after the caller's event loop has finished
+        its current task, or as soon as anything waits for it (`start_waiting`, `flush`).
+
+        In a kernel the loop's task is the cell: its reply is then on its way, but
+        ipykernel 7 forwards it from another Python thread (the shell channel's), which
+        needs the GIL; a job holding the GIL would delay the reply by the interpreter's
+        switch interval (5 ms) every time that thread wakes. Without a running loop the
+        job starts now."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self.submit(job)
             return
         self._waiting.append(job)
-        loop.call_soon(self.start_waiting)
+        loop.call_soon(loop.call_later, QUIET_S, self.start_waiting)
 
     def start_waiting(self) -> None:
         """Start the jobs `submit_when_idle` holds back, now."""

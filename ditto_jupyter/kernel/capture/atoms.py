@@ -87,6 +87,12 @@ _LIBRARY_TYPES = (
     ("pandas.tseries.offsets", "BaseOffset"),
 )
 _library_cache: dict[tuple[str, ...], tuple[type, ...]] = {}
+#: Class verdicts (`Atoms._classify`) by the atomic kinds they were decided with; a class's
+#: verdict depends only on the class and those kinds, so captures share them.
+_verdict_cache: dict[tuple[type, ...], dict[type, int]] = {}
+#: Classes remembered per set of kinds before the cache starts afresh (classes made in a
+#: loop must not pile up).
+_VERDICT_LIMIT = 10_000
 
 
 def _library_types() -> tuple[type, ...]:
@@ -142,7 +148,9 @@ class Atoms:
     def __init__(self, namespace: dict[str, object]) -> None:
         self.namespace = namespace
         self.kinds = _ATOMIC_TYPES + _library_types()
-        self._verdicts: dict[type, int] = {}
+        self._verdicts = _verdict_cache.setdefault(self.kinds, {})
+        if len(self._verdicts) > _VERDICT_LIMIT:
+            self._verdicts.clear()
         self._class_attributes: dict[type, frozenset[int]] = {}
         #: The classes found atomic so far: a set look-up skips the call for most objects.
         self.atomic_classes: set[type] = set()

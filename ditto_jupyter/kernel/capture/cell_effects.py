@@ -378,8 +378,13 @@ def _shared_state_holders(namespace: Mapping[str, object]) -> set[str]:
     return {
         name
         for name, value in namespace.items()
-        if any(str(cls.__module__).split(".")[0] in packages for cls in _types_held(value))
+        if type(value) not in _SCALAR_TYPES  # most entries (`_i12`, `n`): no look inside
+        and any(str(cls.__module__).split(".")[0] in packages for cls in _types_held(value))
     }
+
+
+#: Types whose values hold nothing (no package's object can be inside one).
+_SCALAR_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
 
 
 def _types_held(value: object) -> set[type]:

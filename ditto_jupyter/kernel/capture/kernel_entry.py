@@ -33,10 +33,14 @@ _stores: dict[str, BlobStore] = {}
 
 def open_blob_store(blob_root: str | os.PathLike[str]) -> BlobStore:
     """The kernel's own BlobStore on a shared root (opened once per process)."""
-    key = str(Path(blob_root).resolve())
-    store = _stores.get(key)
+    given = str(blob_root)
+    store = _stores.get(given)  # as given: no path resolution for every cell's checkpoint
     if store is None:
-        store = _stores[key] = BlobStore(key)
+        key = str(Path(blob_root).resolve())
+        store = _stores.get(key)
+        if store is None:
+            store = _stores[key] = BlobStore(key)
+        _stores[given] = store
     return store
 
 

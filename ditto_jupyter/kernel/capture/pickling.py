@@ -14,6 +14,7 @@ objects inside a large stream) go out of band, for the chunk store.
 from __future__ import annotations
 
 import io
+import itertools
 import pickle
 import threading
 import types
@@ -266,6 +267,37 @@ def _holds_big_bytes(memo: dict[int, Any]) -> bool:
     )
 
 
+#: Exact types `_flat_memo` looks through: atoms the pickler memoises, if at all, as values.
+_FLAT_MEMBER_TYPES = frozenset({str, int, float, bool, complex, type(None)})
+#: Containers at least this long are checked for being flat (below, copying the memo is as
+#: cheap as looking).
+_FLAT_MIN_LENGTH = 256
+
+
+def _flat_memo(values: list[object]) -> dict[int, Any] | None:
+    """The identity-bearing part of the pickler's memo after pickling `values`, when every
+    value is a big builtin container of nothing but numbers, strings, booleans and None
+    (a list of 5,000 names): the values themselves. Copying the memo would copy an entry
+    for every string. None otherwise (the memo must be copied)."""
+    memo: dict[int, Any] = {id(values): (0, values)}
+    for value in values:
+        kind = type(value)
+        members: Any
+        if kind is dict:
+            members = itertools.chain(value.keys(), value.values())  # type: ignore[attr-defined]
+        elif kind in (list, tuple, set, frozenset):
+            members = value
+        else:
+            return None
+        if len(value) < _FLAT_MIN_LENGTH:  # type: ignore[arg-type]
+            return None
+        flat = _FLAT_MEMBER_TYPES
+        if not all(type(member) in flat for member in members):
+            return None
+        memo[id(value)] = (len(memo), value)
+    return memo
+
+
 def pickle_values(
     namespace: dict[str, object],
     values: list[object],
@@ -287,7 +319,9 @@ def pickle_values(
     pickler = kind(out, namespace, buffers, stop_at)
     pickler.dump(values)
     stream = out.getvalue()
-    memo: dict[int, Any] = pickler.memo.copy()
+    memo = _flat_memo(values)
+    if memo is None:
+        memo = pickler.memo.copy()
     if pickler.stopped:
         return Pickled(stream, buffers, [], memo, stopped=pickler.stopped)
     if isinstance(pickler, ExtractingPickler):
