@@ -2,9 +2,9 @@
 
 Run from the repository root: `.venv/bin/python -m benchmarks.bench_autocheckpoint`
 (needs the bench extra: `pip install kishu==0.3.4`). Writes the `bench_autocheckpoint`
-section of benchmarks/RESULTS.md. About 25 minutes: each workload runs nine times on fresh
+section of benchmarks/RESULTS.md. About 40 minutes: each workload runs 15 times on fresh
 kernels (`BENCH_REPS=N` for fewer), because a heavy cell's plain latency varies by more
-than our hook costs, and each cell's median of the nine is what counts.
+than our hook costs, and each cell's median of the 15 is what counts.
 
 Two workloads, each in three fresh ipykernel kernels side by side, cell by cell:
 - a plain kernel (the anchor), one with `%autocheckpoint on` (no server: the in-process
@@ -20,6 +20,7 @@ mixing pandas, numpy and plain Python.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -41,7 +42,7 @@ from benchmarks.results_table import markdown_table, write_section  # noqa: E402
 
 WORK = ROOT / "benchmarks" / ".work" / "bench_autocheckpoint"
 #: Runs of each workload on fresh kernels (BENCH_REPS overrides); each cell's median counts.
-REPS = 9
+REPS = 15
 #: Seconds between one kernel's cell and the next kernel's, in the per-cell tables.
 SETTLE_S = 0.25
 
@@ -87,13 +88,47 @@ WHERE_THE_TIME_GOES = (
     "`kernel/capture/cell_effects.py`), fingerprints their buffers and copies the chunks not "
     "stored yet; writing the chunks (byte-shuffled and zstd-compressed when that pays: "
     "random float64 stores at 0.84), the manifest and the checkpoint record happen on a "
-    "write-behind thread started once the reply is sent. In the per-cell tables each cell "
+    "write-behind thread started 20 ms after the reply is sent (or at once when the next "
+    "cell or a magic needs it: ipykernel 7 forwards replies from a thread of its own, which "
+    "a busy write-behind would hold back by the GIL's 5 ms switch interval), and no garbage "
+    "collection pass runs inside the hook. In the per-cell tables each cell "
     "runs in the three kernels in turn, with a 0.25 s pause after each (so no kernel's "
     "leftover work, BLAS threads spinning or our write-behind, lands on another's cell): "
-    "our write-behind has finished before our next cell. The Run All table runs the cells "
+    "our write-behind has finished before our next cell. The hook columns are the time the "
+    "kernel spent in its pre_run_cell and post_run_cell callbacks, timed inside it (the "
+    "engine's whole per-cell work on the cell's path, without the noise of the cell's own "
+    "run: a cell that allocates fresh memory, like `np.arange`, varies by tens of ms from "
+    "run to run on this machine, in the plain kernel too). The Run All table runs the cells "
     "back to back, where the write-behind overlaps the next cell, which waits only for its "
     "copy of live memory."
 )
+
+
+#: The module (in sys.modules, not the namespace) where `TIME_HOOKS` keeps its figures.
+HOOKS = "_ditto_bench_hooks"
+_HOOK_TIMER = "\n".join(
+    [
+        "import sys, time, types",
+        f"timer = sys.modules[{HOOKS!r}] = types.ModuleType({HOOKS!r})",
+        "timer.seconds, timer.started, timer.pre = [], 0.0, 0.0",
+        "def pre_first(info=None):",
+        "    timer.started = time.perf_counter()",
+        "def pre_last(info=None):",
+        "    timer.pre = time.perf_counter() - timer.started",
+        "def post_first(result=None):",
+        "    timer.started = time.perf_counter()",
+        "def post_last(result=None):",
+        "    timer.seconds.append(timer.pre + time.perf_counter() - timer.started)",
+        "callbacks = get_ipython().events.callbacks",
+        "callbacks['pre_run_cell'][:0] = [pre_first]",
+        "callbacks['pre_run_cell'].append(pre_last)",
+        "callbacks['post_run_cell'][:0] = [post_first]",
+        "callbacks['post_run_cell'].append(post_last)",
+    ]
+)
+#: Run silently (so no callback runs for it) once a kernel's engine is set up: a callback
+#: first and one last in pre_run_cell and in post_run_cell, in globals of their own.
+TIME_HOOKS = f"exec({_HOOK_TIMER!r}, {{'get_ipython': get_ipython}})"
 
 
 class Kernel:
@@ -114,6 +149,24 @@ class Kernel:
         if reply["content"]["status"] != "ok":
             raise RuntimeError(f"cell failed: {code!r}: {reply['content'].get('evalue')}")
         return elapsed
+
+    def time_hooks(self) -> None:
+        """From now on, time the pre_run_cell and post_run_cell callbacks inside the kernel
+        (from the first one's start to the last one's end); nothing joins the namespace."""
+        self.client.execute(TIME_HOOKS, silent=True, reply=True, timeout=60)
+
+    def hook_seconds(self) -> list[float]:
+        """Per cell run since `time_hooks`, the seconds spent in the callbacks."""
+        marker = "ditto-bench-hooks:"
+        show = f"print({marker!r} + json.dumps(sys.modules[{HOOKS!r}].seconds))"
+        self.client.execute(f"exec({'import sys, json; ' + show!r})", reply=True, timeout=60)
+        while True:
+            message = self.client.get_iopub_msg(timeout=60)
+            text = message["content"].get("text", "") if message["msg_type"] == "stream" else ""
+            for line in text.splitlines():
+                if line.startswith(marker):
+                    seconds: list[float] = json.loads(line[len(marker) :])
+                    return seconds
 
     def stop(self) -> None:
         self.client.stop_channels()
@@ -155,15 +208,28 @@ def run_workload(
         ours.run("%load_ext ditto_jupyter")
         ours.run("%autocheckpoint on")
         theirs.run(ATTACH_KISHU)
+        for kernel in (plain, ours, theirs):
+            kernel.time_hooks()
         ours_before, kishu_before = tree_size(data_dir), kishu.db_size()
         if interleaved:
             timed = [tuple(settled(k.run(c)) for k in (plain, ours, theirs)) for c in cells]
         else:
             runs = [[kernel.run(c) for c in cells] for kernel in (plain, ours, theirs)]
             timed = list(zip(*runs, strict=True))
+        hooks = [kernel.hook_seconds() for kernel in (plain, ours, theirs)]
         rows = [
-            {"cell": cell, "plain": base, "ours": mine, "kishu": kishu_s}
-            for cell, (base, mine, kishu_s) in zip(cells, timed, strict=True)
+            {
+                "cell": cell,
+                "plain": base,
+                "ours": mine,
+                "kishu": kishu_s,
+                "hook_plain": hook_plain,
+                "hook_ours": hook_ours,
+                "hook_kishu": hook_kishu,
+            }
+            for cell, (base, mine, kishu_s), hook_plain, hook_ours, hook_kishu in zip(
+                cells, timed, *hooks, strict=True
+            )
         ]
         ours.run("%autocheckpoint off")
         return {
@@ -186,16 +252,21 @@ def report(results: dict[str, dict[str, Any]]) -> str:
         f"the median of {next(iter(results.values()))['reps']} runs on fresh kernels; "
         "added = engine minus the plain kernel for the same cell (an added latency under "
         "0.5 ms counts as 0.5 ms in the ratio). Target: Kishu's added latency >= 10x ours "
-        "on every cell; our bytes stored <= 1/3 of Kishu's."
+        "on every cell; our bytes stored <= 1/3 of Kishu's. Hook ms: the time the engine's "
+        "cell callbacks took inside the kernel (the same median; the plain kernel's IPython "
+        "callbacks subtracted)."
     ]
     for label, result in results.items():
         table = []
         ratios = []
+        hook_ratios = []
         for index, row in enumerate(result["rows"], 1):
             added_ours = row["added_ours"]
             added_kishu = row["added_kishu"]
             ratio = added_kishu / max(added_ours, 0.0005)
             ratios.append(ratio)
+            hook_ratio = row["hook_kishu"] / max(row["hook_ours"], 0.0005)
+            hook_ratios.append(hook_ratio)
             first = row["cell"].splitlines()[0]
             table.append(
                 [
@@ -205,9 +276,22 @@ def report(results: dict[str, dict[str, Any]]) -> str:
                     ms(added_ours),
                     ms(added_kishu),
                     f"{ratio:.1f}x",
+                    ms(row["hook_ours"]),
+                    ms(row["hook_kishu"]),
+                    f"{hook_ratio:.1f}x",
                 ]
             )
-        headers = ["cell", "source", "plain ms", "added, ours", "added, Kishu", "Kishu/ours"]
+        headers = [
+            "cell",
+            "source",
+            "plain ms",
+            "added, ours",
+            "added, Kishu",
+            "Kishu/ours",
+            "hook, ours",
+            "hook, Kishu",
+            "Kishu/ours",
+        ]
         met = sum(1 for r in ratios if r >= 10)
         storage = result["ours_bytes"] / max(result["kishu_bytes"], 1)
         parts.append(f"### {label}\n\n" + markdown_table(headers, table))
@@ -215,7 +299,9 @@ def report(results: dict[str, dict[str, Any]]) -> str:
         parts.append(
             f"Latency target {verdict}: >= 10x on {met} of {len(ratios)} cells (worst "
             f"{min(ratios):.1f}x, median {sorted(ratios)[len(ratios) // 2]:.1f}x). "
-            "Bytes stored: ours "
+            f"Inside the kernel, the hooks: >= 10x on {sum(1 for r in hook_ratios if r >= 10)} "
+            f"of {len(hook_ratios)} cells (worst {min(hook_ratios):.1f}x, median "
+            f"{sorted(hook_ratios)[len(hook_ratios) // 2]:.1f}x). Bytes stored: ours "
             f"{result['ours_bytes'] / 2**20:.2f} MiB, Kishu {result['kishu_bytes'] / 2**20:.2f} "
             f"MiB: {storage:.2f} of Kishu's (target <= 0.33: "
             f"{'met' if storage <= 1 / 3 else 'missed'})."
@@ -259,6 +345,8 @@ def repeated(label: str, setup: str, cells: list[str], reps: int) -> dict[str, A
                 "plain": statistics.median(r["plain"] for r in seen),
                 "added_ours": statistics.median(r["ours"] - r["plain"] for r in seen),
                 "added_kishu": statistics.median(r["kishu"] - r["plain"] for r in seen),
+                "hook_ours": statistics.median(r["hook_ours"] - r["hook_plain"] for r in seen),
+                "hook_kishu": statistics.median(r["hook_kishu"] - r["hook_plain"] for r in seen),
             }
         )
     return {
