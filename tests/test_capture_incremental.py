@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.bench_autocheckpoint import MIXED_CELLS
 from benchmarks.bench_kernel import CELLS as KISHU_CELLS
-from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.kernel.capture import restore_namespace
 from ditto_jupyter.kernel.capture.capturing import snapshot_namespace
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
@@ -155,3 +155,50 @@ def test_a_deferred_snapshot_copies_live_memory_late_and_refuses_a_changed_buffe
         torn.detach()
     assert arr.flags.writeable and arr.base is None  # no view of it is left behind
     arr.resize(10, refcheck=False)  # a resize needs the buffer unexported
+
+
+def test_a_chunk_still_being_written_is_not_copied_or_written_again(blobs: BlobStore) -> None:
+    """Run All: `d3 = {"ref": arr}` straight after `arr = ...` takes arr again before the
+    write-behind has stored it; the second capture names the first one's chunks instead of
+    copying and writing them a second time, and both restore."""
+    namespace: dict[str, object] = {"__name__": "__main__", "arr": np.arange(300_000.0) + 1}
+    first = snapshot_namespace(namespace, blobs, defer=True)
+    namespace["d3"] = {"ref": namespace["arr"]}
+    second = snapshot_namespace(namespace, blobs, defer=True)
+    assert second.writer._live == []  # nothing to copy (its own pickle streams are bytes)
+    assert len(second.writer._awaited) == len(first.writer._live) == 3  # arr's chunks
+    first.detach()
+    second.detach()
+    first_id, second_id = first.finish().manifest_id, second.finish()
+    assert second_id.bytes_written < 10_000  # its manifest only
+    for manifest_id in (first_id, second_id.manifest_id):
+        restored: dict[str, object] = {"__name__": "__main__"}
+        assert restore_namespace(restored, blobs, manifest_id) == []
+        assert np.array_equal(np.asarray(restored["arr"]), np.arange(300_000.0) + 1)
+
+
+def test_when_the_write_a_capture_waited_for_fails_it_fails_too(blobs: BlobStore) -> None:
+    namespace: dict[str, object] = {"__name__": "__main__", "arr": np.arange(300_000.0) + 2}
+    first = snapshot_namespace(namespace, blobs, defer=True)
+    second = snapshot_namespace(namespace, blobs, defer=True)
+    arr = namespace["arr"]
+    assert isinstance(arr, np.ndarray)
+    arr[0] = -1.0  # changed before the first copy: the first checkpoint is refused
+    with pytest.raises(LiveBufferChanged):
+        first.finish()
+    with pytest.raises(BlobError, match="was not written"):
+        second.finish()
+    third = snapshot_namespace(namespace, blobs, defer=True)  # no longer waits for anyone
+    restored: dict[str, object] = {"__name__": "__main__"}
+    assert restore_namespace(restored, blobs, third.finish().manifest_id) == []
+    assert float(np.asarray(restored["arr"])[0]) == -1.0
+
+
+def test_a_dropped_snapshot_leaves_no_chunk_in_flight(blobs: BlobStore) -> None:
+    namespace: dict[str, object] = {"__name__": "__main__", "arr": np.arange(300_000.0) + 3}
+    dropped = snapshot_namespace(namespace, blobs, defer=True)
+    dropped.writer.release()  # the hook skips an unchanged cell so
+    kept = snapshot_namespace(namespace, blobs, defer=True)
+    assert kept.writer._awaited == [] and len(kept.writer._live) == 3
+    restored: dict[str, object] = {"__name__": "__main__"}
+    assert restore_namespace(restored, blobs, kept.finish().manifest_id) == []

@@ -23,11 +23,11 @@ and for a cell that changed the workspace.
 from __future__ import annotations
 
 import ast
+import contextlib
 import gc
 import hashlib
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,7 +45,7 @@ from ditto_jupyter.kernel.capture.capturing import (
     snapshot_namespace,
 )
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
-from ditto_jupyter.kernel.capture.chunks import forget_chunks
+from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged, forget_chunks
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.runtime_control import RuntimeControl
 from ditto_jupyter.kernel.workspace import WORKSPACE_ENV
@@ -198,7 +198,7 @@ class AutoCheckpointer:
         self._write_failed = False  # a write-behind failed: the next capture is whole
         self.effects = CellEffects()
         self.writer = WriteBehind("ditto-autocheckpoint")
-        self._detached: threading.Event | None = None  # set once the last snapshot is copied
+        self._undetached: NamespaceSnapshot | None = None  # the last one, maybe not copied
         shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
@@ -303,12 +303,13 @@ class AutoCheckpointer:
             )
             self._base = snapshot.base
             if snapshot.base is not None and snapshot.base.signature == base.signature:
+                snapshot.writer.release()  # nothing of it will be written
                 self.skipped += 1
                 return
             self._taken(name, fingerprint)
-            detached = self._detached = threading.Event()
+            self._undetached = snapshot
             self.writer.submit_when_idle(
-                lambda: self._record_in_background(snapshot, name, metadata, detached)
+                lambda: self._record_in_background(snapshot, name, metadata)
             )
             return
         self.flush()  # in order: the checkpoints before this one are recorded first
@@ -349,17 +350,12 @@ class AutoCheckpointer:
         snapshot: NamespaceSnapshot,
         name: str,
         metadata: dict[str, Any],
-        detached: threading.Event,
     ) -> None:
         """The write-behind half: copy what the snapshot still reads from live memory (then
         the next cell may start), store the snapshot and record it. An error prints one
         line, and the next cell captures everything again, synchronously."""
         try:
-            try:
-                snapshot.detach()
-            finally:
-                detached.set()
-            capture = snapshot.finish()
+            capture = snapshot.finish()  # copies first, unless the next cell did
             self.host.control.checkpoint(capture, name, metadata)
             self.host.last_manifest = capture.manifest_id
             self._recorded()
@@ -380,11 +376,14 @@ class AutoCheckpointer:
 
     def _before_cell(self, info: Any) -> None:
         """pre_run_cell: a cell may change what the last snapshot still reads from live
-        memory; wait until the write-behind has copied it (usually long done)."""
-        detached = self._detached
-        if detached is not None and not detached.is_set():
-            self.writer.start_waiting()
-            detached.wait()
+        memory; copy it now, unless the write-behind has (usually long done). Not left to
+        the write-behind: it may still be writing an earlier cell's checkpoint. A buffer
+        found changed is the write-behind's to report."""
+        snapshot, self._undetached = self._undetached, None
+        if snapshot is not None:
+            with contextlib.suppress(LiveBufferChanged):
+                snapshot.detach()
+        self.writer.start_waiting()
 
     def _python_of(self, source: str) -> str:
         """The cell as Python (IPython's transformation: magics become calls): the one the

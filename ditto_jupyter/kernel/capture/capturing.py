@@ -186,12 +186,16 @@ def snapshot_namespace(
     new_components: list[dict[str, Any]] = []
     new_ids: list[set[int]] = []
     new_held: list[list[object]] = []
-    for group in groups:
-        for names, pickled in _group_pickles(namespace, group, values, singles, unrestorable):
-            new_components.append(_store_component(writer, names, values, pickled))
-            reached = (ids.get(name, set()) | owners.get(name, set()) for name in names)
-            new_ids.append(set().union(*reached))
-            new_held.append([obj for name in names for obj in held.get(name, ())])
+    try:
+        for group in groups:
+            for names, pickled in _group_pickles(namespace, group, values, singles, unrestorable):
+                new_components.append(_store_component(writer, names, values, pickled))
+                reached = (ids.get(name, set()) | owners.get(name, set()) for name in names)
+                new_ids.append(set().union(*reached))
+                new_held.append([obj for name in names for obj in held.get(name, ())])
+    except BaseException:
+        writer.release()  # the chunks it took will not be written by it
+        raise
     singles.clear()  # release the pickles' memos (they keep temporaries alive)
 
     ordered = sorted(

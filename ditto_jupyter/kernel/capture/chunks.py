@@ -66,6 +66,28 @@ def remember_manifest(manifest_id: str, body: dict[str, Any]) -> None:
             _remember_chunk(fingerprint, digest)
 
 
+#: Chunks a deferred writer has taken (a view or a copy) and will write, by fingerprint.
+#: A later deferred capture of the same bytes (`d3 = {"ref": arr}` run straight after
+#: `arr = ...`) takes the chunk's name from that write, which the write-behind finishes
+#: first, instead of copying and writing the chunk again.
+_in_flight: set[str] = set()
+
+
+def _take_flight(fingerprint: str) -> bool:
+    """Register a chunk this writer will write; False when another writer is writing it."""
+    with _memo_lock:
+        if fingerprint in _in_flight:
+            return False
+        _in_flight.add(fingerprint)
+        return True
+
+
+def _land(fingerprints: list[str]) -> None:
+    """The chunks a writer registered are written (the memo knows them) or never will be."""
+    with _memo_lock:
+        _in_flight.difference_update(fingerprints)
+
+
 def knows_manifest(manifest_id: str) -> bool:
     """Whether the memo has learned this manifest's chunks already."""
     return manifest_id in _seeded
@@ -183,6 +205,10 @@ class ChunkWriter:
         self.bytes_written = 0
         self._pending: list[tuple[list[str | None], int, str, _Part]] = []
         self._live: list[int] = []  # pending chunks still read from live (mutable) memory
+        self._flying: list[str] = []  # fingerprints registered in _in_flight by this writer
+        self._awaited: list[tuple[list[str | None], int, str]] = []  # written by another
+        self._detaching = threading.Lock()  # the next cell and the write-behind may both copy
+        self._refused: LiveBufferChanged | None = None
 
     def store(self, data: memoryview, itemsize: int = 1) -> dict[str, Any]:
         """Store one byte string; its manifest entry `{"size", "chunks", "fps"}`.
@@ -196,10 +222,16 @@ class ChunkWriter:
         if self.defer:
             immutable = isinstance(view.obj, bytes)
             for index, (part, digest) in enumerate(zip(parts, digests, strict=True)):
-                if digest is None:
-                    if not immutable:
-                        self._live.append(len(self._pending))
-                    self._pending.append((digests, index, prints[index], (part, itemsize)))
+                if digest is not None:
+                    continue
+                fingerprint = prints[index]
+                if not _take_flight(fingerprint):  # an earlier write (or this one) has it
+                    self._awaited.append((digests, index, fingerprint))
+                    continue
+                self._flying.append(fingerprint)
+                if not immutable:
+                    self._live.append(len(self._pending))
+                self._pending.append((digests, index, fingerprint, (part, itemsize)))
             return {"size": len(view), "chunks": digests, "fps": prints}
         missing: dict[str, _Part] = {}
         for part, fingerprint, digest in zip(parts, prints, digests, strict=True):
@@ -228,33 +260,58 @@ class ChunkWriter:
         """Copy the pending chunks still read from live memory, and let go of it.
 
         Raises LiveBufferChanged when a copy no longer has the fingerprint it was taken
-        with: something (a thread, a widget's callback) wrote into the buffer since.
+        with: something (a thread, a widget's callback) wrote into the buffer since; every
+        later call raises it again. Safe to call from two threads: one copies.
         """
-        changed = 0
-        for position in self._live:
-            digests, index, fingerprint, (part, itemsize) = self._pending[position]
-            copy = bytes(part)
-            self._pending[position] = (digests, index, fingerprint, (copy, itemsize))
-            changed += _fingerprint(memoryview(copy)) != fingerprint
-        self._live.clear()
-        if changed:
-            self._pending.clear()
-            raise LiveBufferChanged(
-                f"{changed} chunk(s) of a buffer changed while the checkpoint was being "
-                "written (by a thread or a widget's callback)"
-            )
+        with self._detaching:
+            if self._refused is not None:
+                raise self._refused
+            changed = 0
+            for position in self._live:
+                digests, index, fingerprint, (part, itemsize) = self._pending[position]
+                copy = bytes(part)
+                self._pending[position] = (digests, index, fingerprint, (copy, itemsize))
+                changed += _fingerprint(memoryview(copy)) != fingerprint
+            self._live.clear()
+            if changed:
+                self._pending.clear()
+                self.release()
+                self._refused = LiveBufferChanged(
+                    f"{changed} chunk(s) of a buffer changed while the checkpoint was being "
+                    "written (by a thread or a widget's callback)"
+                )
+                raise self._refused
 
     def write_pending(self) -> None:
         """Write what deferred `store` calls kept (`detach` first), and fill in their
-        entries' chunk names."""
-        self.detach()
-        unique: dict[str, _Part] = {}
-        for _, _, fingerprint, data in self._pending:
-            unique.setdefault(fingerprint, data)
-        learned = self._put(list(unique.values()), list(unique)) if unique else {}
-        for digests, index, fingerprint, _ in self._pending:
-            digests[index] = learned[fingerprint]
-        self._pending.clear()
+        entries' chunk names, also of the chunks an earlier writer wrote (in order, on the
+        same write-behind: it has finished); BlobError when that write failed."""
+        try:
+            self.detach()
+            unique: dict[str, _Part] = {}
+            for _, _, fingerprint, data in self._pending:
+                unique.setdefault(fingerprint, data)
+            learned = self._put(list(unique.values()), list(unique)) if unique else {}
+            for digests, index, fingerprint, _ in self._pending:
+                digests[index] = learned[fingerprint]
+            self._pending.clear()
+        finally:
+            self.release()
+        for digests, index, fingerprint in self._awaited:
+            digest = _chunk_memo.get(fingerprint)
+            if digest is None:
+                raise BlobError(
+                    "a chunk this checkpoint shares with the one before was not written: "
+                    "that checkpoint failed"
+                )
+            digests[index] = digest
+        self._awaited.clear()
+
+    def release(self) -> None:
+        """Let go of the chunks this writer registered as in flight (written, failed or
+        dropped): a later capture no longer waits for this writer to write them."""
+        _land(self._flying)
+        self._flying.clear()
 
 
 _syncfs = _load_libc_function("syncfs")  # None off Linux: write through the durable store
