@@ -144,6 +144,31 @@ def test_a_cell_run_straight_after_does_not_leak_into_the_checkpoint_before(
     assert value(kernel.client, "float(big.sum())") == 0.0
 
 
+def test_cells_run_back_to_back_lose_no_checkpoint(kernel: Kernel, data_dir: Path) -> None:
+    """Run All: a cell that reads `big` while its first write is still under way changes
+    nothing (skipped); the cells after it keep `big`'s stored form, which must name the
+    chunks that first write stores."""
+    rid = runtime_id(kernel)
+    kernel.ok("import numpy as np\n%autocheckpoint on")
+    cells = [
+        "big = np.random.default_rng(0).random(8_000_000)",  # 61 MiB written behind
+        "total = float(big.sum())",
+        "same = big.shape",
+        "x = 1",
+        "big.shape",
+        "y = 2",
+    ]
+    for cell in cells:
+        result = kernel.ok(cell)
+        assert "not recorded" not in result.stderr, (cell, result.stderr)
+    listed = checkpoints(kernel, data_dir, rid)
+    sources = [c.metadata["autocheckpoint"]["source"] for c in listed[-4:]]
+    assert sources == [cells[1], cells[2], cells[3], cells[5]]  # `big.shape` is skipped
+    assert printed_once(kernel.ok(f"%restore {listed[-2].name}")).startswith("restored ")
+    first_three = "float(np.random.default_rng(0).random(3).sum())"
+    assert value(kernel.client, f"(x, float(big[:3].sum()) == {first_three})") == [1, True]
+
+
 def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) -> None:
     kernel.ok("%autocheckpoint on")
     rid = runtime_id(kernel)

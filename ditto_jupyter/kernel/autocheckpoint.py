@@ -301,11 +301,15 @@ class AutoCheckpointer:
                 touched=touched,
                 defer=True,
             )
-            self._base = snapshot.base
             if snapshot.base is not None and snapshot.base.signature == base.signature:
-                snapshot.writer.release()  # nothing of it will be written
+                # Unchanged: nothing of it will be written, so it cannot be the next base
+                # (a value pickled again while its chunks were still being written names
+                # them only once this snapshot's own write would have).
+                snapshot.writer.release()
+                self._base = base
                 self.skipped += 1
                 return
+            self._base = snapshot.base
             self._taken(name, fingerprint)
             self._undetached = snapshot
             self.writer.submit_when_idle(
