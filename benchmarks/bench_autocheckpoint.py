@@ -2,7 +2,7 @@
 
 Run from the repository root: `.venv/bin/python -m benchmarks.bench_autocheckpoint`
 (needs the bench extra: `pip install kishu==0.3.4`). Writes the `bench_autocheckpoint`
-section of benchmarks/RESULTS.md. About 40 minutes: each workload runs 15 times on fresh
+section of benchmarks/RESULTS.md. About 20 minutes: each workload runs 15 times on fresh
 kernels (`BENCH_REPS=N` for fewer), because a heavy cell's plain latency varies by more
 than our hook costs, and each cell's median of the 15 is what counts.
 
