@@ -330,18 +330,22 @@ class BlobStore:
         shuffled chunks are decompressed and unshuffled into `target`; the others are
         decoded as `get_chunk` does, then copied.
         """
+        stored: bytes | None = None
         try:
             with open(self.chunk_file(digest), "rb", buffering=0) as handle:
-                if handle.read(1) == CODEC_RAW:
+                tag = handle.read(1)
+                if tag == CODEC_RAW:
                     count = handle.readinto(target)
                     if count != len(target) or handle.read(1):
                         raise BlobIntegrityError(f"chunk {digest} has the wrong length")
                     if self.digest(target) != digest:
                         raise BlobIntegrityError(f"chunk {digest} does not match its content hash")
                     return
+                stored = tag + handle.readall()  # the same file, not opened a second time
         except FileNotFoundError:
             pass
-        stored = self._stored_chunk(digest)
+        if stored is None:  # not a file of its own: a small chunk, in the index
+            stored = self._stored_chunk(digest)
         if stored[:1] == CODEC_SHUFFLE:
             unshuffle_into(digest, stored, target)
             if self.digest(target) != digest:

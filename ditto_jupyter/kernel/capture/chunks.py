@@ -12,6 +12,7 @@ elsewhere every file is fsynced by the store).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -102,29 +103,21 @@ def forget_chunks() -> None:
 
 # ---- threads --------------------------------------------------------------------------
 
-_writer_pool: ThreadPoolExecutor | None = None
 _thread_stores = threading.local()
 
 
+@functools.cache
 def _pool() -> ThreadPoolExecutor:
-    """Two writer threads: BLAKE3, zstd and file writes release the GIL, so new chunks of a
-    big buffer are hashed and written in parallel."""
-    global _writer_pool
-    if _writer_pool is None:
-        _writer_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ditto-chunks")
-    return _writer_pool
+    """Two writer threads (started on first use): BLAKE3, zstd and file writes release the
+    GIL, so new chunks of a big buffer are hashed and written in parallel."""
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="ditto-chunks")
 
 
-_reader_pool: ThreadPoolExecutor | None = None
-
-
+@functools.cache
 def _reading_pool() -> ThreadPoolExecutor:
-    """One thread that fingerprints and reads beside the caller, apart from the writers:
-    a cell's snapshot never queues behind the previous cell's write-behind."""
-    global _reader_pool
-    if _reader_pool is None:
-        _reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ditto-reads")
-    return _reader_pool
+    """One thread (started on first use) that fingerprints and reads beside the caller,
+    apart from the writers: a cell's snapshot never queues behind a write-behind."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ditto-reads")
 
 
 def _store_for_thread(blobs: BlobStore) -> BlobStore:
