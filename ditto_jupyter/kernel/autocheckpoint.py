@@ -29,7 +29,6 @@ import hashlib
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -149,7 +148,7 @@ def workspace_fingerprint(root: Path) -> bytes:
     return digest.digest()
 
 
-@contextmanager
+@contextlib.contextmanager
 def collection_paused() -> Iterator[None]:
     """No cyclic garbage collection inside the block (it runs at the next allocation after).
 
@@ -305,7 +304,7 @@ class AutoCheckpointer:
                 # Unchanged: nothing of it will be written, so it cannot be the next base
                 # (a value pickled again while its chunks were still being written names
                 # them only once this snapshot's own write would have).
-                snapshot.writer.release()
+                snapshot.discard()
                 self._base = base
                 self.skipped += 1
                 return

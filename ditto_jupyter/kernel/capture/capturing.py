@@ -279,6 +279,11 @@ class NamespaceSnapshot:
         ]
         return hashlib.blake2b(orjson.dumps(document), digest_size=16).digest()
 
+    def discard(self) -> None:
+        """Drop a deferred snapshot unwritten: the chunks it took are no longer in flight,
+        so later captures do not wait for it to write them."""
+        self.writer.release()
+
     def detach(self) -> None:
         """Copy what is still read from live memory (a deferred snapshot); LiveBufferChanged
         when it changed since the snapshot was taken."""

@@ -280,6 +280,7 @@ def _flat_memo(values: list[object]) -> dict[int, Any] | None:
     (a list of 5,000 names): the values themselves. Copying the memo would copy an entry
     for every string. None otherwise (the memo must be copied)."""
     memo: dict[int, Any] = {id(values): (0, values)}
+    flat = _FLAT_MEMBER_TYPES
     for value in values:
         kind = type(value)
         members: Any
@@ -291,7 +292,6 @@ def _flat_memo(values: list[object]) -> dict[int, Any] | None:
             return None
         if len(value) < _FLAT_MIN_LENGTH:  # type: ignore[arg-type]
             return None
-        flat = _FLAT_MEMBER_TYPES
         if not all(type(member) in flat for member in members):
             return None
         memo[id(value)] = (len(memo), value)
