@@ -9,7 +9,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # Root installs system packages; anyone else goes through sudo.
 AS_ROOT := $(if $(filter 0,$(shell id -u)),,sudo)
-# Records that Debian's `postgresql` (the server tests/test_store_postgres.py starts) was
+# Records that Debian's `postgresql` (the server tests/control/test_store_postgres.py starts) was
 # installed. Outside .venv on purpose: `make clean` does not uninstall system packages.
 POSTGRESQL_STAMP := .make/postgresql.installed
 # Debian's chromium, the browser of tests/browser/ (Playwright's own download cannot run here).
@@ -104,7 +104,7 @@ $(CHROMIUM_STAMP):
 	touch $@
 
 ## pytest runs the tests and, through nbval, the tutorial notebooks with their outputs.
-## The extension is linked into the venv as `make lab` does (tests/test_lab_install.py).
+## The extension is linked into the venv as `make lab` does (tests/house/test_lab_install.py).
 pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(LABEXT_LINKED)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 

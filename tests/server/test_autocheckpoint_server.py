@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, find_connection_file
 
-from tests.kernel_cells import CellOutput, run_cell, value, wait_for_autocheckpoints
-from tests.magic_display import printed_once
 from tests.server.live_server import LiveServer
+from tests.support.kernel_cells import CellOutput, run_cell, value, wait_for_autocheckpoints
+from tests.support.magic_display import printed_once
 
 pytestmark = pytest.mark.slow
 

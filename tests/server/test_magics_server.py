@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient, find_connection_file
 
-from tests.kernel_cells import CellOutput, run_cell, value
-from tests.magic_display import printed_once, returned_once
 from tests.server.live_server import LiveServer
+from tests.support.kernel_cells import CellOutput, run_cell, value
+from tests.support.magic_display import printed_once, returned_once
 
 pytestmark = pytest.mark.slow
 

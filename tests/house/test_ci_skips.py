@@ -12,7 +12,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-ROOT_CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+ROOT_CONFTEST = Path(__file__).resolve().parents[2] / "conftest.py"
 
 SUITE = """
 import pytest

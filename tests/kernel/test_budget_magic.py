@@ -17,8 +17,8 @@ from jupyter_client.manager import KernelManager
 
 from ditto_jupyter.control.runtime_budgets import BUDGET_FILE, RuntimeBudgets
 from ditto_jupyter.worker.shared_budget import budget_names
-from tests.kernel_cells import CellOutput, run_cell, value
-from tests.magic_display import printed_once
+from tests.support.kernel_cells import CellOutput, run_cell, value
+from tests.support.magic_display import printed_once
 
 pytestmark = pytest.mark.slow
 

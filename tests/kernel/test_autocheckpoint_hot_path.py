@@ -1,6 +1,6 @@
 """The autocheckpoint hook's cheap paths (issue 12): each must give what the slow path gives.
 
-Unit tests on the pieces; tests/test_autocheckpoint.py drives the hook in real kernels.
+Unit tests on the pieces; tests/kernel/test_autocheckpoint.py drives the hook in real kernels.
 """
 
 from __future__ import annotations

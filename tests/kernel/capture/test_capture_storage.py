@@ -2,8 +2,8 @@
 nothing, even with a matplotlib figure in the namespace, and a small change on a
 notebook-sized namespace writes a small checkpoint.
 
-Plain Python, like tests/test_capture.py; the same figures in a real kernel are in
-tests/test_capture_pyplot.py.
+Plain Python, like tests/kernel/capture/test_capture.py; the same figures in a real kernel are in
+tests/kernel/capture/test_capture_pyplot.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import zstandard
 
 from ditto_jupyter.core.blobs import CODEC_ZSTD, BlobStore, ManifestSignatureError
 from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
-from tests.stored_blobs import manifest_document, write_manifest_document
+from tests.support.stored_blobs import manifest_document, write_manifest_document
 
 matplotlib.use("Agg")  # no display here; pyplot's figures stay in memory
 

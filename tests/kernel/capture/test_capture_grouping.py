@@ -1,7 +1,7 @@
 """Alias grouping on real notebook values (issue 14 section 1): a component is exactly the set
 of names that share a mutable object, so one value that cannot load loses only its aliases.
 
-Plain Python, like tests/test_capture.py: namespaces are dicts run with `exec`.
+Plain Python, like tests/kernel/capture/test_capture.py: namespaces are dicts run with `exec`.
 """
 
 from __future__ import annotations

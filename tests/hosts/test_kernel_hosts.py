@@ -21,7 +21,7 @@ from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.kernel.capture import CHUNK_SIZE
 from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
 from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost, KernelHost
-from tests.stored_blobs import tamper_manifest, write_manifest_document
+from tests.support.stored_blobs import tamper_manifest, write_manifest_document
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")

@@ -330,7 +330,7 @@ LOOP_SCRIPT = textwrap.dedent(
 def test_process_killed_mid_loop_resumes_from_the_saved_iteration(tmp_path: Path) -> None:
     script = tmp_path / "loop.py"
     script.write_text(LOOP_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path), "crash"],
         stdout=subprocess.PIPE,

@@ -797,7 +797,7 @@ def test_process_killed_mid_graph_restores_completed_and_refuses_uncertain(
 ) -> None:
     script = tmp_path / "billing.py"
     script.write_text(CRASH_SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     work = str(tmp_path)
 
     proc = subprocess.Popen(

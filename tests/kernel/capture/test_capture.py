@@ -33,7 +33,7 @@ from ditto_jupyter.kernel.capture import (
     capture_namespace,
     restore_namespace,
 )
-from tests.stored_blobs import tamper_manifest
+from tests.support.stored_blobs import tamper_manifest
 
 
 def run(namespace: dict[str, object], code: str) -> None:

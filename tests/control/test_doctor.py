@@ -21,7 +21,7 @@ from ditto_jupyter.client import EXIT_OK, EXIT_SERVER
 from ditto_jupyter.core.models import RuntimeCheckpoint
 from ditto_jupyter.wiring import DataDirError, check_data_dir, open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.stored_blobs import (
+from tests.support.stored_blobs import (
     delete_chunk,
     delete_manifest_row,
     manifest_body,

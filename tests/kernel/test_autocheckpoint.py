@@ -19,8 +19,8 @@ from ditto_jupyter.kernel.autocheckpoint import MAX_SOURCE_BYTES, autocheckpoint
 from ditto_jupyter.kernel.magics import cell_line
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.kernel_cells import CellOutput, run_cell, value, wait_for_autocheckpoints
-from tests.magic_display import printed_once, returned_once
+from tests.support.kernel_cells import CellOutput, run_cell, value, wait_for_autocheckpoints
+from tests.support.magic_display import printed_once, returned_once
 
 
 class Kernel:

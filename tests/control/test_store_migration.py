@@ -1,8 +1,8 @@
 """A data directory written by the release before issue 15 opens, migrates in place, and
 keeps every checkpoint: the store goes to schema 2 and the blob store to the object index.
 
-The fixture (tests/fixtures/release_store) was made by that release's own code
-(tests/fixtures/make_release_store.py, run at commit bc0917e): three runtimes, a checkout
+The fixture (tests/support/fixtures/release_store) was made by that release's own code
+(tests/support/fixtures/make_release_store.py, run at commit bc0917e): three runtimes, a checkout
 child, a paused runtime, a name two runtimes share, a clean re-checkpoint sharing a
 snapshot, and a deleted snapshot whose chunks that release had not collected yet.
 """
@@ -27,7 +27,7 @@ from ditto_jupyter.core.errors import InvalidRequest, UnsupportedBackend
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 
-RELEASE = Path(__file__).resolve().parent / "fixtures" / "release_store"
+RELEASE = Path(__file__).resolve().parents[1] / "support" / "fixtures" / "release_store"
 T = TypeVar("T")
 
 

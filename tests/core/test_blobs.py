@@ -33,7 +33,7 @@ from ditto_jupyter.core.blobs import (
     BlobStore,
     ManifestSignatureError,
 )
-from tests.stored_blobs import manifest_document, write_manifest_document
+from tests.support.stored_blobs import manifest_document, write_manifest_document
 
 KIB = 1024
 
@@ -537,7 +537,8 @@ def test_marked_manifests_are_asked_about_again(blobs: BlobStore) -> None:
 
 # ---- a store written by an older release ------------------------------------------------
 
-RELEASE_BLOBS = Path(__file__).parent / "fixtures" / "release_store" / "blobs"
+FIXTURES = Path(__file__).resolve().parents[1] / "support" / "fixtures"
+RELEASE_BLOBS = FIXTURES / "release_store" / "blobs"
 
 
 def _old_layout(tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]], set[str]]:

@@ -36,7 +36,7 @@ from ditto_jupyter.worker.errors import (
     StateValidationError,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def wire(value: object) -> Any:

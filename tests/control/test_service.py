@@ -25,7 +25,7 @@ from ditto_jupyter.core.errors import (
 from ditto_jupyter.core.models import ContextCapture, SessionLifecycleStatus, SessionRecord
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.stored_blobs import tamper_manifest
+from tests.support.stored_blobs import tamper_manifest
 
 T = TypeVar("T")
 

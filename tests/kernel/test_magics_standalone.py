@@ -15,8 +15,8 @@ from jupyter_client.manager import KernelManager
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.kernel_cells import CellOutput, run_cell, value
-from tests.magic_display import printed_once, returned_once
+from tests.support.kernel_cells import CellOutput, run_cell, value
+from tests.support.magic_display import printed_once, returned_once
 
 
 class Kernel:

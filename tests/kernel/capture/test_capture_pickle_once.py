@@ -6,7 +6,7 @@ again for their component), and aliasing still survives a restore. Showing a col
 IPython does to display one) fills its lookup table, a cache: the next checkpoint still
 writes at most 4 KiB, and an edited table is kept.
 
-Plain Python, like tests/test_capture.py.
+Plain Python, like tests/kernel/capture/test_capture.py.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-from tests.kernel_cells import run_cell, value
+from tests.support.kernel_cells import run_cell, value
 
 pytestmark = pytest.mark.slow
 

@@ -30,7 +30,7 @@ from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.e2b_cloud import ROUTE_DELETE_TEMPLATE, FakeE2BCloud
 from tests.fakes.e2b_fixtures import fake_e2b  # noqa: F401
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.stored_blobs import stored_manifest_ids
+from tests.support.stored_blobs import stored_manifest_ids
 
 T = TypeVar("T")
 

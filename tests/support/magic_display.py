@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.kernel_cells import CellOutput
+from tests.support.kernel_cells import CellOutput
 
 
 def printed_once(out: CellOutput) -> str:

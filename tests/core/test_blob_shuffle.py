@@ -23,7 +23,7 @@ from ditto_jupyter.core.blobs import (
     BlobIntegrityError,
     BlobStore,
 )
-from tests.stored_blobs import tamper_chunk
+from tests.support.stored_blobs import tamper_chunk
 
 MIB = 1 << 20
 

@@ -23,7 +23,7 @@ from ditto_jupyter.backends.local import LocalBackend, LocalProvider, snapshots
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
 from ditto_jupyter.core.models import BackendCheckpointRef
-from tests.stored_blobs import tamper_manifest
+from tests.support.stored_blobs import tamper_manifest
 
 T = TypeVar("T")
 
