@@ -92,6 +92,20 @@ class RateLimited(DittoError):
     http_status = 429
 
 
+class StorageFull(DittoError):
+    """The disk (or volume) holding the data directory has no room left; nothing was saved."""
+
+    code = "StorageFull"
+    http_status = 507
+
+
+class StoreUnavailable(DittoError):
+    """The checkpoint store or blob store could not be read or written (not bad input)."""
+
+    code = "StoreUnavailable"
+    http_status = 503
+
+
 ERROR_TYPES: tuple[type[DittoError], ...] = (
     InvalidRequest,
     RuntimeNotFound,
@@ -103,4 +117,6 @@ ERROR_TYPES: tuple[type[DittoError], ...] = (
     UnsupportedBackend,
     BackendError,
     RateLimited,
+    StorageFull,
+    StoreUnavailable,
 )

@@ -34,6 +34,8 @@ _ERROR_TEXT = {
     "422": "UnsupportedBackend: the checkpoint's backend cannot do what was asked.",
     "429": "RateLimited: the provider refused for rate or concurrency limits.",
     "502": "BackendError: the provider or the kernel failed.",
+    "503": "StoreUnavailable: the checkpoint store or blob store could not be read or written.",
+    "507": "StorageFull: the disk holding the data directory is full; nothing was saved.",
 }
 
 
