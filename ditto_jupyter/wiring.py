@@ -16,14 +16,14 @@ from pathlib import Path
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.backends.local import LocalProvider
 from ditto_jupyter.backends.manager import BackendManager
-from ditto_jupyter.control.context_capture import SessionContextCapture
+from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.doctor import DoctorReport, Finding, check_health, check_store
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError, open_store
 from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.core.private import private_dir
 
-ContextFactory = Callable[[BlobStore], SessionContextCapture]
+ContextFactory = Callable[[BlobStore], ContextDriver]
 
 
 def default_data_dir() -> Path:

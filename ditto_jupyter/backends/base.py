@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import BackendCheckpointRef
 
 FileKind = Literal["file", "dir", "symlink", "other"]
@@ -54,6 +55,26 @@ class BackendLocator:
     kind: str
     backend_id: str
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LeftBehind:
+    """A provider resource a failed call could not free: its kind, its id, and why."""
+
+    kind: str  # "e2b-sandbox", "workspace", ...
+    resource_id: str
+    reason: str
+
+
+class ResourceLeftBehind(BackendError):
+    """A provider call failed, and so did its own cleanup: `left_behind` says what stayed.
+
+    The control plane records it (`ditto doctor` lists it), since nothing else knows its id.
+    """
+
+    def __init__(self, message: str, left_behind: LeftBehind) -> None:
+        super().__init__(message)
+        self.left_behind = left_behind
 
 
 @runtime_checkable

@@ -4,17 +4,20 @@ worker thread, never on the caller's thread (the server's event loop).
 `request()` returns at once. A worker thread (started when needed) runs one collection,
 then waits for the grace period and runs once more, so what was still too young to go the
 first time goes then; requests that arrive meanwhile are folded into the next run. With
-nothing left to do the thread ends. A collection that fails is kept as `last_error` and
-tried again at the next request; it never reaches the caller.
+nothing left to do the thread ends. A collection that fails is logged, kept as
+`last_error` and tried again at the next request; it never reaches the caller.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 from ditto_jupyter.core.blobs import GcReport
+
+_log = logging.getLogger(__name__)
 
 
 class BackgroundCollector:
@@ -94,5 +97,11 @@ class BackgroundCollector:
             self.last_report = self._collect()
             self.last_error = None
         except Exception as error:  # kept for whoever looks; the next request tries again
+            _log.warning(
+                "ditto: garbage collection failed (%s: %s); unreferenced blobs stay on disk "
+                "until the next collection",
+                type(error).__name__,
+                error,
+            )
             self.last_error = error
         self.runs += 1

@@ -1,48 +1,13 @@
-"""Session context capture: the pluggable part of a checkpoint that holds live state.
+"""The old name of `context_driver`, kept for one release so code importing it still runs.
 
-For a notebook runtime the session context is the kernel's namespace (the kernel
-implementation lives in `ditto_jupyter.kernel`); the control plane only sees this
-protocol. The control plane's own tests use a test double (`tests/fakes`).
+`SessionContextCapture` is `ContextDriver`: import that from `ditto_jupyter.control.context_driver`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from ditto_jupyter.control.context_driver import ContextDriver
 
-from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
+#: The old name of `ContextDriver`.
+SessionContextCapture = ContextDriver
 
-
-@runtime_checkable
-class SessionContextCapture(Protocol):
-    """Start, stop, capture and restore the live context of a runtime."""
-
-    async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
-        """Start a fresh context (a kernel) for `session`; return its new handle state.
-
-        `workspace` is the runtime's local workspace directory (None for a remote
-        sandbox). It is not where the kernel runs: every kernel of a runtime runs in its
-        notebook's folder; the workspace is where code finds the files checkpoints keep.
-        """
-        ...
-
-    async def stop(self, session: SessionRecord) -> None:
-        """Stop the context and free what it holds (shut the kernel down)."""
-        ...
-
-    async def is_busy(self, session: SessionRecord) -> bool:
-        """Whether the context is running user code right now."""
-        ...
-
-    async def capture(self, session: SessionRecord) -> ContextCapture:
-        """Capture the live context into the blob store as one signed manifest."""
-        ...
-
-    async def restore(
-        self, session: SessionRecord, manifest_id: str | None
-    ) -> list[UnrestorableValue]:
-        """Replace the live context with a captured one (None: an empty context).
-
-        Returns the values the checkpoint could not keep, to show the user again.
-        """
-        ...
+__all__ = ["SessionContextCapture"]

@@ -147,8 +147,29 @@ class ContextCapture(_Strict):
     execution_count: int | None = Field(default=None, ge=0)
 
 
+#: The most characters of a cell's source an automatic checkpoint records.
+MAX_CELL_SOURCE_LENGTH = 64 * 1024
+
+
+class AutoCheckpointCell(_Strict):
+    """The cell an automatic checkpoint (`%autocheckpoint`) was taken after.
+
+    A field of the checkpoint, never of its metadata: which checkpoints a prune may thin is
+    decided from it, so nothing a user writes into metadata can make a checkpoint automatic.
+    """
+
+    execution_count: int = Field(ge=0)
+    source: str = Field(default="", max_length=MAX_CELL_SOURCE_LENGTH)
+    failed: bool = False
+
+
 class RuntimeCheckpoint(_Strict):
-    """One checkpoint of a runtime: session snapshot, backend ref, session-context manifest."""
+    """One checkpoint of a runtime: session snapshot, backend ref, session-context manifest.
+
+    `automatic` says which cell `%autocheckpoint` took it after (None: taken on request);
+    `pruned` that a prune dropped its variables and workspace snapshot (its row is history
+    only). Both are the system's own fields: metadata is the user's and decides nothing.
+    """
 
     checkpoint_id: str
     runtime_id: str
@@ -161,6 +182,8 @@ class RuntimeCheckpoint(_Strict):
     created_at_ms: int = Field(default_factory=now_ms)
     name: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    automatic: AutoCheckpointCell | None = None
+    pruned: bool = False
 
     def summary(self) -> CheckpointSummary:
         """The public listing shape of this checkpoint."""
@@ -176,6 +199,8 @@ class RuntimeCheckpoint(_Strict):
                 self.backend_ref is not None and self.backend_ref.provider_snapshot_id
             ),
             unrestorable=self.unrestorable,
+            automatic=self.automatic,
+            pruned=self.pruned,
         )
 
 
@@ -221,9 +246,17 @@ class RuntimeResumeRequest(_Strict):
 
 
 class RuntimeCloseRequest(_Strict):
-    """POST /api/v1/runtimes/close."""
+    """POST /api/v1/runtimes/close.
+
+    A live runtime gets a final checkpoint first (its variables and files), so nothing
+    done since its head is lost; `discard: true` closes it without one.
+    """
 
     runtime_id: RequestId
+    discard: bool = Field(
+        default=False,
+        description="Close without a final checkpoint: what changed since the head is lost.",
+    )
 
 
 # ---- route results --------------------------------------------------------------------
@@ -296,11 +329,13 @@ class RuntimeResumeResult(_Strict):
 
 
 class RuntimeCloseResult(_Strict):
-    """Result of close."""
+    """Result of close: `checkpoint_id` is the final checkpoint close took (None when the
+    runtime was paused already, or the caller asked to discard)."""
 
     runtime: RuntimeRecord
     backend_released: bool
     provider_sandbox_deleted: bool
+    checkpoint_id: str | None = None
 
 
 class RuntimeListResult(_Strict):
@@ -322,6 +357,10 @@ class CheckpointSummary(_Strict):
     bytes_written: int
     has_provider_snapshot: bool
     unrestorable: list[UnrestorableValue]
+    #: The cell `%autocheckpoint` took the checkpoint after; None for a checkpoint on request.
+    automatic: AutoCheckpointCell | None = None
+    #: A prune dropped its variables and workspace snapshot: it cannot be restored.
+    pruned: bool = False
 
 
 class CheckpointListResult(_Strict):
@@ -348,3 +387,15 @@ class BackendBinding(_Strict):
     backend_id: str
     kind: str
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Leftover(_Strict):
+    """A resource a cleanup could not free (a kernel that would not stop, a sandbox, snapshot
+    or workspace that could not be deleted): recorded in the store, listed by `ditto doctor`.
+    """
+
+    kind: str
+    resource_id: str
+    runtime_id: str | None = None
+    reason: str
+    created_at_ms: int = Field(default_factory=now_ms)

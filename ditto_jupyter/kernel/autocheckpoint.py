@@ -2,8 +2,9 @@
 
 A post_run_cell hook captures the kernel's namespace after each cell and records it through
 the magics' `RuntimeControl` (the `self/checkpoint` route under a server, the in-process
-service without one), with `metadata["autocheckpoint"] = {"execution_count", "source",
-"failed"}`. A failed cell is checkpointed like any other, marked failed. After a
+service without one), with the cell in the checkpoint's own `automatic` field
+(`AutoCheckpointCell`: execution count, source, failed), never in the user's metadata. A
+failed cell is checkpointed like any other, marked failed. After a
 checkpoint, the runtime's automatic checkpoints beyond the newest `keep` are pruned
 (`RuntimeService.prune_automatic`: rows stay, their state goes).
 
@@ -32,11 +33,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
-
 from ditto_jupyter.core.blobs import BlobNotFound
 from ditto_jupyter.core.errors import DittoError, UnsupportedBackend
-from ditto_jupyter.core.limits import MAX_METADATA_VALUE_BYTES
+from ditto_jupyter.core.models import AutoCheckpointCell
 from ditto_jupyter.kernel.capture import open_blob_store
 from ditto_jupyter.kernel.capture.capturing import (
     NamespaceSnapshot,
@@ -105,25 +104,11 @@ def checkpoint_name(execution_count: int) -> str:
     return f"{NAME_PREFIX}{execution_count}"
 
 
-def autocheckpoint_metadata(execution_count: int, source: str, failed: bool) -> dict[str, Any]:
-    """The metadata of cell `execution_count`'s checkpoint; the source is shortened so the
-    value fits the metadata limits (at most 64 KiB, and one value at most
-    `MAX_METADATA_VALUE_BYTES` as JSON)."""
+def automatic_cell(execution_count: int, source: str, failed: bool) -> AutoCheckpointCell:
+    """The cell record of cell `execution_count`'s checkpoint; the source is cut to at most
+    `MAX_SOURCE_BYTES` of UTF-8."""
     source = source.encode("utf-8", "replace")[:MAX_SOURCE_BYTES].decode("utf-8", "ignore")
-
-    def value(text: str) -> dict[str, Any]:
-        return {"execution_count": execution_count, "source": text, "failed": failed}
-
-    if len(orjson.dumps(value(source))) > MAX_METADATA_VALUE_BYTES:
-        low, high = 0, len(source)
-        while low < high:  # the longest prefix whose JSON fits
-            middle = (low + high + 1) // 2
-            if len(orjson.dumps(value(source[:middle]))) <= MAX_METADATA_VALUE_BYTES:
-                low = middle
-            else:
-                high = middle - 1
-        source = source[:low]
-    return {"autocheckpoint": value(source)}
+    return AutoCheckpointCell(execution_count=execution_count, source=source, failed=failed)
 
 
 def workspace_fingerprint(root: Path) -> bytes:
@@ -290,7 +275,7 @@ class AutoCheckpointer:
         read = "" if only_quiet_magics(python) else python
         touched = self.effects.touched_by(read, namespace)
         name = checkpoint_name(count)
-        metadata = autocheckpoint_metadata(count, source, failed)
+        cell = automatic_cell(count, source, failed)
         if base is not None and touched is not None and not workspace_changed:
             snapshot = snapshot_namespace(
                 namespace,
@@ -311,9 +296,7 @@ class AutoCheckpointer:
             self._base = snapshot.base
             self._taken(name, fingerprint)
             self._undetached = snapshot
-            self.writer.submit_when_idle(
-                lambda: self._record_in_background(snapshot, name, metadata)
-            )
+            self.writer.submit_when_idle(lambda: self._record_in_background(snapshot, name, cell))
             return
         self.flush()  # in order: the checkpoints before this one are recorded first
         self._write_failed = False
@@ -330,7 +313,7 @@ class AutoCheckpointer:
             self._base = snapshot.base
             self.skipped += 1
             return
-        control.checkpoint(capture, name, metadata)
+        control.checkpoint(capture, name, None, cell)
         self._base = snapshot.base  # only once recorded: an unrecorded state is not a base
         self.host.last_manifest = capture.manifest_id
         self._taken(name, fingerprint)
@@ -352,14 +335,14 @@ class AutoCheckpointer:
         self,
         snapshot: NamespaceSnapshot,
         name: str,
-        metadata: dict[str, Any],
+        cell: AutoCheckpointCell,
     ) -> None:
         """The write-behind half: copy what the snapshot still reads from live memory (then
         the next cell may start), store the snapshot and record it. An error prints one
         line, and the next cell captures everything again, synchronously."""
         try:
             capture = snapshot.finish()  # copies first, unless the next cell did
-            self.host.control.checkpoint(capture, name, metadata)
+            self.host.control.checkpoint(capture, name, None, cell)
             self.host.last_manifest = capture.manifest_id
             self._recorded()
         except Exception as error:

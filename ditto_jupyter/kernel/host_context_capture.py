@@ -27,7 +27,7 @@ WARM_UP = "ditto_jupyter.kernel.capture:warm_up"
 
 
 class KernelContextCapture:
-    """SessionContextCapture over real kernels; `handle_state` is `{"kernel_id": ...}`.
+    """ContextDriver over real kernels; `handle_state` is `{"kernel_id": ...}`.
 
     `notebook_folder` says where a runtime's kernels run (its notebook's folder); without
     it they run in the host's own working directory.

@@ -39,7 +39,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ditto_jupyter.backends.base import ExecResult
-from ditto_jupyter.control.runtime_budgets import RuntimeBudget
+from ditto_jupyter.control.budget_registry import RuntimeBudget
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
 from ditto_jupyter.core.models import (
     CheckpointSummary,
@@ -175,19 +175,18 @@ def parse_keep(text: str | None) -> int:
     return keep
 
 
-def cell_line(metadata: dict[str, Any], width: int = 40) -> str:
+def cell_line(checkpoint: CheckpointSummary, width: int = 40) -> str:
     """An automatic checkpoint's cell: its source's first line, shortened ('' otherwise)."""
-    auto = metadata.get("autocheckpoint")
-    if not isinstance(auto, dict) or not isinstance(auto.get("source"), str):
+    auto = checkpoint.automatic
+    if auto is None:
         return ""
-    lines = [text.strip() for text in auto["source"].splitlines() if text.strip()]
+    lines = [text.strip() for text in auto.source.splitlines() if text.strip()]
     first = lines[0] if lines else ""
     more = len(lines) > 1
     if len(first) > width:
         first, more = first[: width - 1], True
     text = first + ("…" if more else "")
-    marks = [" (failed)" if auto.get("failed") is True else ""]
-    marks += [" (pruned)" if metadata.get("pruned") is True else ""]
+    marks = [" (failed)" if auto.failed else "", " (pruned)" if checkpoint.pruned else ""]
     return text + "".join(marks)
 
 
@@ -490,7 +489,7 @@ class DittoMagics(Magics):
                     _short(c.parent_checkpoint_id or ""),
                     time.strftime("%H:%M:%S", time.localtime(c.created_at_ms / 1000)),
                     ", ".join(v.name for v in c.unrestorable),
-                    cell_line(c.metadata),
+                    cell_line(c),
                 ]
                 for c in listed
             ]

@@ -1,6 +1,6 @@
 """What `%budget` and `ditto_jupyter.runtime_budget()` do in a kernel.
 
-The budget lives in the data directory's budget file (`control.runtime_budgets`), which
+The budget lives in the data directory's budget file (`control.budget_registry`), which
 the kernel opens itself, with or without a server: it knows the data directory
 (`DITTO_DATA_DIR`) and its runtime id (`DITTO_RUNTIME_ID` under a server, the magics' own
 runtime without one). This module parses the magic's limit, words its one-line answers
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ditto_jupyter.control.runtime_budgets import (
+from ditto_jupyter.control.budget_registry import (
     LimitSet,
     RuntimeBudget,
     RuntimeBudgetNotSet,

@@ -33,11 +33,11 @@ from jupyter_client.connect import find_connection_file
 from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.backends.base import ExecResult
-from ditto_jupyter.control.autocheckpoints import PRUNED_KEY
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, DittoError, UnsupportedBackend
 from ditto_jupyter.core.models import (
+    AutoCheckpointCell,
     AutoCheckpointPruneResult,
     CheckpointSummary,
     ContextCapture,
@@ -79,8 +79,14 @@ class RuntimeControl(Protocol):
     mode: str
 
     def checkpoint(
-        self, capture: ContextCapture, name: str | None, metadata: dict[str, Any] | None
-    ) -> RuntimeCheckpointResult: ...
+        self,
+        capture: ContextCapture,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        automatic: AutoCheckpointCell | None = None,
+    ) -> RuntimeCheckpointResult:
+        """Record this kernel's capture; `automatic`: the cell `%autocheckpoint` took it after."""
+        ...
 
     def resolve(self, reference: str, runtime_id: str | None = None) -> ResolvedCheckpoint: ...
 
@@ -121,14 +127,14 @@ class _Resolved:
         name: str | None,
         context_manifest_id: str | None,
         unrestorable: list[UnrestorableValue],
-        metadata: dict[str, Any],
+        pruned: bool,
     ) -> None:
         self.checkpoint_id = checkpoint_id
         self.runtime_id = runtime_id
         self.name = name
         self.context_manifest_id = context_manifest_id
         self.unrestorable = unrestorable
-        self.pruned = metadata.get(PRUNED_KEY) is True
+        self.pruned = pruned
 
 
 # ---- with a server ------------------------------------------------------------------------
@@ -170,11 +176,17 @@ class ServerControl:
             raise _as_ditto_error(error) from None
 
     def checkpoint(
-        self, capture: ContextCapture, name: str | None, metadata: dict[str, Any] | None
+        self,
+        capture: ContextCapture,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        automatic: AutoCheckpointCell | None = None,
     ) -> RuntimeCheckpointResult:
         body = self._self_body(
             capture=capture.model_dump(mode="json"), name=name, metadata=metadata
         )
+        if automatic is not None:
+            body["automatic"] = automatic.model_dump(mode="json")
         return _parse(RuntimeCheckpointResult, self._post("self/checkpoint", body))
 
     def resolve(self, reference: str, runtime_id: str | None = None) -> ResolvedCheckpoint:
@@ -191,7 +203,7 @@ class ServerControl:
             summary.name,
             detail.get("context_manifest_id"),
             summary.unrestorable,
-            summary.metadata,
+            summary.pruned,
         )
 
     def record_restore(self, checkpoint_id: str) -> None:
@@ -391,10 +403,16 @@ class LocalControl:
         return self._loop.run(coro)
 
     def checkpoint(
-        self, capture: ContextCapture, name: str | None, metadata: dict[str, Any] | None
+        self,
+        capture: ContextCapture,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        automatic: AutoCheckpointCell | None = None,
     ) -> RuntimeCheckpointResult:
         result = self._run(
-            self.service.checkpoint(self.runtime_id, name, metadata, precaptured=capture)
+            self.service.checkpoint(
+                self.runtime_id, name, metadata, precaptured=capture, automatic=automatic
+            )
         )
         if self.context is not None:
             self.context.last_manifest = capture.manifest_id
@@ -408,7 +426,7 @@ class LocalControl:
             checkpoint.name,
             checkpoint.context_manifest_id,
             checkpoint.unrestorable,
-            checkpoint.metadata,
+            checkpoint.pruned,
         )
 
     def record_restore(self, checkpoint_id: str) -> None:

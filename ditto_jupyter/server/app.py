@@ -31,8 +31,8 @@ from jupyter_server.services.sessions.handlers import SessionHandler
 from traitlets import Bool, Enum, Float, Integer, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
-from ditto_jupyter.control.context_capture import SessionContextCapture
-from ditto_jupyter.control.runtime_budgets import RuntimeBudgets
+from ditto_jupyter.control.budget_registry import RuntimeBudgets
+from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
@@ -126,8 +126,8 @@ class DittoJupyterApp(ExtensionApp):
 
     def _context_factory(
         self, host: ServerKernelHost, pool: KernelPool | None = None
-    ) -> Callable[[BlobStore], SessionContextCapture]:
-        def build(blobs: BlobStore) -> SessionContextCapture:
+    ) -> Callable[[BlobStore], ContextDriver]:
+        def build(blobs: BlobStore) -> ContextDriver:
             kernels = KernelContextCapture(host, blobs.root, notebook_folder=host.notebook_folder)
             if pool is not None:
                 pool.blob_root = blobs.root

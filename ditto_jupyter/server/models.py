@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from ditto_jupyter.core.models import (
+    AutoCheckpointCell,
     CheckpointName,
     CheckpointSummary,
     ContextCapture,
@@ -72,8 +73,8 @@ class SelfRestoreRequest(_ExtensionModel):
     checkpoint_id: RequestId
 
 
-class SelfCheckpointRequest(_ExtensionModel):
-    """POST /api/v1/runtimes/self/checkpoint and /self/pause: a kernel's own capture.
+class SelfPauseRequest(_ExtensionModel):
+    """POST /api/v1/runtimes/self/pause: a kernel pauses itself with its own capture.
 
     `runtime_token` is the kernel's `DITTO_RUNTIME_TOKEN`; the capture's manifest must be
     a kernel-namespace manifest captured for `runtime_id`.
@@ -84,6 +85,16 @@ class SelfCheckpointRequest(_ExtensionModel):
     capture: ContextCapture
     name: CheckpointName | None = None
     metadata: RequestMetadata | None = None
+
+
+class SelfCheckpointRequest(SelfPauseRequest):
+    """POST /api/v1/runtimes/self/checkpoint: a kernel's own capture, recorded.
+
+    `automatic` is set by `%autocheckpoint` only: the cell the checkpoint follows. It makes
+    the checkpoint one a prune may thin; metadata never does.
+    """
+
+    automatic: AutoCheckpointCell | None = None
 
 
 class SelfPruneRequest(_ExtensionModel):

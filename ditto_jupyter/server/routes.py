@@ -74,6 +74,7 @@ from ditto_jupyter.server.models import (
     RuntimeWorkspace,
     SelfCheckoutRequest,
     SelfCheckpointRequest,
+    SelfPauseRequest,
     SelfPruneRequest,
     SelfRestoreRequest,
 )
@@ -147,13 +148,16 @@ async def _self_checkpoint(
     body = req.body
     sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.checkpoint(
-        body.runtime_id, body.name, body.metadata, req.user, precaptured=body.capture
+        body.runtime_id,
+        body.name,
+        body.metadata,
+        req.user,
+        precaptured=body.capture,
+        automatic=body.automatic,
     )
 
 
-async def _self_pause(
-    sessions: RuntimeSessions, req: RouteRequest[SelfCheckpointRequest]
-) -> BaseModel:
+async def _self_pause(sessions: RuntimeSessions, req: RouteRequest[SelfPauseRequest]) -> BaseModel:
     """A kernel pauses itself: its token checked, its capture recorded, then it stops."""
     body = req.body
     sessions.check_runtime_token(body.runtime_id, body.runtime_token)
@@ -302,7 +306,9 @@ _TABLE = (
         RuntimeCloseRequest,
         RuntimeCloseResult,
         OPERATION_ERRORS,
-        lambda sessions, req: sessions.close(req.body.runtime_id, req.user),
+        lambda sessions, req: sessions.close(
+            req.body.runtime_id, req.user, discard=req.body.discard
+        ),
     ),
     RouteSpec(
         "POST",
@@ -351,7 +357,7 @@ _TABLE = (
         f"{API_PREFIX}/self/pause",
         "Pause a kernel that captured itself",
         "pause_a_kernel_that_captured_itself",
-        SelfCheckpointRequest,
+        SelfPauseRequest,
         RuntimePauseResult,
         OPERATION_ERRORS,
         _self_pause,

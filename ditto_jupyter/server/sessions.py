@@ -27,12 +27,13 @@ from jupyter_server.utils import ensure_async
 from tornado.web import HTTPError
 
 from ditto_jupyter.backends.base import ExecResult
-from ditto_jupyter.control.context_capture import SessionContextCapture
-from ditto_jupyter.control.runtime_budgets import RuntimeBudgets
+from ditto_jupyter.control.budget_registry import RuntimeBudgets
+from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import DamagedRecord
 from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, SessionBusy
 from ditto_jupyter.core.models import (
+    AutoCheckpointCell,
     AutoCheckpointPruneResult,
     CheckpointListResult,
     ContextCapture,
@@ -79,7 +80,7 @@ class ServerContextCapture:
     and resumed runtimes).
     """
 
-    def __init__(self, inner: SessionContextCapture, pool: KernelPool | None = None) -> None:
+    def __init__(self, inner: ContextDriver, pool: KernelPool | None = None) -> None:
         self.inner = inner
         self.pool = pool
 
@@ -348,11 +349,12 @@ class RuntimeSessions:
         user: str,
         *,
         precaptured: ContextCapture | None = None,
+        automatic: AutoCheckpointCell | None = None,
     ) -> RuntimeCheckpointResult:
         with self.events.operation("checkpoint", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
             result = await self.service.checkpoint(
-                runtime_id, name, metadata, precaptured=precaptured
+                runtime_id, name, metadata, precaptured=precaptured, automatic=automatic
             )
             event.checkpoint_id = result.checkpoint_id
             event.status = result.runtime.status.value
@@ -526,11 +528,15 @@ class RuntimeSessions:
                 )
         return result
 
-    async def close(self, runtime_id: str, user: str) -> RuntimeCloseResult:
-        """Shut the runtime down for good; its checkpoints stay."""
+    async def close(
+        self, runtime_id: str, user: str, *, discard: bool = False
+    ) -> RuntimeCloseResult:
+        """Shut the runtime down for good, after a final checkpoint unless `discard`; its
+        checkpoints stay."""
         with self.events.operation("close", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
-            result = await self.service.close(runtime_id)
+            result = await self.service.close(runtime_id, discard=discard)
+            event.checkpoint_id = result.checkpoint_id
             self._forget_jupyter_session(runtime_id)
             event.status = result.runtime.status.value
         return result

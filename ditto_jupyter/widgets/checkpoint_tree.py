@@ -47,15 +47,13 @@ MAX_RUNTIMES: Final = 50
 
 def node_of(summary: CheckpointSummary) -> dict[str, Any]:
     """One checkpoint as the view draws it (automatic ones carry their cell)."""
-    auto = summary.metadata.get("autocheckpoint")
+    auto = summary.automatic
     cell = None
-    if isinstance(auto, dict):
-        source = auto.get("source")
-        count = auto.get("execution_count")
+    if auto is not None:
         cell = {
-            "execution_count": count if isinstance(count, int) else None,
-            "failed": auto.get("failed") is True,
-            "source": source[:SOURCE_PREVIEW] if isinstance(source, str) else "",
+            "execution_count": auto.execution_count,
+            "failed": auto.failed,
+            "source": auto.source[:SOURCE_PREVIEW],
         }
     return {
         "id": summary.checkpoint_id,

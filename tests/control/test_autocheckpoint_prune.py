@@ -13,6 +13,7 @@ import pytest
 
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.models import AutoCheckpointCell
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 
@@ -41,8 +42,8 @@ def cell(service: RuntimeService, rid: str, n: int) -> str:
     backend = service.backends.get(rid)
     assert backend is not None
     run(backend.write_bytes("data.bin", content(n)))
-    metadata = {"autocheckpoint": {"execution_count": n, "source": f"v = {n}", "failed": False}}
-    return run(service.checkpoint(rid, f"cell-{n}", metadata)).checkpoint_id
+    automatic = AutoCheckpointCell(execution_count=n, source=f"v = {n}", failed=False)
+    return run(service.checkpoint(rid, f"cell-{n}", automatic=automatic)).checkpoint_id
 
 
 def test_prune_thins_old_automatic_ones_and_holds_heads_and_sources(
@@ -65,11 +66,12 @@ def test_prune_thins_old_automatic_ones_and_holds_heads_and_sources(
     assert set(rows) == {*ids.values(), named}  # every row stays
     for n in (1, 4):
         thinned = rows[ids[n]]
-        assert thinned.context_manifest_id is None and thinned.metadata["pruned"] is True
-        assert thinned.metadata["autocheckpoint"]["source"] == f"v = {n}"  # history stays
+        assert thinned.context_manifest_id is None and thinned.pruned
+        assert thinned.automatic is not None and thinned.automatic.source == f"v = {n}"
         assert thinned.backend_ref is not None and not thinned.backend_ref.provider_snapshot_id
+        assert thinned.metadata == {}  # the user's metadata is never the system's
     for n in (2, 3, 5, 6):
-        assert rows[ids[n]].context_manifest_id and "pruned" not in rows[ids[n]].metadata
+        assert rows[ids[n]].context_manifest_id and not rows[ids[n]].pruned
     assert rows[named].context_manifest_id and rows[named].metadata == {}
 
     # the named checkpoint shared cell-1's workspace snapshot: it still checks out whole
@@ -100,4 +102,28 @@ def test_prune_refuses_a_bad_keep(service: RuntimeService, keep: Any) -> None:
     cell(service, rid, 1)
     with pytest.raises(InvalidRequest, match="keep must be a whole number of at least 1"):
         run(service.prune_automatic(rid, keep))
-    assert not any(c.metadata.get("pruned") for c in service.store.list_checkpoints(rid))
+    assert not any(c.pruned for c in service.store.list_checkpoints(rid))
+
+
+def test_user_metadata_decides_nothing(service: RuntimeService) -> None:
+    """Issue 22 section 7: a checkpoint on request whose metadata has an `autocheckpoint`
+    key is never pruned, and one whose metadata says `"pruned": true` still restores."""
+    rid = run(service.create_runtime("nb.ipynb")).runtime_id
+    posing = {"autocheckpoint": {"execution_count": 1, "source": "v = 1", "failed": False}}
+    service.context.execute(rid, v=0)  # type: ignore[attr-defined]
+    named = run(service.checkpoint(rid, "cell-1", posing)).checkpoint_id
+    claims_pruned = run(service.checkpoint(rid, "mine", {"pruned": True})).checkpoint_id
+    for n in range(2, 6):
+        cell(service, rid, n)
+
+    result = run(service.prune_automatic(rid, 1))
+    assert named not in result.pruned and claims_pruned not in result.pruned
+    assert len(result.pruned) == 3 and result.whole == 1
+    for checkpoint_id in (named, claims_pruned):
+        kept = service.get_checkpoint(checkpoint_id)
+        assert kept.context_manifest_id is not None and not kept.pruned
+        assert kept.automatic is None
+    assert service.get_checkpoint(named).metadata == posing  # the user's, untouched
+    checkpoint, _ = run(service.restore(rid, claims_pruned))  # not refused "was pruned"
+    assert checkpoint.checkpoint_id == claims_pruned
+    assert service.context.namespace(rid) == {"v": 0}  # type: ignore[attr-defined]

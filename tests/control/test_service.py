@@ -226,7 +226,10 @@ def test_close_refuses_everything_after(service: RuntimeService) -> None:
     ):
         with pytest.raises(RuntimeClosed):
             run(operation)
-    assert [c.checkpoint_id for c in run(service.list_checkpoints(rid)).checkpoints] == [cp]
+    final = closed.checkpoint_id  # close took a final checkpoint first, its new head
+    assert final is not None and service.store.get_head(rid) == final
+    listed = run(service.list_checkpoints(rid)).checkpoints
+    assert [(c.checkpoint_id, c.name) for c in listed] == [(cp, None), (final, "close")]
     child = run(service.checkout(cp))  # a closed runtime's checkpoints still branch
     assert child.source_runtime_id == rid
 

@@ -312,13 +312,19 @@ class RuntimeMachine(RuleBasedStateMachine):
         assert result.runtime.runtime_id == rid
         self.status[rid] = SessionLifecycleStatus.IDLE
 
-    @rule(rid=consumes(runtimes))
-    def close(self, rid: str) -> None:
+    @rule(rid=consumes(runtimes), discard=st.booleans())
+    def close(self, rid: str, discard: bool) -> None:
         try:
-            run(self.service.close(rid))
+            result = run(self.service.close(rid, discard=discard))
         except RuntimeClosed:
             assert self.status[rid] is SessionLifecycleStatus.CLOSED
             return
+        if self.status[rid] is SessionLifecycleStatus.IDLE and not discard:
+            assert result.checkpoint_id is not None  # the final checkpoint is the head
+            self.parents[result.checkpoint_id] = self.heads[rid]
+            self.heads[rid] = result.checkpoint_id
+        else:
+            assert result.checkpoint_id is None
         self.status[rid] = SessionLifecycleStatus.CLOSED
 
     @rule(cp=checkpoints)

@@ -96,7 +96,7 @@ def test_a_short_prefix_counts_only_so_far(
     rid = run(service.create_runtime("nb.ipynb")).runtime_id
     monkeypatch.setattr("ditto_jupyter.control.lookups.PREFIX_MATCHES_COUNTED", 3)
     ids = iter(f"{n:032x}" for n in range(5))
-    monkeypatch.setattr("ditto_jupyter.control.service.new_checkpoint_id", lambda: next(ids))
+    monkeypatch.setattr("ditto_jupyter.control.checkpointing.new_checkpoint_id", lambda: next(ids))
     checkpoints(service, rid, 5)
     with pytest.raises(InvalidRequest, match="'0' matches 3 or more checkpoints"):
         service.resolve_checkpoint("0")

@@ -129,10 +129,10 @@ def test_the_memory_store_skips_and_reports_damaged_rows_too() -> None:
     store = MemoryCheckpointStore()
     for rid in ("a", "b"):
         store.insert_session(SessionRecord(session_id=rid, conversation_id="c", sender_id="s"))
-    created, text = store._state.sessions["a"]
-    record = json.loads(text)
+    row = store._state.sessions["a"]
+    record = json.loads(row.data)
     record["metadata"] = nested(200)
-    store._state.sessions["a"] = (created, json.dumps(record))
+    store._state.sessions["a"] = row._replace(data=json.dumps(record))
     assert [s.session_id for s in store.list_sessions()] == ["b"]
     assert [(row.table, row.key) for row in store.damaged_rows()] == [("sessions", "a")]
 

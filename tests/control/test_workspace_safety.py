@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ditto_jupyter.control.service import LOST_CHECKPOINT_NAME, RuntimeService
+from ditto_jupyter.control.lifecycle import LOST_CHECKPOINT_NAME
+from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture

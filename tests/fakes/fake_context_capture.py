@@ -1,4 +1,4 @@
-"""A TEST DOUBLE of the session context capture: a JSON namespace per runtime, no kernel.
+"""A TEST DOUBLE of the context driver: a JSON namespace per runtime, no kernel.
 
 The control plane's tests (`test_service*.py`) run RuntimeService on it, so they need no
 kernel: `execute` stands in for running a cell, `busy` for a kernel running one, and
@@ -20,7 +20,7 @@ from ditto_jupyter.core.models import ContextCapture, SessionRecord, Unrestorabl
 
 
 class InMemoryContextCapture:
-    """A JSON namespace per runtime, captured to the blob store (a SessionContextCapture)."""
+    """A JSON namespace per runtime, captured to the blob store (a ContextDriver)."""
 
     def __init__(self, blobs: BlobStore) -> None:
         self.blobs = blobs

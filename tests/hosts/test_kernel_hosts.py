@@ -79,10 +79,10 @@ def k(kernels: Kernels) -> Kernels:
 
 
 def test_host_and_context_satisfy_their_protocols(k: Kernels) -> None:
-    from ditto_jupyter.control.context_capture import SessionContextCapture
+    from ditto_jupyter.control.context_driver import ContextDriver
 
     assert isinstance(k.host, KernelHost)
-    assert isinstance(k.context, SessionContextCapture)
+    assert isinstance(k.context, ContextDriver)
     assert k.kernel.handle_state["kernel_id"] != k.fresh.handle_state["kernel_id"]
 
 

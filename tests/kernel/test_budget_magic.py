@@ -15,7 +15,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-from ditto_jupyter.control.runtime_budgets import BUDGET_FILE, RuntimeBudgets
+from ditto_jupyter.control.budget_registry import BUDGET_FILE, RuntimeBudgets
 from ditto_jupyter.worker.shared_budget import budget_names
 from tests.support.kernel_cells import CellOutput, run_cell, value
 from tests.support.magic_display import printed_once

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ditto_jupyter.control.runtime_budgets import RuntimeBudgets
+from ditto_jupyter.control.budget_registry import RuntimeBudgets
 from tests.server.live_server import LiveServer
 
 pytestmark = pytest.mark.slow

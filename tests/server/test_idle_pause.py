@@ -176,7 +176,7 @@ async def test_a_runtime_with_an_operation_in_flight_is_never_touched(
     await wait_until_tracked_idle(ditto_app, runtime.kernel_id)
     age_kernel(ditto_app, runtime.kernel_id, 3600.0)
     assert ditto_app.service is not None
-    async with ditto_app.service._operation(runtime.runtime_id):
+    async with ditto_app.service.guard.operation(runtime.runtime_id):
         assert await pauser(ditto_app).check_once() == []
         assert runtime.kernel_id in jp_serverapp.kernel_manager
     await jp_serverapp.event_logger.gather_listeners()

@@ -25,13 +25,22 @@ NORMAL, WAL stays consistent but may lose the last commits). Commits are rare (o
 control operation) and the extra fsync is small beside the blob writes of a checkpoint.
 
 Every lookup is served by an index: an id prefix is a range on the checkpoint ids, a name
-an index of its own; one runtime's checkpoints are read a page at a time; and the blob
-ids each checkpoint names are columns, so garbage collection and delete-snapshot ask the
-index instead of reading every record.
+an index of its own; one runtime's checkpoints are read a page at a time; the blob ids
+each checkpoint names are columns, so garbage collection and delete-snapshot ask the
+index instead of reading every record; a prune reads the runtime's whole automatic
+checkpoints beyond the newest N off an index of their own, and a runtime's checkouts and
+the runtime of a kernel are index lookups too.
+
+A statement the database refuses raises `StoreFull` (a full disk: 507 `StorageFull`) or
+`StoreError` (503 `StoreUnavailable`), never a driver error, and leaves the store as it
+was. The store also records leftovers: resources a cleanup could not free, for
+`ditto doctor`.
 
 Modules: `interface` (the `CheckpointStore` protocol, errors, shared checks), `schema` (the
-SQL tables as they are now), `migrations` (the steps that get any database there), `sql`
-(`SqlCheckpointStore`), `memory` (`MemoryCheckpointStore`), `opening` (`open_store`).
+SQL tables as they are now), `migrations` (the steps that get any database there),
+`sql_database` (`SqlDatabase`: engine, connections, transactions, errors, migrating),
+`sql` (`SqlCheckpointStore`, the records on it), `memory` (`MemoryCheckpointStore`),
+`opening` (`open_store`).
 """
 
 from __future__ import annotations
@@ -40,8 +49,10 @@ from ditto_jupyter.control.store.interface import (
     CheckpointStore,
     DamagedRecord,
     DamagedRow,
+    PruneCandidates,
     SchemaVersionError,
     StoreError,
+    StoreFull,
     collecting_damaged_rows,
 )
 from ditto_jupyter.control.store.memory import MemoryCheckpointStore
@@ -57,9 +68,11 @@ __all__ = [
     "DamagedRow",
     "MemoryCheckpointStore",
     "Migration",
+    "PruneCandidates",
     "SchemaVersionError",
     "SqlCheckpointStore",
     "StoreError",
+    "StoreFull",
     "collecting_damaged_rows",
     "open_store",
 ]

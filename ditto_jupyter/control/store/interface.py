@@ -21,7 +21,8 @@ from typing import Protocol, TypeVar, runtime_checkable
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.core.errors import StorageFull, StoreUnavailable
+from ditto_jupyter.core.models import BackendBinding, Leftover, RuntimeCheckpoint, SessionRecord
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -29,8 +30,13 @@ BUSY_TIMEOUT_MS = 30_000
 """How long a writer waits for another process's write transaction before giving up."""
 
 
-class StoreError(RuntimeError):
-    """The store cannot be opened or used (damaged file, closed store, lock timeout)."""
+class StoreError(StoreUnavailable, RuntimeError):
+    """The store cannot be opened or used (damaged file, closed store, lock timeout, a
+    database that refuses a statement): 503 `StoreUnavailable` at the REST API."""
+
+
+class StoreFull(StorageFull, StoreError):
+    """The disk holding the store has no room left: 507 `StorageFull`; nothing was written."""
 
 
 class SchemaVersionError(StoreError):
@@ -69,6 +75,21 @@ def collecting_damaged_rows() -> Iterator[list[DamagedRow]]:
         _skipped.reset(token)
 
 
+@dataclass(frozen=True)
+class PruneCandidates:
+    """What a prune of one runtime's automatic checkpoints needs to know, and no more.
+
+    `beyond`: the runtime's automatic checkpoints that are still whole, older than its newest
+    `keep` ones, oldest first. `held`: the ids among them that must stay whole all the same
+    (a runtime's head, a checkout's source, the parent of another runtime's checkpoint).
+    `whole`: how many of the runtime's automatic checkpoints are whole, in all.
+    """
+
+    beyond: list[RuntimeCheckpoint]
+    held: frozenset[str]
+    whole: int
+
+
 @runtime_checkable
 class CheckpointStore(Protocol):
     """Where runtimes, checkpoints, heads and backend bindings live (runtime_id == session_id)."""
@@ -91,6 +112,16 @@ class CheckpointStore(Protocol):
 
     def list_sessions(self) -> list[SessionRecord]:
         """Every runtime, by created_at_ms then id."""
+        ...
+
+    def checkouts_of(self, runtime_id: str) -> list[SessionRecord]:
+        """The runtimes checked out from `runtime_id`'s checkpoints, by created_at_ms then id
+        (an index lookup on the source runtime)."""
+        ...
+
+    def live_session_with_kernel(self, kernel_id: str) -> SessionRecord | None:
+        """The live (idle or busy) runtime whose handle names that kernel id, or None (an
+        index lookup; the oldest one should two ever name it)."""
         ...
 
     def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
@@ -146,6 +177,12 @@ class CheckpointStore(Protocol):
         backend snapshot."""
         ...
 
+    def prune_candidates(self, runtime_id: str, keep: int) -> PruneCandidates:
+        """The runtime's whole automatic checkpoints beyond its newest `keep`, which of them
+        are held, and how many are whole (index reads: the cost follows `keep` and what lies
+        beyond it, never the runtime's whole history)."""
+        ...
+
     def get_head(self, runtime_id: str) -> str | None:
         """The current checkpoint id of a runtime, or None."""
         ...
@@ -168,6 +205,15 @@ class CheckpointStore(Protocol):
 
     def list_bindings(self) -> list[BackendBinding]:
         """Every backend binding, by runtime id."""
+        ...
+
+    def record_leftover(self, leftover: Leftover) -> None:
+        """Record a resource a cleanup left behind (replaces the record of the same kind
+        and id)."""
+        ...
+
+    def list_leftovers(self) -> list[Leftover]:
+        """Every recorded leftover, oldest first (`ditto doctor` lists them)."""
         ...
 
     def damaged_rows(self) -> list[DamagedRow]:
@@ -242,6 +288,12 @@ def damaged_of(
             where = ".".join(str(part) for part in first["loc"]) or "the record"
             damaged.append(DamagedRow(table, key, f"at {where}: {first['msg']}", text))
     return damaged
+
+
+def kernel_id_of(session: SessionRecord) -> str | None:
+    """The kernel id a session's handle names (its indexed `kernel_id`), if any."""
+    kernel = session.handle_state.get("kernel_id")
+    return kernel if isinstance(kernel, str) and kernel else None
 
 
 def blob_ids(checkpoint: RuntimeCheckpoint) -> tuple[str | None, str | None]:

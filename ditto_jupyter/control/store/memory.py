@@ -7,16 +7,18 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ditto_jupyter.control.store.interface import (
     BUSY_TIMEOUT_MS,
     DamagedRow,
+    PruneCandidates,
     Ref,
     StoreError,
     blob_ids_of_record,
     damaged_of,
     dangling,
+    kernel_id_of,
     load_model,
     load_rows,
     refs_of_binding,
@@ -25,16 +27,59 @@ from ditto_jupyter.control.store.interface import (
     require_id,
     require_model,
 )
-from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.core.models import (
+    BackendBinding,
+    Leftover,
+    RuntimeCheckpoint,
+    SessionLifecycleStatus,
+    SessionRecord,
+)
+
+_LIVE = (SessionLifecycleStatus.IDLE.value, SessionLifecycleStatus.BUSY.value)
+
+
+class _SessionRow(NamedTuple):
+    """A runtime's JSON and the columns the SQL store indexes it by."""
+
+    created: int
+    data: str
+    status: str
+    source_runtime_id: str | None
+    source_checkpoint_id: str | None
+    kernel_id: str | None
+
+    @classmethod
+    def of(cls, session: SessionRecord) -> _SessionRow:
+        return cls(
+            session.created_at_ms,
+            session.model_dump_json(),
+            session.status.value,
+            session.source_runtime_id,
+            session.source_checkpoint_id,
+            kernel_id_of(session),
+        )
+
+
+class _CheckpointRow(NamedTuple):
+    """A checkpoint's JSON and the columns the SQL store indexes it by."""
+
+    created: int
+    seq: int
+    runtime_id: str
+    name: str | None
+    data: str
+    parent: str | None
+    automatic: bool
+    pruned: bool
 
 
 @dataclass
 class _MemState:
-    sessions: dict[str, tuple[int, str]] = field(default_factory=dict)  # id -> (created, json)
-    checkpoints: dict[str, tuple[int, int, str, str | None, str]] = field(default_factory=dict)
-    # checkpoint id -> (created_at_ms, seq, runtime_id, name, json)
+    sessions: dict[str, _SessionRow] = field(default_factory=dict)
+    checkpoints: dict[str, _CheckpointRow] = field(default_factory=dict)
     heads: dict[str, str] = field(default_factory=dict)
     bindings: dict[str, str] = field(default_factory=dict)
+    leftovers: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, id) -> json
     seq: int = 0
 
     def copy(self) -> _MemState:
@@ -43,6 +88,7 @@ class _MemState:
             dict(self.checkpoints),
             dict(self.heads),
             dict(self.bindings),
+            dict(self.leftovers),
             self.seq,
         )
 
@@ -140,13 +186,13 @@ class MemoryCheckpointStore:
         with self._write() as state:
             if session.session_id in state.sessions:
                 raise ValueError(f"runtime {session.session_id!r} already exists")
-            state.sessions[session.session_id] = (session.created_at_ms, session.model_dump_json())
+            state.sessions[session.session_id] = _SessionRow.of(session)
 
     def put_session(self, session: SessionRecord) -> None:
         """Insert or replace a runtime."""
         require_model(session, SessionRecord, "put_session")
         with self._write() as state:
-            state.sessions[session.session_id] = (session.created_at_ms, session.model_dump_json())
+            state.sessions[session.session_id] = _SessionRow.of(session)
 
     def get_session(self, runtime_id: str) -> SessionRecord | None:
         """The runtime with that id, or None."""
@@ -154,15 +200,27 @@ class MemoryCheckpointStore:
         return (
             None
             if found is None
-            else load_model(SessionRecord, found[1], f"runtime {runtime_id!r}")
+            else load_model(SessionRecord, found.data, f"runtime {runtime_id!r}")
         )
+
+    def _sessions_where(self, keep: Callable[[_SessionRow], bool]) -> list[SessionRecord]:
+        rows = sorted(
+            (row.created, rid, row.data) for rid, row in self._view().sessions.items() if keep(row)
+        )
+        return load_rows(SessionRecord, ((rid, data) for _, rid, data in rows), "runtime")
 
     def list_sessions(self) -> list[SessionRecord]:
         """Every runtime, by created_at_ms then id."""
-        rows = sorted(
-            (created, rid, data) for rid, (created, data) in self._view().sessions.items()
-        )
-        return load_rows(SessionRecord, ((rid, data) for _, rid, data in rows), "runtime")
+        return self._sessions_where(lambda _row: True)
+
+    def checkouts_of(self, runtime_id: str) -> list[SessionRecord]:
+        """The runtimes checked out from `runtime_id`'s checkpoints, by created_at_ms then id."""
+        return self._sessions_where(lambda row: row.source_runtime_id == runtime_id)
+
+    def live_session_with_kernel(self, kernel_id: str) -> SessionRecord | None:
+        """The live (idle or busy) runtime whose handle names that kernel id, or None."""
+        found = self._sessions_where(lambda row: row.kernel_id == kernel_id and row.status in _LIVE)
+        return found[0] if found else None
 
     # ---- checkpoints ----------------------------------------------------------------
 
@@ -175,13 +233,16 @@ class MemoryCheckpointStore:
                 state.seq += 1
                 seq = state.seq
             else:
-                seq = old[1]
-            state.checkpoints[checkpoint.checkpoint_id] = (
+                seq = old.seq
+            state.checkpoints[checkpoint.checkpoint_id] = _CheckpointRow(
                 checkpoint.created_at_ms,
                 seq,
                 checkpoint.runtime_id,
                 checkpoint.name,
                 checkpoint.model_dump_json(),
+                checkpoint.parent_checkpoint_id,
+                checkpoint.automatic is not None,
+                checkpoint.pruned,
             )
 
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
@@ -189,13 +250,13 @@ class MemoryCheckpointStore:
         found = self._view().checkpoints.get(checkpoint_id)
         if found is None:
             return None
-        return load_model(RuntimeCheckpoint, found[4], f"checkpoint {checkpoint_id!r}")
+        return load_model(RuntimeCheckpoint, found.data, f"checkpoint {checkpoint_id!r}")
 
     def _select(self, keep: Callable[[str, str, str | None], bool]) -> list[RuntimeCheckpoint]:
         rows = sorted(
-            (created, seq, cid, data)
-            for cid, (created, seq, rid, name, data) in self._view().checkpoints.items()
-            if keep(cid, rid, name)
+            (row.created, row.seq, cid, row.data)
+            for cid, row in self._view().checkpoints.items()
+            if keep(cid, row.runtime_id, row.name)
         )
         return load_rows(RuntimeCheckpoint, ((cid, data) for _, _, cid, data in rows), "checkpoint")
 
@@ -226,9 +287,9 @@ class MemoryCheckpointStore:
         """One runtime's checkpoints, oldest (or newest) first, from just after the checkpoint
         `after` (ValueError when it is not one of the runtime's), at most `limit`."""
         rows = sorted(
-            (created, seq, cid)
-            for cid, (created, seq, rid, _, _) in self._view().checkpoints.items()
-            if rid == runtime_id
+            (row.created, row.seq, cid)
+            for cid, row in self._view().checkpoints.items()
+            if row.runtime_id == runtime_id
         )
         if newest_first:
             rows.reverse()
@@ -246,8 +307,8 @@ class MemoryCheckpointStore:
         require_id(prefix, "a checkpoint id prefix")
         ids = sorted(
             cid
-            for cid, (_, _, rid, _, _) in self._view().checkpoints.items()
-            if cid.startswith(prefix) and (runtime_id is None or rid == runtime_id)
+            for cid, row in self._view().checkpoints.items()
+            if cid.startswith(prefix) and (runtime_id is None or row.runtime_id == runtime_id)
         )
         return self._load(ids[:limit])
 
@@ -259,13 +320,13 @@ class MemoryCheckpointStore:
     def runtimes_naming(self, name: str, *, limit: int) -> list[str]:
         """Runtimes (by id, at most `limit`) that have a checkpoint with exactly that name."""
         rows = self._view().checkpoints.values()
-        return sorted({rid for _, _, rid, found, _ in rows if found == name})[:limit]
+        return sorted({row.runtime_id for row in rows if row.name == name})[:limit]
 
     def checkpoints_with_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
         """Every checkpoint whose backend ref records that provider snapshot, oldest first."""
         rows = self._view().checkpoints
         return self._select(
-            lambda cid, _rid, _name: blob_ids_of_record(rows[cid][4])[1] == snapshot_id
+            lambda cid, _rid, _name: blob_ids_of_record(rows[cid].data)[1] == snapshot_id
         )
 
     def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
@@ -273,16 +334,34 @@ class MemoryCheckpointStore:
         backend snapshot."""
         named = {
             blob
-            for *_, data in self._view().checkpoints.values()
-            for blob in blob_ids_of_record(data)
+            for row in self._view().checkpoints.values()
+            for blob in blob_ids_of_record(row.data)
             if blob is not None
         }
         return named.intersection(manifest_ids)
 
+    def prune_candidates(self, runtime_id: str, keep: int) -> PruneCandidates:
+        """The runtime's whole automatic checkpoints beyond its newest `keep`, which of them
+        are held, and how many are whole."""
+        state = self._view()
+        whole = sorted(
+            (row.created, row.seq, cid)
+            for cid, row in state.checkpoints.items()
+            if row.runtime_id == runtime_id and row.automatic and not row.pruned
+        )
+        beyond = [cid for _, _, cid in whole[: max(len(whole) - max(keep, 0), 0)]]
+        asked = set(beyond)
+        held = asked.intersection(state.heads.values())
+        held |= asked.intersection(row.source_checkpoint_id for row in state.sessions.values())
+        held |= asked.intersection(
+            row.parent for row in state.checkpoints.values() if row.runtime_id != runtime_id
+        )
+        return PruneCandidates(beyond=self._load(beyond), held=frozenset(held), whole=len(whole))
+
     def _load(self, checkpoint_ids: list[str]) -> list[RuntimeCheckpoint]:
         rows = self._view().checkpoints
         return load_rows(
-            RuntimeCheckpoint, ((cid, rows[cid][4]) for cid in checkpoint_ids), "checkpoint"
+            RuntimeCheckpoint, ((cid, rows[cid].data) for cid in checkpoint_ids), "checkpoint"
         )
 
     # ---- heads ----------------------------------------------------------------------
@@ -329,11 +408,24 @@ class MemoryCheckpointStore:
             BackendBinding, ((rid, bindings[rid]) for rid in sorted(bindings)), "binding"
         )
 
+    # ---- leftovers -------------------------------------------------------------------
+
+    def record_leftover(self, leftover: Leftover) -> None:
+        """Record a resource a cleanup left behind (replaces one of the same kind and id)."""
+        require_model(leftover, Leftover, "record_leftover")
+        with self._write() as state:
+            state.leftovers[(leftover.kind, leftover.resource_id)] = leftover.model_dump_json()
+
+    def list_leftovers(self) -> list[Leftover]:
+        """Every recorded leftover, oldest first."""
+        found = [Leftover.model_validate_json(data) for data in self._view().leftovers.values()]
+        return sorted(found, key=lambda left: (left.created_at_ms, left.kind, left.resource_id))
+
     def damaged_rows(self) -> list[DamagedRow]:
         """Every stored row that does not read back as its model (reads each row)."""
         state = self._view()
-        sessions = ((rid, data) for rid, (_, data) in sorted(state.sessions.items()))
-        checkpoints = ((cid, row[4]) for cid, row in sorted(state.checkpoints.items()))
+        sessions = ((rid, row.data) for rid, row in sorted(state.sessions.items()))
+        checkpoints = ((cid, row.data) for cid, row in sorted(state.checkpoints.items()))
         return [
             *damaged_of("sessions", SessionRecord, sessions),
             *damaged_of("checkpoints", RuntimeCheckpoint, checkpoints),

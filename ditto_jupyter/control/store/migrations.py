@@ -3,7 +3,10 @@
 Each step is frozen: it says what that version changed, in DDL of its own, and never reads
 the current table definitions (`schema`), so a database at any version migrates the same
 way as one created today. Step 1 creates the tables of the first release; step 2 adds what
-issue 15 needs (blob columns, name and blob indexes, byte-ordered id ranges on PostgreSQL).
+issue 15 needs (blob columns, name and blob indexes, byte-ordered id ranges on PostgreSQL);
+step 3 indexes a session's checkout origin and kernel, heads by checkpoint and checkpoints
+by parent; step 4 moves the system's `autocheckpoint` and `pruned` flags out of the users'
+metadata into columns and fields of their own; step 5 adds the table of leftovers.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -128,11 +132,163 @@ def _index_blobs_and_names_v2(conn: Connection) -> None:
         )
 
 
+# ---- step 3: checkout origins, kernels, heads and parents indexed ---------------------------
+
+
+def _json_object(data: str) -> dict[str, Any] | None:
+    """A stored record as a dict, or None when it is not a JSON object any more."""
+    try:
+        record = orjson.loads(data.encode("utf-8", "surrogatepass"))
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _index_lineage_and_kernels_v3(conn: Connection) -> None:
+    for column in ("source_runtime_id", "source_checkpoint_id", "kernel_id"):
+        conn.exec_driver_sql(f"ALTER TABLE sessions ADD COLUMN {column} TEXT")
+    select = sa.text(
+        "SELECT runtime_id, data FROM sessions WHERE runtime_id > :after "
+        "ORDER BY runtime_id LIMIT :batch"
+    )
+    update = sa.text(
+        "UPDATE sessions SET source_runtime_id = :runtime, source_checkpoint_id = :checkpoint, "
+        "kernel_id = :kernel WHERE runtime_id = :key"
+    )
+    after = ""
+    while rows := conn.execute(select, {"after": after, "batch": _BACKFILL_BATCH}).all():
+        updates = []
+        for key, data in rows:
+            record = _json_object(data) or {}
+            handle = record.get("handle_state")
+            kernel = handle.get("kernel_id") if isinstance(handle, dict) else None
+            updates.append(
+                {
+                    "key": key,
+                    "runtime": _text(record.get("source_runtime_id")),
+                    "checkpoint": _text(record.get("source_checkpoint_id")),
+                    "kernel": _text(kernel),
+                }
+            )
+        conn.execute(update, updates)
+        after = rows[-1][0]
+    conn.exec_driver_sql(
+        "CREATE INDEX sessions_by_source_runtime ON sessions "
+        "(source_runtime_id, created_at_ms, runtime_id)"
+    )
+    conn.exec_driver_sql(
+        "CREATE INDEX sessions_by_source_checkpoint ON sessions (source_checkpoint_id)"
+    )
+    conn.exec_driver_sql("CREATE INDEX sessions_by_kernel ON sessions (kernel_id)")
+    conn.exec_driver_sql("CREATE INDEX heads_by_checkpoint ON heads (checkpoint_id)")
+    conn.exec_driver_sql("CREATE INDEX checkpoints_by_parent ON checkpoints (parent_checkpoint_id)")
+
+
+# ---- step 4: the system's flags out of the users' metadata ---------------------------------
+
+#: What the first releases kept in a checkpoint's metadata (frozen copies of those names).
+_AUTOCHECKPOINT_KEY_V3 = "autocheckpoint"
+_PRUNED_KEY_V3 = "pruned"
+_CELL_NAME_PREFIX_V3 = "cell-"
+_MAX_CELL_SOURCE_V4 = 64 * 1024
+
+
+def system_flags_out_of_metadata(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint record with `%autocheckpoint`'s flags moved out of its metadata, or
+    None when it holds none of the system's.
+
+    Only what `%autocheckpoint` itself wrote moves: a checkpoint named `cell-<n>` whose
+    `autocheckpoint` value is exactly the cell record (`execution_count` n, `source`,
+    `failed`). It is `pruned` when its metadata says so and a prune dropped its variables
+    (no namespace manifest left). Anything else stays in the metadata as the user's own.
+    """
+    metadata = record.get("metadata")
+    auto = metadata.get(_AUTOCHECKPOINT_KEY_V3) if isinstance(metadata, dict) else None
+    if not isinstance(metadata, dict) or not isinstance(auto, dict):
+        return None
+    count, source, failed = auto.get("execution_count"), auto.get("source"), auto.get("failed")
+    if (
+        set(auto) != {"execution_count", "source", "failed"}
+        or isinstance(count, bool)
+        or not isinstance(count, int)
+        or count < 0
+        or not isinstance(source, str)
+        or not isinstance(failed, bool)
+        or record.get("name") != f"{_CELL_NAME_PREFIX_V3}{count}"
+    ):
+        return None
+    kept = {k: v for k, v in metadata.items() if k != _AUTOCHECKPOINT_KEY_V3}
+    pruned = kept.get(_PRUNED_KEY_V3) is True and record.get("context_manifest_id") is None
+    if pruned:
+        del kept[_PRUNED_KEY_V3]
+    cell = {"execution_count": count, "source": source[:_MAX_CELL_SOURCE_V4], "failed": failed}
+    return {**record, "metadata": kept, "automatic": cell, "pruned": pruned}
+
+
+def _move_system_flags_v4(conn: Connection) -> None:
+    for column in ("automatic", "pruned"):
+        conn.exec_driver_sql(
+            f"ALTER TABLE checkpoints ADD COLUMN {column} BOOLEAN NOT NULL DEFAULT FALSE"
+        )
+    select = sa.text(
+        "SELECT seq, data FROM checkpoints WHERE seq > :after ORDER BY seq LIMIT :batch"
+    )
+    update = sa.text(
+        "UPDATE checkpoints SET data = :data, automatic = :automatic, pruned = :pruned "
+        "WHERE seq = :seq"
+    ).bindparams(
+        sa.bindparam("automatic", type_=sa.Boolean), sa.bindparam("pruned", type_=sa.Boolean)
+    )
+    after = 0
+    while rows := conn.execute(select, {"after": after, "batch": _BACKFILL_BATCH}).all():
+        updates = []
+        for seq, data in rows:
+            record = _json_object(data)
+            moved = system_flags_out_of_metadata(record) if record is not None else None
+            if moved is None:
+                continue
+            try:
+                text = orjson.dumps(moved).decode()
+            except TypeError:  # not JSON orjson writes back (a lone surrogate): left as it is
+                continue
+            updates.append({"seq": seq, "data": text, "automatic": True, "pruned": moved["pruned"]})
+        if updates:
+            conn.execute(update, updates)
+        after = rows[-1][0]
+    conn.exec_driver_sql(
+        "CREATE INDEX checkpoints_automatic ON checkpoints "
+        "(runtime_id, automatic, pruned, created_at_ms, seq)"
+    )
+
+
+# ---- step 5: leftovers ----------------------------------------------------------------------
+
+
+def _create_leftovers_v5(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        "CREATE TABLE leftovers (kind TEXT NOT NULL, resource_id TEXT NOT NULL, "
+        "runtime_id TEXT, reason TEXT NOT NULL, created_at_ms BIGINT NOT NULL, "
+        "PRIMARY KEY (kind, resource_id))"
+    )
+    conn.exec_driver_sql("CREATE INDEX leftovers_by_created ON leftovers (created_at_ms)")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
     Migration(
         2, "blob columns; indexes for names, blobs and id prefixes", _index_blobs_and_names_v2
     ),
+    Migration(
+        3,
+        "checkout origins and kernels of sessions; heads and parents indexed",
+        _index_lineage_and_kernels_v3,
+    ),
+    Migration(4, "automatic and pruned flags out of user metadata", _move_system_flags_v4),
+    Migration(5, "leftovers: resources a cleanup could not free", _create_leftovers_v5),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

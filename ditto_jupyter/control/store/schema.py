@@ -30,7 +30,15 @@ SESSIONS = sa.Table(
     sa.Column("created_at_ms", sa.BigInteger, nullable=False),
     sa.Column("updated_at_ms", sa.BigInteger, nullable=False),
     sa.Column("data", sa.Text, nullable=False),
+    # A checkout's origin and a live runtime's kernel (schema 3): `checkouts_of` and the
+    # lookup of a runtime by its kernel ask these, never every session's record.
+    sa.Column("source_runtime_id", sa.Text, nullable=True),
+    sa.Column("source_checkpoint_id", sa.Text, nullable=True),
+    sa.Column("kernel_id", sa.Text, nullable=True),
     sa.Index("sessions_by_created", "created_at_ms", "runtime_id"),
+    sa.Index("sessions_by_source_runtime", "source_runtime_id", "created_at_ms", "runtime_id"),
+    sa.Index("sessions_by_source_checkpoint", "source_checkpoint_id"),
+    sa.Index("sessions_by_kernel", "kernel_id"),
 )
 
 _deferred: dict[str, Any] = {"deferrable": True, "initially": "DEFERRED"}
@@ -54,11 +62,17 @@ CHECKPOINTS = sa.Table(
     # these, never the records, and delete-snapshot finds the checkpoints sharing a snapshot.
     sa.Column("context_manifest_id", sa.Text, nullable=True),
     sa.Column("backend_snapshot_id", sa.Text, nullable=True),
+    # The system's own flags (schema 4), out of the user's metadata: a prune reads the
+    # runtime's whole automatic checkpoints off `checkpoints_automatic`.
+    sa.Column("automatic", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("pruned", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("checkpoints_by_runtime", "runtime_id", "created_at_ms", "seq"),
     sa.Index("checkpoints_by_created", "created_at_ms", "seq"),
     sa.Index("checkpoints_by_name", "name", "runtime_id", "created_at_ms", "seq"),
     sa.Index("checkpoints_by_context_manifest", "context_manifest_id"),
     sa.Index("checkpoints_by_snapshot", "backend_snapshot_id"),
+    sa.Index("checkpoints_by_parent", "parent_checkpoint_id"),
+    sa.Index("checkpoints_automatic", "runtime_id", "automatic", "pruned", "created_at_ms", "seq"),
     # PostgreSQL also has checkpoints_by_id_bytes on (checkpoint_id COLLATE "C"): id-prefix
     # ranges compare bytes there, as SQLite does, whatever the database's locale.
 )
@@ -78,6 +92,7 @@ HEADS = sa.Table(
         sa.ForeignKey("checkpoints.checkpoint_id", **_deferred),
         nullable=False,
     ),
+    sa.Index("heads_by_checkpoint", "checkpoint_id"),
 )
 
 BINDINGS = sa.Table(
@@ -93,6 +108,19 @@ BINDINGS = sa.Table(
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("data", sa.Text, nullable=False),
     sa.Index("backend_bindings_by_backend", "backend_id"),
+)
+
+# Resources a cleanup could not free (schema 5), for `ditto doctor`. No reference to the
+# runtime: the runtime of a failed create was never stored.
+LEFTOVERS = sa.Table(
+    "leftovers",
+    METADATA,
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("resource_id", sa.Text, primary_key=True),
+    sa.Column("runtime_id", sa.Text, nullable=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("created_at_ms", sa.BigInteger, nullable=False),
+    sa.Index("leftovers_by_created", "created_at_ms"),
 )
 
 

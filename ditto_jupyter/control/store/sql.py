@@ -1,36 +1,24 @@
-"""The checkpoint store on SQLite (one file, WAL) or PostgreSQL, through SQLAlchemy Core.
+"""The checkpoint store on SQL (`SqlDatabase`): runtimes, checkpoints, heads, bindings, leftovers.
 
-SQLite runs with `synchronous=FULL`: every commit is on disk when it returns, so a
-checkpoint the user was told about survives power loss, not only a process crash (with
-NORMAL, WAL stays consistent but may lose the last commits). Commits are rare (one per
-control operation) and the extra fsync is small beside the blob writes of a checkpoint.
+Every lookup is an index lookup (see `schema`); models are kept as JSON text beside the
+columns they are queried by.
 """
 
 from __future__ import annotations
 
-import contextvars
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import URL
 
 from ditto_jupyter.control.store.interface import (
     BUSY_TIMEOUT_MS,
     DamagedRow,
-    Ref,
-    SchemaVersionError,
-    StoreError,
+    PruneCandidates,
     blob_ids,
     damaged_of,
-    dangling,
+    kernel_id_of,
     load_model,
     load_rows,
     prefix_end,
@@ -40,39 +28,35 @@ from ditto_jupyter.control.store.interface import (
     require_id,
     require_model,
 )
-from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration, check_migrations
+from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration
 from ditto_jupyter.control.store.schema import (
     BINDINGS,
-    CHECKPOINT_EXISTS,
     CHECKPOINTS,
     GET_BINDING,
     GET_CHECKPOINT,
     GET_HEAD,
     GET_SESSION,
     HEADS,
-    RUNTIME_EXISTS,
+    LEFTOVERS,
     SESSIONS,
-    VERSION_TABLE,
 )
-from ditto_jupyter.core.models import BackendBinding, RuntimeCheckpoint, SessionRecord
-from ditto_jupyter.core.private import private_file
+from ditto_jupyter.control.store.sql_database import SqlDatabase
+from ditto_jupyter.core.models import (
+    BackendBinding,
+    Leftover,
+    RuntimeCheckpoint,
+    SessionLifecycleStatus,
+    SessionRecord,
+)
 
-_PG_WRITE_LOCK = 0x6469_7474_6F00
-"""PostgreSQL advisory lock key that serializes write transactions (and migrations)."""
+_LIVE = (SessionLifecycleStatus.IDLE.value, SessionLifecycleStatus.BUSY.value)
+
+_HELD_BATCH = 500
+"""Checkpoint ids asked about in one `IN (...)` (well below every database's limit)."""
 
 
-@dataclass
-class _SqlTxn:
-    conn: Connection
-    refs: list[list[Ref]] = field(default_factory=lambda: [[]])
-
-
-class SqlCheckpointStore:
-    """The checkpoint store on SQLite (default, one file, WAL) or PostgreSQL, via SQLAlchemy.
-
-    Opening creates the schema or migrates it to the current version; several processes
-    (the server and its kernels) may open the same SQLite file at once.
-    """
+class SqlCheckpointStore(SqlDatabase):
+    """The checkpoint store on SQLite (default, one file, WAL) or PostgreSQL, via SQLAlchemy."""
 
     def __init__(
         self,
@@ -81,186 +65,8 @@ class SqlCheckpointStore:
         migrations: Sequence[Migration] = MIGRATIONS,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     ) -> None:
-        try:
-            self.url = make_url(url)
-        except sa.exc.ArgumentError as exc:
-            raise ValueError(f"{url!r} is not a database URL: {exc}") from None
-        self.backend = self.url.get_backend_name()
-        shown = self.url.render_as_string(hide_password=True)
-        self._shown = shown
-        if self.backend not in ("sqlite", "postgresql"):
-            raise ValueError(f"the checkpoint store supports SQLite and PostgreSQL, not {shown}")
-        check_migrations(migrations)
-        self._migrations = tuple(migrations)
-        self._closed = False
-        self._active: contextvars.ContextVar[_SqlTxn | None] = contextvars.ContextVar(
-            f"ditto_store_txn_{id(self)}", default=None
-        )
-        self.journal_mode: str | None = None
-        if self.backend == "sqlite":
-            database = self.url.database or ""
-            if database in ("", ":memory:") or self.url.query.get("mode") == "memory":
-                raise ValueError(
-                    f"{shown} is an in-memory SQLite database, which other connections cannot "
-                    "see; use MemoryCheckpointStore or a file path"
-                )
-            self._engine = self._sqlite_engine(busy_timeout_ms)
-            self._prepare_statements(sqlite_dialect.insert)
-        else:
-            self._engine = sa.create_engine(self.url, pool_pre_ping=True)
-            self._prepare_statements(pg_dialect.insert)
-        try:
-            self._migrate()
-        except (sa.exc.OperationalError, sa.exc.DatabaseError) as exc:
-            self._engine.dispose()
-            reason = str(exc.orig) if exc.orig is not None else str(exc)
-            raise StoreError(f"cannot open the checkpoint store {shown}: {reason}") from None
-        except BaseException:
-            self._engine.dispose()
-            raise
-
-    @classmethod
-    def at_path(cls, path: str | os.PathLike[str]) -> SqlCheckpointStore:
-        """The SQLite store in the file `path` (created 0600, with its parent folders, if
-        missing; a looser file and its -wal and -shm are made 0600)."""
-        target = Path(path).expanduser().resolve()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        private_file(target)
-        return cls(URL.create("sqlite", database=str(target)))
-
-    def __repr__(self) -> str:
-        return f"SqlCheckpointStore({self._shown!r})"
-
-    # ---- connections and transactions -----------------------------------------------
-
-    def _sqlite_engine(self, busy_timeout_ms: int) -> Engine:
-        engine = sa.create_engine(self.url)
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-            # SQLAlchemy, not the sqlite3 module, emits BEGIN (see _on_begin).
-            dbapi_connection.isolation_level = None
-            cursor = dbapi_connection.cursor()
-            try:
-                cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-                cursor.execute("PRAGMA foreign_keys = ON")
-                mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                cursor.execute("PRAGMA synchronous = FULL")
-            finally:
-                cursor.close()
-            self.journal_mode = str(mode).lower()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            write = conn.get_execution_options().get("ditto_write", False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-        return engine
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the checkpoint store {self._shown} is closed")
-
-    @contextmanager
-    def _begin(self, write: bool) -> Iterator[Connection]:
-        """A new connection in a new (write-locked when `write`) transaction."""
-        with self._engine.connect() as conn:
-            conn.execution_options(ditto_write=write)
-            with conn.begin():
-                if write and self.backend == "postgresql":
-                    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_WRITE_LOCK)))
-                yield conn
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Commit everything inside atomically; nested blocks are savepoints."""
-        self._check_open()
-        active = self._active.get()
-        if active is not None:
-            active.refs.append([])
-            try:
-                with active.conn.begin_nested():
-                    yield
-            except BaseException:
-                active.refs.pop()
-                raise
-            inner = active.refs.pop()
-            active.refs[-1].extend(inner)
-            return
-        with self._begin(write=True) as conn:
-            txn = _SqlTxn(conn)
-            token = self._active.set(txn)
-            try:
-                yield
-                self._verify_refs(conn, txn.refs[0])
-            finally:
-                self._active.reset(token)
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        self._check_open()
-        active = self._active.get()
-        if active is not None:
-            yield active.conn
-            return
-        with self._begin(write=False) as conn:
-            yield conn
-
-    @contextmanager
-    def _write(self, refs: Sequence[Ref] = ()) -> Iterator[Connection]:
-        with self.transaction():
-            active = self._active.get()
-            assert active is not None
-            yield active.conn
-            active.refs[-1].extend(refs)
-
-    def _verify_refs(self, conn: Connection, refs: Sequence[Ref]) -> None:
-        seen: set[tuple[str, str]] = set()
-        for ref in refs:
-            if (ref.kind, ref.key) in seen:
-                continue
-            seen.add((ref.kind, ref.key))
-            query = RUNTIME_EXISTS if ref.kind == "runtime" else CHECKPOINT_EXISTS
-            if conn.execute(query, {"key": ref.key}).first() is None:
-                raise dangling(ref)
-
-    # ---- schema migrations ----------------------------------------------------------
-
-    def _stored_version(self, conn: Connection) -> int:
-        if not sa.inspect(conn).has_table(VERSION_TABLE.name):
-            return 0
-        version = conn.execute(sa.select(VERSION_TABLE.c.version)).scalar_one_or_none()
-        return int(version) if version is not None else 0
-
-    def _migrate(self) -> None:
-        latest = self._migrations[-1].version
-        with self._begin(write=False) as conn:
-            current = self._stored_version(conn)
-        if current == latest:
-            return
-        self._refuse_newer(current, latest)
-        with self._begin(write=True) as conn:
-            VERSION_TABLE.create(conn, checkfirst=True)
-            current = self._stored_version(conn)  # another process may have migrated
-            self._refuse_newer(current, latest)
-            for step in self._migrations[current:]:
-                step.apply(conn)
-            if current == 0:
-                conn.execute(sa.insert(VERSION_TABLE).values(id=1, version=latest))
-            elif current < latest:
-                conn.execute(sa.update(VERSION_TABLE).values(version=latest))
-
-    def _refuse_newer(self, current: int, latest: int) -> None:
-        if current > latest:
-            raise SchemaVersionError(
-                f"the checkpoint store {self._shown} has schema version {current}, newer than "
-                f"the {latest} this ditto-jupyter understands; upgrade ditto-jupyter to open it"
-            )
-
-    def schema_version(self) -> int:
-        """The schema version recorded in the database."""
-        with self._read() as conn:
-            return self._stored_version(conn)
+        super().__init__(url, migrations=migrations, busy_timeout_ms=busy_timeout_ms)
+        self._prepare_statements(self.insert)
 
     # ---- sessions -------------------------------------------------------------------
 
@@ -273,6 +79,9 @@ class SqlCheckpointStore:
             "created_at_ms": session.created_at_ms,
             "updated_at_ms": session.updated_at_ms,
             "data": session.model_dump_json(),
+            "source_runtime_id": session.source_runtime_id,
+            "source_checkpoint_id": session.source_checkpoint_id,
+            "kernel_id": kernel_id_of(session),
         }
 
     def insert_session(self, session: SessionRecord) -> None:
@@ -310,6 +119,30 @@ class SqlCheckpointStore:
             ).all()
         return load_rows(SessionRecord, rows, "runtime")
 
+    def checkouts_of(self, runtime_id: str) -> list[SessionRecord]:
+        """The runtimes checked out from `runtime_id`'s checkpoints, by created_at_ms then id."""
+        col = SESSIONS.c
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(col.runtime_id, col.data)
+                .where(col.source_runtime_id == runtime_id)
+                .order_by(col.created_at_ms, self._by_codepoint(col.runtime_id))
+            ).all()
+        return load_rows(SessionRecord, rows, "runtime")
+
+    def live_session_with_kernel(self, kernel_id: str) -> SessionRecord | None:
+        """The live (idle or busy) runtime whose handle names that kernel id, or None."""
+        col = SESSIONS.c
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(col.runtime_id, col.data)
+                .where(col.kernel_id == kernel_id, col.status.in_(_LIVE))
+                .order_by(col.created_at_ms, self._by_codepoint(col.runtime_id))
+                .limit(1)
+            ).all()
+        found = load_rows(SessionRecord, rows, "runtime")
+        return found[0] if found else None
+
     # ---- checkpoints ----------------------------------------------------------------
 
     def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
@@ -325,6 +158,8 @@ class SqlCheckpointStore:
             "data": checkpoint.model_dump_json(),
             "context_manifest_id": context_manifest_id,
             "backend_snapshot_id": backend_snapshot_id,
+            "automatic": checkpoint.automatic is not None,
+            "pruned": checkpoint.pruned,
         }
         with self._write(refs_of_checkpoint(checkpoint)) as conn:
             conn.execute(self._upserts["checkpoints"], row)
@@ -464,6 +299,40 @@ class SqlCheckpointStore:
                 found.update(str(value) for (value,) in conn.execute(query))
         return found
 
+    def prune_candidates(self, runtime_id: str, keep: int) -> PruneCandidates:
+        """The runtime's whole automatic checkpoints beyond its newest `keep`, which of them
+        are held, and how many are whole: ranges on `checkpoints_automatic`, and the ids
+        beyond looked up in the heads, the checkout origins and the parents."""
+        col = CHECKPOINTS.c
+        whole = sa.and_(col.runtime_id == runtime_id, col.automatic, sa.not_(col.pruned))
+        newest_first = sa.select(col.checkpoint_id, col.data).where(whole)
+        newest_first = newest_first.order_by(col.created_at_ms.desc(), col.seq.desc())
+        with self._read() as conn:
+            count = conn.execute(sa.select(sa.func.count()).where(whole)).scalar_one()
+            rows = conn.execute(newest_first.offset(max(keep, 0))).all()
+            ids = [str(cid) for cid, _ in rows]
+            held: set[str] = set()
+            for start in range(0, len(ids), _HELD_BATCH):
+                batch = ids[start : start + _HELD_BATCH]
+                held.update(
+                    str(cid) for (cid,) in conn.execute(self._held_among(batch, runtime_id))
+                )
+        beyond = self._checkpoints_of(rows[::-1])
+        return PruneCandidates(beyond=beyond, held=frozenset(held), whole=int(count))
+
+    @staticmethod
+    def _held_among(ids: list[str], runtime_id: str) -> Any:
+        """Which of these checkpoints are a head, a checkout's source, or the parent of
+        another runtime's checkpoint (each an index lookup)."""
+        cps, sessions = CHECKPOINTS.c, SESSIONS.c
+        return sa.union(
+            sa.select(HEADS.c.checkpoint_id).where(HEADS.c.checkpoint_id.in_(ids)),
+            sa.select(sessions.source_checkpoint_id).where(sessions.source_checkpoint_id.in_(ids)),
+            sa.select(cps.parent_checkpoint_id).where(
+                cps.parent_checkpoint_id.in_(ids), cps.runtime_id != runtime_id
+            ),
+        )
+
     def _load_checkpoints(self, query: Any) -> list[RuntimeCheckpoint]:
         """The checkpoints a query of (checkpoint_id, data) rows selects."""
         with self._read() as conn:
@@ -529,6 +398,25 @@ class SqlCheckpointStore:
             ).all()
         return load_rows(BackendBinding, rows, "binding")
 
+    # ---- leftovers -------------------------------------------------------------------
+
+    def record_leftover(self, leftover: Leftover) -> None:
+        """Record a resource a cleanup left behind (replaces one of the same kind and id)."""
+        require_model(leftover, Leftover, "record_leftover")
+        with self._write() as conn:
+            conn.execute(self._upserts["leftovers"], leftover.model_dump())
+
+    def list_leftovers(self) -> list[Leftover]:
+        """Every recorded leftover, oldest first."""
+        col = LEFTOVERS.c
+        query = sa.select(col.kind, col.resource_id, col.runtime_id, col.reason, col.created_at_ms)
+        query = query.order_by(
+            col.created_at_ms, self._by_codepoint(col.kind), self._by_codepoint(col.resource_id)
+        )
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return [Leftover(**row._asdict()) for row in rows]
+
     def damaged_rows(self) -> list[DamagedRow]:
         """Every stored row that does not read back as its model (reads each row)."""
         damaged: list[DamagedRow] = []
@@ -542,12 +430,6 @@ class SqlCheckpointStore:
             damaged += damaged_of(table.name, model, ((str(k), str(d)) for k, d in rows))
         return damaged
 
-    # ---- misc -----------------------------------------------------------------------
-
-    def _by_codepoint(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
-        """Order text by code point on every backend (PostgreSQL follows its locale)."""
-        return column.collate("C") if self.backend == "postgresql" else column
-
     def _prepare_statements(self, insert: Any) -> None:
         # Built once: SQLAlchemy then reuses their compiled form, and a write costs a
         # parameter bind instead of a statement construction.
@@ -555,23 +437,19 @@ class SqlCheckpointStore:
             index_elements=["runtime_id"]
         )
         self._upserts: dict[str, Any] = {}
-        for table, key in (
-            (SESSIONS, "runtime_id"),
-            (CHECKPOINTS, "checkpoint_id"),
-            (HEADS, "runtime_id"),
-            (BINDINGS, "runtime_id"),
+        for table, keys in (
+            (SESSIONS, ("runtime_id",)),
+            (CHECKPOINTS, ("checkpoint_id",)),
+            (HEADS, ("runtime_id",)),
+            (BINDINGS, ("runtime_id",)),
+            (LEFTOVERS, ("kind", "resource_id")),
         ):
             stmt = insert(table)
             updates = {
                 col.name: stmt.excluded[col.name]
                 for col in table.columns
-                if col.name not in (key, "seq")
+                if col.name not in (*keys, "seq")
             }
             self._upserts[table.name] = stmt.on_conflict_do_update(
-                index_elements=[key], set_=updates
+                index_elements=list(keys), set_=updates
             )
-
-    def close(self) -> None:
-        """Release every connection; later calls raise StoreError."""
-        self._closed = True
-        self._engine.dispose()

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from ditto_jupyter.control.runtime_budgets import (
+from ditto_jupyter.control.budget_registry import (
     BUDGET_FILE,
     RuntimeBudgetNotSet,
     RuntimeBudgets,
     budget_name,
     runtime_lineage,
 )
-from ditto_jupyter.control.service import child_runtime_id
+from ditto_jupyter.control.lifecycle import child_runtime_id
 from ditto_jupyter.core.errors import InvalidRequest
 from ditto_jupyter.worker.shared_budget import SharedTokenBudget, budget_names
 

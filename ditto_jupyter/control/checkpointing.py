@@ -1,0 +1,268 @@
+"""Checkpointing and restore: capture a live runtime into a checkpoint, bring one back.
+
+A checkpoint is taken of an idle runtime (or of a kernel that captured itself from a magic:
+`precaptured`), in two halves: the provider work (the context's capture, the backend's
+snapshot), then the store writes (the checkpoint, the new head, the session) in one
+transaction. When the store refuses, a snapshot taken for it is discarded.
+
+"No cell ran since the last checkpoint" is judged per kernel: the kernel's handle and its
+execution count (`run_mark`), never a count compared across kernels. Only then is a clean
+backend's last snapshot reused; with `fresh` (pause, close), a local workspace, which the
+kernel and its threads write directly, is snapshotted anew anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
+from ditto_jupyter.control.runtime_parts import RuntimeParts
+from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError
+from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.limits import MAX_NAME_LENGTH, metadata_problem
+from ditto_jupyter.core.models import (
+    AutoCheckpointCell,
+    BackendCheckpointRef,
+    ContextCapture,
+    RuntimeCheckpoint,
+    RuntimeCheckpointResult,
+    SessionRecord,
+    UnrestorableValue,
+    now_ms,
+)
+
+_log = logging.getLogger(__name__)
+
+#: handle_state key: which kernel had run how many cells at the runtime's last checkpoint.
+_CHECKPOINTED_RUN = "checkpointed_run"
+#: What older records kept instead: a bare count, compared across kernels. Ignored now.
+_LEGACY_COUNT = "checkpointed_execution_count"
+_BOOKKEEPING = (_CHECKPOINTED_RUN, _LEGACY_COUNT)
+
+
+def new_checkpoint_id() -> str:
+    """A fresh checkpoint id (32 hex digits; magics accept any unique prefix)."""
+    return uuid.uuid4().hex
+
+
+def run_mark(handle_state: Mapping[str, Any], execution_count: int | None) -> dict[str, Any] | None:
+    """Which context (its handle, e.g. the kernel id) had run how many cells; None: unknown.
+
+    Two marks are equal only for the same kernel at the same count: a checkout child or a
+    resumed runtime has a new kernel whose count restarts, so it never matches its source.
+    """
+    if execution_count is None:
+        return None
+    context = {k: v for k, v in handle_state.items() if k not in _BOOKKEEPING}
+    return {"context": context, "execution_count": execution_count}
+
+
+def without_bookkeeping(handle_state: Mapping[str, Any]) -> dict[str, Any]:
+    """A handle state without what checkpointing keeps in it."""
+    return {k: v for k, v in handle_state.items() if k not in _BOOKKEEPING}
+
+
+def check_request(name: str | None, metadata: Mapping[str, Any] | None, whose: str) -> None:
+    """InvalidRequest when a name or metadata breaks a limit of `core.limits` (the REST
+    models check requests already; this holds in-process callers and merges to them)."""
+    if name is not None and len(name) > MAX_NAME_LENGTH:
+        raise InvalidRequest(
+            f"the checkpoint name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}"
+        )
+    problem = metadata_problem(metadata) if metadata else None
+    if problem is not None:
+        raise InvalidRequest(f"{whose}{problem}")
+
+
+def merged_metadata(base: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`base` updated with `extra`, within the metadata limits (each request is within
+    them, but merges could grow a runtime's metadata without end)."""
+    merged = dict(base)
+    merged.update(extra or {})
+    if extra:
+        check_request(None, merged, "merged with the runtime's own, ")
+    return merged
+
+
+class Checkpointing:
+    """Checkpoint a live runtime; restore a checkpoint into one in place."""
+
+    def __init__(self, parts: RuntimeParts) -> None:
+        self.parts = parts
+
+    async def checkpoint(
+        self,
+        runtime_id: str,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        precaptured: ContextCapture | None = None,
+        automatic: AutoCheckpointCell | None = None,
+    ) -> RuntimeCheckpointResult:
+        """Capture an idle runtime (see `RuntimeService.checkpoint`)."""
+        async with self.parts.guard.operation(runtime_id):
+            previous = self.parts.store.get_head(runtime_id)
+            checkpoint, session = await self.checkpoint_live(
+                runtime_id, name, metadata, precaptured, automatic=automatic
+            )
+        return RuntimeCheckpointResult(
+            checkpoint_id=checkpoint.checkpoint_id,
+            runtime=await self.parts.guard.public(session),
+            previous_checkpoint_id=previous,
+        )
+
+    async def checkpoint_live(
+        self,
+        runtime_id: str,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        precaptured: ContextCapture | None,
+        *,
+        fresh: bool = False,
+        automatic: AutoCheckpointCell | None = None,
+    ) -> tuple[RuntimeCheckpoint, SessionRecord]:
+        """Checkpoint an idle live runtime and make it the head (checkpoint, pause, close).
+
+        The caller holds the runtime's operation slot. When the store refuses the new
+        records, a snapshot taken for them is discarded and the store is unchanged.
+        `fresh`: a local workspace gets a new snapshot even when no cell ran.
+        """
+        parts = self.parts
+        check_request(name, metadata, "")
+        session = parts.guard.live_session(runtime_id)
+        if precaptured is None:
+            await parts.guard.require_idle(session)
+        else:
+            self._check_self_capture(runtime_id, precaptured)
+        try:
+            async with parts.provider_work(runtime_id) as work:
+                checkpoint, session = await self._take_checkpoint(
+                    session, name, metadata, precaptured, fresh=fresh, automatic=automatic
+                )
+                ref = checkpoint.backend_ref
+                work.undo_with(
+                    f"discarding the snapshot of a checkpoint of runtime {runtime_id}",
+                    lambda: parts.discard_new_ref(runtime_id, ref),
+                )
+                manifests = parts.manifests_of(checkpoint)
+                parts.guard.hold(runtime_id, manifests)
+                with work.commit():
+                    parts.store.put_checkpoint(checkpoint)
+                    parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
+                    parts.store.put_session(session)
+            try:
+                parts.blobs.mark_referenced(manifests)
+            except BlobError as error:  # a hint only: garbage collection asks the store
+                _log.warning(
+                    "ditto: could not mark the manifests of checkpoint %s as referenced (%s); "
+                    "garbage collection checks the store for them instead",
+                    checkpoint.checkpoint_id,
+                    error,
+                )
+        finally:
+            parts.guard.let_go(runtime_id)
+        return checkpoint, session
+
+    def _check_self_capture(self, runtime_id: str, capture: ContextCapture) -> None:
+        """Refuse a kernel's own capture unless it can become this runtime's checkpoint.
+
+        Its manifest must be in this blob store with a valid signature, of the
+        kernel-namespace kind (so a resume can restore it), and captured for `runtime_id`.
+        A restored manifest (a checkout child's first head, a resumed runtime's) names the
+        runtime it was captured for; new captures name the runtime that made them.
+        Manifests written before the runtime was named stay restorable but are refused here.
+        """
+        manifest_id = capture.manifest_id
+        try:
+            body = self.parts.blobs.get_manifest(manifest_id)
+        except (BlobError, OSError) as error:
+            raise InvalidRequest(
+                f"capture.manifest_id {manifest_id!r} is not a valid manifest of this "
+                f"server's store ({error})"
+            ) from None
+        kind = body.get("kind")
+        if kind != NAMESPACE_MANIFEST_KIND:
+            raise InvalidRequest(
+                f"capture.manifest_id {manifest_id!r} is a {kind!r} manifest, not a "
+                f"{NAMESPACE_MANIFEST_KIND!r} capture of a kernel"
+            )
+        captured_for = body.get("runtime_id")
+        if captured_for != runtime_id:
+            whose = f"runtime {captured_for}" if captured_for else "no runtime"
+            raise InvalidRequest(
+                f"capture.manifest_id {manifest_id!r} was captured for {whose}, not for "
+                f"runtime {runtime_id}"
+            )
+
+    async def _take_checkpoint(
+        self,
+        session: SessionRecord,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        precaptured: ContextCapture | None,
+        *,
+        fresh: bool,
+        automatic: AutoCheckpointCell | None,
+    ) -> tuple[RuntimeCheckpoint, SessionRecord]:
+        """Capture context and backend; nothing is written to the store here.
+
+        The backend's last snapshot is reused only when it is clean and this same kernel
+        has run no cell since the last checkpoint; with `fresh`, a local workspace (which
+        the kernel and its threads write directly) is snapshotted anyway.
+        """
+        parts = self.parts
+        capture = precaptured or await parts.context.capture(session)
+        parts.guard.hold(session.session_id, [capture.manifest_id])
+        backend = await parts.backend(session)
+        mark = run_mark(session.handle_state, capture.execution_count)
+        ref: BackendCheckpointRef | None = None
+        if backend is not None:
+            ran_code = mark is None or session.handle_state.get(_CHECKPOINTED_RUN) != mark
+            if ran_code or (fresh and backend.local_path is not None):
+                backend.mark_dirty()  # running a cell counts as exec for dirty tracking
+            ref = await parts.backends.checkpoint_backend(runtime_id=session.session_id)
+        handle_state = without_bookkeeping(session.handle_state)
+        if mark is not None:
+            handle_state[_CHECKPOINTED_RUN] = mark
+        session = session.model_copy(
+            update={"handle_state": handle_state, "updated_at_ms": now_ms()}
+        )
+        checkpoint = RuntimeCheckpoint(
+            checkpoint_id=new_checkpoint_id(),
+            runtime_id=session.session_id,
+            parent_checkpoint_id=parts.store.get_head(session.session_id),
+            session=session,
+            backend_ref=ref,
+            context_manifest_id=capture.manifest_id,
+            unrestorable=capture.unrestorable,
+            bytes_written=capture.bytes_written,
+            name=name,
+            metadata=dict(metadata or {}),
+            automatic=automatic,
+        )
+        return checkpoint, session
+
+    async def restore(
+        self, runtime_id: str, checkpoint_id: str
+    ) -> tuple[RuntimeCheckpoint, list[UnrestorableValue]]:
+        """Restore a checkpoint's context into a live runtime in place (server path)."""
+        parts = self.parts
+        async with parts.guard.operation(runtime_id):
+            session = parts.guard.live_session(runtime_id)
+            await parts.guard.require_idle(session)
+            checkpoint = parts.checkpoint(checkpoint_id)
+            refuse_pruned(checkpoint)
+            unrestorable = await parts.context.restore(session, checkpoint.context_manifest_id)
+            parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
+        return checkpoint, unrestorable
+
+    def record_restore(self, runtime_id: str, checkpoint_id: str) -> None:
+        """Make a checkpoint the head of a runtime that restored it itself."""
+        parts = self.parts
+        parts.guard.refuse_in_flight(runtime_id)
+        parts.guard.live_session(runtime_id)
+        refuse_pruned(parts.checkpoint(checkpoint_id))
+        parts.store.set_head(runtime_id, checkpoint_id)

@@ -1,0 +1,464 @@
+"""A runtime's life: create, checkout, pause, resume, close, and lost.
+
+- **Create** gives a runtime a fresh backend and a context (a kernel it starts, or one it
+  adopts). **Checkout** makes a new runtime from a checkpoint: a generated id, a backend
+  checked out from the checkpoint's snapshot, a context holding its state, the checkpoint
+  as its head; the source never changes. **Resume** does the same under the paused
+  runtime's own id.
+- **Pause** checkpoints (a new snapshot of a local workspace, whatever the kernel ran),
+  then frees the context and the backend; the id stays.
+- **Close** takes a final checkpoint (variables and files) unless the caller discards, then
+  frees the context and the backend for good; checkpoints stay. A final checkpoint that
+  fails refuses the close, and nothing is deleted.
+- **Lost**: a context that ended outside the control plane (a kernel that died) keeps its
+  files: the backend is snapshotted before it is released, into a checkpoint named `lost`.
+
+Each one does its provider work first and its store writes last, in one transaction
+(`provider_work`): when a step fails, the work done so far is undone and the store is as
+it was. A local workspace is deleted only after a snapshot taken for that purpose (pause,
+close, a lost runtime), never on the strength of a reused one.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import uuid
+from typing import Any
+
+from ditto_jupyter.backends.dirty import DirtyTrackingBackend
+from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
+from ditto_jupyter.control.checkpointing import Checkpointing, merged_metadata, new_checkpoint_id
+from ditto_jupyter.control.leftovers import backend_resource, kernel_resource
+from ditto_jupyter.control.provider_work import ProviderWork
+from ditto_jupyter.control.runtime_parts import RuntimeParts
+from ditto_jupyter.core.errors import (
+    BackendError,
+    CheckpointNotFound,
+    DittoError,
+    InvalidRequest,
+    RuntimeClosed,
+    RuntimeNotPaused,
+    StorageFull,
+    UnsupportedBackend,
+)
+from ditto_jupyter.core.models import (
+    BackendCheckpointRef,
+    ContextCapture,
+    RuntimeCheckoutResult,
+    RuntimeCheckpoint,
+    RuntimeCloseResult,
+    RuntimePauseResult,
+    RuntimeRecord,
+    RuntimeResumeResult,
+    SessionLifecycleStatus,
+    SessionRecord,
+    UnrestorableValue,
+    now_ms,
+)
+
+_log = logging.getLogger(__name__)
+
+#: The name of the checkpoint that keeps a lost runtime's workspace.
+LOST_CHECKPOINT_NAME = "lost"
+#: The name of the final checkpoint close takes.
+CLOSE_CHECKPOINT_NAME = "close"
+#: The name of the checkpoint pause takes when it is given none.
+PAUSE_CHECKPOINT_NAME = "pause"
+
+
+def child_runtime_id(source_runtime_id: str) -> str:
+    """The id of a checkout's child: the source id, `-`, and a UUID-based suffix."""
+    return f"{source_runtime_id}-{uuid.uuid4().hex[:12]}"
+
+
+def close_refused(runtime_id: str, error: BaseException) -> DittoError:
+    """The error that refuses a close whose final checkpoint failed: the failure's own code
+    (507 for a full disk, 502 for a dead kernel, 409 for a busy one) and a message that
+    says nothing was deleted and how to close anyway."""
+    message = (
+        f"runtime {runtime_id} was not closed: its final checkpoint failed ({error}); "
+        "nothing was deleted. Close it with discard: true to lose what changed since its "
+        "last checkpoint"
+    )
+    if isinstance(error, DittoError):
+        try:
+            return type(error)(message)
+        except TypeError:  # an error type that needs more than a message
+            return BackendError(message)
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return StorageFull(message)
+    return BackendError(message)
+
+
+class Lifecycle:
+    """Create, check out, pause, resume, close and mark lost the runtimes of one service."""
+
+    def __init__(
+        self, parts: RuntimeParts, checkpointing: Checkpointing, *, default_backend: str
+    ) -> None:
+        self.parts = parts
+        self.checkpointing = checkpointing
+        self.default_backend = default_backend
+
+    # ---- undo steps ----------------------------------------------------------------------
+
+    def _undo_backend(
+        self, work: ProviderWork, runtime_id: str, backend: DirtyTrackingBackend
+    ) -> None:
+        work.undo_with(
+            f"releasing the new backend of runtime {runtime_id}",
+            lambda: self.parts.backends.release(runtime_id),
+            backend_resource(runtime_id, backend.kind, backend.backend_id),
+        )
+
+    def _undo_context(self, work: ProviderWork, session: SessionRecord) -> None:
+        work.undo_with(
+            f"stopping the new kernel of runtime {session.session_id}",
+            lambda: self.parts.context.stop(session),
+            kernel_resource(session),
+        )
+
+    # ---- create, checkout, resume --------------------------------------------------------
+
+    async def create_runtime(
+        self,
+        conversation_id: str,
+        sender_id: str,
+        *,
+        runtime_id: str | None,
+        kernel_name: str,
+        backend_kind: str | None,
+        handle_state: dict[str, Any] | None,
+        metadata: dict[str, Any] | None,
+    ) -> RuntimeRecord:
+        """Register a new runtime with a fresh backend (see `RuntimeService.create_runtime`)."""
+        parts = self.parts
+        runtime_id = runtime_id or uuid.uuid4().hex
+        if parts.store.get_session(runtime_id) is not None:
+            raise InvalidRequest(f"a runtime with id {runtime_id!r} already exists")
+        kind = backend_kind or self.default_backend
+        async with parts.guard.operation(runtime_id), parts.provider_work(runtime_id) as work:
+            backend = await parts.backends.create(runtime_id, kind)
+            self._undo_backend(work, runtime_id, backend)
+            session = SessionRecord(
+                session_id=runtime_id,
+                conversation_id=conversation_id,
+                sender_id=sender_id,
+                kernel_name=kernel_name,
+                backend_kind=kind,
+                backend_instance=backend.backend_id,
+                metadata=dict(metadata or {}),
+            )
+            if handle_state is None:
+                handle_state = await parts.context.start(session, backend.local_path)
+                session = session.model_copy(update={"handle_state": handle_state})
+                self._undo_context(work, session)
+            else:
+                session = session.model_copy(update={"handle_state": handle_state})
+            with work.commit():
+                parts.store.insert_session(session)
+                parts.store.put_binding(parts.binding(runtime_id, backend))
+        return await parts.guard.public(session)
+
+    async def checkout(
+        self,
+        checkpoint_id: str,
+        conversation_id: str | None,
+        sender_id: str | None,
+        metadata: dict[str, Any] | None,
+        *,
+        handle_state: dict[str, Any] | None,
+        caller_runtime_id: str | None,
+    ) -> RuntimeCheckoutResult:
+        """Create a new runtime from a checkpoint (see `RuntimeService.checkout`)."""
+        parts = self.parts
+        checkpoint = parts.checkpoint(checkpoint_id)
+        refuse_pruned(checkpoint)
+        source = parts.guard.session(checkpoint.runtime_id)
+        merged = merged_metadata(checkpoint.session.metadata, metadata)
+        child_id = child_runtime_id(source.session_id)
+        async with parts.guard.operation(source.session_id, child_id):
+            live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
+            if live and caller_runtime_id != source.session_id:
+                await parts.guard.require_idle(source)
+            async with parts.provider_work(child_id) as work:
+                backend = await self._materialise_backend(work, checkpoint, child_id)
+                child = checkpoint.session.model_copy(
+                    update={
+                        "session_id": child_id,
+                        "conversation_id": conversation_id or checkpoint.session.conversation_id,
+                        "sender_id": sender_id or checkpoint.session.sender_id,
+                        "status": SessionLifecycleStatus.IDLE,
+                        "backend_kind": backend.kind,
+                        "backend_instance": backend.backend_id,
+                        "metadata": merged,
+                        "handle_state": {},
+                        "created_at_ms": now_ms(),
+                        "updated_at_ms": now_ms(),
+                        "source_runtime_id": source.session_id,
+                        "source_checkpoint_id": checkpoint.checkpoint_id,
+                    }
+                )
+                child, unrestorable = await self._start_context(
+                    work, child, backend, checkpoint, handle_state
+                )
+                with work.commit():
+                    parts.store.insert_session(child)
+                    parts.store.put_binding(parts.binding(child_id, backend))
+                    parts.store.set_head(child_id, checkpoint.checkpoint_id)
+        return RuntimeCheckoutResult(
+            runtime=await parts.guard.public(child),
+            checkpoint_id=checkpoint.checkpoint_id,
+            source_runtime_id=source.session_id,
+            unrestorable=unrestorable,
+            kernel_id=child.handle_state.get("kernel_id"),
+        )
+
+    async def resume(
+        self,
+        runtime_id: str,
+        metadata: dict[str, Any] | None,
+        *,
+        handle_state: dict[str, Any] | None,
+    ) -> RuntimeResumeResult:
+        """Bring a paused runtime back from its head checkpoint, under the same id."""
+        parts = self.parts
+        async with parts.guard.operation(runtime_id):
+            session = parts.guard.session(runtime_id)
+            if session.status is SessionLifecycleStatus.CLOSED:
+                raise RuntimeClosed(f"runtime {runtime_id} is closed")
+            if session.status is not SessionLifecycleStatus.PAUSED:
+                raise RuntimeNotPaused(f"runtime {runtime_id} is not paused")
+            head = parts.store.get_head(runtime_id)
+            if head is None:
+                raise CheckpointNotFound(f"paused runtime {runtime_id} has no checkpoint")
+            checkpoint = parts.checkpoint(head)
+            merged = merged_metadata(session.metadata, metadata)
+            async with parts.provider_work(runtime_id) as work:
+                backend = await self._materialise_backend(work, checkpoint, runtime_id)
+                session = session.model_copy(
+                    update={
+                        "status": SessionLifecycleStatus.IDLE,
+                        "backend_kind": backend.kind,
+                        "backend_instance": backend.backend_id,
+                        "metadata": merged,
+                        "handle_state": {},
+                        "updated_at_ms": now_ms(),
+                    }
+                )
+                session, unrestorable = await self._start_context(
+                    work, session, backend, checkpoint, handle_state
+                )
+                with work.commit():
+                    parts.store.put_session(session)
+                    parts.store.put_binding(parts.binding(runtime_id, backend))
+        return RuntimeResumeResult(
+            runtime=await parts.guard.public(session),
+            checkpoint_id=checkpoint.checkpoint_id,
+            unrestorable=unrestorable,
+            kernel_id=session.handle_state.get("kernel_id"),
+        )
+
+    async def _materialise_backend(
+        self, work: ProviderWork, checkpoint: RuntimeCheckpoint, runtime_id: str
+    ) -> DirtyTrackingBackend:
+        """A backend for `runtime_id` holding the checkpoint's files (undone on failure)."""
+        ref = checkpoint.backend_ref
+        if ref is None:
+            backend = await self.parts.backends.create(runtime_id, checkpoint.session.backend_kind)
+        elif not ref.provider_snapshot_id:
+            raise UnsupportedBackend(
+                f"checkpoint {checkpoint.checkpoint_id} has no backend snapshot any more "
+                "(it was deleted), so it cannot be checked out"
+            )
+        else:
+            backend = await self.parts.backends.checkout_backend(ref, runtime_id)
+        self._undo_backend(work, runtime_id, backend)
+        return backend
+
+    async def _start_context(
+        self,
+        work: ProviderWork,
+        session: SessionRecord,
+        backend: DirtyTrackingBackend,
+        checkpoint: RuntimeCheckpoint,
+        handle_state: dict[str, Any] | None,
+    ) -> tuple[SessionRecord, list[UnrestorableValue]]:
+        """Start (or adopt) a context for `session` and restore the checkpoint into it.
+
+        Returns the session and every value the new context does not hold. A context this
+        call started is stopped again when the operation fails.
+        """
+        if handle_state is None:
+            handle_state = await self.parts.context.start(session, backend.local_path)
+            session = session.model_copy(update={"handle_state": handle_state})
+            self._undo_context(work, session)
+        else:
+            session = session.model_copy(update={"handle_state": handle_state})
+        unrestorable = await self.parts.context.restore(session, checkpoint.context_manifest_id)
+        return session, unrestorable
+
+    # ---- pause, close --------------------------------------------------------------------
+
+    async def pause(
+        self,
+        runtime_id: str,
+        name: str | None,
+        metadata: dict[str, Any] | None,
+        *,
+        precaptured: ContextCapture | None,
+    ) -> RuntimePauseResult:
+        """Snapshot an idle runtime, then free its context and backend; the id stays."""
+        parts = self.parts
+        async with parts.guard.operation(runtime_id):
+            checkpoint, session = await self.checkpointing.checkpoint_live(
+                runtime_id, name or PAUSE_CHECKPOINT_NAME, metadata, precaptured, fresh=True
+            )
+            await parts.context.stop(session)
+            await parts.backend(session)  # attach first so release really frees it
+            await parts.backends.release(runtime_id)
+            session = self._stopped(session, SessionLifecycleStatus.PAUSED)
+            with parts.store.transaction():
+                parts.store.put_session(session)
+                parts.store.delete_binding(runtime_id)
+        return RuntimePauseResult(
+            runtime=await parts.guard.public(session), checkpoint_id=checkpoint.checkpoint_id
+        )
+
+    async def close(self, runtime_id: str, *, discard: bool) -> RuntimeCloseResult:
+        """Stop a runtime for good, after a final checkpoint unless `discard`."""
+        parts = self.parts
+        final: str | None = None
+        async with parts.guard.operation(runtime_id):
+            session = parts.guard.session(runtime_id)
+            if session.status is SessionLifecycleStatus.CLOSED:
+                raise RuntimeClosed(f"runtime {runtime_id} is already closed")
+            released = deleted = False
+            if session.status is not SessionLifecycleStatus.PAUSED:
+                if not discard:
+                    try:
+                        checkpoint, session = await self.checkpointing.checkpoint_live(
+                            runtime_id, CLOSE_CHECKPOINT_NAME, None, None, fresh=True
+                        )
+                    except (DittoError, OSError) as error:
+                        raise close_refused(runtime_id, error) from error
+                    final = checkpoint.checkpoint_id
+                await parts.context.stop(session)
+                if await parts.backend(session) is not None:
+                    result = await parts.backends.release(runtime_id)
+                    released = result.backend_released
+                    deleted = result.provider_sandbox_deleted
+            session = self._stopped(session, SessionLifecycleStatus.CLOSED)
+            with parts.store.transaction():
+                parts.store.put_session(session)
+                parts.store.delete_binding(runtime_id)
+        parts.request_collection()  # the runtime's unrecorded captures, if any
+        return RuntimeCloseResult(
+            runtime=await parts.guard.public(session),
+            backend_released=released,
+            provider_sandbox_deleted=deleted,
+            checkpoint_id=final,
+        )
+
+    @staticmethod
+    def _stopped(session: SessionRecord, status: SessionLifecycleStatus) -> SessionRecord:
+        return session.model_copy(
+            update={
+                "status": status,
+                "backend_instance": None,
+                "handle_state": {},
+                "updated_at_ms": now_ms(),
+            }
+        )
+
+    # ---- lost ----------------------------------------------------------------------------
+
+    async def mark_lost(self, runtime_id: str) -> RuntimeRecord:
+        """Record that a live runtime's context ended outside the control plane (see
+        `RuntimeService.mark_lost`)."""
+        parts = self.parts
+        async with parts.guard.operation(runtime_id):
+            session = parts.guard.session(runtime_id)
+            if session.status in (SessionLifecycleStatus.PAUSED, SessionLifecycleStatus.CLOSED):
+                return session.to_runtime()
+            await parts.stop_context(session)
+            head = parts.store.get_head(runtime_id)
+            ref = await self._snapshot_before_release(session)
+            lost = self._lost_checkpoint(session, head, ref)
+            head = lost.checkpoint_id if lost is not None else head
+            status = SessionLifecycleStatus.PAUSED if head else SessionLifecycleStatus.CLOSED
+            session = self._stopped(session, status)
+            async with parts.provider_work(runtime_id) as work:
+                work.undo_with(
+                    f"discarding the lost snapshot of runtime {runtime_id}",
+                    lambda: parts.discard_new_ref(runtime_id, ref),
+                )
+                with work.commit():
+                    if lost is not None:
+                        parts.store.put_checkpoint(lost)
+                        parts.store.set_head(runtime_id, lost.checkpoint_id)
+                    parts.store.put_session(session)
+                    parts.store.delete_binding(runtime_id)
+            if lost is None:  # an empty workspace's snapshot, or the head's own
+                await parts.discard_new_ref(runtime_id, ref)
+            if ref is None:  # gone, or not safely in a snapshot: never deleted
+                parts.backends.forget(runtime_id)
+            else:
+                await parts.release_backend(runtime_id)
+        return session.to_runtime()
+
+    async def _snapshot_before_release(self, session: SessionRecord) -> BackendCheckpointRef | None:
+        """A snapshot of a runtime's backend as it is now (a local workspace: always new).
+
+        None when the runtime has no backend, or it is gone, or it cannot be snapshotted:
+        then it must not be released. One that is there but cannot be snapshotted is kept
+        where it is, and recorded as left behind.
+        """
+        runtime_id = session.session_id
+        try:
+            backend = await self.parts.backend(session)
+        except (DittoError, OSError) as error:
+            _log.warning(
+                "ditto: runtime %s is lost and its backend cannot be reached (%s): "
+                "nothing of it was snapshotted",
+                runtime_id,
+                error,
+            )
+            return None
+        if backend is None:
+            return None
+        if backend.local_path is not None:  # the kernel may have written it directly
+            backend.mark_dirty()
+        try:
+            return await self.parts.backends.checkpoint_backend(runtime_id=runtime_id)
+        except (DittoError, OSError) as error:
+            self.parts.leftovers.failed(
+                f"snapshotting the backend of lost runtime {runtime_id} (kept where it is)",
+                error,
+                backend_resource(runtime_id, backend.kind, backend.backend_id),
+            )
+            return None
+
+    def _lost_checkpoint(
+        self, session: SessionRecord, head_id: str | None, ref: BackendCheckpointRef | None
+    ) -> RuntimeCheckpoint | None:
+        """The checkpoint keeping a lost runtime's files, or None when nothing needs it."""
+        if ref is None:
+            return None
+        head = self.parts.store.get_checkpoint(head_id) if head_id else None
+        if head is not None and head.backend_ref == ref:  # clean: the head holds these files
+            return None
+        if head is None and ref.details.get("entries") == 0:  # nothing to keep
+            return None
+        return RuntimeCheckpoint(
+            checkpoint_id=new_checkpoint_id(),
+            runtime_id=session.session_id,
+            parent_checkpoint_id=head_id,
+            session=session.model_copy(update={"handle_state": {}, "updated_at_ms": now_ms()}),
+            backend_ref=ref,
+            context_manifest_id=head.context_manifest_id if head is not None else None,
+            unrestorable=head.unrestorable if head is not None else [],
+            name=LOST_CHECKPOINT_NAME,
+            metadata={"variables_from": head_id},
+        )

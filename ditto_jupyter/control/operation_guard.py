@@ -1,0 +1,110 @@
+"""The guard of RuntimeService: who may operate on a runtime now, and in what state.
+
+- **Operation slots.** One control operation per runtime at a time: a second one while the
+  first is in flight is refused with `SessionBusy`, never queued.
+- **Holds.** While a checkpoint is being taken and recorded, the manifests it will name are
+  held: garbage collection in this process counts them as referenced before the store does.
+- **State checks.** A runtime must exist; a live one is neither paused nor closed; an idle
+  one runs no cell (its context driver says so).
+- **The public record.** A runtime reads `busy` while code or an operation runs.
+
+This is where a runtime's ownership would be checked before an operation starts (a lease
+held by one server among several on the same data directory): every operation enters here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Iterable, Sequence
+
+from ditto_jupyter.control.context_driver import ContextDriver
+from ditto_jupyter.control.store import CheckpointStore
+from ditto_jupyter.core.errors import RuntimeClosed, RuntimeNotFound, RuntimePaused, SessionBusy
+from ditto_jupyter.core.models import RuntimeRecord, SessionLifecycleStatus, SessionRecord
+
+
+class OperationGuard:
+    """Operation slots, manifest holds, and the existence, live and idle checks."""
+
+    def __init__(self, store: CheckpointStore, context: ContextDriver) -> None:
+        self._store = store
+        self._context = context
+        self._in_flight: set[str] = set()
+        self._held: dict[str, set[str]] = {}  # manifests of checkpoints being recorded
+        self._held_lock = threading.Lock()
+
+    # ---- operation slots ---------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def operation(self, *runtime_ids: str) -> AsyncIterator[None]:
+        """Hold the control-operation slot of each runtime, or refuse with SessionBusy."""
+        for runtime_id in runtime_ids:
+            self.refuse_in_flight(runtime_id)
+        self._in_flight.update(runtime_ids)
+        try:
+            yield
+        finally:
+            self._in_flight.difference_update(runtime_ids)
+
+    def in_flight(self, runtime_id: str) -> bool:
+        """Whether a control operation on this runtime is running now."""
+        return runtime_id in self._in_flight
+
+    def refuse_in_flight(self, runtime_id: str) -> None:
+        """SessionBusy when a control operation on this runtime is running now."""
+        if runtime_id in self._in_flight:
+            raise SessionBusy(f"runtime {runtime_id} has another control operation in flight")
+
+    # ---- holds ---------------------------------------------------------------------------
+
+    def hold(self, runtime_id: str, manifests: Iterable[str | None]) -> None:
+        """Keep manifests from garbage collection in this process while `runtime_id`'s
+        checkpoint is being taken and recorded (a write intent; `let_go` ends it)."""
+        with self._held_lock:
+            self._held.setdefault(runtime_id, set()).update(m for m in manifests if m)
+
+    def let_go(self, runtime_id: str) -> None:
+        """End the holds of `runtime_id`'s checkpoint (recorded, or abandoned)."""
+        with self._held_lock:
+            self._held.pop(runtime_id, None)
+
+    def referenced(self, manifest_ids: Sequence[str]) -> set[str]:
+        """Which of these manifests a checkpoint references or one being recorded holds."""
+        with self._held_lock:
+            held = set().union(*self._held.values()).intersection(manifest_ids)
+        return held | self._store.referenced_manifests(manifest_ids)
+
+    # ---- state checks --------------------------------------------------------------------
+
+    def session(self, runtime_id: str) -> SessionRecord:
+        """The runtime's session record; RuntimeNotFound when there is none."""
+        session = self._store.get_session(runtime_id)
+        if session is None:
+            raise RuntimeNotFound(f"no runtime with id {runtime_id!r}")
+        return session
+
+    def live_session(self, runtime_id: str) -> SessionRecord:
+        """A session that can be operated on: not paused, not closed."""
+        session = self.session(runtime_id)
+        if session.status is SessionLifecycleStatus.CLOSED:
+            raise RuntimeClosed(f"runtime {runtime_id} is closed")
+        if session.status is SessionLifecycleStatus.PAUSED:
+            raise RuntimePaused(f"runtime {runtime_id} is paused; resume it first")
+        return session
+
+    async def require_idle(self, session: SessionRecord) -> None:
+        """SessionBusy while the runtime's context runs a cell."""
+        if await self._context.is_busy(session):
+            raise SessionBusy(
+                f"runtime {session.session_id} is busy running code; try again when it is idle"
+            )
+
+    async def public(self, session: SessionRecord) -> RuntimeRecord:
+        """The RuntimeRecord with a live status: busy while code or an operation runs."""
+        record = session.to_runtime()
+        if record.status is SessionLifecycleStatus.IDLE and (
+            self.in_flight(session.session_id) or await self._context.is_busy(session)
+        ):
+            record = record.model_copy(update={"status": SessionLifecycleStatus.BUSY})
+        return record

@@ -1,0 +1,294 @@
+"""One SQL database of the checkpoint store: engine, connections, transactions, migrations.
+
+SQLite (one file, WAL) or PostgreSQL, through SQLAlchemy Core. Write transactions are
+serialized (SQLite `BEGIN IMMEDIATE`, a PostgreSQL advisory lock); references are checked
+when the outermost one commits. A statement the database refuses is never a bare driver
+error: a full disk is `StoreFull` (507 `StorageFull`), anything else `StoreError` (503
+`StoreUnavailable`), and the transaction it ran in is rolled back, so the store is as it
+was.
+
+SQLite runs with `synchronous=FULL`: every commit is on disk when it returns, so a
+checkpoint the user was told about survives power loss, not only a process crash (with
+NORMAL, WAL stays consistent but may lose the last commits). Commits are rare (one per
+control operation) and the extra fsync is small beside the blob writes of a checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+from ditto_jupyter.control.store.interface import (
+    BUSY_TIMEOUT_MS,
+    Ref,
+    SchemaVersionError,
+    StoreError,
+    StoreFull,
+    dangling,
+)
+from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration, check_migrations
+from ditto_jupyter.control.store.schema import CHECKPOINT_EXISTS, RUNTIME_EXISTS, VERSION_TABLE
+from ditto_jupyter.core.private import private_file
+
+_PG_WRITE_LOCK = 0x6469_7474_6F00
+"""PostgreSQL advisory lock key that serializes write transactions (and migrations)."""
+
+_PG_DISK_FULL = "53100"
+"""PostgreSQL's SQLSTATE `disk_full`."""
+
+
+def disk_is_full(error: sa.exc.DBAPIError) -> bool:
+    """Whether the database refused a statement because its disk has no room left."""
+    orig = error.orig
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_FULL:
+        return True
+    if getattr(orig, "sqlstate", None) == _PG_DISK_FULL:
+        return True
+    text = str(orig).lower()
+    return "database or disk is full" in text or "no space left on device" in text
+
+
+@dataclass
+class _SqlTxn:
+    conn: Connection
+    refs: list[list[Ref]] = field(default_factory=lambda: [[]])
+
+
+class SqlDatabase:
+    """A checkpoint store's database: its engine, transactions and schema version.
+
+    Opening creates the schema or migrates it to the current version; several processes
+    (the server and its kernels) may open the same SQLite file at once. `insert` is the
+    dialect's INSERT, for the upserts of the store built on it.
+    """
+
+    insert: Callable[..., Any]
+
+    def __init__(
+        self,
+        url: str | URL,
+        *,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    ) -> None:
+        try:
+            self.url = make_url(url)
+        except sa.exc.ArgumentError as exc:
+            raise ValueError(f"{url!r} is not a database URL: {exc}") from None
+        self.backend = self.url.get_backend_name()
+        shown = self.url.render_as_string(hide_password=True)
+        self._shown = shown
+        if self.backend not in ("sqlite", "postgresql"):
+            raise ValueError(f"the checkpoint store supports SQLite and PostgreSQL, not {shown}")
+        check_migrations(migrations)
+        self._migrations = tuple(migrations)
+        self._closed = False
+        self._active: contextvars.ContextVar[_SqlTxn | None] = contextvars.ContextVar(
+            f"ditto_store_txn_{id(self)}", default=None
+        )
+        self.journal_mode: str | None = None
+        if self.backend == "sqlite":
+            database = self.url.database or ""
+            if database in ("", ":memory:") or self.url.query.get("mode") == "memory":
+                raise ValueError(
+                    f"{shown} is an in-memory SQLite database, which other connections cannot "
+                    "see; use MemoryCheckpointStore or a file path"
+                )
+            self._engine = self._sqlite_engine(busy_timeout_ms)
+            self.insert = sqlite_dialect.insert
+        else:
+            self._engine = sa.create_engine(self.url, pool_pre_ping=True)
+            self.insert = pg_dialect.insert
+        self._opening = True
+        try:
+            self._migrate()
+        except BaseException:
+            self._engine.dispose()
+            raise
+        self._opening = False
+
+    @classmethod
+    def at_path(cls, path: str | os.PathLike[str]) -> Self:
+        """The SQLite store in the file `path` (created 0600, with its parent folders, if
+        missing; a looser file and its -wal and -shm are made 0600)."""
+        target = Path(path).expanduser().resolve()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        private_file(target)
+        return cls(URL.create("sqlite", database=str(target)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._shown!r})"
+
+    # ---- connections and transactions -----------------------------------------------
+
+    def _sqlite_engine(self, busy_timeout_ms: int) -> Engine:
+        engine = sa.create_engine(self.url)
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            # SQLAlchemy, not the sqlite3 module, emits BEGIN (see _on_begin).
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                cursor.execute("PRAGMA foreign_keys = ON")
+                mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                cursor.execute("PRAGMA synchronous = FULL")
+            finally:
+                cursor.close()
+            self.journal_mode = str(mode).lower()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            write = conn.get_execution_options().get("ditto_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the checkpoint store {self._shown} is closed")
+
+    @contextmanager
+    def _begin(self, write: bool) -> Iterator[Connection]:
+        """A new connection in a new (write-locked when `write`) transaction.
+
+        What the database refuses, in the block or at its commit, is rolled back and raised
+        as `StoreFull` or `StoreError` (see `_refusal`).
+        """
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(ditto_write=write)
+                with conn.begin():
+                    if write and self.backend == "postgresql":
+                        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_WRITE_LOCK)))
+                    yield conn
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+            raise  # a statement of ours is wrong: a bug, not a store that is unavailable
+        except sa.exc.DBAPIError as exc:
+            raise self._refusal(exc) from exc
+
+    def _refusal(self, exc: sa.exc.DBAPIError) -> StoreError:
+        """The store error for a statement the database refused: StoreFull for a full disk."""
+        reason = str(exc.orig) if exc.orig is not None else str(exc)
+        reason = reason.strip().splitlines()[0] if reason.strip() else type(exc).__name__
+        verb = "open" if self._opening else "read or write"
+        if disk_is_full(exc):
+            return StoreFull(
+                f"the disk holding the checkpoint store {self._shown} is full ({reason}); "
+                "nothing was written: free some space and try again"
+            )
+        return StoreError(f"cannot {verb} the checkpoint store {self._shown}: {reason}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Commit everything inside atomically; nested blocks are savepoints."""
+        self._check_open()
+        active = self._active.get()
+        if active is not None:
+            active.refs.append([])
+            try:
+                with active.conn.begin_nested():
+                    yield
+            except BaseException:
+                active.refs.pop()
+                raise
+            inner = active.refs.pop()
+            active.refs[-1].extend(inner)
+            return
+        with self._begin(write=True) as conn:
+            txn = _SqlTxn(conn)
+            token = self._active.set(txn)
+            try:
+                yield
+                self._verify_refs(conn, txn.refs[0])
+            finally:
+                self._active.reset(token)
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        self._check_open()
+        active = self._active.get()
+        if active is not None:
+            yield active.conn
+            return
+        with self._begin(write=False) as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self, refs: Sequence[Ref] = ()) -> Iterator[Connection]:
+        with self.transaction():
+            active = self._active.get()
+            assert active is not None
+            yield active.conn
+            active.refs[-1].extend(refs)
+
+    def _verify_refs(self, conn: Connection, refs: Sequence[Ref]) -> None:
+        seen: set[tuple[str, str]] = set()
+        for ref in refs:
+            if (ref.kind, ref.key) in seen:
+                continue
+            seen.add((ref.kind, ref.key))
+            query = RUNTIME_EXISTS if ref.kind == "runtime" else CHECKPOINT_EXISTS
+            if conn.execute(query, {"key": ref.key}).first() is None:
+                raise dangling(ref)
+
+    # ---- schema migrations ----------------------------------------------------------
+
+    def _stored_version(self, conn: Connection) -> int:
+        if not sa.inspect(conn).has_table(VERSION_TABLE.name):
+            return 0
+        version = conn.execute(sa.select(VERSION_TABLE.c.version)).scalar_one_or_none()
+        return int(version) if version is not None else 0
+
+    def _migrate(self) -> None:
+        latest = self._migrations[-1].version
+        with self._begin(write=False) as conn:
+            current = self._stored_version(conn)
+        if current == latest:
+            return
+        self._refuse_newer(current, latest)
+        with self._begin(write=True) as conn:
+            VERSION_TABLE.create(conn, checkfirst=True)
+            current = self._stored_version(conn)  # another process may have migrated
+            self._refuse_newer(current, latest)
+            for step in self._migrations[current:]:
+                step.apply(conn)
+            if current == 0:
+                conn.execute(sa.insert(VERSION_TABLE).values(id=1, version=latest))
+            elif current < latest:
+                conn.execute(sa.update(VERSION_TABLE).values(version=latest))
+
+    def _refuse_newer(self, current: int, latest: int) -> None:
+        if current > latest:
+            raise SchemaVersionError(
+                f"the checkpoint store {self._shown} has schema version {current}, newer than "
+                f"the {latest} this ditto-jupyter understands; upgrade ditto-jupyter to open it"
+            )
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the database."""
+        with self._read() as conn:
+            return self._stored_version(conn)
+
+    def _by_codepoint(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
+        """Order text by code point on every backend (PostgreSQL follows its locale)."""
+        return column.collate("C") if self.backend == "postgresql" else column
+
+    def close(self) -> None:
+        """Release every connection; later calls raise StoreError."""
+        self._closed = True
+        self._engine.dispose()
