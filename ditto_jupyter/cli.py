@@ -6,7 +6,7 @@
     ditto checkpoint RUNTIME [--name NAME] [-m KEY=VALUE ...]
     ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME]
     ditto restore RUNTIME CHECKPOINT
-    ditto pause RUNTIME [--name NAME] | resume RUNTIME | close RUNTIME
+    ditto pause RUNTIME [--name NAME] | resume RUNTIME | close RUNTIME [--discard]
     ditto delete-snapshot CHECKPOINT [--runtime RUNTIME]
     ditto doctor [--data-dir DIR] [--store-url URL]
     ditto budget RUNTIME
@@ -158,6 +158,8 @@ def render(command: str, result: Any, out: TextIO) -> None:
         _not_restored(result, out)
     elif command == "close":
         extra = ", provider sandbox deleted" if result["provider_sandbox_deleted"] else ""
+        final = result.get("checkpoint_id")
+        extra += f", final checkpoint {final}" if final else ""
         print(f"closed {_runtime_line(result['runtime'])}{extra}", file=out)
     elif command == "budget":
         for line in budget_lines(result):
@@ -176,10 +178,19 @@ def render_doctor(report: DoctorReport, out: TextIO) -> None:
     )
     for finding in report.findings:
         print(f"damaged {finding.part} {finding.id}: {finding.problem}", file=out)
+    for left in report.leftovers:
+        runtime = f" of runtime {left.runtime_id}" if left.runtime_id else ""
+        print(
+            f"left behind {left.kind} {left.resource_id}{runtime} ({_when(left.created_at_ms)}): "
+            f"{left.reason}",
+            file=out,
+        )
     if report.healthy:
         print("no damage found", file=out)
     else:
         print(f"{len(report.findings)} problems found", file=out)
+    if report.leftovers:
+        print(f"{len(report.leftovers)} resources left behind: free them by hand", file=out)
 
 
 def doctor(args: argparse.Namespace, out: TextIO) -> int:
@@ -327,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
     metadata(p)
     p = command("close", "close a runtime for good (checkpoints stay)")
     p.add_argument("runtime")
+    p.add_argument(
+        "--discard",
+        action="store_true",
+        help="close without a final checkpoint: what changed since the last one is lost",
+    )
     p = command("delete-snapshot", "delete the provider snapshot of a checkpoint")
     p.add_argument("checkpoint", help=_CHECKPOINT_HELP)
     p.add_argument("--runtime", help=_RUNTIME_HELP)
@@ -388,7 +404,7 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
             "resume", {"runtime_id": args.runtime, "metadata": parse_metadata(args.metadata)}
         )
     if command == "close":
-        return client.post("close", {"runtime_id": args.runtime})
+        return client.post("close", {"runtime_id": args.runtime, "discard": args.discard})
     if command == "budget":
         return client.get(api_path(args.runtime, "budget"))
     if command == "delete-snapshot":

@@ -84,7 +84,11 @@ def check_data_dir(
         except BlobError as error:  # no blob can be checked: report the store alone
             rows, findings = check_store(store)
             blob_finding = Finding(part="blobs", id=str(root / "blobs"), problem=str(error))
-            return DoctorReport(rows_checked=rows, findings=[*findings, blob_finding])
+            return DoctorReport(
+                rows_checked=rows,
+                findings=[*findings, blob_finding],
+                leftovers=store.list_leftovers(),
+            )
         backends = BackendManager({"local": LocalProvider(root / "workspaces", blobs)})
         return check_health(store, blobs, backends)
     finally:

@@ -11,7 +11,10 @@ runtime left bound to the sandbox) is the BackendManager's call, not ours.
 
 Every SDK failure becomes a control-plane error: rate or concurrency limits (HTTP 429, and
 503 "no capacity now") are `RateLimited`, anything else the provider reports is
-`BackendError` carrying the provider's reason. Paths are checked before any provider call,
+`BackendError` carrying the provider's reason. A cleanup that fails is logged; a sandbox
+that a failed setup could not kill is raised as `ResourceLeftBehind`, which names it, so
+the control plane records it (`ditto doctor` lists it) instead of a paid sandbox leaking
+without a trace. Paths are checked before any provider call,
 so bad input never reaches E2B. Connection settings default to the SDK's environment
 variables (`E2B_API_KEY`, `E2B_API_URL`, `E2B_SANDBOX_URL`, `E2B_DOMAIN`).
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import posixpath
 import re
 import shlex
@@ -40,6 +44,8 @@ from ditto_jupyter.backends.base import (
     ExecResult,
     FileKind,
     FileStat,
+    LeftBehind,
+    ResourceLeftBehind,
     SearchMatch,
 )
 from ditto_jupyter.core.errors import (
@@ -53,6 +59,8 @@ from ditto_jupyter.core.models import BackendCheckpointRef
 
 E2B_KIND = "e2b"
 TEMP_DIR = ".ditto-tmp"
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -320,8 +328,15 @@ class E2BBackend:
             except BaseException:
                 # Cancelled or failed while the command runs: do not leave it running.
                 waiter.cancel()
-                with contextlib.suppress(Exception):
+                try:
                     await handle.kill()
+                except Exception as error:  # the sandbox itself is released later
+                    _log.warning(
+                        "ditto: could not kill a command left running in E2B sandbox %s "
+                        "(%s); it runs on until it ends or the sandbox is released",
+                        self.backend_id,
+                        error,
+                    )
                 raise
         return ExecResult(
             exit_code=exit_code,
@@ -383,8 +398,16 @@ class E2BBackend:
             async with _provider_call(f"export download of {rel!r}"):
                 data = await self._sandbox.files.read(archive, format="bytes")
         finally:
-            with contextlib.suppress(Exception):
+            try:
                 await self._sandbox.files.remove(archive)
+            except Exception as error:  # a temporary file, gone with the sandbox
+                _log.warning(
+                    "ditto: could not remove the export archive %s in E2B sandbox %s (%s); "
+                    "it stays until the sandbox is released",
+                    archive,
+                    self.backend_id,
+                    error,
+                )
         return bytes(data)
 
     # ---- snapshots and release ------------------------------------------------------------
@@ -430,9 +453,24 @@ class E2BProvider:
             async with _provider_call(f"workspace setup in sandbox {sandbox.sandbox_id}"):
                 await sandbox.files.make_dir(_in_home(workdir))
                 info = await sandbox.files.get_info(_in_home(workdir))
-        except BaseException:
-            with contextlib.suppress(Exception):
+        except BaseException as error:
+            try:
                 await sandbox.kill()
+            except Exception as kill_error:  # a paid sandbox nobody else knows of
+                _log.warning(
+                    "ditto: E2B sandbox %s could not be set up (%s) nor killed (%s)",
+                    sandbox.sandbox_id,
+                    error,
+                    kill_error,
+                )
+                raise ResourceLeftBehind(
+                    f"{error}; the sandbox {sandbox.sandbox_id} could not be killed either",
+                    LeftBehind(
+                        kind="e2b-sandbox",
+                        resource_id=str(sandbox.sandbox_id),
+                        reason=f"set up failed ({error}), then its kill failed ({kill_error})",
+                    ),
+                ) from error
             raise
         return E2BBackend(sandbox, self, workdir, str(info.path))
 

@@ -9,6 +9,11 @@ Four checks, each naming what it found damaged by id:
 - **checkpoints**: every manifest a readable checkpoint references (its namespace, its
   local workspace snapshot) is stored and checks.
 
+It also lists the **leftovers** the store recorded: resources a cleanup could not free (a
+kernel that would not stop, an E2B sandbox or snapshot that could not be deleted, a
+workspace kept in place). They are not damage, so they leave `healthy` alone; they are
+there to be freed by hand.
+
 It only reads. It may run beside a server: a chunk or manifest that garbage collection
 removes while it runs is skipped, not reported.
 """
@@ -22,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound, BlobStore
+from ditto_jupyter.core.models import Leftover
 
 
 class Finding(BaseModel):
@@ -44,6 +50,8 @@ class DoctorReport(BaseModel):
     manifests_checked: int = 0
     checkpoints_checked: int = 0
     findings: list[Finding] = []
+    #: Resources cleanups could not free, oldest first (not damage: see the module).
+    leftovers: list[Leftover] = []
 
     @property
     def healthy(self) -> bool:
@@ -153,6 +161,7 @@ def check_health(
         manifests_checked=manifests,
         checkpoints_checked=checkpoints,
         findings=[*store_findings, *chunk_findings, *manifest_findings, *checkpoint_findings],
+        leftovers=store.list_leftovers(),
     )
 
 

@@ -329,7 +329,7 @@ class RuntimeResumeResult(_Strict):
 
 
 class RuntimeCloseResult(_Strict):
-    """Result of close: `checkpoint_id` is the final checkpoint close took (None when the
+    """Result of close: `checkpoint_id` is the final checkpoint close took (null when the
     runtime was paused already, or the caller asked to discard)."""
 
     runtime: RuntimeRecord

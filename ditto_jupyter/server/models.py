@@ -90,8 +90,9 @@ class SelfPauseRequest(_ExtensionModel):
 class SelfCheckpointRequest(SelfPauseRequest):
     """POST /api/v1/runtimes/self/checkpoint: a kernel's own capture, recorded.
 
-    `automatic` is set by `%autocheckpoint` only: the cell the checkpoint follows. It makes
-    the checkpoint one a prune may thin; metadata never does.
+    `runtime_token` and `capture` as for self/pause. `automatic` is set by `%autocheckpoint`
+    only: the cell the checkpoint follows. It makes the checkpoint one a prune may thin;
+    metadata never does.
     """
 
     automatic: AutoCheckpointCell | None = None

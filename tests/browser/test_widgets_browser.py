@@ -3,7 +3,7 @@ the lab extension's view, with the side panel's tree code), TokenBudgetView and
 BranchStoreView (ipywidgets' own controls), all three rendered with real content.
 
 The notebook checkpoints `x = 1` as "first", then writes three checkpoints the way
-%autocheckpoint does (metadata "autocheckpoint", names cell-N, one failed) and shows the
+%autocheckpoint does (the cell in the `automatic` field, names cell-N, one failed) and shows the
 three widgets. The tree must show "first" and a timeline of three cells with the failed
 one marked; a `%checkpoint` typed afterwards appears without a reload (polling); clicking
 "first" and Restore brings `x` back to 1 and shows the restore line under the tree.
@@ -25,6 +25,7 @@ x = 1
 
 AUTOMATIC = """\
 import inspect
+from ditto_jupyter.core.models import AutoCheckpointCell
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
 _magics = get_ipython().magics_manager.registry["DittoMagics"]
 _control = _magics.control
@@ -32,8 +33,8 @@ _bound = "runtime_id" in inspect.signature(capture_namespace).parameters
 _for = {"runtime_id": _control.runtime_id} if _bound else {}
 for _n in (3, 4, 5):
     _capture = capture_namespace(get_ipython().user_ns, open_blob_store(_control.blob_root), **_for)
-    _cell = {"execution_count": _n, "source": f"x = {_n}", "failed": _n == 4}
-    _control.checkpoint(_capture, f"cell-{_n}", {"autocheckpoint": _cell})
+    _cell = AutoCheckpointCell(execution_count=_n, source=f"x = {_n}", failed=_n == 4)
+    _control.checkpoint(_capture, f"cell-{_n}", None, _cell)
 x = 5"""
 
 TREE = """\

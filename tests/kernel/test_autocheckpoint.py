@@ -8,14 +8,13 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from jupyter_client.manager import KernelManager
 
 from ditto_jupyter.control.service import RuntimeService
-from ditto_jupyter.core.models import RuntimeCheckpoint
-from ditto_jupyter.kernel.autocheckpoint import MAX_SOURCE_BYTES, autocheckpoint_metadata
+from ditto_jupyter.core.models import AutoCheckpointCell, RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.kernel.autocheckpoint import MAX_SOURCE_BYTES, automatic_cell
 from ditto_jupyter.kernel.magics import cell_line
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
@@ -79,6 +78,12 @@ def checkpoints(kernel: Kernel, data_dir: Path, runtime_id: str) -> list[Runtime
     return stored_checkpoints(data_dir, runtime_id)
 
 
+def source_of(checkpoint: RuntimeCheckpoint) -> str:
+    """The source of the cell an automatic checkpoint followed."""
+    assert checkpoint.automatic is not None, checkpoint.name
+    return checkpoint.automatic.source
+
+
 def stored_checkpoints(data_dir: Path, runtime_id: str) -> list[RuntimeCheckpoint]:
     """The runtime's checkpoints as the store has them now."""
     service = store_view(data_dir)
@@ -108,20 +113,17 @@ def test_on_off_state_and_a_checkpoint_per_changing_cell(kernel: Kernel, data_di
     kernel.ok("print('nothing changes')")  # unchanged: skipped
     kernel.ok("a.append(3)\nb = 'two\\nlines'")
     listed = checkpoints(kernel, data_dir, rid)
-    auto = [c for c in listed if c.metadata.get("autocheckpoint")]
-    counts = [c.metadata["autocheckpoint"]["execution_count"] for c in auto]
+    auto = [c for c in listed if c.automatic is not None]
+    counts = [c.automatic.execution_count for c in auto if c.automatic is not None]
     assert names(auto) == [f"cell-{n}" for n in counts]
     # the "on" cell (a baseline), the runtime-id cell (it left `_j` behind), a = ..., append
     assert len(auto) == 4 and counts == sorted(counts)
     last = auto[-1]
-    assert last.metadata == {
-        "autocheckpoint": {
-            "execution_count": counts[-1],
-            "source": "a.append(3)\nb = 'two\\nlines'",
-            "failed": False,
-        }
-    }
-    assert auto[-2].metadata["autocheckpoint"]["source"] == "a = [1, 2]"
+    assert last.metadata == {}  # the cell is the checkpoint's own field, not metadata
+    assert last.automatic == AutoCheckpointCell(
+        execution_count=counts[-1], source="a.append(3)\nb = 'two\\nlines'", failed=False
+    )
+    assert source_of(auto[-2]) == "a = [1, 2]"
     state = printed_once(kernel.ok("%autocheckpoint"))
     assert state.startswith("autocheckpoint on: ") and f"last cell-{counts[-1]}" in state
     assert re.search(r"4 taken, [1-9]\d* skipped", state), state
@@ -138,7 +140,7 @@ def test_a_cell_run_straight_after_does_not_leak_into_the_checkpoint_before(
     kernel.ok("big = np.zeros(4_000_000)")  # 30 MiB written behind the reply
     kernel.ok("big[:] = 1.0")  # sent as soon as the reply came: waits for the copy
     taken = checkpoints(kernel, data_dir, rid)
-    sources = {c.metadata["autocheckpoint"]["source"]: c.name for c in taken[-2:]}
+    sources = {source_of(c): c.name for c in taken[-2:]}
     zeros = sources["big = np.zeros(4_000_000)"]
     assert printed_once(kernel.ok(f"%restore {zeros}")).startswith("restored ")
     assert value(kernel.client, "float(big.sum())") == 0.0
@@ -162,7 +164,7 @@ def test_cells_run_back_to_back_lose_no_checkpoint(kernel: Kernel, data_dir: Pat
         result = kernel.ok(cell)
         assert "not recorded" not in result.stderr, (cell, result.stderr)
     listed = checkpoints(kernel, data_dir, rid)
-    sources = [c.metadata["autocheckpoint"]["source"] for c in listed[-4:]]
+    sources = [source_of(c) for c in listed[-4:]]
     assert sources == [cells[1], cells[2], cells[3], cells[5]]  # `big.shape` is skipped
     assert printed_once(kernel.ok(f"%restore {listed[-2].name}")).startswith("restored ")
     first_three = "float(np.random.default_rng(0).random(3).sum())"
@@ -177,9 +179,9 @@ def test_failed_cell_is_checkpointed_and_marked(kernel: Kernel, data_dir: Path) 
     assert failed.error is not None and "oops" in failed.error
     assert "ditto" not in failed.stderr  # the hook added nothing to the failure
     last = checkpoints(kernel, data_dir, rid)[-1]
-    auto = last.metadata["autocheckpoint"]
-    assert auto["failed"] is True and auto["source"].startswith("rows.append(2)")
-    assert last.name == f"cell-{auto['execution_count']}"
+    auto = last.automatic
+    assert auto is not None and auto.failed and auto.source.startswith("rows.append(2)")
+    assert last.name == f"cell-{auto.execution_count}"
     table = returned_once(kernel.ok("%checkpoints"))["text/plain"]
     assert "rows.append(2)… (failed)" in table  # the cell's first line, shortened
     assert "cell" in table.splitlines()[0]
@@ -197,7 +199,7 @@ def test_workspace_change_alone_is_checkpointed(kernel: Kernel, data_dir: Path) 
     kernel.ok("len('no change at all')")
     listed = checkpoints(kernel, data_dir, rid)
     assert len(listed) == before + 1  # the file write, not the no-op
-    assert listed[-1].metadata["autocheckpoint"]["source"].startswith("ditto_jupyter.workspace()")
+    assert source_of(listed[-1]).startswith("ditto_jupyter.workspace()")
 
 
 def test_keep_prunes_only_old_automatic_ones(kernel: Kernel, data_dir: Path) -> None:
@@ -209,13 +211,13 @@ def test_keep_prunes_only_old_automatic_ones(kernel: Kernel, data_dir: Path) -> 
         kernel.ok(f"big = big + 1\nstep = {step}")
     kernel.ok('%checkpoint "named after"')
     listed = checkpoints(kernel, data_dir, rid)
-    auto = [c for c in listed if c.metadata.get("autocheckpoint")]
-    whole = [c for c in auto if not c.metadata.get("pruned")]
-    thinned = [c for c in auto if c.metadata.get("pruned")]
+    auto = [c for c in listed if c.automatic is not None]
+    whole = [c for c in auto if not c.pruned]
+    thinned = [c for c in auto if c.pruned]
     assert [c.name for c in whole] == [c.name for c in auto[-2:]]
     assert len(thinned) == len(auto) - 2 >= 3  # rows stay, as history
     assert all(c.context_manifest_id is None for c in thinned)
-    assert all(not c.metadata.get("pruned") for c in listed if c.name and "named" in c.name)
+    assert all(not c.pruned for c in listed if c.name and "named" in c.name)
     assert all(c.context_manifest_id for c in listed if c.name and "named" in c.name)
 
     # restoring a pruned one is refused in one line and leaves the variables alone
@@ -257,8 +259,8 @@ def test_checkout_by_cell_name_and_its_source_is_held(kernel: Kernel, data_dir: 
     kernel.ok("v = 'later 1'")
     kernel.ok("v = 'later 2'")
     after = {c.checkpoint_id: c for c in checkpoints(kernel, data_dir, rid)}
-    assert not after[branch.checkpoint_id].metadata.get("pruned")  # the child's head
-    pruned = [c for c in after.values() if c.metadata.get("pruned")]
+    assert not after[branch.checkpoint_id].pruned  # the child's head
+    pruned = [c for c in after.values() if c.pruned]
     assert pruned and all(c.checkpoint_id != branch.checkpoint_id for c in pruned)
 
 
@@ -297,16 +299,18 @@ def test_bad_arguments_are_one_line(kernel: Kernel, line: str, message: str) -> 
     assert printed_once(kernel.ok("%autocheckpoint")).startswith("autocheckpoint off")
 
 
-def test_metadata_source_fits_the_limits() -> None:
+def test_the_cell_source_is_cut_to_its_limit() -> None:
     huge = "x = 1  # é\n" * 20_000
-    metadata: dict[str, Any] = autocheckpoint_metadata(7, huge, True)
-    auto = metadata["autocheckpoint"]
-    assert set(auto) == {"execution_count", "source", "failed"}
-    assert (auto["execution_count"], auto["failed"]) == (7, True)
-    assert huge.startswith(auto["source"]) and 0 < len(auto["source"].encode()) <= MAX_SOURCE_BYTES
-    service_limits = __import__("ditto_jupyter.core.limits", fromlist=["metadata_problem"])
-    assert service_limits.metadata_problem(metadata) is None
-    assert cell_line({"autocheckpoint": {"source": "\n  df = load()\nmore", "failed": False}}) == (
-        "df = load()…"
-    )
-    assert cell_line({"owner": "ana"}) == ""
+    auto = automatic_cell(7, huge, True)
+    assert (auto.execution_count, auto.failed) == (7, True)
+    assert huge.startswith(auto.source) and 0 < len(auto.source.encode()) <= MAX_SOURCE_BYTES
+    listed = RuntimeCheckpoint(
+        checkpoint_id="c",
+        runtime_id="r",
+        parent_checkpoint_id=None,
+        session=SessionRecord(session_id="r", conversation_id="nb", sender_id="ana"),
+        automatic=AutoCheckpointCell(execution_count=3, source="\n  df = load()\nmore"),
+    ).summary()
+    assert cell_line(listed) == "df = load()…"
+    taken_on_request = listed.model_copy(update={"automatic": None})
+    assert cell_line(taken_on_request) == ""

@@ -61,8 +61,9 @@ def test_cells_checkpoint_through_the_self_routes(live: LiveServer) -> None:
 
         wait_for_autocheckpoints(client)  # the last cells' writes may still be under way
         checkpoints = listed(live, rid)
-        auto = [c for c in checkpoints if "autocheckpoint" in c["metadata"]]
-        sources = [c["metadata"]["autocheckpoint"]["source"] for c in auto]
+        auto = [c for c in checkpoints if c["automatic"] is not None]
+        assert all("autocheckpoint" not in c["metadata"] for c in auto)  # not the user's
+        sources = [c["automatic"]["source"] for c in auto]
         assert sources[-5:] == [
             "total = 0",
             "total += 1",
@@ -70,8 +71,8 @@ def test_cells_checkpoint_through_the_self_routes(live: LiveServer) -> None:
             "total += 3",
             "total = -1\nundefined_name",
         ]
-        assert auto[-1]["metadata"]["autocheckpoint"]["failed"] is True
-        whole = [c for c in auto if not c["metadata"].get("pruned")]
+        assert auto[-1]["automatic"]["failed"] is True
+        whole = [c for c in auto if not c["pruned"]]
         assert [c["name"] for c in whole] == [c["name"] for c in auto[-2:]]  # --keep 2
 
         # %restore by cell name, under the server
@@ -81,7 +82,7 @@ def test_cells_checkpoint_through_the_self_routes(live: LiveServer) -> None:
         assert value(client, "total") == 6
         code, runtime = live.api("GET", rid)
         assert code == 200 and runtime["status"] in ("idle", "busy")
-        pruned_name = next(c["name"] for c in auto if c["metadata"].get("pruned"))
+        pruned_name = next(c["name"] for c in auto if c["pruned"])
         refused = run_cell(client, f"%restore {pruned_name}")
         assert refused.stderr.startswith("ditto: InvalidRequest: ") and "pruned" in refused.stderr
         assert value(client, "total") == 6

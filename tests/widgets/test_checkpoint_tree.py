@@ -16,6 +16,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from ditto_jupyter.core.errors import RuntimeNotFound
+from ditto_jupyter.core.models import AutoCheckpointCell
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
 from ditto_jupyter.kernel.magics import DittoMagics
 from ditto_jupyter.kernel.runtime_control import LocalControl
@@ -44,14 +45,12 @@ class Kernel:
         getattr(self.magics, name)(line)
 
     def auto_checkpoint(self, count: int, source: str, *, failed: bool = False) -> str:
-        """A checkpoint as %autocheckpoint writes it (metadata shape in the brief)."""
+        """A checkpoint as %autocheckpoint writes it (its cell in the `automatic` field)."""
         capture = capture_namespace(
             self.namespace, open_blob_store(self.control.blob_root), **self.bound_to_runtime()
         )
-        metadata = {
-            "autocheckpoint": {"execution_count": count, "source": source, "failed": failed}
-        }
-        result = self.control.checkpoint(capture, f"cell-{count}", metadata)
+        cell = AutoCheckpointCell(execution_count=count, source=source, failed=failed)
+        result = self.control.checkpoint(capture, f"cell-{count}", None, cell)
         return result.checkpoint_id
 
     def bound_to_runtime(self) -> dict[str, str]:
