@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from store_queries_contract import IndexedQueriesContract
 
 from ditto_jupyter.control.store import (
     MIGRATIONS,
@@ -41,8 +42,10 @@ from ditto_jupyter.control.store import (
 )
 from ditto_jupyter.control.store.schema import BINDINGS, CHECKPOINTS, HEADS, LEFTOVERS, SESSIONS
 from ditto_jupyter.core.models import (
+    AutoCheckpointCell,
     BackendBinding,
     BackendCheckpointRef,
+    Leftover,
     RuntimeCheckpoint,
     SessionLifecycleStatus,
     SessionRecord,
@@ -119,6 +122,7 @@ def dump_store(store: CheckpointStore) -> dict[str, Any]:
         "checkpoints": [c.model_dump(mode="json") for c in store.list_checkpoints()],
         "heads": {s.session_id: store.get_head(s.session_id) for s in sessions},
         "bindings": [b.model_dump(mode="json") for b in store.list_bindings()],
+        "leftovers": [left.model_dump(mode="json") for left in store.list_leftovers()],
     }
 
 
@@ -149,8 +153,9 @@ def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 # ---- the contract, on every store -----------------------------------------------------
 
 
-class StoreContract:
-    """Every method of the CheckpointStore API; subclasses provide the `store` fixture."""
+class StoreContract(IndexedQueriesContract):
+    """Every method of the CheckpointStore API; subclasses provide the `store` fixture
+    (the indexed queries and the leftovers are in `store_queries_contract`)."""
 
     def test_is_a_checkpoint_store(self, store: CheckpointStore) -> None:
         assert isinstance(store, CheckpointStore)
@@ -590,13 +595,57 @@ class SqlMatchesMemory(RuleBasedStateMachine):
     def put_session(self, rid: str, status: SessionLifecycleStatus) -> None:
         self.apply(lambda s: s.put_session(session(rid, status=status)))
 
-    @rule(cid=_CP_IDS, rid=_IDS, name=st.sampled_from([None, "n", "cp-1"]), rollback=st.booleans())
-    def put_checkpoint(self, cid: str, rid: str, name: str | None, rollback: bool) -> None:
+    @rule(
+        rid=_IDS,
+        source=st.sampled_from([None, "a", "b"]),
+        kernel=st.sampled_from([None, "k1", "k2"]),
+        status=st.sampled_from(list(SessionLifecycleStatus)),
+    )
+    def put_lineage(
+        self, rid: str, source: str | None, kernel: str | None, status: SessionLifecycleStatus
+    ) -> None:
+        handle = {"kernel_id": kernel} if kernel else {}
+        changes = {"source_runtime_id": source, "handle_state": handle, "status": status}
+        self.apply(lambda s: s.put_session(session(rid, **changes)))
+
+    @rule(
+        cid=_CP_IDS,
+        rid=_IDS,
+        name=st.sampled_from([None, "n", "cp-1"]),
+        rollback=st.booleans(),
+        parent=st.one_of(st.none(), _CP_IDS),
+        automatic=st.booleans(),
+        pruned=st.booleans(),
+    )
+    def put_checkpoint(
+        self,
+        cid: str,
+        rid: str,
+        name: str | None,
+        rollback: bool,
+        parent: str | None,
+        automatic: bool,
+        pruned: bool,
+    ) -> None:
         self.clock += 1
         created = self.clock // 2
-        self.apply(
-            lambda s: s.put_checkpoint(checkpoint(cid, rid, created, name=name)), rollback=rollback
-        )
+        cell = AutoCheckpointCell(execution_count=created) if automatic else None
+        made = checkpoint(cid, rid, created, name=name, parent=parent, automatic=cell)
+        made = made.model_copy(update={"pruned": pruned})
+        self.apply(lambda s: s.put_checkpoint(made), rollback=rollback)
+
+    @rule(kind=st.sampled_from(["kernel", "workspace"]), rid=_IDS, rollback=st.booleans())
+    def record_leftover(self, kind: str, rid: str, rollback: bool) -> None:
+        self.clock += 1
+        left = Leftover(kind=kind, resource_id=rid, runtime_id=rid, reason="r", created_at_ms=1)
+        self.apply(lambda s: s.record_leftover(left), rollback=rollback)
+
+    @rule(rid=_IDS, kernel=st.sampled_from(["k1", "k2"]), keep=st.integers(0, 3))
+    def indexed_queries(self, rid: str, kernel: str, keep: int) -> None:
+        sql, memory = self.stores
+        assert sql.checkouts_of(rid) == memory.checkouts_of(rid)
+        assert sql.live_session_with_kernel(kernel) == memory.live_session_with_kernel(kernel)
+        assert sql.prune_candidates(rid, keep) == memory.prune_candidates(rid, keep)
 
     @rule(rid=_IDS, cid=st.one_of(st.none(), _CP_IDS))
     def set_head(self, rid: str, cid: str | None) -> None:

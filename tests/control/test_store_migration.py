@@ -1,5 +1,7 @@
 """A data directory written by the release before issue 15 opens, migrates in place, and
-keeps every checkpoint: the store goes to schema 2 and the blob store to the object index.
+keeps every checkpoint: the store goes to the current schema and the blob store to the object
+index. Records of schema 2 written by hand get what schemas 3 and 4 add (lineage and kernel
+columns; %autocheckpoint's flags out of the users' metadata).
 
 The fixture (tests/support/fixtures/release_store) was made by that release's own code
 (tests/support/fixtures/make_release_store.py, run at commit bc0917e): three runtimes, a checkout
@@ -20,10 +22,12 @@ from typing import Any, TypeVar
 
 import orjson
 import pytest
+import sqlalchemy as sa
 
 from ditto_jupyter.control.service import RuntimeService
-from ditto_jupyter.control.store import SCHEMA_VERSION
+from ditto_jupyter.control.store import MIGRATIONS, SCHEMA_VERSION, SqlCheckpointStore
 from ditto_jupyter.core.errors import InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.models import AutoCheckpointCell, RuntimeCheckpoint, SessionRecord
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 
@@ -160,3 +164,99 @@ def test_a_paused_runtime_of_the_release_resumes_and_checkpoints(
     assert files["new.txt"] == hashlib.sha256(b"after the upgrade").hexdigest()
     paused = service.resolve_checkpoint("pause").checkpoint_id
     assert files["z.txt"] == expected["checkpoints"][paused]["files"]["z.txt"]
+
+
+# ---- schema 3 and 4 on records of an older schema (SQLite here, PostgreSQL too) -----------
+
+
+def _old_checkpoint(cid: str, name: str, metadata: dict[str, Any], context: str | None) -> str:
+    """A checkpoint record as schema 2 kept it: the system's flags in the metadata."""
+    made = RuntimeCheckpoint(
+        checkpoint_id=cid,
+        runtime_id="r",
+        parent_checkpoint_id=None,
+        session=SessionRecord(session_id="r", conversation_id="r.ipynb", sender_id="ana"),
+        context_manifest_id=context,
+        name=name,
+        metadata=metadata,
+    ).model_dump(mode="json")
+    del made["automatic"], made["pruned"]
+    return json.dumps(made)
+
+
+def _auto(n: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "autocheckpoint": {"execution_count": n, "source": f"v = {n}", "failed": False, **extra}
+    }
+
+
+def check_old_records_migrate(url: str) -> None:
+    """Schema 2 rows get their lineage and kernel columns (3), and %autocheckpoint's flags
+    move out of their metadata into fields (4); a user's look-alike keys stay the user's."""
+    SqlCheckpointStore(url, migrations=MIGRATIONS[:2]).close()
+    sessions = {
+        "r": SessionRecord(session_id="r", conversation_id="r.ipynb", sender_id="ana"),
+        "r-child": SessionRecord(
+            session_id="r-child",
+            conversation_id="r.ipynb",
+            sender_id="ana",
+            handle_state={"kernel_id": "k1"},
+            source_runtime_id="r",
+            source_checkpoint_id="c1",
+        ),
+    }
+    whole = "a" * 64
+    rows = [
+        ("c1", "cell-1", _old_checkpoint("c1", "cell-1", _auto(1), whole)),
+        ("c2", "cell-2", _old_checkpoint("c2", "cell-2", {**_auto(2), "pruned": True}, None)),
+        ("c3", "mine", _old_checkpoint("c3", "mine", {**_auto(3), "owner": "ana"}, whole)),
+        ("c4", "cell-4", _old_checkpoint("c4", "cell-4", {**_auto(4), "pruned": True}, whole)),
+        ("c5", "cell-5", '{"checkpoint_id": "c5", not json any more'),
+        ("c6", "cell-6", _old_checkpoint("c6", "cell-6", _auto(6, extra=1), whole)),
+    ]
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for rid, made in sessions.items():
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO sessions (runtime_id, conversation_id, status, "
+                        "created_at_ms, updated_at_ms, data) VALUES (:rid, 'c', 'idle', "
+                        ":created, 1, :data)"
+                    ),
+                    {"rid": rid, "created": len(rid), "data": made.model_dump_json()},
+                )
+            for created, (cid, name, data) in enumerate(rows):
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO checkpoints (checkpoint_id, runtime_id, name, "
+                        "created_at_ms, data) VALUES (:cid, 'r', :name, :created, :data)"
+                    ),
+                    {"cid": cid, "name": name, "created": created, "data": data},
+                )
+    finally:
+        engine.dispose()
+    migrated = SqlCheckpointStore(url)
+    try:
+        assert migrated.schema_version() == SCHEMA_VERSION
+        assert [s.session_id for s in migrated.checkouts_of("r")] == ["r-child"]
+        live = migrated.live_session_with_kernel("k1")
+        assert live is not None and live.session_id == "r-child"
+        got = {cid: migrated.get_checkpoint(cid) for cid in ("c1", "c2", "c3", "c4", "c6")}
+        cell = {n: AutoCheckpointCell(execution_count=n, source=f"v = {n}") for n in (1, 2, 4)}
+        assert (got["c1"].automatic, got["c1"].pruned, got["c1"].metadata) == (cell[1], False, {})
+        assert (got["c2"].automatic, got["c2"].pruned, got["c2"].metadata) == (cell[2], True, {})
+        assert got["c3"].automatic is None and got["c3"].metadata == {**_auto(3), "owner": "ana"}
+        assert (got["c4"].automatic, got["c4"].pruned) == (cell[4], False)  # still whole
+        assert got["c4"].metadata == {"pruned": True}  # what is left is the user's
+        assert got["c6"].automatic is None and got["c6"].metadata == _auto(6, extra=1)
+        found = migrated.prune_candidates("r", 0)
+        assert [c.checkpoint_id for c in found.beyond] == ["c1", "c4"]
+        assert found.held == {"c1"} and found.whole == 2  # c1 is r-child's source
+        assert [row.key for row in migrated.damaged_rows()] == ["c5"]
+    finally:
+        migrated.close()
+
+
+def test_old_records_migrate(tmp_path: Path) -> None:
+    check_old_records_migrate(f"sqlite:///{tmp_path / 'ditto.db'}")

@@ -31,6 +31,7 @@ from test_store import (
     populate,
     session,
 )
+from test_store_migration import check_old_records_migrate
 
 from ditto_jupyter.control.store import (
     MIGRATIONS,
@@ -221,6 +222,10 @@ def test_a_new_store_has_the_declared_schema(pg_url: str) -> None:
 
 def test_schema_2_fills_in_the_blob_columns_of_old_records(pg_url: str) -> None:
     check_blob_columns_filled_in(pg_url)
+
+
+def test_old_records_migrate(pg_url: str) -> None:
+    check_old_records_migrate(pg_url)
 
 
 def test_id_prefixes_use_the_byte_ordered_index(pg_url: str, store: CheckpointStore) -> None:
