@@ -32,6 +32,7 @@ from ditto_jupyter.control.checkpointing import Checkpointing, merged_metadata, 
 from ditto_jupyter.control.leftovers import backend_resource, kernel_resource
 from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
+from ditto_jupyter.core.blobs import BlobError
 from ditto_jupyter.core.errors import (
     BackendError,
     CheckpointNotFound,
@@ -72,23 +73,28 @@ def child_runtime_id(source_runtime_id: str) -> str:
     return f"{source_runtime_id}-{uuid.uuid4().hex[:12]}"
 
 
-def close_refused(runtime_id: str, error: BaseException) -> DittoError:
+def close_refused(runtime_id: str, error: Exception) -> Exception:
     """The error that refuses a close whose final checkpoint failed: the failure's own code
     (507 for a full disk, 502 for a dead kernel, 409 for a busy one) and a message that
-    says nothing was deleted and how to close anyway."""
+    says nothing was deleted and how to close anyway. An error of no known kind (a bug) is
+    given back as it is."""
     message = (
         f"runtime {runtime_id} was not closed: its final checkpoint failed ({error}); "
         "nothing was deleted. Close it with discard: true to lose what changed since its "
         "last checkpoint"
     )
+    text = str(error).lower()
+    no_space = "no space left on device" in text or "disk is full" in text
+    if no_space or (isinstance(error, OSError) and error.errno == errno.ENOSPC):
+        return StorageFull(message)  # whoever saw it first: the kernel, the blob store
     if isinstance(error, DittoError):
         try:
             return type(error)(message)
         except TypeError:  # an error type that needs more than a message
             return BackendError(message)
-    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        return StorageFull(message)
-    return BackendError(message)
+    if isinstance(error, OSError | BlobError):
+        return BackendError(message)
+    return error
 
 
 class Lifecycle:
@@ -327,35 +333,45 @@ class Lifecycle:
         )
 
     async def close(self, runtime_id: str, *, discard: bool) -> RuntimeCloseResult:
-        """Stop a runtime for good, after a final checkpoint unless `discard`."""
+        """Stop a runtime for good, after a final checkpoint unless `discard`.
+
+        The store records the close before the kernel is stopped and the backend released:
+        a store that refuses (a full disk) leaves the runtime as it was, and a kernel that
+        would not stop or a backend that could not be released is recorded as left behind.
+        """
         parts = self.parts
         final: str | None = None
+        released = deleted = False
         async with parts.guard.operation(runtime_id):
             session = parts.guard.session(runtime_id)
             if session.status is SessionLifecycleStatus.CLOSED:
                 raise RuntimeClosed(f"runtime {runtime_id} is already closed")
-            released = deleted = False
-            if session.status is not SessionLifecycleStatus.PAUSED:
-                if not discard:
-                    try:
-                        checkpoint, session = await self.checkpointing.checkpoint_live(
-                            runtime_id, CLOSE_CHECKPOINT_NAME, None, None, fresh=True
-                        )
-                    except (DittoError, OSError) as error:
-                        raise close_refused(runtime_id, error) from error
-                    final = checkpoint.checkpoint_id
-                await parts.context.stop(session)
-                if await parts.backend(session) is not None:
-                    result = await parts.backends.release(runtime_id)
-                    released = result.backend_released
-                    deleted = result.provider_sandbox_deleted
-            session = self._stopped(session, SessionLifecycleStatus.CLOSED)
+            live = session.status is not SessionLifecycleStatus.PAUSED
+            if live and not discard:
+                try:
+                    checkpoint, session = await self.checkpointing.checkpoint_live(
+                        runtime_id, CLOSE_CHECKPOINT_NAME, None, None, fresh=True
+                    )
+                except Exception as error:
+                    refused = close_refused(runtime_id, error)
+                    if refused is error:
+                        raise
+                    raise refused from error
+                final = checkpoint.checkpoint_id
+            backend = await parts.backend(session) if live else None  # attached: really freed
+            closed = self._stopped(session, SessionLifecycleStatus.CLOSED)
             with parts.store.transaction():
-                parts.store.put_session(session)
+                parts.store.put_session(closed)
                 parts.store.delete_binding(runtime_id)
+            if live:
+                await parts.stop_context(session)
+            if backend is not None:
+                result = await parts.release_backend(runtime_id)
+                if result is not None:
+                    released, deleted = result.backend_released, result.provider_sandbox_deleted
         parts.request_collection()  # the runtime's unrecorded captures, if any
         return RuntimeCloseResult(
-            runtime=await parts.guard.public(session),
+            runtime=await parts.guard.public(closed),
             backend_released=released,
             provider_sandbox_deleted=deleted,
             checkpoint_id=final,

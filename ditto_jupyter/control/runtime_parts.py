@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ditto_jupyter.backends.base import BackendLocator
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
-from ditto_jupyter.backends.manager import BackendManager
+from ditto_jupyter.backends.manager import BackendManager, ReleaseResult
 from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.leftovers import (
     LeftoverLog,
@@ -98,19 +98,23 @@ class RuntimeParts:
             kernel_resource(session),
         )
 
-    async def release_backend(self, runtime_id: str) -> bool:
-        """Release a runtime's backend; False when it could not be released (recorded)."""
+    async def release_backend(self, runtime_id: str) -> ReleaseResult | None:
+        """Release a runtime's backend; None when it could not be released (recorded)."""
         backend = self.backends.get(runtime_id)
         left = (
             backend_resource(runtime_id, backend.kind, backend.backend_id)
             if backend is not None
             else None
         )
-        return await self.leftovers.attempt(
-            f"releasing the backend of runtime {runtime_id}",
-            lambda: self.backends.release(runtime_id),
-            left,
+        released: list[ReleaseResult] = []
+
+        async def release() -> None:
+            released.append(await self.backends.release(runtime_id))
+
+        await self.leftovers.attempt(
+            f"releasing the backend of runtime {runtime_id}", release, left
         )
+        return released[0] if released else None
 
     async def discard_new_ref(self, runtime_id: str, ref: BackendCheckpointRef | None) -> None:
         """Undo a snapshot taken by an operation that then failed (a reused ref is kept).
