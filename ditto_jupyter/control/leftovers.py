@@ -15,8 +15,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import orjson
-
 from ditto_jupyter.backends.base import ResourceLeftBehind
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.models import BackendCheckpointRef, Leftover, SessionRecord
@@ -37,11 +35,10 @@ class Resource:
 
 
 def kernel_resource(session: SessionRecord) -> Resource:
-    """A runtime's kernel (its kernel id, or its whole handle when it has none)."""
-    handle = session.handle_state
-    kernel = handle.get("kernel_id")
+    """A runtime's kernel, by its kernel id (a context without one: by the runtime's id)."""
+    kernel = session.handle_state.get("kernel_id")
     if not isinstance(kernel, str) or not kernel:
-        kernel = orjson.dumps(handle, option=orjson.OPT_SORT_KEYS).decode()
+        kernel = session.session_id
     return Resource("kernel", kernel, session.session_id)
 
 

@@ -4,7 +4,8 @@ A kernel writes its workspace directly (open(), a background thread), which no b
 sees. These tests write the same way, straight into the workspace directory. Four ways a
 file used to vanish: a checkout child whose cell count matched its parent's, a file written
 after the last cell, a lost runtime whose workspace was deleted after a server restart, and
-a lost runtime whose workspace directory was already gone (it stayed idle for good).
+a lost runtime whose workspace directory was already gone (it stayed idle for good). And
+close, which now takes a final checkpoint first, or refuses when it cannot.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from ditto_jupyter.control.lifecycle import LOST_CHECKPOINT_NAME
 from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.errors import BackendError, SessionBusy
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
@@ -172,3 +174,49 @@ def test_a_workspace_that_cannot_be_snapshotted_is_not_deleted(
     assert run(service.mark_lost(rid)).status is SessionLifecycleStatus.PAUSED
     assert (folder / "precious.txt").read_text() == "not in any snapshot"
     assert service.backends.get(rid) is None  # let go of, not deleted
+
+
+# ---- close keeps what changed since the head (issue 22 section 8) ------------------------
+
+
+def test_close_takes_a_final_checkpoint_of_variables_and_files(service: RuntimeService) -> None:
+    rid = run(service.create_runtime("nb.ipynb")).runtime_id
+    ctx(service).execute(rid, x=1)
+    head = run(service.checkpoint(rid)).checkpoint_id
+    ctx(service).execute(rid, x=2)  # a cell and a file since the head
+    (workspace(service, rid) / "late.txt").write_text("written after the checkpoint")
+    closed = run(service.close(rid))
+    assert closed.runtime.status is SessionLifecycleStatus.CLOSED and closed.backend_released
+    final = service.get_checkpoint(closed.checkpoint_id or "")
+    assert (final.name, final.parent_checkpoint_id) == ("close", head)
+    assert service.store.get_head(rid) == final.checkpoint_id
+    child = run(service.checkout(final.checkpoint_id)).runtime.runtime_id
+    assert ctx(service).namespace(child) == {"x": 2}
+    assert (workspace(service, child) / "late.txt").read_text() == "written after the checkpoint"
+
+
+def test_close_with_discard_takes_none(service: RuntimeService) -> None:
+    rid = run(service.create_runtime("nb.ipynb")).runtime_id
+    head = run(service.checkpoint(rid)).checkpoint_id
+    (workspace(service, rid) / "late.txt").write_text("given up")
+    closed = run(service.close(rid, discard=True))
+    assert closed.checkpoint_id is None and service.store.get_head(rid) == head
+    assert [c.checkpoint_id for c in service.store.list_checkpoints(rid)] == [head]
+
+
+def test_a_final_checkpoint_that_fails_refuses_the_close(service: RuntimeService) -> None:
+    """A busy kernel, a dead one: close deletes nothing and says how to close anyway."""
+    rid = run(service.create_runtime("nb.ipynb")).runtime_id
+    (workspace(service, rid) / "late.txt").write_text("not in any checkpoint")
+    ctx(service).busy.add(rid)
+    with pytest.raises(SessionBusy, match=r"was not closed: .*busy.* discard: true"):
+        run(service.close(rid))
+    ctx(service).busy.clear()
+    del ctx(service).namespaces[rid]  # the kernel died: its variables cannot be captured
+    with pytest.raises(BackendError, match=r"was not closed: .*no live context.* discard: true"):
+        run(service.close(rid))
+    assert service.session(rid).status is SessionLifecycleStatus.IDLE
+    assert (workspace(service, rid) / "late.txt").exists()
+    assert service.store.list_checkpoints(rid) == []
+    closed = run(service.close(rid, discard=True))  # the caller said so
+    assert closed.runtime.status is SessionLifecycleStatus.CLOSED

@@ -1,8 +1,9 @@
 """A TEST DOUBLE of the context driver: a JSON namespace per runtime, no kernel.
 
 The control plane's tests (`test_service*.py`) run RuntimeService on it, so they need no
-kernel: `execute` stands in for running a cell, `busy` for a kernel running one, and
-dropping a runtime's namespace for a kernel that died. Captures go to the real blob store
+kernel: `execute` stands in for running a cell, `busy` for a kernel running one,
+dropping a runtime's namespace for a kernel that died, and `refuse_stop` for a kernel that
+would not stop (its `stop` raises, and the namespace stays). Captures go to the real blob store
 as signed manifests, like the kernel capture's. The product never uses it: the server and
 the magics capture real kernels (`ditto_jupyter.kernel.host_context_capture`).
 """
@@ -27,6 +28,7 @@ class InMemoryContextCapture:
         self.namespaces: dict[str, dict[str, Any]] = {}
         self.busy: set[str] = set()
         self.execution_counts: dict[str, int] = {}
+        self.refuse_stop: set[str] = set()
         self.started = 0
 
     def namespace(self, runtime_id: str) -> dict[str, Any]:
@@ -48,6 +50,8 @@ class InMemoryContextCapture:
         return {"context": "memory", "instance": self.started}
 
     async def stop(self, session: SessionRecord) -> None:
+        if session.session_id in self.refuse_stop:
+            raise BackendError(f"the kernel of runtime {session.session_id} would not stop")
         self.namespaces.pop(session.session_id, None)
         self.busy.discard(session.session_id)
 
