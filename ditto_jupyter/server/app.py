@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import getpass
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,10 @@ from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions, ServerContextCapture
 from ditto_jupyter.wiring import default_data_dir, open_runtime_service
+
+#: The package's loggers (`logging.getLogger(__name__)` in control/, backends/, ...): under a
+#: server they write to the server's log, with its format and level (`initialize_settings`).
+PACKAGE_LOG = logging.getLogger("ditto_jupyter")
 
 #: The Jupyter session whose kernel the session manager is starting or updating.
 _session_in_progress: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -113,6 +118,7 @@ class DittoJupyterApp(ExtensionApp):
     runtime_sessions: RuntimeSessions | None = None
     idle_pauser: IdlePauser | None = None
     kernel_pool: KernelPool | None = None
+    _log_parent: logging.Logger | None = None
 
     def kernel_env(self) -> dict[str, str]:
         """What every kernel the server starts gets in its environment (besides its id)."""
@@ -147,6 +153,8 @@ class DittoJupyterApp(ExtensionApp):
         """Open the RuntimeService and wire it to the server's kernels, sessions and events."""
         assert self.serverapp is not None
         serverapp = self.serverapp
+        self._log_parent = PACKAGE_LOG.parent
+        PACKAGE_LOG.parent = serverapp.log  # failed cleanups, skipped rows: in the server's log
         tokens = RuntimeTokens()
         host = ServerKernelHost(
             serverapp.kernel_manager,
@@ -225,6 +233,8 @@ class DittoJupyterApp(ExtensionApp):
             await self.host.close()
         if self.service is not None:
             self.service.close_store()
+        if self._log_parent is not None:
+            PACKAGE_LOG.parent = self._log_parent
 
 
 def install_kernel_env(
