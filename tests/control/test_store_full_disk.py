@@ -25,7 +25,7 @@ from ditto_jupyter.core.errors import DittoError, StorageFull, StoreUnavailable
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.fakes.full_disk_sqlite import disk_full
+from tests.fakes.refusing_sqlite import disk_full
 from tests.support.small_disk import filled, small_tmpfs
 
 T = TypeVar("T")

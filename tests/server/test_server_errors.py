@@ -16,10 +16,12 @@ from typing import Any
 import nbformat
 import pytest
 
+from ditto_jupyter.control.store import SqlCheckpointStore
 from ditto_jupyter.core import errors
 from ditto_jupyter.server.app import DittoJupyterApp
 from tests.fakes.e2b_cloud import ROUTE_CREATE_SNAPSHOT, FakeE2BCloud
 from tests.fakes.e2b_fixtures import fake_e2b  # noqa: F401
+from tests.fakes.refusing_sqlite import disk_full, locked_error, refusing_writes
 from tests.server.conftest import OpenRuntime
 from tests.server.notebook_sessions import kill_kernel, sleeping
 
@@ -239,6 +241,12 @@ async def test_every_error_code_is_reachable(
         fake_e2b.fail_next(ROUTE_CREATE_SNAPSHOT, status, times=10)
         await call("POST", "checkpoint", {"runtime_id": rid})
         clear_faults(fake_e2b, ROUTE_CREATE_SNAPSHOT)
+    store = ditto_app.service.store
+    assert isinstance(store, SqlCheckpointStore)
+    with disk_full(store):  # the store's disk is full, then its database is held elsewhere
+        await call("POST", "checkpoint", {"runtime_id": rid})
+    with refusing_writes(store, locked_error()):
+        await call("POST", "checkpoint", {"runtime_id": rid})
     await call("POST", "checkpoint/delete-snapshot", {"checkpoint_id": cp["checkpoint_id"]})
     await call("POST", "checkout", {"checkpoint_id": cp["checkpoint_id"]})
     await call("POST", "resume", {"runtime_id": rid})
