@@ -454,25 +454,33 @@ class E2BProvider:
                 await sandbox.files.make_dir(_in_home(workdir))
                 info = await sandbox.files.get_info(_in_home(workdir))
         except BaseException as error:
-            try:
-                await sandbox.kill()
-            except Exception as kill_error:  # a paid sandbox nobody else knows of
-                _log.warning(
-                    "ditto: E2B sandbox %s could not be set up (%s) nor killed (%s)",
-                    sandbox.sandbox_id,
-                    error,
-                    kill_error,
-                )
+            left = await self._kill_after_failed_setup(sandbox, error)
+            if left is not None and isinstance(error, Exception):  # a cancellation stays one
                 raise ResourceLeftBehind(
-                    f"{error}; the sandbox {sandbox.sandbox_id} could not be killed either",
-                    LeftBehind(
-                        kind="e2b-sandbox",
-                        resource_id=str(sandbox.sandbox_id),
-                        reason=f"set up failed ({error}), then its kill failed ({kill_error})",
-                    ),
+                    f"{error}; the sandbox {sandbox.sandbox_id} could not be killed either", left
                 ) from error
             raise
         return E2BBackend(sandbox, self, workdir, str(info.path))
+
+    @staticmethod
+    async def _kill_after_failed_setup(sandbox: Any, error: BaseException) -> LeftBehind | None:
+        """Kill a sandbox whose setup failed; what is left behind when the kill fails too."""
+        try:
+            await sandbox.kill()
+        except Exception as kill_error:  # a paid sandbox nobody else knows of
+            _log.warning(
+                "ditto: E2B sandbox %s could not be set up (%r) nor killed (%s); "
+                "it is still running",
+                sandbox.sandbox_id,
+                error,
+                kill_error,
+            )
+            return LeftBehind(
+                kind="e2b-sandbox",
+                resource_id=str(sandbox.sandbox_id),
+                reason=f"its set-up failed ({error}), then its kill failed ({kill_error})",
+            )
+        return None
 
     async def create(self, runtime_id: str) -> Backend:
         metadata = {**self.config.metadata, "ditto_runtime_id": runtime_id}
