@@ -13,10 +13,13 @@
 - **Lost**: a context that ended outside the control plane (a kernel that died) keeps its
   files: the backend is snapshotted before it is released, into a checkpoint named `lost`.
 
-Each one does its provider work first and its store writes last, in one transaction
-(`provider_work`): when a step fails, the work done so far is undone and the store is as
-it was. A local workspace is deleted only after a snapshot taken for that purpose (pause,
-close, a lost runtime), never on the strength of a reused one.
+Create, checkout, resume and lost do their provider work first and their store writes
+last, in one transaction (`provider_work`): when a step fails, the work done so far is
+undone and the store is as it was. Close, once its final checkpoint is recorded, records
+the close next and only then stops the kernel and frees the backend, which cannot be
+undone: a store that refuses leaves the runtime whole, and a kernel or backend that would
+not go is a recorded leftover. A local workspace is deleted only after a snapshot taken
+for that purpose (pause, close, a lost runtime), never on the strength of a reused one.
 """
 
 from __future__ import annotations
