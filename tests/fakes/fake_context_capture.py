@@ -4,7 +4,7 @@ The control plane's tests (`test_service*.py`) run RuntimeService on it, so they
 kernel: `execute` stands in for running a cell, `busy` for a kernel running one, and
 dropping a runtime's namespace for a kernel that died. Captures go to the real blob store
 as signed manifests, like the kernel capture's. The product never uses it: the server and
-the magics capture real kernels (`ditto_jupyter.kernel.host_context_capture`).
+the magics capture real kernels (`ditto_jupyter.hosts.kernel_context_capture`).
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ import pytest
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
+from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
+from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
+from ditto_jupyter.hosts.kernel_host import KernelHost
 from ditto_jupyter.kernel.capture import CHUNK_SIZE
-from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
-from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost, KernelHost
 from tests.support.stored_blobs import tamper_manifest, write_manifest_document
 
 pytestmark = pytest.mark.slow
