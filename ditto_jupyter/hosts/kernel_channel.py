@@ -7,6 +7,12 @@ A call runs `module:function(**args)` as the single user expression of an empty,
 execute request: nothing lands in the user's history or namespace, and the arguments reach
 the kernel as one JSON string literal (never user text pasted into code). The result comes
 back as the expression's `application/json` representation.
+
+A request is bound to the kernel process it was sent to. Jupyter's restarter revives a
+killed kernel under the same id, within the time a liveness poll takes, so "is the kernel
+alive?" can answer yes while the process that had the request is gone and its answer will
+never come. The channel asks which process runs now (`running_process`) and ends the
+request with `KernelDied` when it is not the one the request went to.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 class KernelDied(BackendError):
-    """The kernel died before it answered (502)."""
+    """The kernel process a request was sent to died before it answered (502)."""
 
 
 async def running_process(kernel: Any) -> object | None:
@@ -213,7 +219,9 @@ class KernelChannel:
         """KernelDied when the process a request went to is no longer the one running."""
         if self.process is None:
             return
-        if await self.process() is None:
+        if await self.process() != bound:
+            # The dead process never reports idle: it is not busy any more.
+            self.execution_state = "dead"
             raise KernelDied(f"kernel {self.kernel_id} died")
 
     async def _reply(

@@ -34,5 +34,10 @@ class KernelHost(Protocol):
         ...
 
     async def call(self, kernel_id: str, function: str, args: dict[str, object]) -> object:
-        """Run `module:function(**args)` in the kernel; its JSON result."""
+        """Run `module:function(**args)` in the kernel; its JSON result.
+
+        The call is bound to the kernel process it was sent to: when that process dies,
+        it ends with `KernelDied` (a BackendError), even if Jupyter's restarter has
+        started another process under the same kernel id.
+        """
         ...

@@ -7,7 +7,9 @@ runtime being started) so
 the magics can call back. They run in their notebook's folder (`notebook_folder`), as the
 kernels of JupyterLab's sessions do. `is_busy` reads the server's tracked `execution_state`;
 calls into a kernel reuse `ditto_jupyter.hosts.kernel_channel.KernelChannel` (the message
-logic of the embedded host) over a client of the server's kernel manager.
+logic of the embedded host) over a client of the server's kernel manager, each bound to the
+kernel process it was sent to: a kernel killed mid-call ends the call with `KernelDied`
+(502), even when Jupyter's restarter has already revived it under the same id.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ditto_jupyter.core.environment import runtime_identity_env, without_runtime
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
-from ditto_jupyter.hosts.kernel_channel import KernelChannel, running_process
+from ditto_jupyter.hosts.kernel_channel import KernelChannel, KernelDied, running_process
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
@@ -208,12 +210,17 @@ class ServerKernelHost:
     async def call(self, kernel_id: str, function: str, args: dict[str, object]) -> object:
         """Run `module:function(**args)` in the kernel and return its JSON result.
 
-        KernelDied when the kernel's process dies before it answers.
+        KernelDied when the kernel's process dies before it answers. The channel goes
+        with it: a kernel the restarter revived gets a fresh one on its next call, and
+        its busy state comes from the server until then.
         """
         self._own_calls[kernel_id] = self._own_calls.get(kernel_id, 0) + 1
         try:
             channel = await self.channel(kernel_id)
             return await channel.call(function, args, timeout=self.call_timeout)
+        except KernelDied:
+            await self._close_channel(kernel_id)
+            raise
         finally:
             self._own_calls[kernel_id] -= 1
             if not self._own_calls[kernel_id]:
