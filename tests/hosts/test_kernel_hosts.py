@@ -36,7 +36,10 @@ class Kernels:
         self.root = root
         self.host = JupyterClientHost()
         self.blob_root = root / "blobs"
-        self.context = KernelContextCapture(self.host, self.blob_root)
+        # The kernels run in the test's folder: what their cells write stays out of the checkout.
+        self.context = KernelContextCapture(
+            self.host, self.blob_root, notebook_folder=lambda _: root
+        )
         self.workspace = root / "workspace"
         self.workspace.mkdir()
         self.kernel = self.start("main")
