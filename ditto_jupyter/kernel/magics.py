@@ -206,11 +206,8 @@ def _short(identifier: str) -> str:
 
 @magics_class
 class DittoMagics(Magics):
-    """The ditto-jupyter magics of one kernel.
-
-    They make this kernel's `KernelControl` (`this_kernel`, which the widgets and helpers
-    ask too) and install it; `control_factory` replaces how its control is built.
-    """
+    """The ditto-jupyter magics of one kernel; they install its `KernelControl`
+    (`this_kernel`, which the widgets and helpers ask too)."""
 
     def __init__(
         self,
@@ -219,10 +216,8 @@ class DittoMagics(Magics):
         budget_view: BudgetViewFactory | None = None,
     ) -> None:
         super().__init__(shell)
-        factory = control_factory
-        self.kernel_control = KernelControl(
-            (lambda _: factory()) if factory is not None else self._control_from_environment
-        )
+        self._control_factory = control_factory  # None: from the environment
+        self.kernel_control = KernelControl(self._make_control)
         install(self.kernel_control)
         self._budget_view_factory = budget_view
         self._budget_views: dict[str, Any] = {}  # one live view per budget, shown again
@@ -230,7 +225,9 @@ class DittoMagics(Magics):
 
     # ---- plumbing -----------------------------------------------------------------------
 
-    def _control_from_environment(self, kernel_control: KernelControl) -> RuntimeControl:
+    def _make_control(self, kernel_control: KernelControl) -> RuntimeControl:
+        if self._control_factory is not None:
+            return self._control_factory()
         assert self.shell is not None
         conversation = os.environ.get(CONVERSATION_ID_ENV) or str(
             self.shell.user_ns.get("__session__") or "ipython"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 import os
 import posixpath
 import time
@@ -33,6 +34,8 @@ from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+
+log = logging.getLogger(__name__)
 
 #: The runtime whose kernel is being started; read by `ServerKernelHost.start_kernel`.
 starting_runtime: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -144,8 +147,10 @@ class ServerKernelHost:
         await asyncio.sleep(0.2)  # let the cell's last messages reach its clients
         await self._close_channel(kernel_id)
         if kernel_id in self.kernel_manager:
-            with contextlib.suppress(Exception):
+            try:
                 await self.kernel_manager.shutdown_kernel(kernel_id)
+            except Exception as error:
+                log.warning("ditto_jupyter: kernel %s did not shut down: %s", kernel_id, error)
 
     async def wait_deferred(self) -> None:
         """Wait for deferred shutdowns in progress (tests, server stop)."""
@@ -242,8 +247,10 @@ class ServerKernelHost:
 
     async def _warm_up(self, kernel_id: str, workspace: Path | None) -> None:
         args: dict[str, object] = {"workspace": str(workspace) if workspace else None}
-        with contextlib.suppress(Exception):  # best effort: the first real call retries
+        try:
             await self.call(kernel_id, PREPARE_KERNEL, args)
+        except Exception as error:  # best effort: the first real call retries
+            log.info("ditto_jupyter: warm-up of kernel %s failed: %s", kernel_id, error)
 
     async def wait_warm_up(self, kernel_id: str) -> None:
         """Wait until a kernel's warm-up has run (tests)."""
@@ -261,7 +268,10 @@ class ServerKernelHost:
         for kernel_id in list(self._warm_ups):
             task = self._warm_ups.pop(kernel_id)
             task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            with contextlib.suppress(asyncio.CancelledError):
+                try:
+                    await task
+                except Exception as error:
+                    log.info("ditto_jupyter: warm-up of kernel %s failed: %s", kernel_id, error)
         for kernel_id in list(self._channels):
             await self._close_channel(kernel_id)

@@ -25,6 +25,7 @@ import io
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any, Final
 
 import ipywidgets as widgets
@@ -71,15 +72,7 @@ def node_of(summary: CheckpointSummary) -> dict[str, Any]:
 def lineage_of(control: RuntimeControl, runtime_id: str) -> tuple[str | None, list[dict[str, Any]]]:
     """The runtime's head checkpoint id and the checkouts made from it, as the view draws them."""
     lineage = control.lineage(runtime_id)
-    return lineage.head_checkpoint_id, [
-        {
-            "runtime_id": checkout.runtime_id,
-            "checkpoint_id": checkout.checkpoint_id,
-            "conversation_id": checkout.conversation_id,
-            "status": checkout.status,
-        }
-        for checkout in lineage.checkouts
-    ]
+    return lineage.head_checkpoint_id, [asdict(checkout) for checkout in lineage.checkouts]
 
 
 def _shell() -> Any:
