@@ -79,6 +79,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check ditto_jupyter tests benchmarks
 	$(BIN)/ruff format --check ditto_jupyter tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/python tests/house/import_cycles.py ditto_jupyter
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy --strict ditto_jupyter

@@ -49,8 +49,8 @@ from benchmarks.kishu_harness import (  # noqa: E402
 )
 from benchmarks.results_table import markdown_table, write_section  # noqa: E402
 from ditto_jupyter.core.models import SessionRecord  # noqa: E402
-from ditto_jupyter.kernel.host_context_capture import KernelContextCapture  # noqa: E402
-from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost  # noqa: E402
+from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost  # noqa: E402
+from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture  # noqa: E402
 
 WORK = ROOT / "benchmarks" / ".work" / "bench_kernel"
 MIB = 1024 * 1024

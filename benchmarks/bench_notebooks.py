@@ -59,8 +59,8 @@ from benchmarks.results_table import write_section  # noqa: E402
 from benchmarks.state_fingerprint import compare  # noqa: E402
 from ditto_jupyter.core.errors import BackendError  # noqa: E402
 from ditto_jupyter.core.models import SessionRecord  # noqa: E402
-from ditto_jupyter.kernel.host_context_capture import KernelContextCapture  # noqa: E402
-from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost  # noqa: E402
+from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost  # noqa: E402
+from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture  # noqa: E402
 
 WORK = ROOT / "benchmarks" / ".work" / "bench_notebooks"
 NOOP_EVERY = 3

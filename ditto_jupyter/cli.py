@@ -297,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+        # argparse formats help as a %-template (`%(default)s`): a magic's `%` is literal.
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help_text.replace("%", "%%"))
         _add_global_flags(p, with_defaults=False)
         return p
 

@@ -15,6 +15,8 @@ from urllib.parse import quote
 
 import httpx
 
+from ditto_jupyter.core.environment import SERVER_URL_ENV, TOKEN_ENV
+
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
@@ -77,8 +79,8 @@ def split_reference(reference: str, runtime_id: str | None) -> tuple[str | None,
 
 def find_server(url: str | None, token: str | None) -> tuple[str, str]:
     """The server URL and token: flags, then environment, then a running Jupyter server."""
-    url = url or os.environ.get("DITTO_SERVER_URL")
-    token = token if token is not None else os.environ.get("DITTO_TOKEN")
+    url = url or os.environ.get(SERVER_URL_ENV)
+    token = token if token is not None else os.environ.get(TOKEN_ENV)
     if url:
         return url, token or ""
     from jupyter_server.serverapp import list_running_servers

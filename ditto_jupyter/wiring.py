@@ -3,7 +3,8 @@
 This is how every front end gets its service: the server extension, the magics with no
 server behind them, the CLI in local mode and the tests. The caller always says how the
 session context is captured (`context_factory`): the server and the magics pass their kernel
-capture (`ditto_jupyter.kernel`, a layer above this one), the tests a test double.
+capture (`ditto_jupyter.hosts.kernel_context_capture`, beside this module in the same
+layer), the tests a test double.
 `check_data_dir` opens the same parts for `ditto doctor`, without a service or a context.
 """
 
@@ -21,6 +22,7 @@ from ditto_jupyter.control.doctor import DoctorReport, Finding, check_health, ch
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError, open_store
 from ditto_jupyter.core.blobs import BlobError, BlobStore
+from ditto_jupyter.core.environment import DATA_DIR_ENV
 from ditto_jupyter.core.private import private_dir
 
 ContextFactory = Callable[[BlobStore], ContextDriver]
@@ -28,7 +30,7 @@ ContextFactory = Callable[[BlobStore], ContextDriver]
 
 def default_data_dir() -> Path:
     """`$DITTO_DATA_DIR`, else `$XDG_DATA_HOME/ditto-jupyter` (~/.local/share by default)."""
-    explicit = os.environ.get("DITTO_DATA_DIR")
+    explicit = os.environ.get(DATA_DIR_ENV)
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")

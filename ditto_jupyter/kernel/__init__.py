@@ -1,9 +1,11 @@
-"""Kernel side of ditto-jupyter: namespace capture/restore, kernel hosts, context capture.
+"""Code that runs inside a kernel: namespace capture and restore, the magics, adoption by
+a runtime, `%autocheckpoint` and its write-behind, the workspace helper, `%budget`, and
+this kernel's runtime control (`this_kernel`).
 
-Kept import-light: importing this package (as every kernel call does) pulls in neither
-IPython nor jupyter_client; `capture`, `kernel_hosts` and `host_context_capture` are
-imported on use.
-`dispatch_call` is the one entry point a host's silent user expression calls.
+What starts and drives kernels from outside lives in `ditto_jupyter.hosts`. Kept
+import-light: importing this package (as every kernel call does) pulls in neither IPython
+nor jupyter_client; its modules are imported on use. `dispatch_call` is the one entry
+point a host's silent user expression calls.
 """
 
 from __future__ import annotations

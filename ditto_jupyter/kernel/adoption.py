@@ -9,7 +9,7 @@ start (the runtime id and token the magics and the budget use, the workspace
 its notebook's folder as a kernel started there would be (`''` on `sys.path` follows the
 working directory, IPython's directory history starts there). The magics read the
 environment lazily; a runtime control they made before (none, in a kernel nobody ran code
-in) is dropped so the next magic builds it from the new identity.
+in) is dropped (`this_kernel.adopt`) so the next magic builds it from the new identity.
 """
 
 from __future__ import annotations
@@ -20,19 +20,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ditto_jupyter.core.environment import (
+    DATA_DIR_ENV,
+    RUNTIME_ID_ENV,
+    RUNTIME_TOKEN_ENV,
+    WORKSPACE_ENV,
+)
 from ditto_jupyter.core.errors import InvalidRequest
-from ditto_jupyter.kernel.workspace import WORKSPACE_ENV
-
-#: The variables that say which runtime a kernel serves (never in a pooled kernel's env).
-RUNTIME_ID_ENV = "DITTO_RUNTIME_ID"
-RUNTIME_TOKEN_ENV = "DITTO_RUNTIME_TOKEN"
-DATA_DIR_ENV = "DITTO_DATA_DIR"
-IDENTITY_ENV = (RUNTIME_ID_ENV, RUNTIME_TOKEN_ENV, WORKSPACE_ENV)
-
-
-def without_runtime_identity(environ: dict[str, str]) -> dict[str, str]:
-    """`environ` without a runtime id, token or workspace (for a kernel of no runtime yet)."""
-    return {name: value for name, value in environ.items() if name not in IDENTITY_ENV}
+from ditto_jupyter.kernel import this_kernel
 
 
 def _absolute(name: str, value: object) -> str:
@@ -80,18 +75,14 @@ def _move_to(cwd: str) -> None:
 
 
 def _reset_magics(folder: Path) -> None:
-    """Point the magics (when loaded) and IPython's directory history at the new folder."""
+    """Point this kernel's control and IPython's directory history at the new folder."""
+    this_kernel.adopt(folder)
     shell = _shell()
     if shell is None:
         return
     history = shell.user_ns.get("_dh")
     if isinstance(history, list):
         history[:] = [folder]
-    from ditto_jupyter.kernel.magics import DittoMagics
-
-    magics = shell.magics_manager.registry.get(DittoMagics.__name__)
-    if isinstance(magics, DittoMagics):
-        magics.adopt(folder)
 
 
 def _shell() -> Any:

@@ -31,9 +31,10 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ditto_jupyter.core.blobs import BlobNotFound
+from ditto_jupyter.core.environment import WORKSPACE_ENV
 from ditto_jupyter.core.errors import DittoError, UnsupportedBackend
 from ditto_jupyter.core.models import AutoCheckpointCell
 from ditto_jupyter.kernel.capture import open_blob_store
@@ -45,9 +46,10 @@ from ditto_jupyter.kernel.capture.capturing import (
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
 from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged, forget_chunks
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
-from ditto_jupyter.kernel.runtime_control import RuntimeControl
-from ditto_jupyter.kernel.workspace import WORKSPACE_ENV
 from ditto_jupyter.kernel.write_behind import WriteBehind
+
+if TYPE_CHECKING:
+    from ditto_jupyter.kernel.runtime_control import RuntimeControl
 
 #: How many automatic checkpoints stay whole when `--keep` is not given.
 DEFAULT_KEEP = 50

@@ -40,6 +40,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.budget_registry import RuntimeBudget
+from ditto_jupyter.core.environment import CONVERSATION_ID_ENV
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
 from ditto_jupyter.core.models import (
     CheckpointSummary,
@@ -57,6 +58,7 @@ from ditto_jupyter.kernel.runtime_budget import (
     view_title,
 )
 from ditto_jupyter.kernel.runtime_control import RuntimeControl, control_from_environment
+from ditto_jupyter.kernel.this_kernel import KernelControl, install
 from ditto_jupyter.worker.shared_budget import SharedTokenBudget
 
 T = TypeVar("T")
@@ -203,7 +205,8 @@ def _short(identifier: str) -> str:
 
 @magics_class
 class DittoMagics(Magics):
-    """The ditto-jupyter magics of one kernel."""
+    """The ditto-jupyter magics of one kernel; they install its `KernelControl`
+    (`this_kernel`, which the widgets and helpers ask too)."""
 
     def __init__(
         self,
@@ -212,50 +215,44 @@ class DittoMagics(Magics):
         budget_view: BudgetViewFactory | None = None,
     ) -> None:
         super().__init__(shell)
-        self._control_factory = control_factory or self._control_from_environment
-        self._control: RuntimeControl | None = None
-        self._last_manifest: str | None = None
-        # With no server, the notebook's folder is where the kernel was when it loaded us.
-        self.notebook_folder = Path.cwd()
+        self._control_factory = control_factory  # None: from the environment
+        self.kernel_control = KernelControl(self._make_control)
+        install(self.kernel_control)
         self._budget_view_factory = budget_view
         self._budget_views: dict[str, Any] = {}  # one live view per budget, shown again
         self.autocheckpointer = AutoCheckpointer(self, shell)
 
     # ---- plumbing -----------------------------------------------------------------------
 
-    def _control_from_environment(self) -> RuntimeControl:
+    def _make_control(self, kernel_control: KernelControl) -> RuntimeControl:
+        if self._control_factory is not None:
+            return self._control_factory()
         assert self.shell is not None
-        conversation = os.environ.get("DITTO_CONVERSATION_ID") or str(
+        conversation = os.environ.get(CONVERSATION_ID_ENV) or str(
             self.shell.user_ns.get("__session__") or "ipython"
         )
         return control_from_environment(
-            self.shell.user_ns, conversation, notebook_folder=self.notebook_folder
+            self.shell.user_ns, conversation, notebook_folder=kernel_control.notebook_folder
         )
-
-    def adopt(self, notebook_folder: Path) -> None:
-        """This kernel was handed to a runtime (the server's warm pool): start afresh there.
-
-        The runtime control is built again, on next use, from the new environment.
-        """
-        self.notebook_folder = notebook_folder
-        self._control = None
-        self._last_manifest = None
 
     @property
     def control(self) -> RuntimeControl:
         """The runtime control, created on first use (loading the extension is free)."""
-        if self._control is None:
-            self._control = self._control_factory()
-        return self._control
+        return self.kernel_control.control
+
+    @property
+    def notebook_folder(self) -> Path:
+        """Where the runtime's kernels run without a server (see `KernelControl`)."""
+        return self.kernel_control.notebook_folder
 
     @property
     def last_manifest(self) -> str | None:
         """The namespace manifest of this kernel's head, as far as this kernel knows."""
-        return self._last_manifest
+        return self.kernel_control.last_manifest
 
     @last_manifest.setter
     def last_manifest(self, manifest_id: str | None) -> None:
-        self._last_manifest = manifest_id
+        self.kernel_control.last_manifest = manifest_id
 
     @property
     def namespace(self) -> dict[str, Any]:
@@ -304,11 +301,11 @@ class DittoMagics(Magics):
             capture = capture_namespace(
                 self.namespace,
                 open_blob_store(control.blob_root),
-                previous_manifest_id=self._last_manifest,
+                previous_manifest_id=self.last_manifest,
                 runtime_id=control.runtime_id,
             )
             result = control.checkpoint(capture, args.name, metadata)
-            self._last_manifest = capture.manifest_id
+            self.last_manifest = capture.manifest_id
             elapsed = time.perf_counter() - started
             label = f" {args.name!r}" if args.name else ""
             text = (
@@ -341,7 +338,7 @@ class DittoMagics(Magics):
                 self.namespace, open_blob_store(control.blob_root), checkpoint.context_manifest_id
             )
             control.record_restore(checkpoint.checkpoint_id)
-            self._last_manifest = checkpoint.context_manifest_id
+            self.last_manifest = checkpoint.context_manifest_id
             elapsed = time.perf_counter() - started
             label = f" {checkpoint.name!r}" if checkpoint.name else ""
             text = f"restored {_short(checkpoint.checkpoint_id)}{label} in {elapsed * 1000:.0f} ms"
@@ -394,11 +391,11 @@ class DittoMagics(Magics):
             capture = capture_namespace(
                 self.namespace,
                 open_blob_store(control.blob_root),
-                previous_manifest_id=self._last_manifest,
+                previous_manifest_id=self.last_manifest,
                 runtime_id=control.runtime_id,
             )
             result = control.pause_self(capture, args.name)
-            self._last_manifest = capture.manifest_id
+            self.last_manifest = capture.manifest_id
             self.autocheckpointer.turn_off()  # the runtime is paused: nothing more to record
             rid = result.runtime.runtime_id
             text = (

@@ -10,7 +10,6 @@ and builds the records table; the magic in `magics.py` only wires them.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from ditto_jupyter.control.budget_registry import (
     LimitSet,
@@ -18,7 +17,9 @@ from ditto_jupyter.control.budget_registry import (
     RuntimeBudgetNotSet,
     RuntimeBudgets,
 )
+from ditto_jupyter.core.environment import RUNTIME_ID_ENV
 from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.kernel import this_kernel
 from ditto_jupyter.wiring import default_data_dir
 from ditto_jupyter.worker.budget.records import BudgetRecord
 from ditto_jupyter.worker.shared_budget import SharedTokenBudget
@@ -91,24 +92,13 @@ def history_rows(records: list[BudgetRecord]) -> list[list[str]]:
     ]
 
 
-def _magics_runtime_id() -> str | None:
-    """The runtime id of the magics loaded in the running IPython, if any."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    shell: Any = get_ipython()
-    magics = None if shell is None else shell.magics_manager.registry.get("DittoMagics")
-    return None if magics is None else str(magics.control.runtime_id)
-
-
 def current_runtime_budget(runtime_id: str | None = None) -> SharedTokenBudget:
     """The shared budget `runtime_id` (default: this kernel's runtime) counts against.
 
     RuntimeBudgetNotSet when neither the runtime nor a runtime it was checked out from has
     one, or when no runtime is known (no id given, no magics loaded, no DITTO_RUNTIME_ID).
     """
-    rid = runtime_id or _magics_runtime_id() or os.environ.get("DITTO_RUNTIME_ID")
+    rid = runtime_id or this_kernel.runtime_id() or os.environ.get(RUNTIME_ID_ENV)
     if not rid:
         raise RuntimeBudgetNotSet(
             "this kernel has no runtime yet: load the magics (%load_ext ditto_jupyter) and "

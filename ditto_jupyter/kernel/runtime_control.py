@@ -26,6 +26,7 @@ import threading
 import uuid
 from collections.abc import Coroutine
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -35,6 +36,14 @@ from pydantic import BaseModel, ValidationError
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.environment import (
+    DATA_DIR_ENV,
+    RUNTIME_ID_ENV,
+    RUNTIME_TOKEN_ENV,
+    SERVER_URL_ENV,
+    TOKEN_ENV,
+    WORKSPACE_ENV,
+)
 from ditto_jupyter.core.errors import BackendError, DittoError, UnsupportedBackend
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
@@ -49,10 +58,9 @@ from ditto_jupyter.core.models import (
     SessionRecord,
     UnrestorableValue,
 )
+from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
+from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
 from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
-from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
-from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost
-from ditto_jupyter.kernel.workspace import WORKSPACE_ENV
 from ditto_jupyter.wiring import default_data_dir, open_runtime_service
 
 T = TypeVar("T")
@@ -69,6 +77,24 @@ class ResolvedCheckpoint(Protocol):
     unrestorable: list[UnrestorableValue]
     #: A prune (`%autocheckpoint --keep`) dropped its state: nothing to restore.
     pruned: bool
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A runtime checked out from one of another runtime's checkpoints."""
+
+    runtime_id: str
+    checkpoint_id: str
+    conversation_id: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A runtime's head checkpoint and the runtimes checked out from its checkpoints."""
+
+    head_checkpoint_id: str | None
+    checkouts: list[Checkout]
 
 
 class RuntimeControl(Protocol):
@@ -107,6 +133,10 @@ class RuntimeControl(Protocol):
     def runtimes(self) -> list[RuntimeRecord]: ...
 
     def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]: ...
+
+    def lineage(self, runtime_id: str) -> Lineage:
+        """The runtime's head and the checkouts made from it (the checkpoint tree)."""
+        ...
 
     def exec(self, command: str) -> ExecResult: ...
 
@@ -236,6 +266,24 @@ class ServerControl:
 
         listed = self._get(api_path(runtime_id, "checkpoints"))["checkpoints"]
         return [_parse(CheckpointSummary, c) for c in listed]
+
+    def lineage(self, runtime_id: str) -> Lineage:
+        from ditto_jupyter.client import api_path
+
+        answer = self._get(api_path(runtime_id, "lineage"))
+        head = answer.get("head")
+        return Lineage(
+            str(head["checkpoint_id"]) if head else None,
+            [
+                Checkout(
+                    str(c["runtime_id"]),
+                    str(c["checkpoint_id"]),
+                    str(c["conversation_id"]),
+                    str(c["status"]),
+                )
+                for c in answer.get("checkouts", [])
+            ],
+        )
 
     def exec(self, command: str) -> ExecResult:
         result = self._post("exec", {"runtime_id": self.runtime_id, "command": command})
@@ -460,6 +508,21 @@ class LocalControl:
     def checkpoints(self, runtime_id: str) -> list[CheckpointSummary]:
         return self._run(self.service.list_checkpoints(runtime_id)).checkpoints
 
+    def lineage(self, runtime_id: str) -> Lineage:
+        head = self.service.head_checkpoint(runtime_id)
+        return Lineage(
+            head.checkpoint_id if head is not None else None,
+            [
+                Checkout(
+                    child.session_id,
+                    str(child.source_checkpoint_id),
+                    child.conversation_id,
+                    child.status.value,
+                )
+                for child in self.service.checkouts_of(runtime_id)
+            ],
+        )
+
     def exec(self, command: str) -> ExecResult:
         return self._run(self.service.exec(self.runtime_id, command))
 
@@ -502,22 +565,22 @@ def _local_workspace(runtime_id: str, path: object) -> Path:
 
 
 def _data_dir() -> Path | None:
-    return Path(os.environ["DITTO_DATA_DIR"]) if os.environ.get("DITTO_DATA_DIR") else None
+    return Path(os.environ[DATA_DIR_ENV]) if os.environ.get(DATA_DIR_ENV) else None
 
 
 def server_control_from_environment() -> ServerControl | None:
     """The ServerControl of a kernel a server started (DITTO_SERVER_URL, DITTO_RUNTIME_ID)."""
-    url = os.environ.get("DITTO_SERVER_URL")
-    runtime_id = os.environ.get("DITTO_RUNTIME_ID")
+    url = os.environ.get(SERVER_URL_ENV)
+    runtime_id = os.environ.get(RUNTIME_ID_ENV)
     if not (url and runtime_id):
         return None
-    token = os.environ.get("DITTO_TOKEN", "")
+    token = os.environ.get(TOKEN_ENV, "")
     return ServerControl(
         url,
         token,
         runtime_id,
         _data_dir() or default_data_dir(),
-        os.environ.get("DITTO_RUNTIME_TOKEN", ""),
+        os.environ.get(RUNTIME_TOKEN_ENV, ""),
     )
 
 

@@ -12,27 +12,10 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ditto_jupyter.core.environment import WORKSPACE_ENV
 from ditto_jupyter.core.errors import InvalidRequest
-
-if TYPE_CHECKING:
-    from IPython.core.interactiveshell import InteractiveShell
-
-    from ditto_jupyter.kernel.runtime_control import RuntimeControl
-
-#: The environment variable holding the runtime's local workspace directory.
-WORKSPACE_ENV = "DITTO_WORKSPACE"
-
-
-def workspace_env(path: Path | None) -> dict[str, str]:
-    """The variables a kernel of a runtime with this workspace gets (none without one)."""
-    return {WORKSPACE_ENV: str(path)} if path is not None else {}
-
-
-def without_workspace(environ: dict[str, str]) -> dict[str, str]:
-    """`environ` without an inherited workspace (a kernel must never get another's)."""
-    return {name: value for name, value in environ.items() if name != WORKSPACE_ENV}
+from ditto_jupyter.kernel import this_kernel
 
 
 def set_workspace_env(path: str) -> bool:
@@ -67,32 +50,6 @@ def workspace() -> Path:
     value = os.environ.get(WORKSPACE_ENV)
     if value:
         return Path(value)
-    path = _control().workspace_path()
+    path = this_kernel.control().workspace_path()
     os.environ[WORKSPACE_ENV] = str(path)
     return path
-
-
-def _control() -> RuntimeControl:
-    """The runtime control of this kernel: its magics', or the server's from the env."""
-    from ditto_jupyter.kernel.magics import DittoMagics
-    from ditto_jupyter.kernel.runtime_control import server_control_from_environment
-
-    shell = _shell()
-    if shell is not None:
-        magics = shell.magics_manager.registry.get(DittoMagics.__name__)
-        if isinstance(magics, DittoMagics):
-            return magics.control
-    control = server_control_from_environment()
-    if control is None:
-        raise InvalidRequest(
-            "this kernel has no ditto runtime: run `%load_ext ditto_jupyter` first, or start "
-            "it from a Jupyter server with the ditto_jupyter extension"
-        )
-    return control
-
-
-def _shell() -> InteractiveShell | None:
-    from IPython import get_ipython
-
-    shell: InteractiveShell | None = get_ipython()
-    return shell

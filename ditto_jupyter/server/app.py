@@ -36,7 +36,8 @@ from ditto_jupyter.control.budget_registry import RuntimeBudgets
 from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
+from ditto_jupyter.core.environment import runtime_identity_env, server_env
+from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
@@ -124,11 +125,7 @@ class DittoJupyterApp(ExtensionApp):
         """What every kernel the server starts gets in its environment (besides its id)."""
         assert self.serverapp is not None
         token = getattr(self.serverapp.identity_provider, "token", "") or ""
-        return {
-            "DITTO_SERVER_URL": self.serverapp.connection_url,
-            "DITTO_TOKEN": str(token),
-            "DITTO_DATA_DIR": str(Path(self.data_dir).resolve()),
-        }
+        return server_env(self.serverapp.connection_url, str(token), Path(self.data_dir).resolve())
 
     def _context_factory(
         self, host: ServerKernelHost, pool: KernelPool | None = None
@@ -260,7 +257,7 @@ def install_kernel_env(
         env.update(env_provider())
         session_id = _session_in_progress.get()
         if session_id:
-            env["DITTO_RUNTIME_ID"] = session_id
+            env.update(runtime_identity_env(session_id))
             if runtime_tokens is not None:
                 env.update(runtime_tokens.kernel_env(session_id))
         return env

@@ -6,8 +6,8 @@ start, others once a runtime has asked for one), with their message channel open
 capture code imported. A pooled kernel belongs to no runtime: it is started in the
 server's root folder with the server's variables only, never a runtime id, token or
 workspace. Taking it tells it who it is (`ditto_jupyter.kernel.adoption:adopt_runtime`,
-sent through its kernel client) before the checkpoint is restored into it. A kernel is
-taken once and never comes back to the pool.
+`ADOPT_RUNTIME`, sent through its kernel client) before the checkpoint is restored into it.
+A kernel is taken once and never comes back to the pool.
 
 - Refill runs in the background, scheduled after the operation that took a kernel has
   returned (`refill_soon`), never on the request path.
@@ -30,12 +30,9 @@ from typing import Any
 
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import SessionRecord
-from ditto_jupyter.kernel.host_context_capture import WARM_UP
+from ditto_jupyter.hosts.kernel_calls import ADOPT_RUNTIME, WARM_UP
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
-
-#: The kernel call that gives a pooled kernel its runtime identity.
-ADOPT = "ditto_jupyter.kernel.adoption:adopt_runtime"
 
 #: Seconds between an operation's return and the refill it asked for (its answer goes out
 #: first: the refill starts a kernel process, which competes for the CPU).
@@ -132,7 +129,7 @@ class KernelPool:
             "cwd": str(self.host.notebook_folder(session)),
             "workspace": str(workspace) if workspace is not None else None,
         }
-        answer = await self.host.call(kernel_id, ADOPT, args)
+        answer = await self.host.call(kernel_id, ADOPT_RUNTIME, args)
         if not isinstance(answer, dict) or answer.get("runtime_id") != runtime_id:
             raise BackendError(f"kernel {kernel_id} did not take runtime {runtime_id}'s identity")
 

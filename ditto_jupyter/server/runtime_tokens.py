@@ -17,10 +17,8 @@ import hashlib
 import hmac
 import secrets
 
+from ditto_jupyter.core.environment import RUNTIME_TOKEN_ENV, runtime_identity_env
 from ditto_jupyter.core.errors import InvalidRequest
-
-#: The kernel environment variable that holds its runtime's token.
-RUNTIME_TOKEN_ENV = "DITTO_RUNTIME_TOKEN"
 
 
 class RuntimeTokens:
@@ -35,7 +33,7 @@ class RuntimeTokens:
 
     def kernel_env(self, runtime_id: str) -> dict[str, str]:
         """What a kernel of `runtime_id` gets in its environment to call `self/...` routes."""
-        return {"DITTO_RUNTIME_ID": runtime_id, RUNTIME_TOKEN_ENV: self.token(runtime_id)}
+        return runtime_identity_env(runtime_id, self.token(runtime_id))
 
     def check(self, runtime_id: str, runtime_token: str) -> None:
         """InvalidRequest unless `runtime_token` is the token of `runtime_id`."""

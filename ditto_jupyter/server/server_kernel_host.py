@@ -5,9 +5,11 @@ can connect to them), started with the extension's environment (`DITTO_SERVER_UR
 `DITTO_TOKEN`, `DITTO_DATA_DIR`, and `DITTO_RUNTIME_ID` and `DITTO_RUNTIME_TOKEN` of the
 runtime being started) so
 the magics can call back. They run in their notebook's folder (`notebook_folder`), as the
-kernels of JupyterLab's sessions do. `is_busy` reads the server's tracked `execution_state`; calls
-into a kernel reuse `ditto_jupyter.kernel.kernel_hosts.KernelChannel` (the message logic of the
-embedded host) over a client of the server's kernel manager.
+kernels of JupyterLab's sessions do. `is_busy` reads the server's tracked `execution_state`;
+calls into a kernel reuse `ditto_jupyter.hosts.kernel_channel.KernelChannel` (the message
+logic of the embedded host) over a client of the server's kernel manager, each bound to the
+kernel process it was sent to: a kernel killed mid-call ends the call with `KernelDied`
+(502), even when Jupyter's restarter has already revived it under the same id.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 import os
 import posixpath
 import time
@@ -22,17 +25,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ditto_jupyter.core.environment import runtime_identity_env, without_runtime_identity
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
-from ditto_jupyter.kernel.adoption import without_runtime_identity
-from ditto_jupyter.kernel.kernel_hosts import KernelChannel
+from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
+from ditto_jupyter.hosts.kernel_channel import KernelChannel, KernelDied, running_process
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
     from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
 
-#: A cheap call that imports the capture module in the kernel and records its workspace.
-WARM_UP = "ditto_jupyter.kernel.workspace:prepare_kernel"
+log = logging.getLogger(__name__)
 
 #: The runtime whose kernel is being started; read by `ServerKernelHost.start_kernel`.
 starting_runtime: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -66,7 +69,7 @@ class ServerKernelHost:
         """The extension's variables for a kernel (without the rest of the environment)."""
         env = dict(self.env_provider() if self.env_provider is not None else {})
         if runtime_id:
-            env["DITTO_RUNTIME_ID"] = runtime_id
+            env.update(runtime_identity_env(runtime_id))
             if self.runtime_tokens is not None:
                 env.update(self.runtime_tokens.kernel_env(runtime_id))
         return env
@@ -83,7 +86,7 @@ class ServerKernelHost:
 
         `kernel_id` chooses the id (the warm pool knows its kernels before they start).
         """
-        inherited = without_runtime_identity(dict(os.environ))  # the server's, if any
+        inherited = without_runtime_identity(os.environ)  # the server's, if any
         full_env = {**inherited, **self.kernel_env(starting_runtime.get()), **(env or {})}
         kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": full_env}
         if kernel_id is not None:
@@ -144,8 +147,10 @@ class ServerKernelHost:
         await asyncio.sleep(0.2)  # let the cell's last messages reach its clients
         await self._close_channel(kernel_id)
         if kernel_id in self.kernel_manager:
-            with contextlib.suppress(Exception):
+            try:
                 await self.kernel_manager.shutdown_kernel(kernel_id)
+            except Exception as error:
+                log.warning("ditto_jupyter: kernel %s did not shut down: %s", kernel_id, error)
 
     async def wait_deferred(self) -> None:
         """Wait for deferred shutdowns in progress (tests, server stop)."""
@@ -188,10 +193,12 @@ class ServerKernelHost:
                 raise BackendError(f"kernel {kernel_id} is not running")
             kernel: Any = self.kernel_manager.get_kernel(kernel_id)
 
-            async def alive() -> bool:
-                return kernel_id in self.kernel_manager and bool(await kernel.is_alive())
+            async def process() -> object | None:
+                if kernel_id not in self.kernel_manager:
+                    return None
+                return await running_process(kernel)
 
-            channel = KernelChannel(kernel.client(), kernel_id, alive=alive)
+            channel = KernelChannel(kernel.client(), kernel_id, process=process)
             await channel.start()
             self._channels[kernel_id] = channel
             return channel
@@ -206,11 +213,19 @@ class ServerKernelHost:
             await channel.stop()
 
     async def call(self, kernel_id: str, function: str, args: dict[str, object]) -> object:
-        """Run `module:function(**args)` in the kernel and return its JSON result."""
+        """Run `module:function(**args)` in the kernel and return its JSON result.
+
+        KernelDied when the kernel's process dies before it answers. The channel goes
+        with it: a kernel the restarter revived gets a fresh one on its next call, and
+        its busy state comes from the server until then.
+        """
         self._own_calls[kernel_id] = self._own_calls.get(kernel_id, 0) + 1
         try:
             channel = await self.channel(kernel_id)
             return await channel.call(function, args, timeout=self.call_timeout)
+        except KernelDied:
+            await self._close_channel(kernel_id)
+            raise
         finally:
             self._own_calls[kernel_id] -= 1
             if not self._own_calls[kernel_id]:
@@ -232,8 +247,10 @@ class ServerKernelHost:
 
     async def _warm_up(self, kernel_id: str, workspace: Path | None) -> None:
         args: dict[str, object] = {"workspace": str(workspace) if workspace else None}
-        with contextlib.suppress(Exception):  # best effort: the first real call retries
-            await self.call(kernel_id, WARM_UP, args)
+        try:
+            await self.call(kernel_id, PREPARE_KERNEL, args)
+        except Exception as error:  # best effort: the first real call retries
+            log.info("ditto_jupyter: warm-up of kernel %s failed: %s", kernel_id, error)
 
     async def wait_warm_up(self, kernel_id: str) -> None:
         """Wait until a kernel's warm-up has run (tests)."""
@@ -251,7 +268,10 @@ class ServerKernelHost:
         for kernel_id in list(self._warm_ups):
             task = self._warm_ups.pop(kernel_id)
             task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            with contextlib.suppress(asyncio.CancelledError):
+                try:
+                    await task
+                except Exception as error:
+                    log.info("ditto_jupyter: warm-up of kernel %s failed: %s", kernel_id, error)
         for kernel_id in list(self._channels):
             await self._close_channel(kernel_id)

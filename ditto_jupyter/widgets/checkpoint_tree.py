@@ -8,13 +8,14 @@ tree code bundled a second time as an ES module; the price is that the view rend
 where the extension is installed (JupyterLab, Notebook 7), elsewhere the one-line
 `text/plain` summary shows.
 
-The kernel side reads the tree through the magics' runtime control (REST client under a
-server, the in-process RuntimeService without one) and polls it on a timer thread
+The kernel side reads the tree through this kernel's runtime control (`this_kernel`: the
+REST client under a server, the in-process RuntimeService without one), through the
+control's protocol alone, and polls it on a timer thread
 (`polling.Poller`): the kernel has no subscription to the server's events, and polling
 also sees checkpoints made by the kernel's own cells (%checkpoint, %autocheckpoint) while
 they run. Clicking a node sends `{"action": "restore" | "checkout", "checkpoint_id"}`;
-restore runs `%restore` (in place, this kernel's own runtime only), checkout the control's
-checkout, and the outcome line is shown under the tree.
+restore runs the `%restore` magic (in place, this kernel's own runtime only), checkout the
+control's checkout, and the outcome line is shown under the tree.
 """
 
 from __future__ import annotations
@@ -24,16 +25,16 @@ import io
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Final, cast
+from dataclasses import asdict
+from typing import Any, Final
 
 import ipywidgets as widgets
 import traitlets
 
-from ditto_jupyter.client import api_path
 from ditto_jupyter.core.errors import DittoError
 from ditto_jupyter.core.models import CheckpointSummary
-from ditto_jupyter.kernel.magics import DittoMagics
-from ditto_jupyter.kernel.runtime_control import LocalControl, RuntimeControl, ServerControl
+from ditto_jupyter.kernel import this_kernel
+from ditto_jupyter.kernel.runtime_control import RuntimeControl
 from ditto_jupyter.widgets.polling import Polled, Poller, check_interval
 
 #: The JupyterLab extension's npm package, which holds the view.
@@ -67,53 +68,26 @@ def node_of(summary: CheckpointSummary) -> dict[str, Any]:
 
 
 def lineage_of(control: RuntimeControl, runtime_id: str) -> tuple[str | None, list[dict[str, Any]]]:
-    """The runtime's head checkpoint id and the checkouts made from it, from the control."""
-    if isinstance(control, ServerControl):
-        from ditto_jupyter.client import CliError
-
-        try:
-            answer = control.client.get(api_path(runtime_id, "lineage"))
-        except CliError as error:
-            raise DittoError(str(error)) from None
-        head = answer.get("head")
-        checkouts = [
-            {
-                "runtime_id": str(c["runtime_id"]),
-                "checkpoint_id": str(c["checkpoint_id"]),
-                "conversation_id": str(c["conversation_id"]),
-                "status": str(c["status"]),
-            }
-            for c in answer.get("checkouts", [])
-        ]
-        return (str(head["checkpoint_id"]) if head else None), checkouts
-    if isinstance(control, LocalControl):
-        service = control.service
-        head_record = service.head_checkpoint(runtime_id)
-        return (head_record.checkpoint_id if head_record else None), [
-            {
-                "runtime_id": child.session_id,
-                "checkpoint_id": str(child.source_checkpoint_id),
-                "conversation_id": child.conversation_id,
-                "status": child.status.value,
-            }
-            for child in service.checkouts_of(runtime_id)
-        ]
-    raise TypeError(f"CheckpointTree cannot read the lineage from a {type(control).__name__}")
+    """The runtime's head checkpoint id and the checkouts made from it, as the view draws them."""
+    lineage = control.lineage(runtime_id)
+    return lineage.head_checkpoint_id, [asdict(checkout) for checkout in lineage.checkouts]
 
 
-def magics_of_this_kernel() -> DittoMagics:
-    """The running IPython's ditto magics, loading `%load_ext ditto_jupyter` if needed."""
+def _shell() -> Any:
+    """The running IPython (ValueError outside one: the tree restores through its magics)."""
     from IPython import get_ipython
 
     shell = get_ipython()
     if shell is None:
-        raise ValueError("CheckpointTree runs in an IPython kernel (or pass magics=...)")
-    magics = shell.magics_manager.registry.get("DittoMagics")
-    if magics is None:
-        shell.extension_manager.load_extension("ditto_jupyter")
-        magics = shell.magics_manager.registry["DittoMagics"]
-    assert isinstance(magics, DittoMagics)
-    return magics
+        raise ValueError("CheckpointTree runs in an IPython kernel")
+    return shell
+
+
+def control_of_this_kernel() -> RuntimeControl:
+    """This kernel's runtime control, loading `%load_ext ditto_jupyter` if needed."""
+    if this_kernel.installed() is None:
+        _shell().extension_manager.load_extension("ditto_jupyter")
+    return this_kernel.control()
 
 
 class CheckpointTree(Polled, widgets.DOMWidget):  # type: ignore[misc]
@@ -142,14 +116,12 @@ class CheckpointTree(Polled, widgets.DOMWidget):  # type: ignore[misc]
         runtime: str | None = None,
         *,
         poll_interval: float | None = 2.0,
-        magics: DittoMagics | None = None,
         **kwargs: Any,
     ) -> None:
         interval = check_interval(poll_interval)
         if runtime is not None and (not isinstance(runtime, str) or not runtime.strip()):
             raise ValueError(f"runtime must be a runtime id, not {runtime!r}")
-        self._magics = magics if magics is not None else magics_of_this_kernel()
-        self._control = self._magics.control
+        self._control = control_of_this_kernel()
         self._lock = threading.Lock()
         self._poller: Poller | None = None
         own = self._control.runtime_id
@@ -220,9 +192,8 @@ class CheckpointTree(Polled, widgets.DOMWidget):  # type: ignore[misc]
                 error=True,
             )
             return
-        # The magic, as `%restore <id>` runs it (IPython's decorators hide its signature).
-        restore_magic = cast("Callable[[DittoMagics, str], None]", DittoMagics.__dict__["restore"])
-        self._run(lambda: restore_magic(self._magics, checkpoint_id))
+        shell = _shell()
+        self._run(lambda: shell.run_line_magic("restore", checkpoint_id))
 
     def checkout(self, checkpoint_id: str) -> None:
         """Branch a new runtime from a checkpoint of the tree (what `%checkout` does)."""

@@ -18,9 +18,10 @@ import pytest
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
+from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
+from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
+from ditto_jupyter.hosts.kernel_host import KernelHost
 from ditto_jupyter.kernel.capture import CHUNK_SIZE
-from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
-from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost, KernelHost
 from tests.support.stored_blobs import tamper_manifest, write_manifest_document
 
 pytestmark = pytest.mark.slow
@@ -35,7 +36,10 @@ class Kernels:
         self.root = root
         self.host = JupyterClientHost()
         self.blob_root = root / "blobs"
-        self.context = KernelContextCapture(self.host, self.blob_root)
+        # The kernels run in the test's folder: what their cells write stays out of the checkout.
+        self.context = KernelContextCapture(
+            self.host, self.blob_root, notebook_folder=lambda _: root
+        )
         self.workspace = root / "workspace"
         self.workspace.mkdir()
         self.kernel = self.start("main")

@@ -12,8 +12,8 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import SessionBusy
 from ditto_jupyter.core.models import SessionLifecycleStatus
-from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
-from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost
+from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
+from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
 from ditto_jupyter.wiring import open_runtime_service
 
 

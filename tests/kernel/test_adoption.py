@@ -10,8 +10,9 @@ import os
 
 import pytest
 
+from ditto_jupyter.core.environment import without_runtime_identity
 from ditto_jupyter.core.errors import InvalidRequest
-from ditto_jupyter.kernel.adoption import adopt_runtime, without_runtime_identity
+from ditto_jupyter.kernel.adoption import adopt_runtime
 
 GOOD = {"runtime_id": "r1", "runtime_token": "t1", "data_dir": "/data", "cwd": "/"}
 

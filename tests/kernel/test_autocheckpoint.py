@@ -44,7 +44,7 @@ class Kernel:
 
     def stop(self) -> None:
         self.run(
-            "_ditto = get_ipython().magics_manager.registry['DittoMagics']._control\n"
+            "_ditto = get_ipython().magics_manager.registry['DittoMagics'].kernel_control.built\n"
             "_ditto is not None and _ditto.shutdown()"
         )
         self.client.stop_channels()

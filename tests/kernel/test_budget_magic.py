@@ -46,7 +46,7 @@ def kernel(
     yield client
     run_cell(
         client,
-        "_ditto = get_ipython().magics_manager.registry['DittoMagics']._control\n"
+        "_ditto = get_ipython().magics_manager.registry['DittoMagics'].kernel_control.built\n"
         "_ditto is not None and _ditto.shutdown()",
     )
     client.stop_channels()

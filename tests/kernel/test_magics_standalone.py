@@ -58,7 +58,7 @@ def kernel(data_dir: Path, notebook_folder: Path) -> Iterator[Kernel]:
     assert setup.error is None, setup.error
     yield k
     k.run(
-        "_ditto = get_ipython().magics_manager.registry['DittoMagics']._control\n"
+        "_ditto = get_ipython().magics_manager.registry['DittoMagics'].kernel_control.built\n"
         "_ditto is not None and _ditto.shutdown()"
     )
     k.stop()
@@ -201,6 +201,8 @@ def test_pause_stops_the_kernel_after_its_output_and_resume_keeps_the_id(
             assert value(child, "saved") == [0, 1, 2, 3, 4]
         finally:
             child.stop_channels()
-        other.run("get_ipython().magics_manager.registry['DittoMagics']._control.shutdown()")
+        other.run(
+            "get_ipython().magics_manager.registry['DittoMagics'].kernel_control.built.shutdown()"
+        )
     finally:
         other.stop()

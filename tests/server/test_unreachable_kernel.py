@@ -27,8 +27,9 @@ import pytest
 import zmq
 
 from ditto_jupyter.core.errors import BackendError
+from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
 from ditto_jupyter.server.app import DittoJupyterApp
-from ditto_jupyter.server.server_kernel_host import WARM_UP, ServerKernelHost
+from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 
 pytestmark = pytest.mark.slow  # real kernels under a real Jupyter server
 
@@ -70,7 +71,7 @@ def port_taken(address: str) -> Iterator[None]:
 async def call_error(host: ServerKernelHost, kernel_id: str) -> str:
     """The BackendError of a call into the kernel (it must fail, not hang)."""
     with pytest.raises(BackendError) as error:
-        await host.call(kernel_id, WARM_UP, {"workspace": None})
+        await host.call(kernel_id, PREPARE_KERNEL, {"workspace": None})
     return str(error.value)
 
 

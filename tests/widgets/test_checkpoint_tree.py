@@ -21,6 +21,7 @@ from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
 from ditto_jupyter.kernel.magics import DittoMagics
 from ditto_jupyter.kernel.runtime_control import LocalControl
 from ditto_jupyter.widgets import CheckpointTree
+from tests.fakes.forwarding_control import ForwardingControl
 
 
 def eventually(condition: Callable[[], bool], what: str) -> None:
@@ -35,11 +36,17 @@ def eventually(condition: Callable[[], bool], what: str) -> None:
 class Kernel:
     """An IPython shell with the ditto magics over a LocalControl on `data_dir`."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path, wrap: Callable[[Any], Any] = lambda control: control
+    ) -> None:
         self.shell = InteractiveShell.instance()
         self.namespace: dict[str, Any] = self.shell.user_ns
         self.control = LocalControl(self.namespace, data_dir=data_dir, conversation_id="tree.ipynb")
-        self.magics = DittoMagics(self.shell, control_factory=lambda: self.control)
+        # Loaded as `%load_ext` would: registered with the shell, its control installed as
+        # this kernel's (`this_kernel`), which is where the tree finds it.
+        seen = wrap(self.control)
+        self.magics = DittoMagics(self.shell, control_factory=lambda: seen)
+        self.shell.register_magics(self.magics)
 
     def magic(self, name: str, line: str = "") -> None:
         getattr(self.magics, name)(line)
@@ -89,7 +96,7 @@ def test_state_and_summary(kernel: Kernel, trees: list[CheckpointTree]) -> None:
     kernel.namespace["x"] = 2
     auto_ok = kernel.auto_checkpoint(3, "x = 2\nprint(x)")
     auto_failed = kernel.auto_checkpoint(4, "1 / 0", failed=True)
-    tree = CheckpointTree(poll_interval=None, magics=kernel.magics)
+    tree = CheckpointTree(poll_interval=None)
     trees.append(tree)
     assert tree.runtime_id == kernel.control.runtime_id and tree.restorable
     assert [n["name"] for n in tree.nodes] == ["start", "cell-3", "cell-4"]
@@ -119,7 +126,7 @@ def test_click_restore_rolls_the_kernel_back(kernel: Kernel, trees: list[Checkpo
     kernel.namespace["later"] = "gone after restore"
     kernel.magic("checkpoint", "after")
     before, after = kernel.ids()
-    tree = CheckpointTree(poll_interval=None, magics=kernel.magics)
+    tree = CheckpointTree(poll_interval=None)
     trees.append(tree)
     assert tree.head_id == after
     click(tree, {"action": "restore", "checkpoint_id": before})
@@ -135,7 +142,7 @@ def test_click_checkout_branches_a_new_runtime(
     kernel.namespace["model"] = {"weights": [0.5]}
     kernel.magic("checkpoint", "trained")
     (trained,) = kernel.ids()
-    tree = CheckpointTree(poll_interval=None, magics=kernel.magics)
+    tree = CheckpointTree(poll_interval=None)
     trees.append(tree)
     click(tree, {"action": "checkout", "checkpoint_id": trained})
     assert not tree.message_is_error, tree.message
@@ -171,7 +178,7 @@ def test_bad_messages_say_why_and_change_nothing(
 ) -> None:
     kernel.namespace["x"] = 1
     kernel.magic("checkpoint")
-    tree = CheckpointTree(poll_interval=None, magics=kernel.magics)
+    tree = CheckpointTree(poll_interval=None)
     trees.append(tree)
     nodes, head = list(tree.nodes), tree.head_id
     kernel.namespace["x"] = 2
@@ -187,7 +194,7 @@ def test_restore_error_from_the_control_plane_is_one_line(
 ) -> None:
     kernel.magic("checkpoint", "a")
     (first,) = kernel.ids()
-    tree = CheckpointTree(poll_interval=None, magics=kernel.magics)
+    tree = CheckpointTree(poll_interval=None)
     trees.append(tree)
     # The control plane refuses: the runtime is closed behind the tree's back.
     kernel.control._run(kernel.control.service.close(kernel.control.runtime_id))
@@ -197,7 +204,7 @@ def test_restore_error_from_the_control_plane_is_one_line(
 
 
 def test_polling_shows_new_checkpoints(kernel: Kernel, trees: list[CheckpointTree]) -> None:
-    tree = CheckpointTree(poll_interval=0.05, magics=kernel.magics)
+    tree = CheckpointTree(poll_interval=0.05)
     trees.append(tree)
     assert tree.nodes == [] and tree.head_id is None and tree.polling
     assert repr(tree).endswith(": 0 checkpoints, 0 branches, no head yet")
@@ -211,16 +218,16 @@ def test_polling_shows_new_checkpoints(kernel: Kernel, trees: list[CheckpointTre
 
 def test_unknown_runtime_and_bad_arguments_are_refused(kernel: Kernel, tmp_path: Path) -> None:
     with pytest.raises(RuntimeNotFound, match=r"no runtime with id .f{32}."):
-        CheckpointTree("f" * 32, poll_interval=None, magics=kernel.magics)
+        CheckpointTree("f" * 32, poll_interval=None)
     with pytest.raises(ValueError, match="runtime must be a runtime id"):
-        CheckpointTree("  ", poll_interval=None, magics=kernel.magics)
+        CheckpointTree("  ", poll_interval=None)
     with pytest.raises(ValueError, match="poll_interval"):
-        CheckpointTree(poll_interval=0, magics=kernel.magics)
+        CheckpointTree(poll_interval=0)
     # Another runtime's tree: drawn, but restore in place is not offered.
     other = kernel.control._run(
         kernel.control.service.create_runtime("other.ipynb", "ana", handle_state={})
     )
-    tree = CheckpointTree(other.runtime_id, poll_interval=None, magics=kernel.magics)
+    tree = CheckpointTree(other.runtime_id, poll_interval=None)
     try:
         assert not tree.restorable and tree.runtime_id == other.runtime_id
         assert repr(tree).startswith(f"CheckpointTree {other.runtime_id[:12]}: 0 ")
@@ -230,10 +237,36 @@ def test_unknown_runtime_and_bad_arguments_are_refused(kernel: Kernel, tmp_path:
 
 def test_summary_fits_one_text_plain_line(kernel: Kernel, trees: list[CheckpointTree]) -> None:
     kernel.magic("checkpoint", "a-checkpoint-with-a-rather-long-descriptive-name")
-    tree = CheckpointTree(poll_interval=None, magics=kernel.magics)
+    tree = CheckpointTree(poll_interval=None)
     trees.append(tree)
     summary = tree._repr_mimebundle_()["text/plain"]
     assert summary == repr(tree) and len(summary) <= 110 and "\n" not in summary
     assert summary.endswith(
         "1 checkpoint, 0 branches, head " + kernel.ids()[0][:12] + " 'a-checkpoint-with-a…'"
     )
+
+
+def test_the_tree_reads_any_control_through_its_protocol(tmp_path: Path) -> None:
+    """Neither LocalControl nor ServerControl: the tree asks the protocol, nothing else."""
+    forwarding: list[ForwardingControl] = []
+
+    def wrap(control: Any) -> ForwardingControl:
+        forwarding.append(ForwardingControl(control))
+        return forwarding[-1]
+
+    kernel = Kernel(tmp_path / "data", wrap)
+    try:
+        kernel.namespace["x"] = 1
+        kernel.magic("checkpoint", "start")
+        (start,) = kernel.ids()
+        tree = CheckpointTree(poll_interval=None)
+        try:
+            click(tree, {"action": "checkout", "checkpoint_id": start})
+            assert not tree.message_is_error, tree.message
+            assert [b["checkpoint_id"] for b in tree.branches] == [start]
+            assert tree.head_id == start
+            assert {"checkpoints", "lineage", "checkout"} <= set(forwarding[0].asked)
+        finally:
+            tree.close()
+    finally:
+        kernel.control.shutdown()

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import pytest
 
 from ditto_jupyter.core.models import SessionRecord
-from ditto_jupyter.kernel.host_context_capture import KernelContextCapture
-from ditto_jupyter.kernel.kernel_hosts import JupyterClientHost
+from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
+from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")

@@ -1,14 +1,18 @@
-"""Kernel hosts: start, stop, probe and call into Jupyter kernels.
+"""`KernelChannel`: calls, cell execution and the busy state over one kernel client.
 
-`KernelHost` is what the kernel context capture needs. `JupyterClientHost` is the
-embedded host on jupyter_client's `AsyncMultiKernelManager` (no server). The message logic
-lives in `KernelChannel`, which wraps any `AsyncKernelClient`, so a host on another kernel
-manager (jupyter-server's) can reuse it as is.
+The message logic of every kernel host: it wraps any `AsyncKernelClient`, so the embedded
+host (`JupyterClientHost`) and the server's (`ServerKernelHost`) share it as is.
 
 A call runs `module:function(**args)` as the single user expression of an empty, silent
 execute request: nothing lands in the user's history or namespace, and the arguments reach
 the kernel as one JSON string literal (never user text pasted into code). The result comes
 back as the expression's `application/json` representation.
+
+A request is bound to the kernel process it was sent to. Jupyter's restarter revives a
+killed kernel under the same id, within the time a liveness poll takes, so "is the kernel
+alive?" can answer yes while the process that had the request is gone and its answer will
+never come. The channel asks which process runs now (`running_process`) and ends the
+request with `KernelDied` when it is not the one the request went to.
 """
 
 from __future__ import annotations
@@ -16,51 +20,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from queue import Empty
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import zmq
 from jupyter_client.asynchronous.client import AsyncKernelClient
-from jupyter_client.multikernelmanager import AsyncMultiKernelManager
-from jupyter_core.paths import jupyter_runtime_dir
 
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
-from ditto_jupyter.kernel.workspace import without_workspace
 
 _FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+#: Seconds between two looks at the kernel process while a request waits for its reply.
 _POLL_S = 0.5
 
+#: Which kernel process runs now: an identity to compare, or None when none runs.
+ProcessProbe = Callable[[], Awaitable[object | None]]
 
-@runtime_checkable
-class KernelHost(Protocol):
-    """What the kernel context capture needs from whoever owns the kernels."""
+log = logging.getLogger(__name__)
 
-    async def start_kernel(
-        self,
-        kernel_name: str = "python3",
-        *,
-        cwd: Path | None = None,
-        env: dict[str, str] | None = None,
-    ) -> str:
-        """Start a kernel; its id."""
-        ...
 
-    async def shutdown_kernel(self, kernel_id: str) -> None:
-        """Shut a kernel down (one already gone is fine)."""
-        ...
+class KernelDied(BackendError):
+    """The kernel process a request was sent to died before it answered (502)."""
 
-    async def is_busy(self, kernel_id: str) -> bool:
-        """Whether the kernel is running code right now."""
-        ...
 
-    async def call(self, kernel_id: str, function: str, args: dict[str, object]) -> object:
-        """Run `module:function(**args)` in the kernel; its JSON result."""
-        ...
+async def running_process(kernel: Any) -> object | None:
+    """The process a jupyter_client kernel manager runs now, or None when it runs none.
+
+    A local kernel's identity is its provisioner's `Popen` (a restart makes a new one,
+    and holding it keeps the comparison safe from pid reuse); other provisioners give
+    their pid. A kernel that is alive with neither is its manager: liveness alone.
+    """
+    if not await kernel.is_alive():
+        return None
+    provisioner = getattr(kernel, "provisioner", None)
+    process: object | None = getattr(provisioner, "process", None)
+    if process is not None:
+        return process
+    pid: object | None = getattr(provisioner, "pid", None)
+    return pid if pid is not None else kernel
 
 
 def call_expression(function: str, args: dict[str, object]) -> str:
@@ -107,7 +107,9 @@ class KernelChannel:
     """Request/reply over one kernel client: calls, cell execution, the busy state.
 
     One reader task follows iopub (the kernel's `execution_state`, and the output of our own
-    requests); shell requests are sent one at a time.
+    requests); shell requests are sent one at a time. `process` says which kernel process
+    runs now (`running_process` of the kernel's manager); without it, a request waits for
+    its reply or its timeout.
     """
 
     def __init__(
@@ -115,11 +117,11 @@ class KernelChannel:
         client: AsyncKernelClient,
         kernel_id: str,
         *,
-        alive: Callable[[], Awaitable[bool]] | None = None,
+        process: ProcessProbe | None = None,
     ) -> None:
         self.client = client
         self.kernel_id = kernel_id
-        self.alive = alive
+        self.process = process
         self.execution_state = "starting"
         self._pending: dict[str, _Pending] = {}
         self._lock = asyncio.Lock()
@@ -133,11 +135,11 @@ class KernelChannel:
         gone for good (the dead kernel's port now held by a socket of another type) has
         no pipe, and that send waited forever, freezing the server. SNDTIMEO=0 makes it
         fail at once (zmq.Again) instead. The heartbeat channel is not started: liveness
-        comes from the kernel manager (`alive`), and the heartbeat's lingering socket held
+        comes from the kernel manager (`process`), and the heartbeat's lingering socket held
         `stop_channels` on the loop for a second with a dead kernel.
         """
-        if self.alive is not None and not await self.alive():
-            raise BackendError(f"kernel {self.kernel_id} died before it answered")
+        if self.process is not None and await self.process() is None:
+            raise KernelDied(f"kernel {self.kernel_id} died before it answered")
         self.client.start_channels(hb=False)
         for channel in (self.client.shell_channel, self.client.stdin_channel):
             channel.socket.setsockopt(zmq.SNDTIMEO, 0)
@@ -163,8 +165,11 @@ class KernelChannel:
         """Stop following the kernel and close the channels."""
         if self._reader is not None:
             self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
+            with contextlib.suppress(asyncio.CancelledError):
+                try:
+                    await self._reader
+                except Exception:
+                    log.warning("iopub reader of kernel %s failed", self.kernel_id, exc_info=True)
             self._reader = None
         self.client.stop_channels()
 
@@ -182,6 +187,7 @@ class KernelChannel:
             except asyncio.CancelledError:
                 raise
             except Exception:  # a malformed message must not stop the busy tracking
+                log.debug("unreadable iopub message from kernel %s", self.kernel_id, exc_info=True)
                 await asyncio.sleep(0.05)
                 continue
             kind = message.get("header", {}).get("msg_type")
@@ -200,15 +206,34 @@ class KernelChannel:
             elif kind == "status" and content.get("execution_state") == "idle":
                 pending.idle.set()
 
-    async def _reply(self, msg_id: str, timeout: float | None) -> dict[str, Any]:
+    async def _bound_process(self) -> object | None:
+        """The process a request about to be sent goes to (KernelDied when none runs)."""
+        if self.process is None:
+            return None
+        process = await self.process()
+        if process is None:
+            raise KernelDied(f"kernel {self.kernel_id} died")
+        return process
+
+    async def _check_process(self, bound: object | None) -> None:
+        """KernelDied when the process a request went to is no longer the one running."""
+        if self.process is None:
+            return
+        if await self.process() != bound:
+            # The dead process never reports idle: it is not busy any more.
+            self.execution_state = "dead"
+            raise KernelDied(f"kernel {self.kernel_id} died")
+
+    async def _reply(
+        self, msg_id: str, bound: object | None, timeout: float | None
+    ) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             try:
                 reply: dict[str, Any] = await self.client.get_shell_msg(timeout=_POLL_S)
             except Empty:
-                if self.alive is not None and not await self.alive():
-                    raise BackendError(f"kernel {self.kernel_id} died") from None
+                await self._check_process(bound)
                 if deadline is not None and loop.time() > deadline:
                     raise BackendError(
                         f"kernel {self.kernel_id} did not answer within {timeout:g} s"
@@ -227,6 +252,7 @@ class KernelChannel:
     ) -> tuple[dict[str, Any], _Pending]:
         async with self._lock:
             pending = _Pending()
+            bound = await self._bound_process()
             try:
                 msg_id = self.client.execute(
                     code,
@@ -239,7 +265,7 @@ class KernelChannel:
                 raise self._unreachable(error) from error
             self._pending[msg_id] = pending
             try:
-                reply = await self._reply(msg_id, timeout)
+                reply = await self._reply(msg_id, bound, timeout)
                 if self._reader is not None:  # all output is in once the kernel is idle
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(pending.idle.wait(), 10.0)
@@ -271,97 +297,3 @@ class KernelChannel:
                 f"{error.get('ename', 'Error')}: {error.get('evalue', '')}"
             )
         return "".join(pending.stdout)
-
-
-class JupyterClientHost:
-    """The embedded kernel host: kernels of jupyter_client's AsyncMultiKernelManager."""
-
-    def __init__(
-        self, manager: AsyncMultiKernelManager | None = None, *, call_timeout: float | None = None
-    ) -> None:
-        # Connection files go to Jupyter's runtime dir (the manager's default is the cwd).
-        # `is None`, not `or`: a manager with no kernels yet is falsy (it has a length).
-        self.manager = (
-            manager
-            if manager is not None
-            else AsyncMultiKernelManager(connection_dir=jupyter_runtime_dir())
-        )
-        self.call_timeout = call_timeout
-        self._channels: dict[str, KernelChannel] = {}
-
-    async def start_kernel(
-        self,
-        kernel_name: str = "python3",
-        *,
-        cwd: Path | None = None,
-        env: dict[str, str] | None = None,
-    ) -> str:
-        """Start a kernel in `cwd` with `env` added to this process's environment.
-
-        The kernel never inherits this process's `DITTO_WORKSPACE` (its own comes in `env`).
-        """
-        inherited = without_workspace(dict(os.environ))
-        kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": {**inherited, **(env or {})}}
-        if cwd is not None:
-            if not Path(cwd).is_dir():
-                raise InvalidRequest(f"kernel working directory {cwd} is not a directory")
-            kwargs["cwd"] = str(cwd)
-        try:
-            kernel_id = str(await self.manager.start_kernel(**kwargs))
-        except Exception as error:
-            raise BackendError(f"could not start a {kernel_name} kernel: {error}") from error
-        kernel: Any = self.manager.get_kernel(kernel_id)  # an AsyncKernelManager
-
-        async def alive() -> bool:
-            return bool(await kernel.is_alive())
-
-        channel = KernelChannel(kernel.client(), kernel_id, alive=alive)
-        try:
-            await channel.start()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await self.manager.shutdown_kernel(kernel_id, now=True)
-            raise
-        self._channels[kernel_id] = channel
-        return kernel_id
-
-    def channel(self, kernel_id: str) -> KernelChannel:
-        """The channel of a running kernel (BackendError for an unknown id)."""
-        try:
-            return self._channels[kernel_id]
-        except KeyError:
-            raise BackendError(f"kernel {kernel_id} is not running") from None
-
-    async def shutdown_kernel(self, kernel_id: str) -> None:
-        """Shut the kernel down; a kernel already gone is fine."""
-        channel = self._channels.pop(kernel_id, None)
-        if channel is not None:
-            await channel.stop()
-        if kernel_id in self.manager.list_kernel_ids():
-            with contextlib.suppress(KeyError):
-                await self.manager.shutdown_kernel(kernel_id)
-
-    async def shutdown_all(self) -> None:
-        """Shut every kernel of this host down."""
-        for kernel_id in list(self._channels):
-            await self.shutdown_kernel(kernel_id)
-        await self.manager.shutdown_all()
-
-    async def is_busy(self, kernel_id: str) -> bool:
-        """Whether the kernel last reported itself busy."""
-        return self.channel(kernel_id).busy
-
-    async def is_alive(self, kernel_id: str) -> bool:
-        """Whether the kernel process is still running."""
-        if kernel_id not in self.manager.list_kernel_ids():
-            return False
-        kernel: Any = self.manager.get_kernel(kernel_id)
-        return bool(await kernel.is_alive())
-
-    async def call(self, kernel_id: str, function: str, args: dict[str, object]) -> object:
-        """Run `module:function(**args)` in the kernel; its JSON result."""
-        return await self.channel(kernel_id).call(function, args, timeout=self.call_timeout)
-
-    async def execute(self, kernel_id: str, code: str) -> str:
-        """Run a cell in the kernel as a user would; its stdout (tests, benchmarks)."""
-        return await self.channel(kernel_id).execute(code, timeout=self.call_timeout)

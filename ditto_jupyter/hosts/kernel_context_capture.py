@@ -1,10 +1,11 @@
 """KernelContextCapture: the session context of a notebook runtime is a live kernel.
 
 The control plane starts and stops kernels through a `KernelHost` and captures or restores
-their namespaces by calling `ditto_jupyter.kernel.capture` inside them (the server-initiated
-path: the kernel is idle). A magic cannot use that path, since its own kernel is busy running
-it: it calls `capture_namespace` / `restore_namespace` on its own namespace in-process and
-hands the resulting `ContextCapture` to the service.
+their namespaces by calling `ditto_jupyter.kernel.capture` inside them, by name
+(`kernel_calls`; the server-initiated path: the kernel is idle). A magic cannot use that
+path, since its own kernel is busy running it: it calls `capture_namespace` /
+`restore_namespace` on its own namespace in-process and hands the resulting
+`ContextCapture` to the service.
 """
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ditto_jupyter.core.environment import workspace_env
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
-from ditto_jupyter.kernel.kernel_hosts import KernelHost
-from ditto_jupyter.kernel.workspace import workspace_env
-
-CAPTURE = "ditto_jupyter.kernel.capture:kernel_capture"
-RESTORE = "ditto_jupyter.kernel.capture:kernel_restore"
-WARM_UP = "ditto_jupyter.kernel.capture:warm_up"
+from ditto_jupyter.hosts.kernel_calls import CAPTURE, RESTORE, WARM_UP
+from ditto_jupyter.hosts.kernel_host import KernelHost
 
 
 class KernelContextCapture:
