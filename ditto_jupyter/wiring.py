@@ -17,7 +17,13 @@ from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.backends.local import LocalProvider
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.context_capture import SessionContextCapture
-from ditto_jupyter.control.doctor import DoctorReport, Finding, check_health, check_store
+from ditto_jupyter.control.doctor import (
+    DoctorReport,
+    check_disk,
+    check_health,
+    check_store,
+    unopened_blobs,
+)
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError, open_store
 from ditto_jupyter.core.blobs import BlobError, BlobStore
@@ -83,8 +89,10 @@ def check_data_dir(
             blobs = BlobStore(root / "blobs", create_secret=False)
         except BlobError as error:  # no blob can be checked: report the store alone
             rows, findings = check_store(store)
-            blob_finding = Finding(part="blobs", id=str(root / "blobs"), problem=str(error))
-            return DoctorReport(rows_checked=rows, findings=[*findings, blob_finding])
+            blob_finding = unopened_blobs(root / "blobs", error)
+            return DoctorReport(
+                rows_checked=rows, findings=[*check_disk(root), *findings, blob_finding]
+            )
         backends = BackendManager({"local": LocalProvider(root / "workspaces", blobs)})
         return check_health(store, blobs, backends)
     finally:
