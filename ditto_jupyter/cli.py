@@ -176,8 +176,8 @@ def render_doctor(report: DoctorReport, out: TextIO) -> None:
         file=out,
     )
     for finding in report.findings:
-        what = "disk of" if finding.part == "disk" else f"damaged {finding.part}"
-        print(f"{what} {finding.id}: {finding.problem}", file=out)
+        damaged = "" if finding.part == "disk" else f"damaged {finding.part} "
+        print(f"{damaged}{finding.id}: {finding.problem}", file=out)
     if report.healthy:
         print("no damage found", file=out)
     else:

@@ -23,6 +23,7 @@ from ditto_jupyter.control.doctor import (
     check_health,
     check_store,
     unopened_blobs,
+    unopened_store,
 )
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError, open_store
@@ -83,6 +84,9 @@ def check_data_dir(
     try:
         store = open_store(store_url, root)
     except StoreError as error:
+        full = check_disk(root)
+        if full:  # a full disk is why: say that (no part of it could be checked)
+            return DoctorReport(findings=[*full, unopened_store(root, error)])
         raise DataDirError(str(error)) from None
     try:
         try:

@@ -85,6 +85,13 @@ def unopened_blobs(blob_root: Path, error: BlobError) -> Finding:
     return Finding(part=part, id=str(blob_root), problem=str(error))
 
 
+def unopened_store(data_dir: Path, error: Exception) -> Finding:
+    """The finding of a checkpoint store that could not be opened on a full disk."""
+    return Finding(
+        part="disk", id=str(data_dir), problem=f"the checkpoint store cannot be opened: {error}"
+    )
+
+
 def _size(count: int) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if count >= scale:

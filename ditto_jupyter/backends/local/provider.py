@@ -90,7 +90,7 @@ class LocalProvider:
         """An OS error of the data directory's disk: StorageFull when it is full (507),
         else BackendError (the local backend failed)."""
         if error.errno in FULL_ERRNOS:
-            return full_disk(self.place, doing)
+            return full_disk(self.place)
         return BackendError(f"{doing} failed: {error.strerror or error}")
 
     def save_state(self, backend_id: str, manifest_id: str) -> None:

@@ -357,7 +357,7 @@ def materialise(
         if isinstance(exc, DISK_FAILURES):
             raise
         if isinstance(exc, OSError) and exc.errno in FULL_ERRNOS:
-            raise full_disk(place or f"the folder {folder.parent}", "the checkout") from None
+            raise full_disk(place or f"the folder {folder.parent}") from None
         raise BackendError(f"checkout of the local snapshot failed: {exc}") from None
     return FileIndex(entries=entries, clock_ns=clock_ns)
 

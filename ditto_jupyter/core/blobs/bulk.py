@@ -50,8 +50,8 @@ class SignedManifest:
 class BulkWrite:
     """Chunks and manifests written together and recorded in one commit (see the module).
 
-    Use it as a context manager: leaving it without `commit` (or after a failed one)
-    discards whatever is not committed. `put_chunk` and `has_chunk` may run on several
+    Use it as a context manager: leaving it discards whatever is not committed (after a
+    failed `commit` too) and ends the write. `put_chunk` and `has_chunk` may run on several
     threads at once; `put_manifest` and `commit` run after them, on one.
     """
 
@@ -63,6 +63,7 @@ class BulkWrite:
         self._staged: dict[str, int] = {}  # big chunks staged in the batch: name -> size
         self._found: set[str] = set()  # chunks stored already when they were put
         self._manifests: dict[str, SignedManifest] = {}
+        self._aborted = False
 
     def __enter__(self) -> BulkWrite:
         return self
@@ -95,6 +96,8 @@ class BulkWrite:
         tag, payload = codec.encode(data, itemsize)
         size = len(tag) + len(payload)
         with self._lock:
+            if self._aborted:
+                raise BlobError("this blob write was dropped; nothing more can be put in it")
             if name in self._inline or name in self._staged:
                 return name, 0
             if size < SMALL_OBJECT_LIMIT:
@@ -223,8 +226,9 @@ class BulkWrite:
             _log.warning("could not take back the chunks of a failed blob write: %s", exc)
 
     def abort(self) -> None:
-        """Discard whatever is not committed: staged files go now."""
+        """Discard whatever is not committed (staged files go now), and end the write."""
         with self._lock:
+            self._aborted = True
             batch, self._batch = self._batch, None
             self._inline.clear()
             self._staged.clear()

@@ -63,10 +63,10 @@ def place_of(root: Path) -> str:
     return f"the folder {root}"
 
 
-def full_disk(place: str, doing: str) -> BlobStorageFull:
+def full_disk(place: str) -> BlobStorageFull:
     """The one-sentence error of a write that found no room."""
     return BlobStorageFull(
-        f"the disk holding {place} is full: {doing} failed and nothing of it was kept; "
+        f"no space left on the disk holding {place}: nothing was saved; "
         "free some space there and try again"
     )
 
@@ -74,7 +74,7 @@ def full_disk(place: str, doing: str) -> BlobStorageFull:
 def os_failure(error: OSError, place: str, doing: str) -> BlobError:
     """An OS error of the disk under a blob store, as the blob-store error it means."""
     if error.errno in FULL_ERRNOS:
-        return full_disk(place, doing)
+        return full_disk(place)
     reason = error.strerror or str(error)
     return BlobStoreUnavailable(f"{doing} failed on the disk holding {place}: {reason}")
 
@@ -91,7 +91,7 @@ def sqlite_failure(error: sqlite3.Error, place: str, doing: str) -> BlobError:
     """A SQLite error of the object index, as the blob-store error it means: a full disk,
     a damaged file (a plain BlobError, which `ditto doctor` reports), or a disk that failed."""
     if is_full(error):
-        return full_disk(place, doing)
+        return full_disk(place)
     if isinstance(error, sqlite3.OperationalError):
         return BlobStoreUnavailable(f"{doing} failed on the disk holding {place}: {error}")
     return BlobError(f"{doing} failed: the blob index of {place} is damaged: {error}")

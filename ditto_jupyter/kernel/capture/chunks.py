@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import blake3
@@ -202,7 +202,14 @@ class ChunkWriter:
         """Stage chunks (two threads for many, unless deferred: a write-behind leaves the
         other core to the kernel's next cell); their names by fingerprint."""
         if not self.defer and len(parts) >= 4 and (os.cpu_count() or 1) > 1:
-            results = list(_pool().map(lambda p: _put_chunk(self._bulk, p), parts))
+            futures = [_pool().submit(_put_chunk, self._bulk, part) for part in parts]
+            try:
+                results = [future.result() for future in futures]
+            except BaseException:  # stop the others before the caller drops the write
+                for future in futures:
+                    future.cancel()
+                wait(futures)
+                raise
         else:
             results = [_put_chunk(self._bulk, part) for part in parts]
         learned = {}
