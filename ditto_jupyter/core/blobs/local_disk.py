@@ -212,6 +212,7 @@ class DiskBatch:
         self._staged: dict[str, str] = {}  # chunk name -> its staged file
         self._created: list[str] = []  # names `publish` created, not yet committed or taken back
         self._names_written = 0
+        self._new_shards = False  # whether this batch made a shard folder (chunks/ab/)
 
     def __len__(self) -> int:
         with self._lock:
@@ -253,6 +254,8 @@ class DiskBatch:
                 raise os_failure(exc, self._storage.place, "staging chunks") from None
             self._staged[name] = path
         try:
+            if self._storage.shard(name)[1]:  # made here, off the catalogue's lock
+                self._new_shards = True
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
                 _write_all(fd, parts)
@@ -299,16 +302,14 @@ class DiskBatch:
         with self._lock:
             staged, self._staged = self._staged, {}
         folders: set[str] = set()
-        new_shard = False
         try:
             for name, path in staged.items():
-                folder, created = self._storage.shard(name)
-                new_shard |= created
+                folder = self._storage.shard(name)[0]
                 if rename_noreplace(path, os.path.join(folder, name)):
                     self._created.append(name)
                     folders.add(folder)
             if self._durable and folders:
-                if new_shard:
+                if self._new_shards:
                     folders.add(str(self._storage.chunks))
                 if _syncfs is not None and len(folders) > FSYNC_EACH_LIMIT:
                     assert self._folder_fd is not None
@@ -323,19 +324,19 @@ class DiskBatch:
 
     def unpublish(self, recorded: set[str]) -> None:
         """Move the names `publish` created back into staging, except `recorded` ones."""
-        assert self._folder is not None or not self._created
-        for name in self._created:
-            if name in recorded:
-                continue
-            with self._lock:
-                staged = os.path.join(self._thread_folder(), name)
-            try:
-                os.rename(self._storage.local_path(name), staged)
-            except OSError as exc:
-                raise os_failure(exc, self._storage.place, f"taking back chunk {name}") from None
-            with self._lock:
-                self._staged[name] = staged
-        self._created.clear()
+        folder = self._folder  # back into a folder that exists: a full disk may have no
+        for name in list(self._created):  # room for a new one
+            if name not in recorded:
+                assert folder is not None
+                staged = os.path.join(folder, name)
+                try:
+                    os.rename(self._storage.local_path(name), staged)
+                except OSError as exc:
+                    doing = f"taking back chunk {name}"
+                    raise os_failure(exc, self._storage.place, doing) from None
+                with self._lock:
+                    self._staged[name] = staged
+            self._created.remove(name)
 
     def close(self, *, committed: bool) -> None:
         """Remove the staging folder; when names were published and neither committed nor
