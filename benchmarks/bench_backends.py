@@ -4,22 +4,24 @@ A workspace of 1,000 files / 200 MiB (half random bytes, half compressible text;
 of 1 MiB, 900 of ~114 KiB, in 20 directories) is built under benchmarks/.work/ and
 measured in one run:
 
-  * first checkpoint (every file read, chunked, hashed, stored; durable blob store)
+  * first checkpoint (every file read, chunked, hashed, stored; durable blob store: one
+    bulk write, `core.blobs.bulk`)
   * clean re-checkpoint through DirtyTrackingBackend (must return the same ref; target 5 ms)
   * re-checkpoint after `mark_dirty` with nothing changed (the cost of the stat walk alone)
   * re-checkpoint after rewriting one 1 MiB file (cost and new bytes in proportion to it)
   * checkout materialisation of the last snapshot into a new workspace
 
 each beside `cp -a` and `tar cf` of the same tree, timed just before it (page cache warm,
-dirty pages flushed). The code before issue 13's section 3 (one fsync per chunk, one
+dirty pages flushed). The code before issue 13's section 3 (a durable write per chunk, one
 thread, chunks copied through user space) runs in the same run beside the current code:
 its `snapshots.py` is loaded from git at BASELINE_COMMIT (override with the environment
-variable DITTO_BENCH_BASELINE) and driven as its `LocalBackend` drove it (scan into the
-durable store, then the manifest), called directly: without the event-loop hop and the
-state-file write the current code's figures include, so the comparison flatters the old
-code by a few milliseconds. Rows
-that are repeated interleave the variants and report medians. The tree is deleted at the
-end. Run from the repo root:
+variable DITTO_BENCH_BASELINE) and driven as its `LocalBackend` drove it (every chunk
+through `BlobStore.put_chunk`, then the manifest), called directly: without the event-loop
+hop and the state-file write the current code's figures include. `put_chunk` is a bulk
+write of one chunk today (it syncs the chunk, its name and the catalogue), so that row
+shows what writing chunk by chunk costs, not the old release's exact figure. Rows that are
+repeated interleave the variants and report medians. The tree is deleted at the end. Run
+from the repo root:
 
     .venv/bin/python -m benchmarks.bench_backends
 """
@@ -57,7 +59,7 @@ TOTAL = 200 * MiB
 N_DIRS = 20
 CLEAN_REPEATS = 200
 #: Repeats of each compared row (variants interleaved; medians reported).
-REPEATS = int(os.environ.get("DITTO_BENCH_REPEATS", "3"))
+REPEATS = int(os.environ.get("DITTO_BENCH_REPEATS", "5"))
 #: The last commit before the snapshot changes of issue 13 section 3.
 BASELINE_COMMIT = os.environ.get("DITTO_BENCH_BASELINE", "76a3773")
 BASELINE_PATH = "ditto_jupyter/backends/local/snapshots.py"
@@ -191,7 +193,7 @@ def load_baseline() -> types.ModuleType:
 
 class Baseline:
     """One workspace's snapshots through the old code, as its LocalBackend ran them (scan
-    into the durable store, fsync per chunk, then put the manifest), called directly."""
+    into the durable store a chunk at a time, then put the manifest), called directly."""
 
     def __init__(self, code: types.ModuleType, tree: Path, blobs: BlobStore, marker: Path) -> None:
         self.code, self.tree, self.blobs, self.marker = code, tree, blobs, marker
@@ -268,31 +270,32 @@ def measure(work: Path) -> str:
     def read(details: dict[str, int]) -> str:
         return f"{details['files_read']} / {fmt_bytes(details['bytes_read'])}"
 
-    # ---- first checkpoint: current code (1 and 2 threads) and the old code, interleaved
-    first_new, first_two, first_old = Samples(), Samples(), Samples()
+    # ---- first checkpoint: current code (its threads, and 1) and the old code, interleaved
+    first_new, first_one, first_old = Samples(), Samples(), Samples()
     new_details: dict[str, int] = {}
     old_details: dict[str, int] = {}
     old: Baseline | None = None
     first: Any = None
+    threads = snapshots.SNAPSHOT_THREADS
     for repeat in range(REPEATS):
         last = repeat == REPEATS - 1
-        fresh = LocalProvider(work / f"ws-{repeat}", BlobStore(work / f"blobs-2t-{repeat}"))
-        two = LocalBackend(fresh, inner.backend_id, tree)
-        snapshots.SNAPSHOT_THREADS, saved = 2, snapshots.SNAPSHOT_THREADS
+        fresh = LocalProvider(work / f"ws-{repeat}", BlobStore(work / f"blobs-1t-{repeat}"))
+        one = LocalBackend(fresh, inner.backend_id, tree)
+        snapshots.SNAPSHOT_THREADS = 1
         near = anchors.sample()
-        first_two.add(timed_after_sync(lambda b=two: run(b.checkpoint()))[0], near)
-        snapshots.SNAPSHOT_THREADS = saved
-        shutil.rmtree(work / f"blobs-2t-{repeat}")
+        first_one.add(timed_after_sync(lambda b=one: run(b.checkpoint()))[0], near)
+        snapshots.SNAPSHOT_THREADS = threads
+        shutil.rmtree(work / f"blobs-1t-{repeat}")
         if last:
             near = anchors.sample()
             seconds, first = timed_after_sync(lambda: run(backend.checkpoint()))
             new_details = dict(first.details)
         else:
-            fresh = LocalProvider(work / f"ws1-{repeat}", BlobStore(work / f"blobs-1t-{repeat}"))
-            one = LocalBackend(fresh, inner.backend_id, tree)
+            fresh = LocalProvider(work / f"wsn-{repeat}", BlobStore(work / f"blobs-n-{repeat}"))
+            current = LocalBackend(fresh, inner.backend_id, tree)
             near = anchors.sample()
-            seconds = timed_after_sync(lambda b=one: run(b.checkpoint()))[0]
-            shutil.rmtree(work / f"blobs-1t-{repeat}")
+            seconds = timed_after_sync(lambda b=current: run(b.checkpoint()))[0]
+            shutil.rmtree(work / f"blobs-n-{repeat}")
         first_new.add(seconds, near)
         old = Baseline(old_code, tree, BlobStore(work / f"blobs-old-{repeat}"), work / "old.clock")
         near = anchors.sample()
@@ -306,23 +309,23 @@ def measure(work: Path) -> str:
         first_new,
         read(new_details),
         fmt_bytes(new_details["bytes_written"]),
-        f"one sync at the end; {snapshots.SNAPSHOT_THREADS} thread; target <= 1.5x `cp -a`: "
-        f"{verdict(first_new.cp_ratio(), 1.5)}; {first_new.median() / first_old.median():.2f}x "
-        "the old code's time",
+        f"one bulk write: one sync of the chunks, one of their names, one commit; {threads} "
+        f"threads; target <= 1.5x `cp -a`: {verdict(first_new.cp_ratio(), 1.5)}; "
+        f"{first_new.median() / first_old.median():.2f}x the old code's time",
     )
     row(
-        "first checkpoint, 2 threads",
-        first_two,
+        "first checkpoint, 1 thread",
+        first_one,
         read(new_details),
         "",
-        f"{first_two.median() / first_new.median():.2f}x the 1-thread time",
+        f"{first_one.median() / first_new.median():.2f}x the {threads}-thread time",
     )
     row(
         f"first checkpoint, old code ({BASELINE_COMMIT})",
         first_old,
         read(old_details),
         fmt_bytes(old_details["bytes_written"]),
-        "fsync per chunk and per directory, 1 thread",
+        "a durable put_chunk per chunk, 1 thread",
     )
 
     # The same first snapshot into a store that does not fsync: what durability costs.
@@ -418,8 +421,8 @@ def measure(work: Path) -> str:
         out_new,
         "",
         "",
-        f"{snapshots.CHECKOUT_THREADS} threads, copy_file_range after the BLAKE3 check; real "
-        f"copies, verified equal by BLAKE3; target <= 1x `cp -a`: "
+        f"{snapshots.CHECKOUT_THREADS} threads taking folders in turn, copy_file_range after "
+        f"the BLAKE3 check; real copies, verified equal by BLAKE3; target <= 1x `cp -a`: "
         f"{verdict(out_new.cp_ratio(), 1.0)}; {out_new.median() / out_old.median():.2f}x the "
         "old code's time",
     )
@@ -452,10 +455,12 @@ def measure(work: Path) -> str:
     intro = (
         f"Workspace: {N_FILES} files, {fmt_bytes(total)} ({N_BIG} of 1 MiB, the rest "
         f"~{fmt_bytes((TOTAL - N_BIG * MiB) // (N_FILES - N_BIG))}), half random bytes, half "
-        "compressible text, in 20 directories. Blob store durable: the current code writes a "
-        "snapshot's chunks without fsync and syncs once before recording its manifest "
-        "(`syncfs`, or an fsync per file when at most 16 chunk files are new); the old code "
-        "fsyncs every chunk file and directory. `cp -a` and `tar cf` do not fsync. Page cache "
+        "compressible text, in 20 directories. Blob store durable: the current code stages a "
+        "snapshot's chunks as files without fsync, syncs them once (`syncfs`, or an fsync per "
+        "file when at most 16 are new), renames them into place, syncs the names the same "
+        "way, and records chunks and manifest in one durable catalogue commit; the old code "
+        "puts chunk by chunk, each durable on its own. `cp -a` and `tar cf` do not fsync. "
+        "Page cache "
         "warm and dirty pages flushed (`sync`) before every timed row. The machine is shared "
         "(2 cores, several engineers), so every sample has its own `cp -a` and `tar cf` of "
         f"the same tree, timed just before it; compared rows are repeated {REPEATS} times, "

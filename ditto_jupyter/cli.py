@@ -29,8 +29,9 @@ server or connection error (5xx, unreachable, no server found).
 `ditto doctor` needs no server: it reads the data directory itself (`--data-dir`, default
 the server's) and checks the store's rows, the chunks' hashes and the manifests'
 signatures and contents (`ditto_jupyter.control.doctor`). It exits 0 when all is well, 1
-when it found damage (each damaged row, chunk, manifest or checkpoint named by id), 4 when
-there is no data directory or store to check.
+when it found damage (each damaged row, chunk, manifest or checkpoint named by id) or a
+full disk (said as such, with the space left), 4 when there is no data directory or store
+to check.
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def render_doctor(report: DoctorReport, out: TextIO) -> None:
         file=out,
     )
     for finding in report.findings:
-        print(f"damaged {finding.part} {finding.id}: {finding.problem}", file=out)
+        damaged = "" if finding.part == "disk" else f"damaged {finding.part} "
+        print(f"{damaged}{finding.id}: {finding.problem}", file=out)
     for left in report.leftovers:
         runtime = f" of runtime {left.runtime_id}" if left.runtime_id else ""
         print(

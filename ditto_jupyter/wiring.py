@@ -18,7 +18,14 @@ from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.backends.local import LocalProvider
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.context_driver import ContextDriver
-from ditto_jupyter.control.doctor import DoctorReport, Finding, check_health, check_store
+from ditto_jupyter.control.doctor import (
+    DoctorReport,
+    check_disk,
+    check_health,
+    check_store,
+    unopened_blobs,
+    unopened_store,
+)
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError, open_store
 from ditto_jupyter.core.blobs import BlobError, BlobStore
@@ -79,16 +86,19 @@ def check_data_dir(
     try:
         store = open_store(store_url, root)
     except StoreError as error:
+        full = check_disk(root)
+        if full:  # a full disk is why: say that (no part of it could be checked)
+            return DoctorReport(findings=[*full, unopened_store(root, error)])
         raise DataDirError(str(error)) from None
     try:
         try:
             blobs = BlobStore(root / "blobs", create_secret=False)
         except BlobError as error:  # no blob can be checked: report the store alone
             rows, findings = check_store(store)
-            blob_finding = Finding(part="blobs", id=str(root / "blobs"), problem=str(error))
+            blob_finding = unopened_blobs(root / "blobs", error)
             return DoctorReport(
                 rows_checked=rows,
-                findings=[*findings, blob_finding],
+                findings=[*check_disk(root), *findings, blob_finding],
                 leftovers=store.list_leftovers(),
             )
         backends = BackendManager({"local": LocalProvider(root / "workspaces", blobs)})

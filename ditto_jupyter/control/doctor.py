@@ -1,6 +1,8 @@
 """`ditto doctor`: check that everything a data directory holds reads back.
 
-Four checks, each naming what it found damaged by id:
+First, whether the disk holding the data directory has room left: a full disk is not
+damage, and is said as such (`disk`: where, and how much is free), as is a blob store the
+disk does not let it open. Then four checks, each naming what it found damaged by id:
 
 - **store**: every row of the checkpoint store reads back as its model;
 - **chunks**: every chunk's content matches its BLAKE3 name (and its codec tag is known);
@@ -20,6 +22,8 @@ removes while it runs is skipped, not reported.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -27,7 +31,12 @@ from pydantic import BaseModel, ConfigDict
 from ditto_jupyter.backends.manager import BackendManager
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound, BlobStore
+from ditto_jupyter.core.blobs.errors import DISK_FAILURES
 from ditto_jupyter.core.models import Leftover
+
+#: A disk with less room than this left is full: no checkpoint of any size fits (a chunk
+#: takes up to 1 MiB, and the catalogue's log grows with every commit).
+FULL_BELOW_BYTES = 4 << 20
 
 
 class Finding(BaseModel):
@@ -35,7 +44,7 @@ class Finding(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    part: Literal["store", "chunk", "manifest", "checkpoint", "blobs"]
+    part: Literal["disk", "store", "chunk", "manifest", "checkpoint", "blobs"]
     id: str
     problem: str
 
@@ -55,8 +64,47 @@ class DoctorReport(BaseModel):
 
     @property
     def healthy(self) -> bool:
-        """Whether nothing was found damaged."""
+        """Whether nothing was found wrong (no damage, and room on the disk)."""
         return not self.findings
+
+
+def check_disk(data_dir: Path) -> list[Finding]:
+    """A finding when the disk holding `data_dir` is full: where, and how much is free."""
+    try:
+        found = os.statvfs(data_dir)
+    except OSError as error:
+        return [
+            Finding(part="disk", id=str(data_dir), problem=f"cannot tell its free space: {error}")
+        ]
+    free, total = found.f_bavail * found.f_frsize, found.f_blocks * found.f_frsize
+    if free >= FULL_BELOW_BYTES:
+        return []
+    problem = (
+        f"the disk holding it is full: {_size(free)} free of {_size(total)}; checkpoints "
+        "fail with StorageFull until space is freed there (this is not damage)"
+    )
+    return [Finding(part="disk", id=str(data_dir), problem=problem)]
+
+
+def unopened_blobs(blob_root: Path, error: BlobError) -> Finding:
+    """The finding of a blob store that could not be opened: the disk's fault (full, or
+    failing), or damage."""
+    part: Literal["disk", "blobs"] = "disk" if isinstance(error, DISK_FAILURES) else "blobs"
+    return Finding(part=part, id=str(blob_root), problem=str(error))
+
+
+def unopened_store(data_dir: Path, error: Exception) -> Finding:
+    """The finding of a checkpoint store that could not be opened on a full disk."""
+    return Finding(
+        part="disk", id=str(data_dir), problem=f"the checkpoint store cannot be opened: {error}"
+    )
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def check_store(store: CheckpointStore) -> tuple[int, list[Finding]]:
@@ -150,6 +198,7 @@ def check_health(
     store: CheckpointStore, blobs: BlobStore, backends: BackendManager
 ) -> DoctorReport:
     """Run every check over one store, its blob store and its backends."""
+    disk_findings = check_disk(blobs.root.parent)
     rows, store_findings = check_store(store)
     chunks, chunk_findings, bad_chunks = check_chunks(blobs)
     manifests, manifest_findings = check_manifests(blobs, bad_chunks)
@@ -160,7 +209,13 @@ def check_health(
         chunks_checked=chunks,
         manifests_checked=manifests,
         checkpoints_checked=checkpoints,
-        findings=[*store_findings, *chunk_findings, *manifest_findings, *checkpoint_findings],
+        findings=[
+            *disk_findings,
+            *store_findings,
+            *chunk_findings,
+            *manifest_findings,
+            *checkpoint_findings,
+        ],
         leftovers=store.list_leftovers(),
     )
 

@@ -1,8 +1,9 @@
 """Workspace snapshots at disk speed: one sync per snapshot, threads, kernel-copied checkouts.
 
 Every store here is durable (the production setting), unlike most local-backend tests, so
-the durability promise is what is checked: a snapshot's chunks are synced before its
-manifest is recorded, and a snapshot whose sync fails records nothing.
+the durability promise is what is checked: a snapshot's chunks are synced before they are
+named and its manifest is recorded, and a snapshot whose sync fails records nothing and
+leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from typing import Any, TypeVar
 import pytest
 
 from ditto_jupyter.backends.local import LocalBackend, LocalProvider, copying, parallel, snapshots
-from ditto_jupyter.core import bulk_writes
-from ditto_jupyter.core.blobs import CODEC_RAW, BlobError, BlobStore
-from ditto_jupyter.core.errors import BackendError
+from ditto_jupyter.core.blobs import CODEC_RAW, BlobStore, local_disk
+from ditto_jupyter.core.errors import BackendError, StoreUnavailable
 
 T = TypeVar("T")
 MiB = 1 << 20
@@ -91,48 +91,67 @@ def test_a_durable_snapshot_does_not_fsync_each_chunk(
     backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Regression: a durable store fsynced every chunk file and its directory (two fsyncs a
-    file, over 200 here); now the chunks share one filesystem sync."""
+    file, over 200 here); now the chunks share one filesystem sync, and so do their names."""
     fill(backend, 100)
     fsyncs = FsyncCounter(monkeypatch)
     ref = run(backend.checkpoint())
     assert ref.details["files_read"] == 100
-    assert fsyncs.calls <= 5  # the manifest and its directories
+    assert fsyncs.calls <= 5
 
 
-@pytest.mark.skipif(bulk_writes._syncfs is None, reason="syncfs is Linux-only")
-def test_the_sync_happens_before_the_manifest_is_recorded(
+def chunk_files(blobs: BlobStore) -> set[str]:
+    """Every chunk file of the store's local disk, and whatever its staging holds."""
+    root = blobs.root
+    return {p.relative_to(root).as_posix() for p in (root / "chunks").rglob("*") if p.is_file()}
+
+
+def staging(blobs: BlobStore) -> list[str]:
+    return sorted(p.name for p in (blobs.root / "tmp").iterdir())
+
+
+@pytest.mark.skipif(local_disk._syncfs is None, reason="syncfs is Linux-only")
+def test_the_sync_happens_before_the_chunks_are_named_and_recorded(
     provider: LocalProvider, backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fill(backend, 40)
-    seen_at_sync: list[set[str]] = []
-    real = bulk_writes.sync_filesystem
+    seen_at_sync: list[tuple[set[str], set[str]]] = []
+    real = local_disk.sync_filesystem
 
-    def watching(path: str | os.PathLike[str]) -> None:
-        seen_at_sync.append(manifests(provider.blobs))
-        real(path)
+    def watching(fd: int, place: str) -> None:
+        seen_at_sync.append((manifests(provider.blobs), chunk_files(provider.blobs)))
+        real(fd, place)
 
-    monkeypatch.setattr(bulk_writes, "sync_filesystem", watching)
+    monkeypatch.setattr(local_disk, "sync_filesystem", watching)
     ref = run(backend.checkpoint())
-    assert seen_at_sync == [set()]  # synced once, before any manifest existed
+    # the bytes are synced before any chunk has its name, the names before the manifest
+    assert len(seen_at_sync) == 2
+    assert seen_at_sync[0] == (set(), set())
+    assert seen_at_sync[1][0] == set() and len(seen_at_sync[1][1]) == 40
     assert manifests(provider.blobs) == {ref.provider_snapshot_id}
+    assert len(chunk_files(provider.blobs)) == 40
 
 
-@pytest.mark.skipif(bulk_writes._syncfs is None, reason="syncfs is Linux-only")
-def test_a_snapshot_whose_sync_fails_records_nothing(
+@pytest.mark.skipif(local_disk._syncfs is None, reason="syncfs is Linux-only")
+def test_a_snapshot_whose_sync_fails_records_nothing_and_leaves_nothing(
     provider: LocalProvider, backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A crash or I/O error before the sync: no manifest, no new head, the old one kept."""
+    """An I/O error in the sync: no manifest, no new chunk, no staging left, the old head
+    kept; the error says the store failed (503), not the workspace."""
     fill(backend, 30)
     first = run(backend.checkpoint())
+    files_before, stored_before = chunk_files(provider.blobs), provider.blobs.stored_bytes()
     fill(backend, 40)  # rewrites 30 files, adds 10: more than the fsync-each limit
 
-    def failing(path: str | os.PathLike[str]) -> None:
-        raise OSError(errno.EIO, "simulated I/O error during the sync")
+    def failing(fd: int, place: str) -> None:
+        raise local_disk.os_failure(OSError(errno.EIO, "simulated I/O error"), place, "syncing")
 
-    monkeypatch.setattr(bulk_writes, "sync_filesystem", failing)
-    with pytest.raises(BackendError, match="simulated I/O error"):
+    monkeypatch.setattr(local_disk, "sync_filesystem", failing)
+    with pytest.raises(StoreUnavailable, match="simulated I/O error"):
         run(backend.checkpoint())
     assert manifests(provider.blobs) == {first.provider_snapshot_id}
+    assert chunk_files(provider.blobs) == files_before
+    assert provider.blobs.stored_bytes() == stored_before
+    assert staging(provider.blobs) == []
     assert backend.last_manifest_id == first.provider_snapshot_id
     monkeypatch.undo()
     again = run(backend.checkpoint())
@@ -149,46 +168,40 @@ def test_a_few_new_chunks_are_fsynced_one_by_one(
     run(backend.checkpoint())
     run(backend.write_bytes("d0/f000.bin", os.urandom(CHUNK_FILE_BYTES)))
     syncs: list[object] = []
-    monkeypatch.setattr(bulk_writes, "sync_filesystem", syncs.append)
+    monkeypatch.setattr(local_disk, "sync_filesystem", lambda fd, place: syncs.append(fd))
     fsyncs = FsyncCounter(monkeypatch)
     ref = run(backend.checkpoint())
     assert ref.details["files_read"] >= 1
     assert syncs == []
-    assert 2 <= fsyncs.calls <= 6  # the new chunk, its directory, the manifest's
+    assert 2 <= fsyncs.calls <= 6  # the staged chunk, its list and folder, its new folder
 
 
-def test_bulk_writer_needs_a_loose_twin_on_the_same_root(tmp_path: Path) -> None:
-    durable = BlobStore(tmp_path / "a")
-    with pytest.raises(BlobError, match="non-durable store on the same root"):
-        bulk_writes.BulkWriter(durable, BlobStore(tmp_path / "b", durable=False))
-    with pytest.raises(BlobError, match="non-durable store on the same root"):
-        bulk_writes.BulkWriter(durable, BlobStore(tmp_path / "a"))
-
-
-def test_bulk_writer_into_a_loose_store_never_syncs(
+def test_a_bulk_write_into_a_loose_store_never_syncs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loose = BlobStore(tmp_path / "a", durable=False)
-    writer = bulk_writes.BulkWriter(loose, BlobStore(tmp_path / "a", durable=False))
     fsyncs = FsyncCounter(monkeypatch)
-    monkeypatch.setattr(bulk_writes, "sync_filesystem", lambda path: pytest.fail("synced"))
-    digests = [writer.put_chunk(os.urandom(2000))[0] for _ in range(40)]
-    writer.sync()
+    monkeypatch.setattr(local_disk, "sync_filesystem", lambda fd, place: pytest.fail("synced"))
+    with loose.bulk_write() as bulk:
+        digests = [bulk.put_chunk(os.urandom(CHUNK_FILE_BYTES))[0] for _ in range(40)]
+        bulk.commit()
     assert fsyncs.calls == 0
     assert all(loose.has_chunk(d) for d in digests)
 
 
-def test_bulk_writer_counts_only_new_chunk_files(tmp_path: Path) -> None:
+def test_a_bulk_write_stages_each_new_chunk_file_once(tmp_path: Path) -> None:
     durable = BlobStore(tmp_path / "a")
-    writer = bulk_writes.BulkWriter(durable, BlobStore(tmp_path / "a", durable=False))
     data = os.urandom(CHUNK_FILE_BYTES)
-    first, written = writer.put_chunk(data)
-    again, rewritten = writer.put_chunk(data)
-    assert first == again and written > 0 and rewritten == 0
-    assert writer.pending_files == 1
-    writer.sync()
-    assert writer.pending_files == 0
+    with durable.bulk_write() as bulk:
+        first, written = bulk.put_chunk(data)
+        again, rewritten = bulk.put_chunk(data)
+        assert first == again and written > 0 and rewritten == 0
+        assert bulk.staged_files == 1
+        assert not durable.has_chunk(first) and bulk.has_chunk(first)
+        bulk.commit()
+        assert bulk.staged_files == 0
     assert durable.get_chunk(first) == data
+    assert staging(durable) == []
 
 
 # ---- threads ----------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import zstandard
 
 from ditto_jupyter.backends.local.copying import copy_chunk
 from ditto_jupyter.control.doctor import check_chunks
-from ditto_jupyter.core.blob_shuffle import shuffle
 from ditto_jupyter.core.blobs import (
     CODEC_RAW,
     CODEC_SHUFFLE,
@@ -23,6 +22,7 @@ from ditto_jupyter.core.blobs import (
     BlobIntegrityError,
     BlobStore,
 )
+from ditto_jupyter.core.blobs.shuffle import shuffle
 from tests.support.stored_blobs import tamper_chunk
 
 MIB = 1 << 20

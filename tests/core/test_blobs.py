@@ -582,7 +582,7 @@ def test_an_old_layout_store_is_imported_in_place(tmp_path: Path) -> None:
 def test_an_interrupted_import_finishes_at_the_next_opening(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ditto_jupyter.core import blob_legacy
+    from ditto_jupyter.core.blobs import legacy as blob_legacy
 
     clean_root, bodies, _ = _old_layout(tmp_path / "clean")
     clean = BlobStore(clean_root, durable=False)

@@ -1,7 +1,10 @@
 """A real small filesystem for the full-disk tests: a tmpfs of a few MiB, then filled.
 
-Mounting needs root (tests skip without it); `filled` writes a file until the disk refuses
-(ENOSPC), so the next write anywhere on it fails the way a full disk fails.
+Mounting needs root (and a kernel that lets this process mount); elsewhere the tests that
+need it are skipped, and the full-disk behaviour is still covered through
+`tests.fakes.full_disk`. `filled` writes a file until the disk refuses (ENOSPC), so the next
+write anywhere on it fails the way a full disk fails; `fill` leaves a given number of bytes
+free.
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ from pathlib import Path
 
 import pytest
 
+#: Size of the filesystem, as the outside probe of the full-disk findings used.
+SIZE_MIB = 40
+
 
 @contextlib.contextmanager
-def small_tmpfs(where: Path, size_mib: int = 40) -> Iterator[Path]:
+def small_tmpfs(where: Path, size_mib: int = SIZE_MIB) -> Iterator[Path]:
     """A tmpfs of `size_mib` MiB mounted at `where` for the block (skip unless root)."""
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     where.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(
@@ -35,6 +41,13 @@ def small_tmpfs(where: Path, size_mib: int = 40) -> Iterator[Path]:
     finally:
         if subprocess.run(["umount", str(where)], capture_output=True, check=False).returncode:
             subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """An empty 40 MiB tmpfs, unmounted after the test."""
+    with small_tmpfs(tmp_path / "small-disk") as mount_point:
+        yield mount_point
 
 
 @contextlib.contextmanager
@@ -56,3 +69,24 @@ def filled(disk: Path) -> Iterator[Path]:
         yield filler
     finally:
         filler.unlink()
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged writer can still put on the filesystem holding `path`."""
+    found = os.statvfs(path)
+    return found.f_bavail * found.f_frsize
+
+
+def fill(disk: Path, leave: int = 0) -> Path:
+    """Fill the filesystem with one file until at most `leave` bytes are free; the file."""
+    filler = disk / "filler.bin"
+    block = b"\0" * (1 << 20)
+    with open(filler, "ab") as handle:
+        while free_bytes(disk) > leave:
+            want = min(len(block), free_bytes(disk) - leave)
+            try:
+                handle.write(block[: max(want, 4096)])
+                handle.flush()
+            except OSError:  # full before `leave` was reached exactly
+                break
+    return filler

@@ -98,3 +98,28 @@ def delete_chunk(blob_root: Path, digest: str) -> None:
             conn.execute("DELETE FROM chunks WHERE digest = ?", (bytes.fromhex(digest),))
             return
     (blob_root / "chunks" / digest[:2] / digest).unlink()
+
+
+def blob_store_state(blob_root: Path) -> dict[str, Any]:
+    """Everything a blob store holds but the times of last use: its catalogue's rows (every
+    chunk's references, size and inline bytes, every manifest's references and document),
+    its chunk files and whatever its staging folder holds. Equal states: an unchanged store.
+    """
+    with _index(blob_root) as conn:
+        chunks = sorted(
+            (bytes(key).hex(), refs, size, data)
+            for key, refs, size, data in conn.execute("SELECT digest, refs, size, data FROM chunks")
+        )
+        manifests = sorted(
+            (bytes(key).hex(), refs, unchecked, document)
+            for key, refs, unchecked, document in conn.execute(
+                "SELECT id, refs, unchecked, document FROM manifests"
+            )
+        )
+    files = {
+        path.relative_to(blob_root).as_posix(): path.read_bytes()
+        for path in sorted((blob_root / "chunks").rglob("*"))
+        if path.is_file()
+    }
+    staging = sorted(p.relative_to(blob_root).as_posix() for p in (blob_root / "tmp").rglob("*"))
+    return {"chunks": chunks, "manifests": manifests, "files": files, "staging": staging}

@@ -12,6 +12,7 @@ that refuse it) go through `BlobStore.get_chunk` and `pwrite`.
 from __future__ import annotations
 
 import errno
+import logging
 import mmap
 import os
 
@@ -22,6 +23,8 @@ from ditto_jupyter.core.blobs import CODEC_RAW, BlobIntegrityError, BlobStore
 #: Errors that mean "this kernel or filesystem pair cannot copy_file_range": use pwrite.
 _UNSUPPORTED = {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
 _kernel_copy = hasattr(os, "copy_file_range")
+_refusals_logged: set[int] = set()  # errnos of refusals already logged (one line each)
+_log = logging.getLogger(__name__)
 
 
 def write_all(fd: int, data: bytes | memoryview, position: int) -> None:
@@ -65,6 +68,9 @@ def _copy_raw_chunk(blobs: BlobStore, digest: str, target: int, position: int) -
             except OSError as exc:
                 if exc.errno not in _UNSUPPORTED or done:
                     raise
+                if exc.errno not in _refusals_logged:
+                    _refusals_logged.add(exc.errno)
+                    _log.info("copy_file_range refused (%s): copying through user space", exc)
                 if exc.errno == errno.ENOSYS:  # this kernel has none: stop asking
                     _kernel_copy = False
                 return None

@@ -9,11 +9,11 @@ when no runtime is bound to it any more (pause snapshots first).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import secrets
 import shutil
-import threading
 import uuid
 from pathlib import Path
 
@@ -33,12 +33,14 @@ from ditto_jupyter.backends.local.workspace import (
     LocalBackend,
 )
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound, BlobStore
-from ditto_jupyter.core.errors import BackendError, InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.blobs.errors import DISK_FAILURES, FULL_ERRNOS, full_disk, place_of
+from ditto_jupyter.core.errors import BackendError, DittoError, InvalidRequest, UnsupportedBackend
 from ditto_jupyter.core.models import BackendCheckpointRef
 from ditto_jupyter.core.private import PRIVATE_DIR_MODE, private_dir
 
 _STATE_DIR = ".state"
 _ID_PATTERN = re.compile(r"^local-[0-9a-f]{32}$")
+_log = logging.getLogger(__name__)
 
 
 class LocalProvider:
@@ -55,19 +57,13 @@ class LocalProvider:
         if exec_timeout <= 0 or output_limit < 0:
             raise InvalidRequest("exec_timeout must be positive and output_limit non-negative")
         self.root = Path(workspaces_root)
+        self.place = place_of(self.root)
         private_dir(self.root)
         self.root = Path(os.path.realpath(self.root))
+        # Snapshots run in worker threads, each through a bulk write of this one store.
         self.blobs = blobs
         self.exec_timeout = exec_timeout
         self.output_limit = output_limit
-        # Snapshots run in worker threads. A BlobStore's compressor is not thread-safe, so
-        # they write through a private instance on the same directory (same secret, same
-        # content-addressed names, as when processes share a store), one at a time. Their
-        # chunks go through a non-durable twin and are synced once per snapshot
-        # (`core.bulk_writes`); the manifest goes through the durable one.
-        self.snapshot_writer = BlobStore(blobs.root, durable=blobs.durable)
-        self.loose_writer = BlobStore(blobs.root, durable=False)
-        self.write_lock = threading.Lock()
         (self.root / _STATE_DIR).mkdir(exist_ok=True)
 
     @property
@@ -90,17 +86,32 @@ class LocalProvider:
     def _state_file(self, backend_id: str) -> Path:
         return self.root / _STATE_DIR / f"{backend_id}.json"
 
+    def failure(self, error: OSError, doing: str) -> DittoError:
+        """An OS error of the data directory's disk: StorageFull when it is full (507),
+        else BackendError (the local backend failed)."""
+        if error.errno in FULL_ERRNOS:
+            return full_disk(self.place)
+        return BackendError(f"{doing} failed: {error.strerror or error}")
+
     def save_state(self, backend_id: str, manifest_id: str) -> None:
-        """Remember the workspace's last manifest id (atomically) for a later process."""
+        """Remember the workspace's last manifest id (atomically) for a later process;
+        only an optimisation, so a failure is logged, not raised."""
         target = self._state_file(backend_id)
         tmp = target.with_suffix(f".{secrets.token_hex(4)}.tmp")
-        tmp.write_bytes(orjson.dumps({"last_manifest_id": manifest_id}))
-        os.replace(tmp, target)
+        try:
+            tmp.write_bytes(orjson.dumps({"last_manifest_id": manifest_id}))
+            os.replace(tmp, target)
+        except OSError as exc:
+            _log.warning("could not remember the last snapshot of %s: %s", backend_id, exc)
+            tmp.unlink(missing_ok=True)
 
     def _saved_manifest_id(self, backend_id: str) -> str | None:
         try:
             value = orjson.loads(self._state_file(backend_id).read_bytes()).get("last_manifest_id")
-        except (OSError, orjson.JSONDecodeError, AttributeError):
+        except FileNotFoundError:  # never snapshotted by this data directory
+            return None
+        except (OSError, orjson.JSONDecodeError, AttributeError) as exc:
+            _log.warning("ignored the unreadable snapshot state of %s: %s", backend_id, exc)
             return None
         return value if isinstance(value, str) else None
 
@@ -123,7 +134,7 @@ class LocalProvider:
         try:
             folder.mkdir(mode=PRIVATE_DIR_MODE)
         except OSError as exc:
-            raise BackendError(f"cannot create workspace {folder}: {exc.strerror}") from None
+            raise self.failure(exc, f"creating workspace {folder}") from None
         return LocalBackend(self, backend_id, folder)
 
     async def attach(self, locator: BackendLocator) -> LocalBackend:
@@ -161,6 +172,8 @@ class LocalProvider:
             raise BackendError(
                 f"local snapshot {ref.provider_snapshot_id} is missing from the blob store"
             ) from None
+        except DISK_FAILURES:
+            raise
         except BlobError as exc:
             raise BackendError(f"local snapshot refused: {exc}") from None
         if body.get("kind") != MANIFEST_KIND:
@@ -168,7 +181,7 @@ class LocalProvider:
         backend_id = f"local-{uuid.uuid4().hex}"
         folder = self.workspace_dir(backend_id)
         index = await asyncio.to_thread(
-            materialise, self.blobs, body, folder, self.clock_marker(backend_id)
+            materialise, self.blobs, body, folder, self.clock_marker(backend_id), place=self.place
         )
         return LocalBackend(self, backend_id, folder, index=index)
 

@@ -7,23 +7,26 @@
      "skipped": [{path, reason}], "chunks": [every chunk id]}
 
 Files are streamed in 1 MiB chunks (on `SNAPSHOT_THREADS` threads) through a `ChunkSink`:
-the workspace writes through a `core.bulk_writes.BulkWriter` and makes the whole snapshot
-durable with one sync before it records the manifest. A file whose size, mtime, ctime and
-inode are unchanged since the previous snapshot of the same workspace is not re-read: its
-chunk list is reused.
+the workspace writes through one `core.blobs.BulkWrite`, which makes the whole snapshot
+durable with one sync and records it with its manifest in one step. A file whose size,
+mtime, ctime and inode are unchanged since the previous snapshot of the same workspace is
+not re-read: its chunk list is reused.
 Like git's "racy" index entries, an entry whose ctime is not strictly older than the
 snapshot's start (`clock_ns`, read from the filesystem's own clock through a marker file)
 is never trusted, because a later write in the same timestamp tick would leave its
 fingerprint unchanged. Symlinks are kept only when they resolve inside the workspace (as
 a relative target); sockets, FIFOs, devices and escaping symlinks are listed under
 `skipped` with the reason, never dropped silently. `materialise` writes a snapshot back as
-real files in a new directory, its files on `CHECKOUT_THREADS` threads, each chunk
-kernel-copied where it can be (`copying`).
+real files in a new directory, its files on `CHECKOUT_THREADS` threads taking folders in
+turn, each chunk kernel-copied where it can be (`copying`).
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
+import posixpath
 import shutil
 import stat as stat_mod
 import threading
@@ -35,15 +38,17 @@ from ditto_jupyter.backends.local.copying import copy_chunk
 from ditto_jupyter.backends.local.parallel import MAX_THREADS, run_parallel
 from ditto_jupyter.backends.local.paths import inside, member
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobStore
+from ditto_jupyter.core.blobs.errors import DISK_FAILURES, FULL_ERRNOS, full_disk
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.private import PRIVATE_DIR_MODE
 
+_log = logging.getLogger(__name__)
+
 #: The `kind` of a workspace snapshot manifest.
 MANIFEST_KIND = "workspace"
-#: Threads a snapshot reads files on. One: measured in bench_backends, a second thread did
-#: not pay, because a new chunk's cost is mostly creating and renaming its file through
-#: the blob store's one staging directory, which the threads take turns at.
-SNAPSHOT_THREADS = 1
+#: Threads a snapshot reads files on. A new chunk's cost is mostly creating its staged
+#: file; each thread stages into a folder of its own, so two threads create at once.
+SNAPSHOT_THREADS = MAX_THREADS
 #: Threads a checkout writes files on (files go to many directories, copies in the kernel).
 CHECKOUT_THREADS = MAX_THREADS
 
@@ -119,7 +124,8 @@ class SnapshotStats:
 
 
 class ChunkSink(Protocol):
-    """Where a snapshot stores chunks: a `BlobStore` or a `BulkWriter` in front of one."""
+    """Where a snapshot stores chunks: a `BulkWrite` (or a `BlobStore`, which commits each
+    chunk on its own)."""
 
     def put_chunk(self, data: bytes | memoryview, digest: str | None = None) -> tuple[str, int]: ...
 
@@ -310,7 +316,9 @@ def load_index(blobs: BlobStore, manifest_id: str | None) -> FileIndex | None:
             return None
         entries = {str(f["path"]): FileEntry.from_json(f) for f in body.get("files", [])}
         return FileIndex(entries=entries, clock_ns=int(body.get("clock_ns", 0)))
-    except (BlobError, KeyError, TypeError, ValueError):
+    except (BlobError, KeyError, TypeError, ValueError) as exc:
+        # only an optimisation: without it, the next snapshot reads every file
+        _log.info("not reusing workspace manifest %s: %s", manifest_id, exc)
         return None
 
 
@@ -321,17 +329,19 @@ def materialise(
     clock_marker: Path,
     *,
     threads: int | None = None,
+    place: str | None = None,
 ) -> FileIndex:
     """Write the snapshot `body` into the new directory `folder` (files on `threads`
     threads), and the index its first snapshot trusts; on any failure remove the directory
-    entirely (BackendError)."""
+    entirely: StorageFull when the disk (of `place`) is full, the blob store's own error
+    when it failed, else BackendError."""
     root = str(folder)
     try:
         folder.mkdir(mode=0o700)
         dirs = sorted(body.get("dirs", []), key=lambda d: str(d["path"]))
         for raw in dirs:
             os.mkdir(member(root, raw["path"]), 0o700)
-        wanted = [FileEntry.from_json(raw) for raw in body.get("files", [])]
+        wanted = _across_folders([FileEntry.from_json(raw) for raw in body.get("files", [])])
         count = CHECKOUT_THREADS if threads is None else threads
         written = run_parallel(lambda entry: _write_file(blobs, root, entry), wanted, threads=count)
         entries = {entry.path: entry for entry in written}
@@ -342,10 +352,31 @@ def materialise(
         os.chmod(root, PRIVATE_DIR_MODE)
         clock_ns = _touch_clock(clock_marker)
     except (OSError, BlobError, KeyError, TypeError, ValueError) as exc:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder, onerror=_log_leftover)
         clock_marker.unlink(missing_ok=True)
+        if isinstance(exc, DISK_FAILURES):
+            raise
+        if isinstance(exc, OSError) and exc.errno in FULL_ERRNOS:
+            raise full_disk(place or f"the folder {folder.parent}") from None
         raise BackendError(f"checkout of the local snapshot failed: {exc}") from None
     return FileIndex(entries=entries, clock_ns=clock_ns)
+
+
+def _log_leftover(function: Any, path: str, info: Any) -> None:
+    """`shutil.rmtree`'s error hook while removing a failed checkout: what stays is logged."""
+    if not isinstance(info[1], FileNotFoundError):
+        _log.warning("a failed checkout left %s behind (%s): %s", path, function.__name__, info[1])
+
+
+def _across_folders(entries: list[FileEntry]) -> list[FileEntry]:
+    """The entries in turn from each folder (one of the first folder, one of the second,
+    ...): threads taking the next job then create files in different folders, which the
+    kernel lets happen at once (creations in one folder take turns)."""
+    by_folder: dict[str, list[FileEntry]] = {}
+    for entry in entries:
+        by_folder.setdefault(posixpath.dirname(entry.path), []).append(entry)
+    queues = list(by_folder.values())
+    return [entry for row in itertools.zip_longest(*queues) for entry in row if entry is not None]
 
 
 def _write_file(blobs: BlobStore, root: str, entry: FileEntry) -> FileEntry:

@@ -5,16 +5,17 @@ Every path it is given is relative to that directory and confined to it: absolut
 `..` components and symlinks that resolve outside are refused with `InvalidRequest`. I/O
 failures raise `BackendError`. `exec` waits for the command's output pipes to close: a
 background job that keeps stdout open holds the call until the timeout, which then kills
-the whole process group. `checkpoint()` snapshots the workspace (`snapshots`), with one
-filesystem sync before its manifest is recorded (`core.bulk_writes`); `release()` deletes
-the directory (the local counterpart of killing a sandbox).
+the whole process group. `checkpoint()` snapshots the workspace (`snapshots`) through one
+bulk write of the blob store (`core.blobs.bulk`: one sync, then the chunks and the manifest
+are recorded at once; a full disk is StorageFull); `release()` deletes the directory (the
+local counterpart of killing a sandbox).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
+import logging
 import os
 import re
 import secrets
@@ -34,14 +35,15 @@ from ditto_jupyter.backends.base import (
 )
 from ditto_jupyter.backends.local.paths import inside
 from ditto_jupyter.backends.local.snapshots import FileIndex, SnapshotStats, scan_workspace
-from ditto_jupyter.core.blobs import BlobError, BlobNotFound
-from ditto_jupyter.core.bulk_writes import BulkWriter
+from ditto_jupyter.core.blobs import BlobError, BlobNotFound, BulkWrite
+from ditto_jupyter.core.blobs.errors import DISK_FAILURES
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import BackendCheckpointRef
 
 if TYPE_CHECKING:
     from ditto_jupyter.backends.local.provider import LocalProvider
 
+_log = logging.getLogger(__name__)
 KIND = "local"
 TEMP_DIR = ".ditto-tmp"
 DEFAULT_EXEC_TIMEOUT = 600.0
@@ -208,11 +210,9 @@ class LocalBackend:
                 os.chmod(tmp, mode)
             os.replace(tmp, real)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            _remove_quietly(os.unlink, tmp)
             for folder in created:
-                with contextlib.suppress(OSError):
-                    os.rmdir(folder)
+                _remove_quietly(os.rmdir, folder)
             raise BackendError(f"cannot write {path!r}: {exc.strerror or exc}") from None
 
     async def create_dir_all(self, path: str) -> None:
@@ -300,8 +300,12 @@ class LocalBackend:
         except asyncio.TimeoutError:
             timed_out = True
             _kill_group(proc.pid)
-            with contextlib.suppress(asyncio.TimeoutError):
+            try:
                 await asyncio.wait_for(proc.wait(), _DRAIN_SECONDS)
+            except asyncio.TimeoutError:
+                _log.warning(
+                    "exec %r: its process group outlived SIGKILL by %ss", command, _DRAIN_SECONDS
+                )
         except BaseException:
             _kill_group(proc.pid)
             for task in readers:
@@ -357,8 +361,9 @@ class LocalBackend:
                             matches.append(SearchMatch(self._relative(file_path), number, line))
                             if len(matches) >= max_results:
                                 return matches
-            except OSError:
-                continue  # unreadable files are not searchable; search is best effort
+            except OSError as exc:  # unreadable files are not searchable: best effort
+                _log.info("search skipped %s: %s", file_path, exc)
+                continue
         return matches
 
     @staticmethod
@@ -396,30 +401,32 @@ class LocalBackend:
         return await asyncio.to_thread(self._checkpoint_sync)
 
     def _checkpoint_sync(self) -> BackendCheckpointRef:
-        with self._provider.write_lock:
-            writer = BulkWriter(self._provider.snapshot_writer, self._provider.loose_writer)
-            try:
-                manifest, index, stats = self._scan(writer, verify_chunks=False)
-                # One sync for every chunk of the snapshot, then the (durable) manifest:
-                # nothing is recorded whose bytes are not on disk.
-                writer.sync()
+        what = f"the snapshot of workspace {self._backend_id}"
+        try:
+            with self._provider.blobs.bulk_write() as bulk:
+                manifest, index, stats = self._scan(bulk, verify_chunks=False)
+                manifest_id = bulk.put_manifest(manifest)
                 try:
-                    manifest_id, written = self._provider.snapshot_writer.put_manifest(manifest)
+                    # One sync for every chunk of the snapshot, then one transaction names
+                    # and records them with the manifest: nothing is recorded whose bytes
+                    # are not on disk, and a failure leaves the blob store as it was.
+                    written = bulk.commit()
                 except BlobNotFound:
                     # A reused chunk was collected (its old snapshot was deleted and gc
                     # ran): scan again, re-reading the files whose chunks are gone.
-                    manifest, index, stats = self._scan(writer, verify_chunks=True)
-                    writer.sync()
-                    manifest_id, written = self._provider.snapshot_writer.put_manifest(manifest)
-            except (OSError, BlobError) as exc:
-                raise BackendError(
-                    f"snapshot of workspace {self._backend_id} failed: {exc}"
-                ) from exc
+                    manifest, index, stats = self._scan(bulk, verify_chunks=True)
+                    manifest_id = bulk.put_manifest(manifest)
+                    written = bulk.commit()
+        except DISK_FAILURES:
+            raise
+        except OSError as exc:
+            raise self._provider.failure(exc, what) from exc
+        except BlobError as exc:
+            raise BackendError(f"{what} failed: {exc}") from exc
         stats.bytes_written += written
         self._index = index
         self._last_manifest_id = manifest_id
-        with contextlib.suppress(OSError):  # only an optimisation for a later process
-            self._provider.save_state(self._backend_id, manifest_id)
+        self._provider.save_state(self._backend_id, manifest_id)
         return BackendCheckpointRef(
             backend_kind=KIND,
             backend_id=self._backend_id,
@@ -432,12 +439,12 @@ class LocalBackend:
         )
 
     def _scan(
-        self, writer: BulkWriter, *, verify_chunks: bool
+        self, bulk: BulkWrite, *, verify_chunks: bool
     ) -> tuple[dict[str, Any], FileIndex, SnapshotStats]:
         """Walk the workspace; reuse unchanged files' chunks (checked to exist if asked)."""
         return scan_workspace(
             self._root,
-            writer,
+            bulk,
             self._provider.clock_marker(self._backend_id),
             self._index,
             verify_chunks=verify_chunks,
@@ -479,5 +486,19 @@ class _CappedStream:
 
 
 def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:  # it ended on its own meanwhile
+        return
+    except PermissionError as exc:
+        _log.warning("could not kill the process group %d of an exec: %s", pid, exc)
+
+
+def _remove_quietly(remove: Any, path: str) -> None:
+    """Undo part of a failed write; what cannot be removed is logged and left."""
+    try:
+        remove(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        _log.warning("left %s behind after a failed write: %s", path, exc)

@@ -27,8 +27,6 @@ from ditto_jupyter.kernel.capture.chunks import (
     forget_chunks,
     knows_manifest,
     remember_manifest,
-    sync_filesystem,
-    write_store,
 )
 from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
 from ditto_jupyter.kernel.capture.manifest import (
@@ -181,8 +179,7 @@ def snapshot_namespace(
     groups = components(list(ids), ids)
     partial.clear()  # kept until grouped: their memos keep the objects whose ids they hold
 
-    store, sync = write_store(blobs)
-    writer = ChunkWriter(store, defer=defer)
+    writer = ChunkWriter(blobs, defer=defer)
     new_components: list[dict[str, Any]] = []
     new_ids: list[set[int]] = []
     new_held: list[list[object]] = []
@@ -194,7 +191,7 @@ def snapshot_namespace(
                 new_ids.append(set().union(*reached))
                 new_held.append([obj for name in names for obj in held.get(name, ())])
     except BaseException:
-        writer.release()  # the chunks it took will not be written by it
+        writer.abort()  # what it staged goes; the chunks it took will not be written by it
         raise
     singles.clear()  # release the pickles' memos (they keep temporaries alive)
 
@@ -212,9 +209,7 @@ def snapshot_namespace(
     shell = ipython_shell(namespace)
     count = getattr(shell, "execution_count", None) if shell is not None else None
     snapshot = NamespaceSnapshot(
-        store=store,
         blobs=blobs,
-        sync=sync,
         writer=writer,
         components=stored_components,
         written=new_components,
@@ -240,9 +235,7 @@ def snapshot_namespace(
 class NamespaceSnapshot:
     """A namespace read into pickles and fingerprints; `finish` stores it as a manifest."""
 
-    store: BlobStore
     blobs: BlobStore
-    sync: bool
     writer: ChunkWriter
     components: list[dict[str, Any]]
     written: list[dict[str, Any]]  # the components this capture pickled (not kept ones)
@@ -282,7 +275,7 @@ class NamespaceSnapshot:
     def discard(self) -> None:
         """Drop a deferred snapshot unwritten: the chunks it took are no longer in flight,
         so later captures do not wait for it to write them."""
-        self.writer.release()
+        self.writer.abort()
 
     def detach(self) -> None:
         """Copy what is still read from live memory (a deferred snapshot); LiveBufferChanged
@@ -290,41 +283,43 @@ class NamespaceSnapshot:
         self.writer.detach()
 
     def finish(self) -> ContextCapture:
-        """Write the new chunks and the signed manifest; the capture."""
-        writer, store = self.writer, self.store
-        if writer.defer:
-            writer.write_pending()
-        listed: dict[str, None] = {}  # in component order: equal state, equal manifest id
-        for component in self.components:
-            for stored in (component["stream"], *component["buffers"]):
-                listed.update(dict.fromkeys(stored["chunks"]))
-        manifest_bytes = 0
-        part_ids: list[str] = []
-        if uses_parts(self.components):  # unchanged parts are the parent's, stored once
-            for part in split_into_parts(self.components):
-                part_id, part_bytes = store.put_manifest(part_body(part))
-                part_ids.append(part_id)
-                manifest_bytes += part_bytes
-        body: dict[str, Any] = {
-            "kind": MANIFEST_KIND,
-            "version": MANIFEST_VERSION,
-            "chunk_size": CHUNK_SIZE,
-            "components": [] if part_ids else self.components,
-            "modules": self.modules,
-            "namespace_refs": self.namespace_refs,
-            "unrestorable": [u.model_dump() for u in self.unrestorable],
-            "chunks": [] if part_ids else list(listed),
-        }
-        if self.runtime_id is not None:
-            body["runtime_id"] = self.runtime_id
-        if part_ids:
-            body["parts"] = body["manifests"] = part_ids
-        if self.records_pyplot:
-            body[pyplot_state.MANIFEST_KEY] = True
-        manifest_id, top_bytes = store.put_manifest(body)
-        manifest_bytes += top_bytes
-        if self.sync and (writer.bytes_written or manifest_bytes):
-            sync_filesystem(self.blobs.root)
+        """Write the new chunks and the signed manifest in one commit; the capture. A
+        failure leaves the blob store as it was (what this capture wrote goes at once)."""
+        writer = self.writer
+        try:
+            if writer.defer:
+                writer.write_pending()
+            listed: dict[str, None] = {}  # in component order: equal state, equal manifest id
+            for component in self.components:
+                for stored in (component["stream"], *component["buffers"]):
+                    listed.update(dict.fromkeys(stored["chunks"]))
+            part_ids: list[str] = []
+            if uses_parts(self.components):  # unchanged parts are the parent's, stored once
+                part_ids = [
+                    writer.put_manifest(part_body(part))
+                    for part in split_into_parts(self.components)
+                ]
+            body: dict[str, Any] = {
+                "kind": MANIFEST_KIND,
+                "version": MANIFEST_VERSION,
+                "chunk_size": CHUNK_SIZE,
+                "components": [] if part_ids else self.components,
+                "modules": self.modules,
+                "namespace_refs": self.namespace_refs,
+                "unrestorable": [u.model_dump() for u in self.unrestorable],
+                "chunks": [] if part_ids else list(listed),
+            }
+            if self.runtime_id is not None:
+                body["runtime_id"] = self.runtime_id
+            if part_ids:
+                body["parts"] = body["manifests"] = part_ids
+            if self.records_pyplot:
+                body[pyplot_state.MANIFEST_KEY] = True
+            manifest_id = writer.put_manifest(body)
+            manifest_bytes = writer.commit()
+        except BaseException:
+            writer.abort()
+            raise
         remember_manifest(manifest_id, {**body, "components": self.components})
         return ContextCapture(
             manifest_id=manifest_id,

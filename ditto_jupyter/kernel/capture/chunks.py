@@ -1,27 +1,28 @@
-"""Chunk I/O of a capture: fixed-size chunks by BLAKE3 name, a fingerprint memo, one sync.
+"""Chunk I/O of a capture: fixed-size chunks by BLAKE3 name, a fingerprint memo, one commit.
 
 A per-process memo maps an XXH3-128 fingerprint of a chunk to its BLAKE3 name: an unchanged
 buffer is fingerprinted (fast), never re-hashed or re-written. The memo learns from every
-capture and every restored manifest (whose fingerprints it signs), so the first checkpoint
-after a resume is incremental too. BLAKE3, zstd and file I/O release the GIL, so a big
-buffer's chunks are hashed, written and read on two threads. A capture writes without
-per-file fsync and makes everything durable with one `syncfs` before it returns (Linux;
-elsewhere every file is fsynced by the store).
+capture once it is recorded, and from every restored manifest (whose fingerprints it signs),
+so the first checkpoint after a resume is incremental too. BLAKE3, zstd and file I/O release
+the GIL, so a big buffer's chunks are hashed, written and read on two threads.
+
+A capture is one bulk write of the kernel's blob store (`core.blobs.BulkWrite`): its chunks
+are staged, synced once and recorded with its manifests in one commit. A capture that fails
+leaves the store as it was, at once: the chunks it wrote go with it. No other capture can
+have named them, because the memo learns a capture's chunks only once it is recorded.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import blake3
 
-from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobStore
+from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobStore, BulkWrite
 from ditto_jupyter.kernel.capture.manifest import stored_entries
 
 try:  # a fast non-cryptographic fingerprint; BLAKE3 stands in when xxhash is missing
@@ -103,8 +104,6 @@ def forget_chunks() -> None:
 
 # ---- threads --------------------------------------------------------------------------
 
-_thread_stores = threading.local()
-
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
@@ -120,19 +119,6 @@ def _reading_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ditto-reads")
 
 
-def _store_for_thread(blobs: BlobStore) -> BlobStore:
-    """This thread's own BlobStore on the same root (a store's zstd compressor is not
-    thread-safe)."""
-    if threading.current_thread() is threading.main_thread():
-        return blobs
-    stores: dict[tuple[str, bool], BlobStore] = _thread_stores.__dict__.setdefault("stores", {})
-    key = (str(blobs.root), blobs.durable)
-    store = stores.get(key)
-    if store is None:
-        store = stores[key] = BlobStore(blobs.root, durable=blobs.durable)
-    return store
-
-
 def fingerprint_chunks(parts: list[memoryview]) -> list[str]:
     """Fingerprints of chunks; a big buffer's second half is done on a writer thread."""
     if len(parts) < 8 or (os.cpu_count() or 1) < 2:
@@ -144,47 +130,18 @@ def fingerprint_chunks(parts: list[memoryview]) -> list[str]:
 
 # ---- writing --------------------------------------------------------------------------
 
-
-def _load_libc_function(name: str) -> Any:
-    try:
-        return getattr(ctypes.CDLL(None, use_errno=True), name)
-    except (OSError, AttributeError):  # not Linux
-        return None
-
-
-_start_writeback = _load_libc_function("sync_file_range")
-_SYNC_FILE_RANGE_WRITE = 2
-
-
-def _begin_writeback(store: BlobStore, digest: str) -> None:
-    """Start writing a new chunk to disk now, so the final sync has little left to do."""
-    try:
-        fd = os.open(store.chunk_file(digest), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        _start_writeback(fd, ctypes.c_longlong(0), ctypes.c_longlong(0), _SYNC_FILE_RANGE_WRITE)
-    finally:
-        os.close(fd)
-
-
 #: A chunk's bytes and the size of the items they hold (the store's codec hint).
 _Part = tuple[bytes | memoryview, int]
 
 
-def _put_chunk(blobs: BlobStore, chunk: _Part) -> tuple[str, int]:
-    store = _store_for_thread(blobs)
+def _put_chunk(bulk: BulkWrite, chunk: _Part) -> tuple[str, int]:
     part, itemsize = chunk
-    digest, written = store.put_chunk(part, blake3.blake3(part).hexdigest(), itemsize=itemsize)
-    if store is not blobs:
-        store.flush()  # a durable store's directory fsyncs happen where it wrote
-    if written and not store.durable and _start_writeback is not None:
-        _begin_writeback(store, digest)
-    return digest, written
+    return bulk.put_chunk(part, blake3.blake3(part).hexdigest(), itemsize=itemsize)
 
 
 class ChunkWriter:
-    """Stores byte views as fixed-size chunks, skipping the ones already stored.
+    """Stores byte views as fixed-size chunks, skipping the ones already stored, in one bulk
+    write of `blobs`: `put_manifest` then `commit` record them; `abort` drops them.
 
     With `defer`, `store` only fingerprints: the chunks the memo does not know are kept as
     views of live memory until `detach` copies them (before the next cell can change them),
@@ -196,12 +153,18 @@ class ChunkWriter:
         self.blobs = blobs
         self.defer = defer
         self.bytes_written = 0
+        self._bulk = blobs.bulk_write()
+        self._mine: dict[str, str] = {}  # fingerprint -> name of the chunks this writer wrote
         self._pending: list[tuple[list[str | None], int, str, _Part]] = []
         self._live: list[int] = []  # pending chunks still read from live (mutable) memory
         self._flying: list[str] = []  # fingerprints registered in _in_flight by this writer
         self._awaited: list[tuple[list[str | None], int, str]] = []  # written by another
         self._detaching = threading.Lock()  # the next cell and the write-behind may both copy
         self._refused: LiveBufferChanged | None = None
+
+    def _known(self, fingerprint: str) -> str | None:
+        """The name of a chunk this writer wrote, or that the memo knows."""
+        return self._mine.get(fingerprint) or _chunk_memo.get(fingerprint)
 
     def store(self, data: memoryview, itemsize: int = 1) -> dict[str, Any]:
         """Store one byte string; its manifest entry `{"size", "chunks", "fps"}`.
@@ -211,7 +174,7 @@ class ChunkWriter:
         view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
         parts = [view[offset : offset + CHUNK_SIZE] for offset in range(0, len(view), CHUNK_SIZE)]
         prints = fingerprint_chunks(parts)
-        digests: list[str | None] = [_chunk_memo.get(fingerprint) for fingerprint in prints]
+        digests: list[str | None] = [self._known(fingerprint) for fingerprint in prints]
         if self.defer:
             immutable = isinstance(view.obj, bytes)
             for index, (part, digest) in enumerate(zip(parts, digests, strict=True)):
@@ -236,17 +199,24 @@ class ChunkWriter:
         return {"size": len(view), "chunks": [str(d) for d in digests], "fps": prints}
 
     def _put(self, parts: list[_Part], prints: list[str]) -> dict[str, str]:
-        """Write chunks (two threads for many, unless deferred: a write-behind leaves the
+        """Stage chunks (two threads for many, unless deferred: a write-behind leaves the
         other core to the kernel's next cell); their names by fingerprint."""
         if not self.defer and len(parts) >= 4 and (os.cpu_count() or 1) > 1:
-            results = list(_pool().map(lambda p: _put_chunk(self.blobs, p), parts))
+            futures = [_pool().submit(_put_chunk, self._bulk, part) for part in parts]
+            try:
+                results = [future.result() for future in futures]
+            except BaseException:  # stop the others before the caller drops the write
+                for future in futures:
+                    future.cancel()
+                wait(futures)
+                raise
         else:
-            results = [_put_chunk(self.blobs, part) for part in parts]
+            results = [_put_chunk(self._bulk, part) for part in parts]
         learned = {}
         for fingerprint, (digest, written) in zip(prints, results, strict=True):
             self.bytes_written += written
             learned[fingerprint] = digest
-            _remember_chunk(fingerprint, digest)
+        self._mine.update(learned)
         return learned
 
     def detach(self) -> None:
@@ -276,22 +246,19 @@ class ChunkWriter:
                 raise self._refused
 
     def write_pending(self) -> None:
-        """Write what deferred `store` calls kept (`detach` first), and fill in their
+        """Stage what deferred `store` calls kept (`detach` first), and fill in their
         entries' chunk names, also of the chunks an earlier writer wrote (in order, on the
         same write-behind: it has finished); BlobError when that write failed."""
-        try:
-            self.detach()
-            unique: dict[str, _Part] = {}
-            for _, _, fingerprint, data in self._pending:
-                unique.setdefault(fingerprint, data)
-            learned = self._put(list(unique.values()), list(unique)) if unique else {}
-            for digests, index, fingerprint, _ in self._pending:
-                digests[index] = learned[fingerprint]
-            self._pending.clear()
-        finally:
-            self.release()
+        self.detach()
+        unique: dict[str, _Part] = {}
+        for _, _, fingerprint, data in self._pending:
+            unique.setdefault(fingerprint, data)
+        learned = self._put(list(unique.values()), list(unique)) if unique else {}
+        for digests, index, fingerprint, _ in self._pending:
+            digests[index] = learned[fingerprint]
+        self._pending.clear()
         for digests, index, fingerprint in self._awaited:
-            digest = _chunk_memo.get(fingerprint)
+            digest = self._known(fingerprint)
             if digest is None:
                 raise BlobError(
                     "a chunk this checkpoint shares with the one before was not written: "
@@ -300,44 +267,36 @@ class ChunkWriter:
             digests[index] = digest
         self._awaited.clear()
 
+    def put_manifest(self, body: dict[str, Any]) -> str:
+        """Sign a manifest listing this writer's chunks, for `commit`; its id."""
+        return self._bulk.put_manifest(body)
+
+    def commit(self) -> int:
+        """Sync and record every chunk and manifest of this writer at once; the bytes of
+        the new manifest documents. Then the memo learns the chunks (no capture can name
+        one of them before), and the chunks in flight are landed. On failure, `abort`."""
+        try:
+            written = self._bulk.commit()
+        except BaseException:
+            self.abort()
+            raise
+        for fingerprint, digest in self._mine.items():
+            _remember_chunk(fingerprint, digest)
+        self.release()
+        return written
+
+    def abort(self) -> None:
+        """Drop everything this writer staged (the files go at once; nothing was recorded)
+        and land its chunks in flight: a later capture writes them itself."""
+        self._bulk.abort()
+        self._pending.clear()
+        self.release()
+
     def release(self) -> None:
         """Let go of the chunks this writer registered as in flight (written, failed or
         dropped): a later capture no longer waits for this writer to write them."""
         _land(self._flying)
         self._flying.clear()
-
-
-_syncfs = _load_libc_function("syncfs")  # None off Linux: write through the durable store
-_twins: dict[str, BlobStore] = {}
-
-
-def write_store(blobs: BlobStore) -> tuple[BlobStore, bool]:
-    """The store a capture writes through, and whether it must sync the filesystem after.
-
-    A durable store fsyncs every chunk file, which costs more than the capture itself for a
-    big new array (50 chunks, 50 fsyncs). With `syncfs` a capture writes its chunks and its
-    manifest without fsync and makes them durable with one filesystem sync before returning:
-    the same guarantee when it returns, and a crash in between leaves at worst a manifest
-    whose chunks fail their hash check (refused on restore, never registered).
-    """
-    if not blobs.durable or _syncfs is None:
-        return blobs, False
-    key = str(blobs.root)
-    twin = _twins.get(key)
-    if twin is None:
-        twin = _twins[key] = BlobStore(blobs.root, durable=False)
-    return twin, True
-
-
-def sync_filesystem(root: Path) -> None:
-    """Make everything written under `root` durable with one `syncfs`."""
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        if _syncfs(fd) != 0:
-            error = ctypes.get_errno()
-            raise BlobError(f"could not sync the blob store at {root}: {os.strerror(error)}")
-    finally:
-        os.close(fd)
 
 
 # ---- reading --------------------------------------------------------------------------

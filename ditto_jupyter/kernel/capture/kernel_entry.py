@@ -1,7 +1,7 @@
 """Kernel entry points: what a kernel host calls inside a kernel (through `KernelHost.call`).
 
 The kernel's own blob store is opened once per process and root, and reused by every later
-checkpoint and restore of that kernel.
+checkpoint and restore of that kernel, on every thread (each capture is a bulk write of it).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.kernel.capture.capturing import capture_namespace
-from ditto_jupyter.kernel.capture.chunks import write_store
 from ditto_jupyter.kernel.capture.restoring import restore_namespace
 from ditto_jupyter.kernel.capture.rules import ipython_shell
 from ditto_jupyter.kernel.write_behind import flush_all
@@ -46,7 +45,7 @@ def open_blob_store(blob_root: str | os.PathLike[str]) -> BlobStore:
 
 def warm_up(blob_root: str) -> bool:
     """Import the capture machinery and open the store ahead of the first checkpoint."""
-    write_store(open_blob_store(blob_root))
+    open_blob_store(blob_root)
     return True
 
 

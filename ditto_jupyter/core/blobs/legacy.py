@@ -14,6 +14,7 @@ collection checks them against the store once.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -22,13 +23,14 @@ from typing import TYPE_CHECKING
 import orjson
 import zstandard
 
-from ditto_jupyter.core.blob_index import SMALL_OBJECT_LIMIT, key_of
+from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT, key_of
 
 if TYPE_CHECKING:
-    from ditto_jupyter.core.blobs import BlobStore
+    from ditto_jupyter.core.blobs.store import BlobStore
 
 #: Files imported per transaction.
 BATCH = 256
+_log = logging.getLogger(__name__)
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -47,8 +49,10 @@ def import_legacy_layout(store: BlobStore) -> None:
                 _import_manifest(store, conn, manifest_id, imported)
         _remove(imported)
     _import_loose_chunks(store)
-    with contextlib.suppress(OSError):  # not empty: something new arrived, import it next time
+    try:
         folder.rmdir()
+    except OSError as exc:  # not empty: something new arrived, imported next time
+        _log.info("kept %s for the next opening to import: %s", folder, exc)
 
 
 def _import_manifest(
@@ -84,7 +88,7 @@ def _import_manifest(
 def _listed(document: bytes) -> tuple[list[str], list[str]]:
     """The chunks and child manifests a stored manifest lists (nothing when unreadable)."""
     try:
-        if document[:1] == b"Z":  # a compressed manifest (blobs.CODEC_ZSTD)
+        if document[:1] == b"Z":  # a compressed manifest (codec.CODEC_ZSTD)
             document = zstandard.ZstdDecompressor().decompress(document[1:])
         body = orjson.loads(document).get("body")
     except (orjson.JSONDecodeError, AttributeError, zstandard.ZstdError):

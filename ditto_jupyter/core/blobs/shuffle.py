@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import zstandard
 
-from ditto_jupyter.core.blob_errors import BlobIntegrityError
+from ditto_jupyter.core.blobs.errors import BlobIntegrityError
 
 if TYPE_CHECKING:
     import numpy as np

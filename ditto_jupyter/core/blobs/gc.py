@@ -15,22 +15,21 @@ manifest reused or vouched for, between the query and the delete is never delete
 Batches are short transactions, so writers in other threads and processes wait at most
 one batch. Killed at any point, the index is as after the last whole batch; a chunk file
 unlinked by a batch that never committed belongs to a row that is garbage anyway (no
-manifest lists it, and storing the chunk again writes the file again).
+manifest lists it, and storing the chunk again writes the file again). Last, what writers
+that died left in the chunk storage's staging is cleared (`clear_stale_temp_files`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ditto_jupyter.core.blob_index import hex_of, key_of
+from ditto_jupyter.core.blobs.index import hex_of, key_of
 
 if TYPE_CHECKING:
-    from ditto_jupyter.core.blobs import BlobStore
+    from ditto_jupyter.core.blobs.store import BlobStore
 
 #: Objects examined per transaction.
 BATCH = 256
@@ -122,5 +121,4 @@ def _collect_chunks(store: BlobStore, cutoff: float) -> tuple[int, int]:
                 freed += 1
                 freed_bytes += int(row[0])
                 if row[1]:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(store.chunk_file(hex_of(key)))
+                    store.storage.delete(hex_of(key))

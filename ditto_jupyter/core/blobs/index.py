@@ -1,11 +1,11 @@
-"""The blob store's object index: one SQLite file with the small objects and every reference.
+"""The blob store's catalogue: one SQLite file with the small objects and every reference.
 
 `objects.db` (WAL) under the blob store's root holds two tables:
 
     chunks(digest, refs, touched, size, data)
         every stored chunk. `data` is its stored form (codec tag + payload) when it is
-        small; NULL when it is a file `chunks/ab/<hex>`. `refs` counts the manifests that
-        list it. `size` is its stored size.
+        small; NULL when the chunk storage keeps it (`chunks/ab/<hex>` on local disk).
+        `refs` counts the manifests that list it. `size` is its stored size.
     manifests(id, refs, touched, unchecked, document)
         every manifest, its signed JSON document inline. `refs` counts the manifests that
         list it under "manifests". `unchecked` is 1 until the control plane vouched that a
@@ -23,6 +23,7 @@ earlier commit durable (they precede it in the same log).
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -30,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ditto_jupyter.core.blob_errors import BlobError
+from ditto_jupyter.core.blobs.errors import BlobError, os_failure, place_of, sqlite_failure
 
 #: File name of the object index inside the blob store's root.
 INDEX_FILE = "objects.db"
@@ -40,6 +41,7 @@ BUSY_TIMEOUT_S = 30.0
 #: of their own: a file costs a 4 KiB block and an inode, a row some 50 bytes.
 SMALL_OBJECT_LIMIT = 64 * 1024
 _SCHEMA_VERSION = 1
+_log = logging.getLogger(__name__)
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS chunks (
@@ -76,9 +78,13 @@ class ObjectIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.place = place_of(path.parent)
         self._local = threading.local()
         if not path.exists():  # private from the first byte; SQLite gives -wal/-shm its mode
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            except OSError as exc:
+                raise os_failure(exc, self.place, "creating the blob index") from None
         self._create_schema()
 
     def _create_schema(self) -> None:
@@ -98,7 +104,7 @@ class ObjectIndex:
                         writing.execute(statement)
                     writing.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
-            raise BlobError(f"cannot open the blob index {self.path}: {exc}") from None
+            raise sqlite_failure(exc, self.place, f"opening {self.path}") from None
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (opened on first use), in autocommit mode."""
@@ -109,7 +115,9 @@ class ObjectIndex:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA journal_size_limit = 67108864")
             except sqlite3.DatabaseError as exc:
-                raise BlobError(f"cannot open the blob index {self.path}: {exc}") from None
+                raise sqlite_failure(
+                    exc, self.place, f"opening the blob index {self.path}"
+                ) from None
             self._local.conn = conn
         return conn
 
@@ -122,7 +130,7 @@ class ObjectIndex:
                 conn.execute("PRAGMA synchronous = FULL")
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.DatabaseError as exc:
-            raise BlobError(f"cannot write the blob index {self.path}: {exc}") from None
+            raise sqlite_failure(exc, self.place, "writing the blob index") from None
         try:
             try:
                 yield conn
@@ -132,7 +140,7 @@ class ObjectIndex:
                     conn.execute("ROLLBACK")
                 raise
         except sqlite3.DatabaseError as exc:
-            raise BlobError(f"cannot write the blob index {self.path}: {exc}") from None
+            raise sqlite_failure(exc, self.place, "writing the blob index") from None
         finally:
             if durable:
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -142,7 +150,7 @@ class ObjectIndex:
         try:
             return self.connection().execute(sql, parameters).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise BlobError(f"cannot read the blob index {self.path}: {exc}") from None
+            raise sqlite_failure(exc, self.place, "reading the blob index") from None
 
     def return_free_pages(self, batch: int = 256) -> None:
         """Give the file's free pages back to the file system (after a collection), `batch`
@@ -156,5 +164,6 @@ class ObjectIndex:
                 if left >= free:  # not an incremental-vacuum file: nothing to give back
                     return
                 free = left
-        except sqlite3.OperationalError:  # busy: the next collection tries again
+        except sqlite3.OperationalError as exc:  # busy: the next collection tries again
+            _log.info("left the free pages of %s for the next collection: %s", self.path, exc)
             return
