@@ -75,13 +75,17 @@ $(LABEXT_LINKED): $(LABEXT_BUILT) | $(VENV)/.installed-user
 jstest: $(NODE_STAMP)
 	cd $(LABEXT) && $(JLPM) test
 
-lint: $(VENV)/.installed-test
+## ruff and the import layers (Python); eslint and prettier (the lab extension).
+lint: $(VENV)/.installed-test $(NODE_STAMP)
 	$(BIN)/ruff check ditto_jupyter tests benchmarks
 	$(BIN)/ruff format --check ditto_jupyter tests benchmarks
 	$(BIN)/lint-imports
+	cd $(LABEXT) && $(JLPM) lint
 
-typecheck: $(VENV)/.installed-test
+## mypy --strict on the package; tsc on the lab extension and its tests.
+typecheck: $(VENV)/.installed-test $(NODE_STAMP)
 	$(BIN)/mypy --strict ditto_jupyter
+	cd $(LABEXT) && $(JLPM) typecheck
 
 ## Install the PostgreSQL server the PostgreSQL store suite runs on (once; Debian/apt).
 postgresql: $(POSTGRESQL_STAMP)

@@ -176,7 +176,7 @@ export class RuntimeActions {
       const confirmed = await this.confirm(
         trans.__('Delete snapshot?'),
         trans.__(
-          "The workspace snapshot of %1 is deleted. The checkpoint keeps its variables, but checking it out no longer brings its files back.",
+          'The workspace snapshot of %1 is deleted. The checkpoint keeps its variables, but checking it out no longer brings its files back.',
           label
         ),
         trans.__('Delete')

@@ -150,7 +150,7 @@ export class RuntimeApi {
     }
     const response = await ServerConnection.makeRequest(url, init, this.serverSettings);
     const text = await response.text();
-    let data: unknown = null;
+    let data: unknown;
     try {
       data = text ? JSON.parse(text) : null;
     } catch {

@@ -110,7 +110,7 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
 
   commands.addCommand(CommandIDs.checkout, {
     label: trans.__('Check Out Checkpoint'),
-    caption: trans.__("Start a new runtime from the checkpoint and open its notebook"),
+    caption: trans.__('Start a new runtime from the checkpoint and open its notebook'),
     isEnabled: args => checkpointIdOf(args) !== null,
     execute: args => {
       const checkpointId = checkpointIdOf(args);
@@ -123,7 +123,9 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
     caption: trans.__("Delete the checkpoint's workspace snapshot; the checkpoint stays"),
     isEnabled: args => {
       const checkpointId = checkpointIdOf(args);
-      return checkpointId !== null && model.checkpoint(checkpointId)?.has_provider_snapshot === true;
+      return (
+        checkpointId !== null && model.checkpoint(checkpointId)?.has_provider_snapshot === true
+      );
     },
     execute: args => {
       const checkpointId = checkpointIdOf(args);

@@ -11,12 +11,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { RuntimeApi, errorText } from './api';
-import {
-  ICheckpointSummary,
-  IRuntimeEvent,
-  IRuntimeLineage,
-  IRuntimeRecord
-} from './models';
+import { ICheckpointSummary, IRuntimeEvent, IRuntimeLineage, IRuntimeRecord } from './models';
 import { ITreeLayout, layoutTree } from './tree/layout';
 
 /** The loaded part of one runtime's checkpoint tree. */

@@ -111,8 +111,7 @@ export interface IDeleteSnapshotResult {
 }
 
 /** The schema id of the server's runtime events (server/events.py). */
-export const RUNTIME_EVENT_SCHEMA_ID =
-  'https://events.ditto-jupyter.dev/ditto_jupyter/runtime/v1';
+export const RUNTIME_EVENT_SCHEMA_ID = 'https://events.ditto-jupyter.dev/ditto_jupyter/runtime/v1';
 
 /** The actions a runtime event reports. */
 export type RuntimeAction =

@@ -23,10 +23,7 @@ export interface IResumer {
 }
 
 /** The paused runtime of a notebook without a kernel, asking the server when unknown. */
-async function pausedRuntimeId(
-  model: RuntimesModel,
-  path: string
-): Promise<string | null> {
+async function pausedRuntimeId(model: RuntimesModel, path: string): Promise<string | null> {
   let runtime = model.runtimeForPath(path);
   if (!runtime) {
     await model.refresh();
@@ -42,6 +39,8 @@ export function installResumeOnRun(
   resumer: IResumer
 ): () => void {
   const context: ISessionContext = panel.sessionContext;
+  // Kept unbound, so the undo puts back the very method; it is called with .call(context).
+  // eslint-disable-next-line @typescript-eslint/unbound-method
   const original = context.startKernel;
   const startKernel = async (): Promise<boolean> => {
     const runtimeId = await pausedRuntimeId(model, panel.context.path);

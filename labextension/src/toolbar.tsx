@@ -41,11 +41,7 @@ class RuntimeStateItem extends ReactWidget {
   }
 
   render(): JSX.Element {
-    return (
-      <UseSignal signal={this.model.changed}>
-        {() => this.renderState()}
-      </UseSignal>
-    );
+    return <UseSignal signal={this.model.changed}>{() => this.renderState()}</UseSignal>;
   }
 
   private renderState(): JSX.Element | null {
@@ -81,9 +77,7 @@ class RuntimeStateItem extends ReactWidget {
       );
     }
     if (runtime.status === 'closed') {
-      return (
-        <span className="jp-DittoToolbarState-text jp-mod-closed">{trans.__('closed')}</span>
-      );
+      return <span className="jp-DittoToolbarState-text jp-mod-closed">{trans.__('closed')}</span>;
     }
     const head = model.lineage(runtime.runtime_id)?.head ?? null;
     return (
@@ -91,18 +85,17 @@ class RuntimeStateItem extends ReactWidget {
         className="jp-DittoToolbarState-text"
         title={head ? trans.__('Head checkpoint: %1', head.checkpoint_id) : undefined}
       >
-        {head
-          ? trans.__('at %1', checkpointLabel(head))
-          : trans.__('no checkpoint yet')}
+        {head ? trans.__('at %1', checkpointLabel(head)) : trans.__('no checkpoint yet')}
       </span>
     );
   }
 }
 
 /** Adds the Checkpoint button and the state item to every notebook's toolbar. */
-export class NotebookToolbarExtension
-  implements DocumentRegistry.IWidgetExtension<NotebookPanel, INotebookModel>
-{
+export class NotebookToolbarExtension implements DocumentRegistry.IWidgetExtension<
+  NotebookPanel,
+  INotebookModel
+> {
   constructor(
     private model: RuntimesModel,
     private commands: CommandRegistry,

@@ -19,15 +19,16 @@ function setUp(known: IFakeRuntime | undefined, onServer: IFakeRuntime | undefin
   let runtime = known;
   const model = {
     runtimeForPath: (path: string) => (path === 'work.ipynb' ? runtime : undefined),
-    refresh: async () => {
+    refresh: () => {
       calls.push('refresh');
       runtime = onServer;
+      return Promise.resolve();
     }
   } as unknown as RuntimesModel;
   const sessionContext = {
-    startKernel: async () => {
+    startKernel: () => {
       calls.push('start a new kernel');
-      return false;
+      return Promise.resolve(false);
     }
   };
   const panel = {
@@ -35,8 +36,9 @@ function setUp(known: IFakeRuntime | undefined, onServer: IFakeRuntime | undefin
     context: { path: 'work.ipynb' }
   } as unknown as NotebookPanel;
   const resumer = {
-    resume: async (runtimeId: string) => {
+    resume: (runtimeId: string) => {
       calls.push(`resume ${runtimeId}`);
+      return Promise.resolve();
     }
   };
   const undo = installResumeOnRun(panel, model, resumer);

@@ -89,9 +89,7 @@ describe('isRuntimeEvent', () => {
       duration_ms: 3
     };
     expect(isRuntimeEvent(event)).toBe(true);
-    expect(isRuntimeEvent({ ...event, schema_id: 'https://events.jupyter.org/other' })).toBe(
-      false
-    );
+    expect(isRuntimeEvent({ ...event, schema_id: 'https://events.jupyter.org/other' })).toBe(false);
     expect(isRuntimeEvent({ ...event, ok: 'yes' })).toBe(false);
     expect(isRuntimeEvent(null)).toBe(false);
   });

@@ -81,12 +81,17 @@ interface IViewProps {
   trans: TranslationBundle;
 }
 
+/**
+ * The time the ages are shown at: it ticks every CLOCK_TICK_MS, and a render for any other
+ * reason (a new checkpoint) reads the clock again so nothing shows younger than it is.
+ */
 function useClock(): number {
-  const [now, setNow] = React.useState(Date.now());
+  const [now, setNow] = React.useState(() => Date.now());
   React.useEffect(() => {
     const timer = window.setInterval(() => setNow(Date.now()), CLOCK_TICK_MS);
     return () => window.clearInterval(timer);
   }, []);
+  // eslint-disable-next-line react-hooks/purity -- reading the clock is this hook's job
   return Math.max(now, Date.now());
 }
 
