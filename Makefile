@@ -71,7 +71,7 @@ $(LABEXT_LINKED): $(LABEXT_BUILT) | $(VENV)/.installed-user
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter labextension develop --overwrite .
 	touch $@
 
-## The lab extension's unit tests (tree layout, windowing), under jest.
+## The lab extension's unit tests under jest (tree layout, windowing, timelines, runtime events).
 jstest: $(NODE_STAMP)
 	cd $(LABEXT) && $(JLPM) test
 

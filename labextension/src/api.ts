@@ -21,7 +21,7 @@ import {
   IResumeResult,
   IRuntimeLineage,
   IRuntimeRecord
-} from './models';
+} from './apiTypes';
 
 /** The prefix of every route, below the server's base_url. */
 export const API_PREFIX = 'api/v1/runtimes';

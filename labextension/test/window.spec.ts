@@ -10,7 +10,7 @@ import {
   shortId,
   untranslated
 } from '../src/format';
-import { isRuntimeEvent, RUNTIME_EVENT_SCHEMA_ID } from '../src/models';
+import { isRuntimeEvent, RUNTIME_EVENT_SCHEMA_ID } from '../src/apiTypes';
 import { nearEnd, scrollToShow, visibleRows } from '../src/tree/window';
 
 describe('visibleRows', () => {

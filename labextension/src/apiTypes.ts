@@ -118,6 +118,7 @@ export type RuntimeAction =
   | 'register'
   | 'checkpoint'
   | 'delete-snapshot'
+  | 'prune'
   | 'checkout'
   | 'restore'
   | 'pause'
