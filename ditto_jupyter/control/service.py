@@ -1,12 +1,12 @@
 """RuntimeService: the one control-plane core that every front end calls.
 
-It keeps the seed's rules (runtime-checkpoint-control): checkpoint, checkout and pause need
-an idle runtime; a second control operation on a runtime while one is in flight is
-refused with `SessionBusy`; checkout never changes its source and generates the child id;
-a clean backend with a ref reuses it; pause snapshots, releases the backend and keeps the
-id; resume keeps the id; close deletes a provider sandbox only when no runtime remains
-bound to it; delete-snapshot deletes only the recorded provider snapshot and is
-idempotent. Unlike the seed, the store is persistent and local restore works.
+Its rules: checkpoint, checkout and pause need an idle runtime; a second control operation
+on a runtime while one is in flight is refused with `SessionBusy`; checkout never changes
+its source and generates the child id; a clean backend with a ref reuses it; pause
+snapshots, releases the backend and keeps the id; resume keeps the id; close deletes a
+provider sandbox only when no runtime remains bound to it; delete-snapshot deletes only the
+recorded provider snapshot and is idempotent. The store is persistent, and a local kernel
+restores in place.
 
 Workspace files are never lost: "no cell ran since the last checkpoint" is judged per kernel
 (the kernel's handle and its execution count, never a count compared across kernels), and
@@ -352,7 +352,7 @@ class RuntimeService:
         )
 
     async def resume_session(self, runtime_id: str) -> RuntimeRecord:
-        """The current snapshot of a live runtime; changes nothing (seed: resume_session)."""
+        """The current snapshot of a live runtime; changes nothing."""
         return await self._public(self._live_session(runtime_id))
 
     def find_session(self, runtime_id: str) -> SessionRecord | None:
@@ -391,7 +391,8 @@ class RuntimeService:
     async def exec(
         self, runtime_id: str, command: str, *, timeout: float | None = None
     ) -> ExecResult:
-        """Run a shell command in the runtime's backend (marks it dirty, as the seed says)."""
+        """Run a shell command in the runtime's backend (marks it dirty: the next checkpoint
+        takes a new snapshot)."""
         session = self._live_session(runtime_id)
         backend = await self._backend(session)
         if backend is None:
