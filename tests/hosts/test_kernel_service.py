@@ -36,6 +36,7 @@ def kernel_pid(host: JupyterClientHost, kernel_id: str) -> int:
     return int(manager.provisioner.process.pid)  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # a parent, a checked-out child and a resumed kernel, end to end
 def test_kernel_runtime_life_cycle(tmp_path: Path) -> None:
     async def scenario() -> None:
         host = JupyterClientHost()

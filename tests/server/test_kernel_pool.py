@@ -22,6 +22,9 @@ from tests.server.conftest import Api, OpenRuntime
 from tests.server.live_server import LiveServer
 from tests.server.notebook_sessions import kill_kernel, run, user_variables
 
+# pools of kernels, and a server process of its own
+pytestmark = pytest.mark.slow
+
 #: What a kernel says about itself: identity, folder, environment, local modules.
 SELF_REPORT = """
 import json as _json, os as _os, sys as _sys
