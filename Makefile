@@ -25,7 +25,7 @@ LABEXT_SOURCES := $(shell find $(LABEXT)/src $(LABEXT)/style $(LABEXT)/schema -t
 	$(LABEXT)/package.json $(LABEXT)/tsconfig.json
 LABEXT_LINKED := $(VENV)/.labextension-linked
 
-.PHONY: lab test lint typecheck jstest pytest postgresql chromium labextension screenshots bench clean
+.PHONY: lab test test-fast lint typecheck jstest pytest pytest-fast postgresql chromium labextension screenshots bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ lab: $(VENV)/.installed-user $(LABEXT_LINKED)
 test: $(VENV)/.installed-test
 	$(MAKE) lint typecheck jstest pytest
 
+## The fast tier: lint, type-check, jest and the pytest tests that need no apt package, no
+## browser and no long multi-kernel run (docs/development.md). A few minutes.
+test-fast: $(VENV)/.installed-test
+	$(MAKE) lint typecheck jstest pytest-fast
+
 ## Install the lab extension's node packages (once per change of package.json or yarn.lock).
 $(NODE_STAMP): $(LABEXT)/package.json $(LABEXT)/yarn.lock | $(VENV)/.installed-user
 	cd $(LABEXT) && $(JLPM) install --immutable
@@ -71,18 +76,22 @@ $(LABEXT_LINKED): $(LABEXT_BUILT) | $(VENV)/.installed-user
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter labextension develop --overwrite .
 	touch $@
 
-## The lab extension's unit tests (tree layout, windowing), under jest.
+## The lab extension's unit tests under jest (tree layout, windowing, timelines, runtime events).
 jstest: $(NODE_STAMP)
 	cd $(LABEXT) && $(JLPM) test
 
-lint: $(VENV)/.installed-test
+## ruff and the import layers (Python); eslint and prettier (the lab extension).
+lint: $(VENV)/.installed-test $(NODE_STAMP)
 	$(BIN)/ruff check ditto_jupyter tests benchmarks
 	$(BIN)/ruff format --check ditto_jupyter tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/python tests/house/import_cycles.py ditto_jupyter
+	cd $(LABEXT) && $(JLPM) lint
 
-typecheck: $(VENV)/.installed-test
+## mypy --strict on the package; tsc on the lab extension and its tests.
+typecheck: $(VENV)/.installed-test $(NODE_STAMP)
 	$(BIN)/mypy --strict ditto_jupyter
+	cd $(LABEXT) && $(JLPM) typecheck
 
 ## Install the PostgreSQL server the PostgreSQL store suite runs on (once; Debian/apt).
 postgresql: $(POSTGRESQL_STAMP)
@@ -108,6 +117,13 @@ $(CHROMIUM_STAMP):
 ## The extension is linked into the venv as `make lab` does (tests/house/test_lab_install.py).
 pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(LABEXT_LINKED)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+
+# What the fast tier leaves out (the markers are declared in pyproject.toml).
+FAST_MARKERS := not slow and not postgres and not browser and not labextension
+
+## The pytest tests of the fast tier: no PostgreSQL, chromium, built extension or slow test.
+pytest-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest tests -m "$(FAST_MARKERS)"
 
 ## Refresh the panel's screenshots in docs/images/ (the browser test, told to keep them).
 screenshots: $(VENV)/.installed-test $(CHROMIUM_STAMP) $(LABEXT_BUILT)

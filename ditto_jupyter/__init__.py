@@ -1,7 +1,7 @@
 """ditto-jupyter: git-like control over live Jupyter runtimes.
 
 The package root re-exports the worker API (portable state, BranchStore, token budgets,
-graphs and loops), like the seed library's root export. It is also the IPython extension
+graphs and loops): `from ditto_jupyter import BranchStore`. It is also the IPython extension
 (`%load_ext ditto_jupyter`), the Jupyter server extension (enabled by the
 `jupyter_server_config.d` file shipped with the package) and, through the built
 `labextension/` folder, the JupyterLab extension (the Runtimes side panel).

@@ -1,5 +1,6 @@
-// Front-end unit tests: the pure modules (tree layout, windowing, event handling) under
-// ts-jest, in node; the browser test (tests/browser/ in Python) covers the widgets.
+// Front-end unit tests: the pure modules (tree layout, windowing, timelines) and the panel's
+// state (server cache, runtime events) under ts-jest, in node; the browser test
+// (tests/browser/ in Python) covers the widgets.
 module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],

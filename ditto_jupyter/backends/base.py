@@ -1,4 +1,4 @@
-"""The backend protocol (DESIGN.md section 7): the substrate for files and exec.
+"""The backend protocol: the substrate for files and exec.
 
 A backend is a local workspace directory or an E2B sandbox. Paths are relative to the
 backend's root (for local workspaces, not the kernel's cwd). A `BackendProvider` creates

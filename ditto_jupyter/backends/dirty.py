@@ -1,12 +1,11 @@
 """Dirty tracking: reuse the last backend snapshot while nothing could have changed.
 
-The seed's rules (runtime-checkpoint-control, "Dirty Tracking"), exactly: the backend is
-marked dirty after a SUCCESSFUL `write_bytes`, `create_dir_all`, `temp_path`, or `exec`
-(once exec returns a result, whatever its exit code); `stat`, `read_bytes`, `search` and
-`export` never mark it, nor does a call that raised. A clean backend with a last ref
-returns that ref from `checkpoint()` without touching the inner backend; otherwise a new
-snapshot is taken, remembered, and the flag cleared. It is an operation-level
-invalidation, not a diff: conservative by design.
+The rules, exactly: the backend is marked dirty after a SUCCESSFUL `write_bytes`,
+`create_dir_all`, `temp_path`, or `exec` (once exec returns a result, whatever its exit
+code); `stat`, `read_bytes`, `search` and `export` never mark it, nor does a call that
+raised. A clean backend with a last ref returns that ref from `checkpoint()` without
+touching the inner backend; otherwise a new snapshot is taken, remembered, and the flag
+cleared. It is an operation-level invalidation, not a diff: conservative by design.
 
 The flag is a generation counter so that a write finishing while a snapshot is being
 taken keeps the backend dirty (the snapshot may have missed it).

@@ -1,9 +1,9 @@
 """BackendManager: live backends, the session index, and snapshot routing by kind.
 
-The session index maps a runtime id to the id of the backend that carries it (seed:
-`BackendManager` session index). Several runtimes may share one live backend (`bind`); the
-instance is released, and an E2B sandbox deleted, only when the last runtime bound to it
-lets go. Backend ids stay inside the control plane: callers address backends by runtime.
+The session index maps a runtime id to the id of the backend that carries it. Several
+runtimes may share one live backend (`bind`); the instance is released, and an E2B sandbox
+deleted, only when the last runtime bound to it lets go. Backend ids stay inside the control
+plane: callers address backends by runtime.
 """
 
 from __future__ import annotations

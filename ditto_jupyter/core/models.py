@@ -4,8 +4,8 @@ Requests refuse unknown fields and wrong types (strict), so a front end that val
 body with them answers 400 `InvalidRequest` naming the field. They also hold every field to
 the limits of `core.limits` (`RequestId`, `CheckpointName`, `RequestMetadata`), so whatever a
 request carries can be stored and read back; stored records are read without those limits.
-`RuntimeRecord` is exactly the public shape of the seed; backend placement stays inside
-`SessionRecord` and never leaks.
+`RuntimeRecord` is all that callers see of a runtime; backend placement and kernel handles
+stay inside `SessionRecord` and never leak.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class SessionLifecycleStatus(str, Enum):
 
 
 class RuntimeRecord(_Strict):
-    """The public face of a runtime (seed: derived from SessionRecord, no backend ids)."""
+    """The public face of a runtime: identity, notebook, status and times, never a backend id."""
 
     runtime_id: str
     conversation_id: str
@@ -85,8 +85,9 @@ class RuntimeRecord(_Strict):
 class SessionRecord(_Strict):
     """Internal runtime state: lifecycle, identity, kernel and backend binding.
 
-    `runtime_id == session_id` (seed v1). `handle_state` holds host-specific handles (for
-    example the live kernel id); `backend_kind` says which provider carries the runtime.
+    `runtime_id == session_id`: a runtime is known by its Jupyter session's id.
+    `handle_state` holds host-specific handles (for example the live kernel id);
+    `backend_kind` says which provider carries the runtime.
     """
 
     session_id: str

@@ -1,4 +1,4 @@
-"""REST handlers of the runtime API (DESIGN.md section 6), built from the route table.
+"""REST handlers of the runtime API, built from the route table.
 
 One generic handler serves every route of `routes.ROUTES`: it validates the body with the
 route's request model, runs the route's call on the session mapping and writes the result.

@@ -1,8 +1,9 @@
-"""Request and result models of the extension's own routes (beyond DESIGN.md section 6).
+"""Request and result models of the routes that serve the magics and the side panel.
 
-The section 6 routes use the core models (`ditto_jupyter.core.models`); the routes that serve
-the magics and the side panel use these. They are strict like the core models: an unknown or
-mistyped field is refused before any service code runs.
+The runtime operations (checkpoint, delete-snapshot, checkout, pause, resume, close, and
+reading runtimes and their checkpoints) use the core models (`ditto_jupyter.core.models`);
+the routes that serve the magics and the side panel use these. They are strict like the core
+models: an unknown or mistyped field is refused before any service code runs.
 """
 
 from __future__ import annotations

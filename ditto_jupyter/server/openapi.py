@@ -190,7 +190,11 @@ def openapi_document(base_url: str = "/") -> dict[str, Any]:
             "title": "ditto-jupyter runtime API",
             "version": "1",
             "description": "Checkpoint, checkout, pause, resume and close live Jupyter "
-            "runtimes (a runtime is a Jupyter session). DESIGN.md section 6.",
+            "runtimes (a runtime is a Jupyter session). Checkpoint, checkout and pause need "
+            "an idle runtime; checkout always makes a new runtime and never changes its "
+            "source; pause and resume keep the runtime's id. An error answers "
+            '`{"error": code, "message": one sentence}`; bad input is a 400 naming what was '
+            "wrong, and a failed operation leaves the store as it was.",
         },
         "servers": [{"url": base_url.rstrip("/") or "/"}],
         "security": [{"token": []}, {"bearer": []}],

@@ -1,4 +1,4 @@
-"""The one table of the runtime API's routes (DESIGN.md section 6 and the extension's own).
+"""The one table of the runtime API's routes: the runtime operations and the extension's own.
 
 Each `RouteSpec` says everything about a route: its method and path, the request model its
 body is validated with (None for GET), the result model, the error types it can answer,
@@ -6,7 +6,8 @@ and the call: an async function of the session mapping and the parsed request. T
 handlers (`handlers.py`) and the OpenAPI document (`openapi.py`) are both built from
 `ROUTES`; neither knows the other. The calls talk only to `RuntimeSessions`.
 
-Beyond the table of section 6, a few routes serve the magics and the side panel:
+Beyond the runtime operations (checkpoint, delete-snapshot, checkout, pause, resume, close,
+and reading runtimes and their checkpoints), a few routes serve the magics and the side panel:
 `POST /api/v1/runtimes/restore` (restore an idle kernel in place), `POST .../exec` (a shell
 command in the runtime's backend, for `%%sandbox`), the `self/...` routes a kernel calls
 about itself from a magic (it is busy running the magic, so it captures or restores its

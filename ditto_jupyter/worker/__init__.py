@@ -1,4 +1,4 @@
-"""The worker API (seed 2), pure Python with no Jupyter imports: portable state, BranchStore."""
+"""The worker API, pure Python with no Jupyter imports: portable state, BranchStore."""
 
 from __future__ import annotations
 

@@ -11,11 +11,11 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Session } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
 
-import { DittoApiError, errorText } from './api';
+import { DittoApiError, RuntimeApi, errorText } from './api';
+import { IUnrestorableValue } from './apiTypes';
 import { checkpointLabel, shortId } from './format';
-import { RuntimesModel } from './model';
-import { IUnrestorableValue } from './models';
 import { reattachNotebook } from './reattach';
+import { PanelState } from './state/panelState';
 
 /** Retries of an operation refused as busy while JupyterLab sees the kernel idle. */
 const BUSY_RETRIES = 3;
@@ -32,7 +32,8 @@ export interface IConfirmations {
 
 /** What the actions need from the application. */
 export interface IActionsOptions {
-  model: RuntimesModel;
+  api: RuntimeApi;
+  state: PanelState;
   trans: TranslationBundle;
   docManager: IDocumentManager | null;
   notebooks: INotebookTracker | null;
@@ -44,8 +45,12 @@ export interface IActionsOptions {
 export class RuntimeActions {
   constructor(private options: IActionsOptions) {}
 
-  private get model(): RuntimesModel {
-    return this.options.model;
+  private get api(): RuntimeApi {
+    return this.options.api;
+  }
+
+  private get state(): PanelState {
+    return this.options.state;
   }
 
   private get trans(): TranslationBundle {
@@ -66,8 +71,8 @@ export class RuntimeActions {
     }
     const name = (answer.value ?? '').trim() || undefined;
     await this.run(runtimeId, trans.__('Checkpointing…'), async () => {
-      const result = await this.call(runtimeId, () => this.model.api.checkpoint(runtimeId, name));
-      await this.model.noteCheckpoint(runtimeId, result.checkpoint_id, true);
+      const result = await this.call(runtimeId, () => this.api.checkpoint(runtimeId, name));
+      await this.state.cache.noteCheckpoint(runtimeId, result.checkpoint_id, true);
       return trans.__('Checkpoint %1 taken.', name ?? shortId(result.checkpoint_id));
     });
   }
@@ -90,10 +95,8 @@ export class RuntimeActions {
       }
     }
     await this.run(runtimeId, trans.__('Restoring %1…', label), async () => {
-      const result = await this.call(runtimeId, () =>
-        this.model.api.restore(runtimeId, checkpointId)
-      );
-      await this.model.noteHead(runtimeId, result.checkpoint_id);
+      const result = await this.call(runtimeId, () => this.api.restore(runtimeId, checkpointId));
+      await this.state.cache.noteHead(runtimeId, result.checkpoint_id);
       this.warnUnrestorable(result.unrestorable);
       return trans.__('Restored %1.', label);
     });
@@ -103,12 +106,12 @@ export class RuntimeActions {
   async checkout(checkpointId: string): Promise<void> {
     const trans = this.trans;
     const label = this.label(checkpointId);
-    const sourceId = this.model.checkpoint(checkpointId)?.runtime_id ?? null;
+    const sourceId = this.state.cache.checkpoint(checkpointId)?.runtime_id ?? null;
     await this.run(sourceId, trans.__('Checking out %1…', label), async () => {
-      const result = await this.call(sourceId, () => this.model.api.checkout(checkpointId));
+      const result = await this.call(sourceId, () => this.api.checkout(checkpointId));
       const childId = result.runtime.runtime_id;
-      await this.model.refreshRuntime(childId);
-      this.model.noteCheckout(result.source_runtime_id, childId, checkpointId);
+      await this.state.cache.refreshRuntime(childId);
+      this.state.cache.noteCheckout(result.source_runtime_id, childId, checkpointId);
       this.warnUnrestorable(result.unrestorable ?? []);
       if (result.notebook_path && this.options.docManager) {
         this.options.docManager.openOrReveal(result.notebook_path);
@@ -122,9 +125,9 @@ export class RuntimeActions {
   async pause(runtimeId: string): Promise<void> {
     const trans = this.trans;
     await this.run(runtimeId, trans.__('Pausing…'), async () => {
-      const result = await this.call(runtimeId, () => this.model.api.pause(runtimeId));
-      await this.model.refreshRuntime(runtimeId);
-      await this.model.noteCheckpoint(runtimeId, result.checkpoint_id, true);
+      const result = await this.call(runtimeId, () => this.api.pause(runtimeId));
+      await this.state.cache.refreshRuntime(runtimeId);
+      await this.state.cache.noteCheckpoint(runtimeId, result.checkpoint_id, true);
       return trans.__('Paused %1.', this.runtimeName(runtimeId));
     });
   }
@@ -133,8 +136,8 @@ export class RuntimeActions {
   async resume(runtimeId: string): Promise<void> {
     const trans = this.trans;
     await this.run(runtimeId, trans.__('Resuming…'), async () => {
-      const result = await this.model.api.resume(runtimeId);
-      await this.model.refreshRuntime(runtimeId);
+      const result = await this.api.resume(runtimeId);
+      await this.state.cache.refreshRuntime(runtimeId);
       this.warnUnrestorable(result.unrestorable ?? []);
       if (result.kernel_id) {
         await this.reattach(runtimeId, result.runtime.conversation_id, result.kernel_id);
@@ -161,8 +164,8 @@ export class RuntimeActions {
       }
     }
     await this.run(runtimeId, trans.__('Closing…'), async () => {
-      await this.model.api.close(runtimeId);
-      await this.model.refreshRuntime(runtimeId);
+      await this.api.close(runtimeId);
+      await this.state.cache.refreshRuntime(runtimeId);
       return trans.__('Closed %1.', name);
     });
   }
@@ -171,12 +174,12 @@ export class RuntimeActions {
   async deleteSnapshot(checkpointId: string): Promise<void> {
     const trans = this.trans;
     const label = this.label(checkpointId);
-    const runtimeId = this.model.checkpoint(checkpointId)?.runtime_id ?? null;
+    const runtimeId = this.state.cache.checkpoint(checkpointId)?.runtime_id ?? null;
     if (this.options.confirmations().confirmDeleteSnapshot) {
       const confirmed = await this.confirm(
         trans.__('Delete snapshot?'),
         trans.__(
-          "The workspace snapshot of %1 is deleted. The checkpoint keeps its variables, but checking it out no longer brings its files back.",
+          'The workspace snapshot of %1 is deleted. The checkpoint keeps its variables, but checking it out no longer brings its files back.',
           label
         ),
         trans.__('Delete')
@@ -186,9 +189,9 @@ export class RuntimeActions {
       }
     }
     await this.run(runtimeId, trans.__('Deleting snapshot…'), async () => {
-      const result = await this.model.api.deleteSnapshot(checkpointId);
+      const result = await this.api.deleteSnapshot(checkpointId);
       if (runtimeId) {
-        await this.model.noteCheckpoint(runtimeId, checkpointId, false);
+        await this.state.cache.noteCheckpoint(runtimeId, checkpointId, false);
       }
       return result.already_deleted
         ? trans.__('The snapshot of %1 was already deleted.', label)
@@ -274,7 +277,7 @@ export class RuntimeActions {
     work: () => Promise<string>
   ): Promise<void> {
     if (runtimeId) {
-      this.model.setPending(runtimeId, pending);
+      this.state.setPending(runtimeId, pending);
     }
     const id = Notification.emit(pending, 'in-progress', { autoClose: false });
     try {
@@ -284,7 +287,7 @@ export class RuntimeActions {
       Notification.update({ id, message: errorText(error), type: 'error', autoClose: false });
     } finally {
       if (runtimeId) {
-        this.model.setPending(runtimeId, null);
+        this.state.setPending(runtimeId, null);
       }
     }
   }
@@ -316,11 +319,11 @@ export class RuntimeActions {
   }
 
   private label(checkpointId: string): string {
-    const known = this.model.checkpoint(checkpointId);
+    const known = this.state.cache.checkpoint(checkpointId);
     return known ? checkpointLabel(known) : shortId(checkpointId);
   }
 
   private runtimeName(runtimeId: string): string {
-    return this.model.runtime(runtimeId)?.conversation_id ?? shortId(runtimeId);
+    return this.state.runtime(runtimeId)?.conversation_id ?? shortId(runtimeId);
   }
 }

@@ -21,7 +21,7 @@ import {
   IResumeResult,
   IRuntimeLineage,
   IRuntimeRecord
-} from './models';
+} from './apiTypes';
 
 /** The prefix of every route, below the server's base_url. */
 export const API_PREFIX = 'api/v1/runtimes';
@@ -150,7 +150,7 @@ export class RuntimeApi {
     }
     const response = await ServerConnection.makeRequest(url, init, this.serverSettings);
     const text = await response.text();
-    let data: unknown = null;
+    let data: unknown;
     try {
       data = text ? JSON.parse(text) : null;
     } catch {

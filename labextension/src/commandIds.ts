@@ -1,12 +1,12 @@
 /** The ids of the panel's commands (each action is one, in the palette and menus). */
-export namespace CommandIDs {
-  export const openPanel = 'ditto:open-panel';
-  export const refresh = 'ditto:refresh';
-  export const checkpoint = 'ditto:checkpoint';
-  export const restore = 'ditto:restore';
-  export const checkout = 'ditto:checkout';
-  export const pause = 'ditto:pause';
-  export const resume = 'ditto:resume';
-  export const close = 'ditto:close';
-  export const deleteSnapshot = 'ditto:delete-snapshot';
-}
+export const CommandIDs = {
+  openPanel: 'ditto:open-panel',
+  refresh: 'ditto:refresh',
+  checkpoint: 'ditto:checkpoint',
+  restore: 'ditto:restore',
+  checkout: 'ditto:checkout',
+  pause: 'ditto:pause',
+  resume: 'ditto:resume',
+  close: 'ditto:close',
+  deleteSnapshot: 'ditto:delete-snapshot'
+} as const;

@@ -14,14 +14,14 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { RuntimeActions } from './actions';
+import { IRuntimeRecord } from './apiTypes';
 import { CommandIDs } from './commandIds';
-import { RuntimesModel } from './model';
-import { IRuntimeRecord } from './models';
+import { PanelState } from './state/panelState';
 import { runtimeOfNotebook } from './toolbar';
 
 /** What the commands need. */
 export interface ICommandsOptions {
-  model: RuntimesModel;
+  state: PanelState;
   actions: RuntimeActions;
   notebooks: INotebookTracker | null;
   trans: TranslationBundle;
@@ -32,35 +32,35 @@ const PALETTE_CATEGORY = 'Runtimes';
 
 /** Register the commands, their palette entries and the checkpoint context menu. */
 export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions): void {
-  const { model, actions, notebooks, trans, palette } = options;
+  const { state, actions, notebooks, trans, palette } = options;
   const { commands } = app;
 
   const runtimeIdOf = (args: ReadonlyPartialJSONObject): string | null => {
     if (typeof args.runtimeId === 'string') {
       return args.runtimeId;
     }
-    if (model.menuTarget) {
-      return model.menuTarget.runtimeId;
+    if (state.menuTarget) {
+      return state.menuTarget.runtimeId;
     }
     const current = notebooks?.currentWidget;
     if (current) {
-      const runtime = runtimeOfNotebook(model, current);
+      const runtime = runtimeOfNotebook(state, current);
       return runtime?.runtime_id ?? current.sessionContext.session?.id ?? null;
     }
-    return model.selection?.runtimeId ?? model.pinnedId;
+    return state.selection?.runtimeId ?? state.pinnedId;
   };
   const runtimeOf = (args: ReadonlyPartialJSONObject): IRuntimeRecord | undefined => {
     const id = runtimeIdOf(args);
-    return id ? model.runtime(id) : undefined;
+    return id ? state.runtime(id) : undefined;
   };
   const checkpointIdOf = (args: ReadonlyPartialJSONObject): string | null => {
     if (typeof args.checkpointId === 'string') {
       return args.checkpointId;
     }
-    if (model.menuTarget) {
-      return model.menuTarget.checkpointId;
+    if (state.menuTarget) {
+      return state.menuTarget.checkpointId;
     }
-    return model.selection?.checkpointId ?? null;
+    return state.selection?.checkpointId ?? null;
   };
   const live = (runtime: IRuntimeRecord | undefined): boolean =>
     runtime !== undefined && (runtime.status === 'idle' || runtime.status === 'busy');
@@ -72,7 +72,7 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
 
   commands.addCommand(CommandIDs.refresh, {
     label: trans.__('Refresh Runtimes'),
-    execute: () => model.refresh()
+    execute: () => state.cache.refresh()
   });
 
   commands.addCommand(CommandIDs.checkpoint, {
@@ -94,14 +94,14 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
     caption: trans.__("Replace the kernel's variables with the checkpoint's"),
     isEnabled: args => {
       const checkpointId = checkpointIdOf(args);
-      const checkpoint = checkpointId ? model.checkpoint(checkpointId) : undefined;
+      const checkpoint = checkpointId ? state.cache.checkpoint(checkpointId) : undefined;
       const runtimeId =
         typeof args.runtimeId === 'string' ? args.runtimeId : checkpoint?.runtime_id;
-      return checkpoint !== undefined && live(runtimeId ? model.runtime(runtimeId) : undefined);
+      return checkpoint !== undefined && live(runtimeId ? state.runtime(runtimeId) : undefined);
     },
     execute: args => {
       const checkpointId = checkpointIdOf(args);
-      const checkpoint = checkpointId ? model.checkpoint(checkpointId) : undefined;
+      const checkpoint = checkpointId ? state.cache.checkpoint(checkpointId) : undefined;
       const runtimeId =
         typeof args.runtimeId === 'string' ? args.runtimeId : checkpoint?.runtime_id;
       return checkpointId && runtimeId ? actions.restore(runtimeId, checkpointId) : undefined;
@@ -110,7 +110,7 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
 
   commands.addCommand(CommandIDs.checkout, {
     label: trans.__('Check Out Checkpoint'),
-    caption: trans.__("Start a new runtime from the checkpoint and open its notebook"),
+    caption: trans.__('Start a new runtime from the checkpoint and open its notebook'),
     isEnabled: args => checkpointIdOf(args) !== null,
     execute: args => {
       const checkpointId = checkpointIdOf(args);
@@ -123,7 +123,10 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
     caption: trans.__("Delete the checkpoint's workspace snapshot; the checkpoint stays"),
     isEnabled: args => {
       const checkpointId = checkpointIdOf(args);
-      return checkpointId !== null && model.checkpoint(checkpointId)?.has_provider_snapshot === true;
+      return (
+        checkpointId !== null &&
+        state.cache.checkpoint(checkpointId)?.has_provider_snapshot === true
+      );
     },
     execute: args => {
       const checkpointId = checkpointIdOf(args);
@@ -196,6 +199,6 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
   });
   app.contextMenu.menu.aboutToClose.connect(() => {
     // The menu closes, then runs the chosen command: forget the target after that.
-    window.setTimeout(() => model.setMenuTarget(null), 0);
+    window.setTimeout(() => state.setMenuTarget(null), 0);
   });
 }

@@ -59,6 +59,9 @@ export function baseName(path: string): string {
 }
 
 /** The label of a checkpoint: its name, else its short id. */
-export function checkpointLabel(checkpoint: { name: string | null; checkpoint_id: string }): string {
+export function checkpointLabel(checkpoint: {
+  name: string | null;
+  checkpoint_id: string;
+}): string {
   return checkpoint.name || shortId(checkpoint.checkpoint_id);
 }

@@ -20,9 +20,11 @@ import { IConfirmations, RuntimeActions } from './actions';
 import { RuntimeApi } from './api';
 import { registerCommands } from './commands';
 import { RuntimesPanel } from './components/panel';
-import { RuntimesModel } from './model';
-import { isRuntimeEvent } from './models';
+import { isRuntimeEvent } from './apiTypes';
 import { installResumeOnRun } from './resumeOnRun';
+import { PanelState } from './state/panelState';
+import { applyRuntimeEvent } from './state/runtimeEvents';
+import { ServerCache } from './state/serverCache';
 import { NotebookToolbarExtension } from './toolbar';
 import { widgetsPlugin } from './widgets/plugin';
 
@@ -55,7 +57,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null
   ) => {
     const trans = (translator ?? nullTranslator).load('ditto_jupyter');
-    const model = new RuntimesModel(new RuntimeApi(app.serviceManager.serverSettings));
+    const api = new RuntimeApi(app.serviceManager.serverSettings);
+    const cache = new ServerCache(api);
+    const state = new PanelState(cache);
     let confirmations: IConfirmations = {
       confirmRestore: true,
       confirmClose: true,
@@ -74,7 +78,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
             };
             const pageSize = settings.get('pageSize').composite;
             if (typeof pageSize === 'number' && pageSize > 0) {
-              model.pageSize = pageSize;
+              cache.pageSize = pageSize;
             }
           };
           read();
@@ -84,28 +88,29 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
 
     const actions = new RuntimeActions({
-      model,
+      api,
+      state,
       trans,
       docManager,
       notebooks,
       sessions: app.serviceManager.sessions,
       confirmations: () => confirmations
     });
-    registerCommands(app, { model, actions, notebooks, trans, palette });
+    registerCommands(app, { state, actions, notebooks, trans, palette });
 
-    const panel = new RuntimesPanel(model, app.commands, trans);
+    const panel = new RuntimesPanel(state, app.commands, trans);
     app.shell.add(panel, 'right', { rank: 650 });
     restorer?.add(panel, 'ditto-runtimes-panel');
 
     app.docRegistry.addWidgetExtension(
       'Notebook',
-      new NotebookToolbarExtension(model, app.commands, trans)
+      new NotebookToolbarExtension(state, app.commands, trans)
     );
 
     // The notebook in focus pins its runtime on top of the panel.
     const followFocus = (): void => {
       const current = notebooks?.currentWidget ?? null;
-      model.setFocus(current?.sessionContext.session?.id ?? null, current?.context.path ?? null);
+      state.setFocus(current?.sessionContext.session?.id ?? null, current?.context.path ?? null);
     };
     let watched: NotebookPanel | null = null;
     notebooks?.currentChanged.connect((_, current) => {
@@ -123,12 +128,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const report = (): void => {
         const id = context.session?.id ?? null;
         if (runtimeId !== null && runtimeId !== id) {
-          model.setKernelStatus(runtimeId, null);
+          state.setKernelStatus(runtimeId, null);
         }
         runtimeId = id;
         const status = context.session?.kernel?.status;
         if (id !== null) {
-          model.setKernelStatus(id, status === 'idle' || status === 'busy' ? status : null);
+          state.setKernelStatus(id, status === 'idle' || status === 'busy' ? status : null);
         }
       };
       context.statusChanged.connect(report);
@@ -136,12 +141,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       // A cell run in the notebook of a paused runtime resumes it (resumeOnRun.ts).
       void context.ready.then(() => {
         if (!panel.isDisposed) {
-          panel.disposed.connect(installResumeOnRun(panel, model, actions));
+          panel.disposed.connect(installResumeOnRun(panel, state, actions));
         }
       });
       panel.disposed.connect(() => {
         if (runtimeId !== null) {
-          model.setKernelStatus(runtimeId, null);
+          state.setKernelStatus(runtimeId, null);
         }
       });
       report();
@@ -150,7 +155,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // Live: runtime events from the server, and Jupyter's own session list.
     app.serviceManager.events.stream.connect((_, event) => {
       if (isRuntimeEvent(event)) {
-        void model.handleEvent(event);
+        void applyRuntimeEvent(cache, event);
         if (event.action === 'pause' && event.ok) {
           // Notebooks of the paused runtime drop their session of the stopped kernel now,
           // not at JupyterLab's next poll, so a cell run there resumes it.
@@ -160,9 +165,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     let settle: number | undefined;
     app.serviceManager.sessions.runningChanged.connect(() => {
-      if (model.active) {
+      if (state.active) {
         window.clearTimeout(settle);
-        settle = window.setTimeout(() => void model.refresh(), SESSIONS_SETTLE_MS);
+        settle = window.setTimeout(() => void cache.refresh(), SESSIONS_SETTLE_MS);
       }
     });
 

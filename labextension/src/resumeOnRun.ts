@@ -15,7 +15,7 @@
 import type { ISessionContext } from '@jupyterlab/apputils';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
-import type { RuntimesModel } from './model';
+import type { PanelState } from './state/panelState';
 
 /** What the intercept needs of RuntimeActions. */
 export interface IResumer {
@@ -23,14 +23,11 @@ export interface IResumer {
 }
 
 /** The paused runtime of a notebook without a kernel, asking the server when unknown. */
-async function pausedRuntimeId(
-  model: RuntimesModel,
-  path: string
-): Promise<string | null> {
-  let runtime = model.runtimeForPath(path);
+async function pausedRuntimeId(state: PanelState, path: string): Promise<string | null> {
+  let runtime = state.runtimeForPath(path);
   if (!runtime) {
-    await model.refresh();
-    runtime = model.runtimeForPath(path);
+    await state.cache.refresh();
+    runtime = state.runtimeForPath(path);
   }
   return runtime?.status === 'paused' ? runtime.runtime_id : null;
 }
@@ -38,13 +35,15 @@ async function pausedRuntimeId(
 /** Wrap `startKernel` of one notebook's session context; returns the undo. */
 export function installResumeOnRun(
   panel: NotebookPanel,
-  model: RuntimesModel,
+  state: PanelState,
   resumer: IResumer
 ): () => void {
   const context: ISessionContext = panel.sessionContext;
+  // Kept unbound, so the undo puts back the very method; it is called with .call(context).
+  // eslint-disable-next-line @typescript-eslint/unbound-method
   const original = context.startKernel;
   const startKernel = async (): Promise<boolean> => {
-    const runtimeId = await pausedRuntimeId(model, panel.context.path);
+    const runtimeId = await pausedRuntimeId(state, panel.context.path);
     if (runtimeId === null) {
       return original.call(context);
     }

@@ -11,26 +11,26 @@ import { CommandRegistry } from '@lumino/commands';
 import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 import * as React from 'react';
 
+import { IRuntimeRecord } from './apiTypes';
 import { CommandIDs } from './commandIds';
 import { checkpointLabel } from './format';
 import { checkpointIcon } from './icons';
-import { RuntimesModel } from './model';
-import { IRuntimeRecord } from './models';
+import { PanelState } from './state/panelState';
 
 /** The runtime of a notebook: its session's, else (paused, no session) by its path. */
 export function runtimeOfNotebook(
-  model: RuntimesModel,
+  state: PanelState,
   panel: NotebookPanel
 ): IRuntimeRecord | undefined {
   const sessionId = panel.sessionContext.session?.id;
-  const bySession = sessionId ? model.runtime(sessionId) : undefined;
-  return bySession ?? model.runtimeForPath(panel.context.path);
+  const bySession = sessionId ? state.runtime(sessionId) : undefined;
+  return bySession ?? state.runtimeForPath(panel.context.path);
 }
 
 /** The state item of one notebook's toolbar. */
 class RuntimeStateItem extends ReactWidget {
   constructor(
-    private model: RuntimesModel,
+    private state: PanelState,
     private panel: NotebookPanel,
     private commands: CommandRegistry,
     private trans: TranslationBundle
@@ -41,21 +41,17 @@ class RuntimeStateItem extends ReactWidget {
   }
 
   render(): JSX.Element {
-    return (
-      <UseSignal signal={this.model.changed}>
-        {() => this.renderState()}
-      </UseSignal>
-    );
+    return <UseSignal signal={this.state.changed}>{() => this.renderState()}</UseSignal>;
   }
 
   private renderState(): JSX.Element | null {
-    const { model, trans, commands } = this;
-    const runtime = runtimeOfNotebook(model, this.panel);
+    const { state, trans, commands } = this;
+    const runtime = runtimeOfNotebook(state, this.panel);
     if (!runtime) {
       return null;
     }
-    model.ensureLineage(runtime.runtime_id);
-    const pending = model.pending(runtime.runtime_id);
+    state.cache.ensureLineage(runtime.runtime_id);
+    const pending = state.pending(runtime.runtime_id);
     if (pending) {
       return (
         <span className="jp-DittoToolbarState-text jp-mod-pending" aria-live="polite">
@@ -81,36 +77,33 @@ class RuntimeStateItem extends ReactWidget {
       );
     }
     if (runtime.status === 'closed') {
-      return (
-        <span className="jp-DittoToolbarState-text jp-mod-closed">{trans.__('closed')}</span>
-      );
+      return <span className="jp-DittoToolbarState-text jp-mod-closed">{trans.__('closed')}</span>;
     }
-    const head = model.lineage(runtime.runtime_id)?.head ?? null;
+    const head = state.cache.lineage(runtime.runtime_id)?.head ?? null;
     return (
       <span
         className="jp-DittoToolbarState-text"
         title={head ? trans.__('Head checkpoint: %1', head.checkpoint_id) : undefined}
       >
-        {head
-          ? trans.__('at %1', checkpointLabel(head))
-          : trans.__('no checkpoint yet')}
+        {head ? trans.__('at %1', checkpointLabel(head)) : trans.__('no checkpoint yet')}
       </span>
     );
   }
 }
 
 /** Adds the Checkpoint button and the state item to every notebook's toolbar. */
-export class NotebookToolbarExtension
-  implements DocumentRegistry.IWidgetExtension<NotebookPanel, INotebookModel>
-{
+export class NotebookToolbarExtension implements DocumentRegistry.IWidgetExtension<
+  NotebookPanel,
+  INotebookModel
+> {
   constructor(
-    private model: RuntimesModel,
+    private state: PanelState,
     private commands: CommandRegistry,
     private trans: TranslationBundle
   ) {}
 
   createNew(panel: NotebookPanel): IDisposable {
-    const { model, commands, trans } = this;
+    const { state, commands, trans } = this;
     const button = new ToolbarButton({
       icon: checkpointIcon,
       tooltip: trans.__('Checkpoint this runtime'),
@@ -121,24 +114,24 @@ export class NotebookToolbarExtension
       }
     });
     button.addClass('jp-DittoToolbarCheckpoint');
-    const state = new RuntimeStateItem(model, panel, commands, trans);
+    const stateItem = new RuntimeStateItem(state, panel, commands, trans);
     panel.toolbar.insertItem(10, 'dittoCheckpoint', button);
-    panel.toolbar.insertItem(11, 'dittoState', state);
+    panel.toolbar.insertItem(11, 'dittoState', stateItem);
     const onSession = (): void => {
       const id = panel.sessionContext.session?.id;
-      if (id && !model.runtime(id)) {
-        void model.refreshRuntime(id);
+      if (id && !state.runtime(id)) {
+        void state.cache.refreshRuntime(id);
       } else if (!id) {
-        void model.activate(); // no session (a paused runtime?): find it by path
+        void state.activate(); // no session (a paused runtime?): find it by path
       }
-      state.update();
+      stateItem.update();
     };
     panel.sessionContext.sessionChanged.connect(onSession);
     void panel.sessionContext.ready.then(onSession);
     return new DisposableDelegate(() => {
       panel.sessionContext.sessionChanged.disconnect(onSession);
       button.dispose();
-      state.dispose();
+      stateItem.dispose();
     });
   }
 }

@@ -5,7 +5,7 @@
 
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
-import type { RuntimesModel } from '../src/model';
+import type { PanelState } from '../src/state/panelState';
 import { installResumeOnRun } from '../src/resumeOnRun';
 
 interface IFakeRuntime {
@@ -13,21 +13,24 @@ interface IFakeRuntime {
   status: string;
 }
 
-/** A notebook panel, a model and a resumer, recording what was called. */
+/** A notebook panel, the panel state and a resumer, recording what was called. */
 function setUp(known: IFakeRuntime | undefined, onServer: IFakeRuntime | undefined) {
   const calls: string[] = [];
   let runtime = known;
-  const model = {
+  const state = {
     runtimeForPath: (path: string) => (path === 'work.ipynb' ? runtime : undefined),
-    refresh: async () => {
-      calls.push('refresh');
-      runtime = onServer;
+    cache: {
+      refresh: () => {
+        calls.push('refresh');
+        runtime = onServer;
+        return Promise.resolve();
+      }
     }
-  } as unknown as RuntimesModel;
+  } as unknown as PanelState;
   const sessionContext = {
-    startKernel: async () => {
+    startKernel: () => {
       calls.push('start a new kernel');
-      return false;
+      return Promise.resolve(false);
     }
   };
   const panel = {
@@ -35,11 +38,12 @@ function setUp(known: IFakeRuntime | undefined, onServer: IFakeRuntime | undefin
     context: { path: 'work.ipynb' }
   } as unknown as NotebookPanel;
   const resumer = {
-    resume: async (runtimeId: string) => {
+    resume: (runtimeId: string) => {
       calls.push(`resume ${runtimeId}`);
+      return Promise.resolve();
     }
   };
-  const undo = installResumeOnRun(panel, model, resumer);
+  const undo = installResumeOnRun(panel, state, resumer);
   return { calls, panel, undo };
 }
 
@@ -50,7 +54,7 @@ describe('installResumeOnRun', () => {
     expect(calls).toEqual(['resume r1']);
   });
 
-  it('asks the server when the model does not know the notebook yet', async () => {
+  it('asks the server when the panel does not know the notebook yet', async () => {
     const { calls, panel } = setUp(undefined, { runtime_id: 'r2', status: 'paused' });
     await panel.sessionContext.startKernel();
     expect(calls).toEqual(['refresh', 'resume r2']);

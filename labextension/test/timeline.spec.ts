@@ -69,10 +69,11 @@ describe('foldTimelines', () => {
 
   it('survives a cycle (corrupt data) without looping', () => {
     const nodes = [cell('a', 'b', 1), cell('b', 'a', 2)];
-    expect(foldTimelines(nodes).flatMap(e => e.nodes.map(n => n.id)).sort()).toEqual([
-      'a',
-      'b'
-    ]);
+    expect(
+      foldTimelines(nodes)
+        .flatMap(e => e.nodes.map(n => n.id))
+        .sort()
+    ).toEqual(['a', 'b']);
   });
 
   it('handles ten thousand cells in one run', () => {

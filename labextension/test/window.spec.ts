@@ -10,7 +10,7 @@ import {
   shortId,
   untranslated
 } from '../src/format';
-import { isRuntimeEvent, RUNTIME_EVENT_SCHEMA_ID } from '../src/models';
+import { isRuntimeEvent, RUNTIME_EVENT_SCHEMA_ID } from '../src/apiTypes';
 import { nearEnd, scrollToShow, visibleRows } from '../src/tree/window';
 
 describe('visibleRows', () => {
@@ -89,9 +89,7 @@ describe('isRuntimeEvent', () => {
       duration_ms: 3
     };
     expect(isRuntimeEvent(event)).toBe(true);
-    expect(isRuntimeEvent({ ...event, schema_id: 'https://events.jupyter.org/other' })).toBe(
-      false
-    );
+    expect(isRuntimeEvent({ ...event, schema_id: 'https://events.jupyter.org/other' })).toBe(false);
     expect(isRuntimeEvent({ ...event, ok: 'yes' })).toBe(false);
     expect(isRuntimeEvent(null)).toBe(false);
   });

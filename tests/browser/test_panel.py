@@ -20,10 +20,14 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.lab_page import PANEL, STEP_MS, Lab
 from tests.browser.lab_server import REPO, LabServer
+
+# chromium and the built lab extension (`make chromium labextension`)
+pytestmark = pytest.mark.browser
 
 DOCS_IMAGES = REPO / "docs" / "images"
 

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.lab_page import STEP_MS, Lab
 from tests.browser.lab_server import LabServer
+
+# chromium and the built lab extension (`make chromium labextension`)
+pytestmark = pytest.mark.browser
 
 SETUP = """\
 %load_ext ditto_jupyter

@@ -373,6 +373,7 @@ def _python(script: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow  # collector processes killed at random points, several rounds
 def test_a_collection_killed_half_way_loses_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
     built = _python(_BUILD, str(data))

@@ -42,6 +42,9 @@ from ditto_jupyter.control.store import (
     SqlCheckpointStore,
 )
 
+# a PostgreSQL server of its own, from Debian's postgresql (`make postgresql`)
+pytestmark = pytest.mark.postgres
+
 psycopg = pytest.importorskip("psycopg", reason="psycopg (PostgreSQL driver) is not installed")
 
 

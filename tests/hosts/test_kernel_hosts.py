@@ -204,12 +204,13 @@ def test_ipython_names_are_not_state(k: Kernels) -> None:
     ]
 
 
+# `fh` is opened first, on a path under the test's temporary folder (the kernel's working
+# directory is the checkout, which a test never writes into).
 UNPICKLABLE = """
 import socket, sqlite3, threading
 def numbers():
     yield 1
 gen = numbers()
-fh = open("data.txt", "w")
 sock = socket.socket()
 lock = threading.Lock()
 worker = threading.Thread(target=lambda: None)
@@ -219,6 +220,7 @@ keep = {"fine": [1, 2]}
 
 
 def test_unpicklable_values_are_reported_and_the_rest_restored(k: Kernels) -> None:
+    k.execute(k.kernel, f"fh = open({str(k.root / 'data.txt')!r}, 'w')")
     k.execute(k.kernel, UNPICKLABLE)
     captured = k.run(k.context.capture(k.kernel))
     lost = {u.name: (u.type, u.reason) for u in captured.unrestorable}

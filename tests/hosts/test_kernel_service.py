@@ -36,6 +36,17 @@ def kernel_pid(host: JupyterClientHost, kernel_id: str) -> int:
     return int(manager.provisioner.process.pid)  # type: ignore[union-attr]
 
 
+def process_ended(process: psutil.Process) -> bool:
+    """Gone, or a zombie (exited, not yet reaped). One object throughout: a pid checked
+    with pid_exists() can be reaped before Process(pid) reads it (NoSuchProcess), or be
+    reused by another process, which is_running() tells apart."""
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # psutil.ZombieProcess is one too
+        return True
+
+
+@pytest.mark.slow  # a parent, a checked-out child and a resumed kernel, end to end
 def test_kernel_runtime_life_cycle(tmp_path: Path) -> None:
     async def scenario() -> None:
         host = JupyterClientHost()
@@ -90,14 +101,14 @@ def test_kernel_runtime_life_cycle(tmp_path: Path) -> None:
 
             # pause: the kernel process ends; resume: new kernel, same id, same variables
             await host.execute(kernel, "after_base = 'kept by pause'")
-            pid = kernel_pid(host, kernel)
+            process = psutil.Process(kernel_pid(host, kernel))
             paused = await service.pause(rid)
             assert paused.runtime.status is SessionLifecycleStatus.PAUSED
             for _ in range(100):
-                if not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie":
+                if process_ended(process):
                     break
                 await asyncio.sleep(0.05)
-            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+            assert process_ended(process)
             resumed = await service.resume(rid)
             assert resumed.runtime.runtime_id == rid and resumed.kernel_id
             assert resumed.kernel_id != kernel

@@ -11,6 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# the lab extension built and linked into the venv, as `make lab` does
+pytestmark = pytest.mark.labextension
+
 
 def test_jupyterlab_lists_the_runtimes_extension_enabled() -> None:
     bin_dir = Path(sys.executable).parent

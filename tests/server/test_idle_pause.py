@@ -21,6 +21,9 @@ from ditto_jupyter.server.idle_pauser import IDLE_PAUSE_NAME, IdlePauser
 from tests.server.conftest import Api, OpenRuntime
 from tests.server.notebook_sessions import sleeping, user_variables
 
+# real idle time and jupyter-server's culler: seconds per test
+pytestmark = pytest.mark.slow
+
 #: How long a test waits for the pauser before it gives up (a hang guard, not a timing test).
 GIVE_UP_S = 120.0
 

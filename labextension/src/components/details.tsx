@@ -9,11 +9,11 @@ import * as React from 'react';
 
 import { CommandIDs } from '../commandIds';
 import { baseName, checkpointLabel, formatBytes, shortId } from '../format';
-import { RuntimesModel } from '../model';
+import { PanelState } from '../state/panelState';
 
 /** Props of `CheckpointDetails`. */
 export interface ICheckpointDetailsProps {
-  model: RuntimesModel;
+  state: PanelState;
   runtimeId: string;
   checkpointId: string;
   commands: CommandRegistry;
@@ -22,14 +22,14 @@ export interface ICheckpointDetailsProps {
 
 /** The selected checkpoint, in full. */
 export function CheckpointDetails(props: ICheckpointDetailsProps): JSX.Element | null {
-  const { model, runtimeId, checkpointId, commands, trans } = props;
-  const checkpoint = model.tree(runtimeId)?.checkpoints.get(checkpointId);
+  const { state, runtimeId, checkpointId, commands, trans } = props;
+  const checkpoint = state.cache.tree(runtimeId)?.checkpoints.get(checkpointId);
   if (!checkpoint) {
     return null;
   }
-  const runtime = model.runtime(runtimeId);
-  const head = model.lineage(runtimeId)?.head?.checkpoint_id === checkpointId;
-  const checkouts = model.checkoutsOf(runtimeId, checkpointId);
+  const runtime = state.runtime(runtimeId);
+  const head = state.cache.lineage(runtimeId)?.head?.checkpoint_id === checkpointId;
+  const checkouts = state.cache.checkoutsOf(runtimeId, checkpointId);
   const metadata = Object.keys(checkpoint.metadata).length
     ? JSON.stringify(checkpoint.metadata, null, 2)
     : null;

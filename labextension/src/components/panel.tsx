@@ -10,11 +10,11 @@ import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
+import { IRuntimeRecord } from '../apiTypes';
 import { CommandIDs } from '../commandIds';
 import { baseName, formatAge } from '../format';
-import { RuntimesModel } from '../model';
-import { IRuntimeRecord } from '../models';
 import { runtimesIcon } from '../icons';
+import { PanelState } from '../state/panelState';
 import { CheckpointDetails } from './details';
 import { CheckpointTree } from './tree';
 
@@ -24,7 +24,7 @@ const CLOCK_TICK_MS = 30_000;
 /** The side panel widget. */
 export class RuntimesPanel extends ReactWidget {
   constructor(
-    readonly model: RuntimesModel,
+    readonly state: PanelState,
     readonly commands: CommandRegistry,
     readonly trans: TranslationBundle
   ) {
@@ -44,15 +44,15 @@ export class RuntimesPanel extends ReactWidget {
    */
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
-    if (this.model.active || typeof IntersectionObserver === 'undefined') {
-      void this.model.activate();
+    if (this.state.active || typeof IntersectionObserver === 'undefined') {
+      void this.state.activate();
       return;
     }
     this._visibility = new IntersectionObserver(entries => {
       if (entries.some(entry => entry.isIntersecting)) {
         this._visibility?.disconnect();
         this._visibility = null;
-        void this.model.activate();
+        void this.state.activate();
       }
     });
     this._visibility.observe(this.node);
@@ -68,32 +68,37 @@ export class RuntimesPanel extends ReactWidget {
 
   render(): JSX.Element {
     return (
-      <UseSignal signal={this.model.changed}>
-        {() => <RuntimesView model={this.model} commands={this.commands} trans={this.trans} />}
+      <UseSignal signal={this.state.changed}>
+        {() => <RuntimesView state={this.state} commands={this.commands} trans={this.trans} />}
       </UseSignal>
     );
   }
 }
 
 interface IViewProps {
-  model: RuntimesModel;
+  state: PanelState;
   commands: CommandRegistry;
   trans: TranslationBundle;
 }
 
+/**
+ * The time the ages are shown at: it ticks every CLOCK_TICK_MS, and a render for any other
+ * reason (a new checkpoint) reads the clock again so nothing shows younger than it is.
+ */
 function useClock(): number {
-  const [now, setNow] = React.useState(Date.now());
+  const [now, setNow] = React.useState(() => Date.now());
   React.useEffect(() => {
     const timer = window.setInterval(() => setNow(Date.now()), CLOCK_TICK_MS);
     return () => window.clearInterval(timer);
   }, []);
+  // eslint-disable-next-line react-hooks/purity -- reading the clock is this hook's job
   return Math.max(now, Date.now());
 }
 
 function RuntimesView(props: IViewProps): JSX.Element {
-  const { model, commands, trans } = props;
+  const { state, commands, trans } = props;
   const now = useClock();
-  const runtimes = model.runtimes();
+  const runtimes = state.runtimes();
   return (
     <div className="jp-DittoPanel-body">
       <div className="jp-DittoPanel-header">
@@ -107,12 +112,12 @@ function RuntimesView(props: IViewProps): JSX.Element {
           <refreshIcon.react tag="span" />
         </button>
       </div>
-      {model.error ? (
+      {state.cache.error ? (
         <div className="jp-DittoPanel-error" role="alert">
-          {model.error}
+          {state.cache.error}
         </div>
       ) : null}
-      {model.loaded && runtimes.length === 0 && !model.error ? (
+      {state.cache.loaded && runtimes.length === 0 && !state.cache.error ? (
         <div className="jp-DittoPanel-empty">
           {trans.__('No runtimes yet. Open a notebook to start one.')}
         </div>
@@ -122,7 +127,7 @@ function RuntimesView(props: IViewProps): JSX.Element {
           <RuntimeItem
             key={runtime.runtime_id}
             runtime={runtime}
-            pinned={runtime.runtime_id === model.pinnedId}
+            pinned={runtime.runtime_id === state.pinnedId}
             now={now}
             {...props}
           />
@@ -139,12 +144,12 @@ interface IRuntimeItemProps extends IViewProps {
 }
 
 function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
-  const { model, commands, trans, runtime, pinned, now } = props;
+  const { state, commands, trans, runtime, pinned, now } = props;
   const id = runtime.runtime_id;
-  const expanded = model.isExpanded(id);
-  const pending = model.pending(id);
+  const expanded = state.isExpanded(id);
+  const pending = state.pending(id);
   const name = baseName(runtime.conversation_id);
-  const selection = model.selection;
+  const selection = state.selection;
   const treeId = `ditto-tree-${id}`;
   const args = { runtimeId: id };
   const action = (command: string, label: string): JSX.Element | null =>
@@ -167,7 +172,7 @@ function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
     >
       <div
         className="jp-DittoRuntime-header"
-        onContextMenu={() => model.setMenuTarget({ runtimeId: id, checkpointId: null })}
+        onContextMenu={() => state.setMenuTarget({ runtimeId: id, checkpointId: null })}
       >
         <button
           className="jp-DittoIconButton jp-DittoRuntime-toggle"
@@ -178,7 +183,7 @@ function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
               ? trans.__('Hide the checkpoints of %1', name)
               : trans.__('Show the checkpoints of %1', name)
           }
-          onClick={() => model.toggle(id)}
+          onClick={() => state.toggle(id)}
         >
           {expanded ? <caretDownIcon.react tag="span" /> : <caretRightIcon.react tag="span" />}
         </button>
@@ -217,10 +222,10 @@ function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
       ) : null}
       {expanded ? (
         <div id={treeId}>
-          <CheckpointTree model={model} runtimeId={id} trans={trans} now={now} />
+          <CheckpointTree state={state} runtimeId={id} trans={trans} now={now} />
           {selection && selection.runtimeId === id ? (
             <CheckpointDetails
-              model={model}
+              state={state}
               runtimeId={id}
               checkpointId={selection.checkpointId}
               commands={commands}

@@ -10,9 +10,9 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
+import { ICheckpointSummary } from '../apiTypes';
 import { baseName, checkpointLabel, formatAge, formatBytes } from '../format';
-import { RuntimesModel } from '../model';
-import { ICheckpointSummary } from '../models';
+import { PanelState } from '../state/panelState';
 import { GraphCell } from '../tree/graph';
 import { nearEnd, scrollToShow, visibleRows } from '../tree/window';
 
@@ -29,7 +29,7 @@ export function rowDomId(checkpointId: string): string {
 
 /** Props of `CheckpointTree`. */
 export interface ICheckpointTreeProps {
-  model: RuntimesModel;
+  state: PanelState;
   runtimeId: string;
   trans: TranslationBundle;
   now: number;
@@ -37,14 +37,14 @@ export interface ICheckpointTreeProps {
 
 /** The tree of one runtime. */
 export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
-  const { model, runtimeId, trans, now } = props;
-  const runtime = model.runtime(runtimeId);
-  const tree = model.tree(runtimeId);
-  const lineage = model.lineage(runtimeId);
-  const layout = model.layout(runtimeId);
+  const { state, runtimeId, trans, now } = props;
+  const runtime = state.runtime(runtimeId);
+  const tree = state.cache.tree(runtimeId);
+  const lineage = state.cache.lineage(runtimeId);
+  const layout = state.layout(runtimeId);
   const rows = layout.rows;
   const headId = lineage?.head?.checkpoint_id ?? null;
-  const selection = model.selection;
+  const selection = state.selection;
   const selectedId = selection?.runtimeId === runtimeId ? selection.checkpointId : null;
   const selectedIndex = selectedId !== null ? (layout.index.get(selectedId) ?? -1) : -1;
 
@@ -68,14 +68,14 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
     const top = event.currentTarget.scrollTop;
     setScrollTop(top);
     if (tree?.nextCursor && nearEnd(top, viewport, ROW_HEIGHT, rows.length)) {
-      void model.loadMore(runtimeId);
+      void state.cache.loadMore(runtimeId);
     }
   };
 
   const select = (index: number): void => {
     const row = rows[Math.max(0, Math.min(rows.length - 1, index))];
     if (row) {
-      model.select({ runtimeId, checkpointId: row.id });
+      state.select({ runtimeId, checkpointId: row.id });
     }
   };
 
@@ -96,7 +96,7 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
   };
 
   const source = lineage?.source ?? null;
-  const sourceRuntime = source ? model.runtime(source.runtime_id) : undefined;
+  const sourceRuntime = source ? state.runtime(source.runtime_id) : undefined;
   const label = trans.__('Checkpoints of %1', baseName(runtime?.conversation_id ?? runtimeId));
 
   return (
@@ -107,7 +107,7 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
             'Checked out from %1 at %2',
             baseName(sourceRuntime?.conversation_id ?? source.runtime_id),
             checkpointLabel(
-              model.checkpoint(source.checkpoint_id) ?? {
+              state.cache.checkpoint(source.checkpoint_id) ?? {
                 name: null,
                 checkpoint_id: source.checkpoint_id
               }
@@ -140,7 +140,7 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
           onContextMenu={event => {
             // The context-menu key on the focused tree: the menu of the selected row.
             if (event.target === event.currentTarget && selectedId) {
-              model.setMenuTarget({ runtimeId, checkpointId: selectedId });
+              state.setMenuTarget({ runtimeId, checkpointId: selectedId });
             }
           }}
           onFocus={() => {
@@ -166,23 +166,23 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
                       columns={layout.columns}
                       height={ROW_HEIGHT}
                       head={row.id === headId}
-                      branched={model.checkoutsOf(runtimeId, row.id).length > 0}
+                      branched={state.cache.checkoutsOf(runtimeId, row.id).length > 0}
                     />
                   }
                   index={index}
                   count={rows.length}
                   head={row.id === headId}
                   selected={row.id === selectedId}
-                  checkouts={model.checkoutsOf(runtimeId, row.id).length}
+                  checkouts={state.cache.checkoutsOf(runtimeId, row.id).length}
                   fromOrigin={
                     source !== null && checkpoint.parent_checkpoint_id === source.checkpoint_id
                   }
                   trans={trans}
                   now={now}
-                  onSelect={() => model.select({ runtimeId, checkpointId: row.id })}
+                  onSelect={() => state.select({ runtimeId, checkpointId: row.id })}
                   onMenu={() => {
-                    model.select({ runtimeId, checkpointId: row.id });
-                    model.setMenuTarget({ runtimeId, checkpointId: row.id });
+                    state.select({ runtimeId, checkpointId: row.id });
+                    state.setMenuTarget({ runtimeId, checkpointId: row.id });
                   }}
                 />
               );
@@ -195,7 +195,7 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
           className="jp-DittoTree-more jp-mod-styled"
           aria-label={trans.__('Load older checkpoints')}
           disabled={tree.loading}
-          onClick={() => void model.loadMore(runtimeId)}
+          onClick={() => void state.cache.loadMore(runtimeId)}
         >
           {tree.loading ? trans.__('Loading…') : trans.__('Load older checkpoints')}
         </button>

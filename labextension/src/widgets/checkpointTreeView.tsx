@@ -70,25 +70,27 @@ interface ITreeState {
 
 function readState(model: DOMWidgetModel): ITreeState {
   return {
-    runtimeId: model.get('runtime_id'),
-    restorable: model.get('restorable'),
-    headId: model.get('head_id'),
-    nodes: model.get('nodes'),
-    branches: model.get('branches'),
-    message: model.get('message'),
-    messageIsError: model.get('message_is_error'),
-    busy: model.get('busy')
+    runtimeId: model.get('runtime_id') as string,
+    restorable: model.get('restorable') as boolean,
+    headId: model.get('head_id') as string | null,
+    nodes: model.get('nodes') as IWidgetNode[],
+    branches: model.get('branches') as IWidgetBranch[],
+    message: model.get('message') as string,
+    messageIsError: model.get('message_is_error') as boolean,
+    busy: model.get('busy') as boolean
   };
 }
 
 interface ITreeProps {
   state: ITreeState;
+  /** The time of this drawing, for the ages shown (read when the widget's state changes). */
+  now: number;
   send: (action: 'restore' | 'checkout', checkpointId: string) => void;
 }
 
 /** The whole widget: header, tree rows, the selected checkpoint's actions, outcome line. */
 function WidgetTree(props: ITreeProps): JSX.Element {
-  const { state, send } = props;
+  const { state, send, now } = props;
   const [selected, setSelected] = React.useState<string | null>(null);
   const [scrollTop, setScrollTop] = React.useState(0);
   const ends = React.useMemo(
@@ -103,13 +105,13 @@ function WidgetTree(props: ITreeProps): JSX.Element {
   const rows = layout.rows;
   const viewport = Math.min(rows.length, VISIBLE_ROWS) * ROW_HEIGHT;
   const range = visibleRows(scrollTop, viewport, ROW_HEIGHT, rows.length);
-  const now = Date.now();
   const own = state.nodes.filter(n => n.runtime_id === state.runtimeId);
   const chosen = selected !== null ? byNode.get(selected) : undefined;
 
-  const nodeLabel = (node: IWidgetNode): string =>
-    node.name ??
-    (node.auto?.execution_count != null ? `cell ${node.auto.execution_count}` : shortId(node.id));
+  const nodeLabel = (node: IWidgetNode): string => {
+    const count = node.auto?.execution_count;
+    return node.name ?? (typeof count === 'number' ? `cell ${count}` : shortId(node.id));
+  };
 
   const renderEntry = (entry: ITimelineEntry): JSX.Element => {
     const runtimeId = entry.nodes[0].runtime_id;
@@ -150,9 +152,7 @@ function WidgetTree(props: ITreeProps): JSX.Element {
     const node = entry.nodes[0];
     return (
       <span
-        className={
-          'jp-DittoTreeWidget-label' + (node.id === selected ? ' jp-mod-selected' : '')
-        }
+        className={'jp-DittoTreeWidget-label' + (node.id === selected ? ' jp-mod-selected' : '')}
         onClick={() => setSelected(node.id)}
       >
         {branchTag}
@@ -212,9 +212,7 @@ function WidgetTree(props: ITreeProps): JSX.Element {
         <div className="jp-DittoTreeWidget-actions">
           <span className="jp-DittoTreeWidget-chosen">
             {nodeLabel(chosen)} <code>{shortId(chosen.id)}</code>
-            {chosen.unrestorable.length > 0
-              ? ` (not kept: ${chosen.unrestorable.join(', ')})`
-              : ''}
+            {chosen.unrestorable.length > 0 ? ` (not kept: ${chosen.unrestorable.join(', ')})` : ''}
           </span>
           {state.restorable && chosen.runtime_id === state.runtimeId ? (
             <button
@@ -236,9 +234,7 @@ function WidgetTree(props: ITreeProps): JSX.Element {
       ) : null}
       {state.message ? (
         <div
-          className={
-            'jp-DittoTreeWidget-message' + (state.messageIsError ? ' jp-mod-error' : '')
-          }
+          className={'jp-DittoTreeWidget-message' + (state.messageIsError ? ' jp-mod-error' : '')}
           role="status"
         >
           {state.message}
@@ -263,6 +259,7 @@ export class CheckpointTreeView extends DOMWidgetView {
     this.root?.render(
       <WidgetTree
         state={readState(this.model)}
+        now={Date.now()}
         send={(action, checkpointId) => this.send({ action, checkpoint_id: checkpointId })}
       />
     );

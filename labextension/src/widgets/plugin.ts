@@ -6,7 +6,12 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { IJupyterWidgetRegistry } from '@jupyter-widgets/base';
 
-import { CheckpointTreeModel, CheckpointTreeView, MODULE_NAME, MODULE_VERSION } from './checkpointTreeView';
+import {
+  CheckpointTreeModel,
+  CheckpointTreeView,
+  MODULE_NAME,
+  MODULE_VERSION
+} from './checkpointTreeView';
 
 export const widgetsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'ditto-jupyter:widgets',

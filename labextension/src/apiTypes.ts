@@ -111,14 +111,14 @@ export interface IDeleteSnapshotResult {
 }
 
 /** The schema id of the server's runtime events (server/events.py). */
-export const RUNTIME_EVENT_SCHEMA_ID =
-  'https://events.ditto-jupyter.dev/ditto_jupyter/runtime/v1';
+export const RUNTIME_EVENT_SCHEMA_ID = 'https://events.ditto-jupyter.dev/ditto_jupyter/runtime/v1';
 
 /** The actions a runtime event reports. */
 export type RuntimeAction =
   | 'register'
   | 'checkpoint'
   | 'delete-snapshot'
+  | 'prune'
   | 'checkout'
   | 'restore'
   | 'pause'
