@@ -74,7 +74,7 @@ class LabServer(LiveServer):
             sys.executable,
             "-m",
             "jupyterlab",
-            f"--port={self.port}",
+            "--port=0",
             "--no-browser",
             f"--LabApp.workspaces_dir={self.settings_dir / 'workspaces'}",
             f"--LabApp.user_settings_dir={self.settings_dir / 'user'}",

@@ -94,7 +94,10 @@ class LiveServer:
         for section, values in self.config.items():
             config.setdefault(section, {}).update(values)
         (config_dir / "jupyter_server_config.json").write_text(json.dumps(config))
-        self.port = free_port()
+        # Port 0: the server binds a free port itself and writes it into its info file. A
+        # port picked here would stay free only until another test's kernel or server took
+        # it, in the seconds before the server starts listening.
+        self.port = 0
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             self.command(),
@@ -104,19 +107,21 @@ class LiveServer:
             start_new_session=True,
         )
         log.close()
+        info_file = self.runtime_dir / f"jpserver-{self.process.pid}.json"
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"jupyter server exited:\n{self.log_path.read_text()[-3000:]}")
             try:
+                self.port = int(json.loads(info_file.read_text())["port"])
                 if httpx.get(self.url + "api/status", headers=self.headers()).status_code == 200:
                     return self
-            except httpx.HTTPError:
-                pass
+            except (OSError, ValueError, KeyError, httpx.HTTPError):
+                self.port = 0  # no info file yet, a half-written one, or not listening yet
             time.sleep(0.1)
 
     def command(self) -> list[str]:
         """The command line that starts the server (JupyterLab's fixture starts `jupyter lab`)."""
-        return [sys.executable, "-m", "jupyter_server", f"--port={self.port}"]
+        return [sys.executable, "-m", "jupyter_server", "--port=0"]
 
     def stop(self) -> None:
         """Stop the server the way Ctrl-C does (its kernels are shut down with it)."""
