@@ -29,7 +29,7 @@ from ditto_jupyter.core.environment import runtime_identity_env, without_runtime
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
-from ditto_jupyter.hosts.kernel_channel import KernelChannel, KernelDied, running_process
+from ditto_jupyter.hosts.kernel_channel import KernelChannel, running_process
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
@@ -215,17 +215,16 @@ class ServerKernelHost:
     async def call(self, kernel_id: str, function: str, args: dict[str, object]) -> object:
         """Run `module:function(**args)` in the kernel and return its JSON result.
 
-        KernelDied when the kernel's process dies before it answers. The channel goes
-        with it: a kernel the restarter revived gets a fresh one on its next call, and
-        its busy state comes from the server until then.
+        KernelDied when the kernel's process dies before it answers. The channel stays
+        open: a kernel the restarter revives keeps its ports, and the channel counts it
+        idle until the new process reports a state. (The server's own `execution_state`
+        would stay `busy`: the dead process never reported idle, and the new one's
+        `starting` status can go out before the server's iopub stream has reconnected.)
         """
         self._own_calls[kernel_id] = self._own_calls.get(kernel_id, 0) + 1
         try:
             channel = await self.channel(kernel_id)
             return await channel.call(function, args, timeout=self.call_timeout)
-        except KernelDied:
-            await self._close_channel(kernel_id)
-            raise
         finally:
             self._own_calls[kernel_id] -= 1
             if not self._own_calls[kernel_id]:

@@ -18,6 +18,7 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
+from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
 from ditto_jupyter.hosts.kernel_channel import KernelDied
 from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
 from ditto_jupyter.wiring import open_runtime_service
@@ -51,8 +52,8 @@ def test_a_capture_ends_when_its_kernel_dies_even_if_it_is_revived(tmp_path: Pat
             assert not service.has_operation_in_flight(rid)
             assert (await service.get_runtime(rid)).status is SessionLifecycleStatus.IDLE
             assert service.head_checkpoint(rid) is None  # nothing was recorded
-            # The revived kernel (a new process, the same id) takes calls again.
-            assert (await host.execute(kernel_id, "print('revived')")).strip() == "revived"
+            # The revived kernel (a new process, the same id) answers calls again.
+            assert await host.call(kernel_id, PREPARE_KERNEL, {}) is True
         finally:
             service.close_store()
             await host.shutdown_all()

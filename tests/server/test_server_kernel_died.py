@@ -45,14 +45,19 @@ def jp_server_config(jp_server_config: Any) -> Any:
 
 
 async def not_busy(api: Api, runtime_id: str) -> None:
-    """Wait until the runtime reports idle (a revived kernel may be busy starting up)."""
-    while True:
+    """Wait until the runtime reports idle (a revived kernel may be busy starting up).
+
+    A functional wait, generous, not a speed check: the dead process never reports idle,
+    so a runtime that counts its state stays busy for good.
+    """
+    for _ in range(600):
         status, record = await api("GET", runtime_id)
         assert status == 200, record
         if record["status"] != "busy":
             assert record["status"] == "idle", record
             return
         await asyncio.sleep(0.05)
+    raise AssertionError(f"runtime {runtime_id} stayed busy after its kernel died")
 
 
 async def test_a_capture_ends_when_its_kernel_dies_even_if_it_is_revived(
