@@ -24,7 +24,6 @@ for that purpose (pause, close, a lost runtime), never on the strength of a reus
 
 from __future__ import annotations
 
-import errno
 import logging
 import uuid
 from typing import Any
@@ -36,6 +35,7 @@ from ditto_jupyter.control.leftovers import backend_resource, kernel_resource
 from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.blobs import BlobError
+from ditto_jupyter.core.blobs.errors import FULL_ERRNOS
 from ditto_jupyter.core.errors import (
     BackendError,
     CheckpointNotFound,
@@ -86,10 +86,8 @@ def close_refused(runtime_id: str, error: Exception) -> Exception:
         "nothing was deleted. Close it with discard: true to lose what changed since its "
         "last checkpoint"
     )
-    text = str(error).lower()
-    no_space = "no space left on device" in text or "disk is full" in text
-    if no_space or (isinstance(error, OSError) and error.errno == errno.ENOSPC):
-        return StorageFull(message)  # whoever saw it first: the kernel, the blob store
+    if isinstance(error, OSError) and error.errno in FULL_ERRNOS:
+        return StorageFull(message)
     if isinstance(error, DittoError):
         try:
             return type(error)(message)

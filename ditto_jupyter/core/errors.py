@@ -120,3 +120,13 @@ ERROR_TYPES: tuple[type[DittoError], ...] = (
     StorageFull,
     StoreUnavailable,
 )
+
+
+def error_type_of(code: object) -> type[DittoError] | None:
+    """The error type whose stable code this is (an answer's `error` field), or None."""
+    return next((kind for kind in ERROR_TYPES if kind.code == code), None)
+
+
+#: Errors that mean the same wherever they happen: raised inside a kernel (its own capture
+#: writing into a full disk), they keep their code instead of becoming a BackendError.
+STORAGE_ERRORS: tuple[type[DittoError], ...] = (StorageFull, StoreUnavailable)

@@ -30,7 +30,12 @@ from typing import Any
 import zmq
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
-from ditto_jupyter.core.errors import BackendError, InvalidRequest
+from ditto_jupyter.core.errors import (
+    STORAGE_ERRORS,
+    BackendError,
+    InvalidRequest,
+    error_type_of,
+)
 
 _FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 #: Seconds between two looks at the kernel process while a request waits for its reply.
@@ -78,13 +83,17 @@ def call_expression(function: str, args: dict[str, object]) -> str:
 
 
 def call_result(reply: dict[str, Any], function: str, kernel_id: str) -> object:
-    """The JSON result of a call from its execute_reply, or BackendError with the reason."""
+    """The JSON result of a call from its execute_reply, or BackendError with the reason
+    (a storage error raised in the kernel keeps its own type: see `STORAGE_ERRORS`)."""
     content = reply.get("content", {})
     if content.get("status") != "ok":
         reason = f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
         raise BackendError(f"kernel {kernel_id} refused the call to {function}: {reason}")
     result = content.get("user_expressions", {}).get("result", {})
     if result.get("status") != "ok":
+        storage = error_type_of(result.get("ename"))
+        if storage is not None and storage in STORAGE_ERRORS:  # a full disk stays a full disk
+            raise storage(str(result.get("evalue", "")))
         reason = f"{result.get('ename', 'Error')}: {result.get('evalue', '')}".rstrip(": ")
         raise BackendError(f"{function} failed in kernel {kernel_id}: {reason}")
     data = result.get("data", {}).get("application/json")

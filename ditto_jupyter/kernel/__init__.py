@@ -43,4 +43,18 @@ def dispatch_call(request_json: str) -> CallResult:
         raise TypeError("kernel call arguments must be a JSON object")
     module_name, _, name = function.partition(":")
     target = getattr(importlib.import_module(module_name), name)
-    return CallResult(target(**args))
+    try:
+        return CallResult(target(**args))
+    except Exception as error:
+        raise _by_code(error) from None
+
+
+def _by_code(error: Exception) -> Exception:
+    """A ditto error as the error type of its stable code (the host sees the class name,
+    so `BlobStorageFull` goes back as `StorageFull`); any other error as it is."""
+    from ditto_jupyter.core.errors import DittoError, error_type_of
+
+    if not isinstance(error, DittoError):
+        return error
+    kind = error_type_of(error.code)
+    return kind(error.message) if kind is not None and kind is not type(error) else error

@@ -320,15 +320,13 @@ def _parse(model: type[M], data: Any) -> M:
 
 def _as_ditto_error(error: Exception) -> DittoError:
     """A REST error answer as the DittoError of its code (one line for the user)."""
-    from ditto_jupyter.core import errors
+    from ditto_jupyter.core.errors import error_type_of
 
     body = getattr(error, "body", None)
     code = body.get("error") if isinstance(body, dict) else None
     message = body.get("message") if isinstance(body, dict) else None
-    for kind in errors.ERROR_TYPES:
-        if kind.code == code:
-            return kind(str(message))
-    return BackendError(str(error))
+    kind = error_type_of(code)
+    return kind(str(message)) if kind is not None else BackendError(str(error))
 
 
 # ---- without a server ---------------------------------------------------------------------

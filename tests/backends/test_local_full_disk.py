@@ -43,7 +43,7 @@ def data_dir(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, Blob
 
 
 def test_a_snapshot_that_finds_no_room_is_storage_full_and_leaves_the_store_as_it_was(
-    data_dir: tuple[Path, BlobStore],
+    data_dir: tuple[Path, BlobStore], request: pytest.FixtureRequest
 ) -> None:
     root, blobs = data_dir
     provider = LocalProvider(root / "workspaces", blobs)
@@ -61,7 +61,8 @@ def test_a_snapshot_that_finds_no_room_is_storage_full_and_leaves_the_store_as_i
         "free some space there and try again"
     )
     assert blob_store_state(blobs.root) == before  # the chunks it wrote went at once
-    assert free_bytes(root) >= free_before - MiB
+    if request.node.callspec.params["data_dir"] == "tmpfs":  # a disk of its own: no one
+        assert free_bytes(root) >= free_before - MiB  # else writes there, the room came back
     assert backend.last_manifest_id == first.provider_snapshot_id
     run(backend.write_bytes("data/big.bin", os.urandom(2 * MiB)))
     second = run(backend.checkpoint())
