@@ -242,6 +242,7 @@ def verdict(value: float, limit: float) -> str:
 
 
 def measure(work: Path) -> str:
+    load_before = os.getloadavg()[0]
     blobs = BlobStore(work / "blobs")  # durable, as in production
     provider = LocalProvider(work / "workspaces", blobs)
     manager = BackendManager({"local": provider})
@@ -460,12 +461,16 @@ def measure(work: Path) -> str:
         "file when at most 16 are new), renames them into place, syncs the names the same "
         "way, and records chunks and manifest in one durable catalogue commit; the old code "
         "puts chunk by chunk, each durable on its own. `cp -a` and `tar cf` do not fsync. "
-        "Page cache "
-        "warm and dirty pages flushed (`sync`) before every timed row. The machine is shared "
+        "Page cache warm and dirty pages flushed (`sync`) before every timed row. Creating a "
+        "file is most of what `cp -a` and a checkout cost here: this ext4 has no journal, and "
+        "it looks past every recently deleted inode for each new one, so creating follows the "
+        "deleting around it (every row deletes trees it made). The machine is shared "
         "(2 cores, several engineers), so every sample has its own `cp -a` and `tar cf` of "
         f"the same tree, timed just before it; compared rows are repeated {REPEATS} times, "
         "interleaved, and show the median time, the median anchor and the median of the "
-        "per-sample ratios. All anchors of the run: "
+        "per-sample ratios. The machine's load average (1 minute) was "
+        f"{load_before:.1f} when the run started and {os.getloadavg()[0]:.1f} when it ended. "
+        "All anchors of the run: "
         f"`cp -a` {', '.join(fmt_s(x) for x in anchors.cp)}; "
         f"`tar cf` {', '.join(fmt_s(x) for x in anchors.tar)}."
     )
