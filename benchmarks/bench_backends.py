@@ -264,7 +264,10 @@ def measure(work: Path) -> str:
     assert isinstance(inner, LocalBackend)
     tree = inner.local_path
     total = build_tree(tree)
-    anchors = Anchors(tree, work)
+    # cp -a copies into the folder checkouts go to: on this ext4, creating a file costs
+    # in proportion to the files deleted near it lately, so every row creates where the
+    # others create and delete
+    anchors = Anchors(tree, provider.root)
     old_code = load_baseline()
     rows: list[list[object]] = []
 
@@ -447,7 +450,7 @@ def measure(work: Path) -> str:
         out_one.add(seconds, near)
         snapshots.CHECKOUT_THREADS = saved
         run(child.release())
-        folder = work / f"old-checkout-{repeat}"
+        folder = provider.root / f"old-checkout-{repeat}"
         near = anchors.sample()
         out_old.add(timed_after_sync(lambda f=folder: old.checkout(f))[0], near)
         assert tree_digest(folder) == source, "old checkout differs from the source"
@@ -502,7 +505,8 @@ def measure(work: Path) -> str:
         "Page cache warm and dirty pages flushed (`sync`) before every timed row. Creating a "
         "file is most of what `cp -a` and a checkout cost here: this ext4 has no journal, and "
         "it looks past every recently deleted inode for each new one, so creating follows the "
-        "deleting around it (every row deletes trees it made). The machine is shared "
+        "deleting around it (every row deletes trees it made), so `cp -a` copies into the "
+        "folder the checkouts go to. The machine is shared "
         "(2 cores, several engineers), so every sample has its own `cp -a` and `tar cf` of "
         f"the same tree, timed just before it; compared rows are repeated {REPEATS} times, "
         "interleaved, and show the median time, the median anchor and the median of the "
