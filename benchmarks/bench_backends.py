@@ -22,8 +22,9 @@ hop and the state-file write the current code's figures include, so the comparis
 flatters the old code by a few milliseconds. `put_chunk` is a bulk
 write of one chunk today (it syncs the chunk, its name and the catalogue), so that row
 shows what writing chunk by chunk costs, not the old release's exact figure. Rows that are
-repeated interleave the variants and report medians. The tree is deleted at the end. Run
-from the repo root:
+repeated interleave the variants and report medians. Trees a row made are deleted between
+sections of rows, never just before a timed row (see `Trash`), and everything at the end.
+Run from the repo root:
 
     .venv/bin/python -m benchmarks.bench_backends
 """
@@ -111,6 +112,34 @@ def timed_after_sync(fn: Callable[[], T]) -> tuple[float, T]:
     return timed(fn)
 
 
+class Trash:
+    """Trees the run is done with: moved aside, and deleted between sections of rows.
+
+    On this ext4 (no journal), creating a file passes over every inode deleted near it in
+    the last minute (`recently_deleted` in the kernel's inode allocator): a 1,000-file tree
+    deleted just before a timed row makes that row pay for the deletion, so the row after
+    each cleanup would lose. No timed row follows a deletion by less than `SETTLE_S`.
+    """
+
+    SETTLE_S = 61.0
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir()
+        self.folder = folder
+        self.count = 0
+
+    def put(self, path: Path) -> None:
+        path.rename(self.folder / str(self.count))
+        self.count += 1
+
+    def empty(self, *, settle: bool = True) -> None:
+        for path in list(self.folder.iterdir()):
+            shutil.rmtree(path)
+        if settle:
+            os.sync()
+            time.sleep(self.SETTLE_S)
+
+
 class Anchors:
     """`cp -a` and `tar cf` of the tree, measured right before each row they are set beside.
 
@@ -118,8 +147,8 @@ class Anchors:
     with anchors taken next to it rather than once for the whole run.
     """
 
-    def __init__(self, tree: Path, scratch: Path) -> None:
-        self.tree, self.scratch = tree, scratch
+    def __init__(self, tree: Path, scratch: Path, trash: Trash) -> None:
+        self.tree, self.scratch, self.trash = tree, scratch, trash
         self.cp: list[float] = []
         self.tar: list[float] = []
 
@@ -129,8 +158,8 @@ class Anchors:
         tar_cmd = ["tar", "cf", str(archive), "-C", str(self.tree), "."]
         cp_s = timed_after_sync(lambda: subprocess.run(cp_cmd, check=True))[0]
         tar_s = timed_after_sync(lambda: subprocess.run(tar_cmd, check=True))[0]
-        shutil.rmtree(copy)
-        archive.unlink()
+        self.trash.put(copy)
+        archive.unlink()  # one file: no matter
         self.cp.append(cp_s)
         self.tar.append(tar_s)
         return cp_s, tar_s
@@ -267,7 +296,8 @@ def measure(work: Path) -> str:
     # cp -a copies into the folder checkouts go to: on this ext4, creating a file costs
     # in proportion to the files deleted near it lately, so every row creates where the
     # others create and delete
-    anchors = Anchors(tree, provider.root)
+    trash = Trash(work / "trash")
+    anchors = Anchors(tree, provider.root, trash)
     old_code = load_baseline()
     rows: list[list[object]] = []
 
@@ -302,7 +332,7 @@ def measure(work: Path) -> str:
         near = anchors.sample()
         first_one.add(timed_after_sync(lambda b=one: run(b.checkpoint()))[0], near)
         snapshots.SNAPSHOT_THREADS = threads
-        shutil.rmtree(work / f"blobs-1t-{repeat}")
+        trash.put(work / f"blobs-1t-{repeat}")
         if last:
             near = anchors.sample()
             seconds, first = timed_after_sync(lambda: run(backend.checkpoint()))
@@ -312,7 +342,7 @@ def measure(work: Path) -> str:
             current = LocalBackend(fresh, inner.backend_id, tree)
             near = anchors.sample()
             seconds = timed_after_sync(lambda b=current: run(b.checkpoint()))[0]
-            shutil.rmtree(work / f"blobs-n-{repeat}")
+            trash.put(work / f"blobs-n-{repeat}")
         first_new.add(seconds, near)
         old_store = store_in_use(work / f"blobs-old-{repeat}")
         old = Baseline(old_code, tree, old_store, work / "old.clock")
@@ -320,12 +350,12 @@ def measure(work: Path) -> str:
         seconds, old_details = timed_after_sync(old.checkpoint)
         first_old.add(seconds, near)
         if not last:
-            shutil.rmtree(work / f"blobs-old-{repeat}")
+            trash.put(work / f"blobs-old-{repeat}")
         empty = LocalProvider(work / f"wse-{repeat}", BlobStore(work / f"blobs-e-{repeat}"))
         into_empty = LocalBackend(empty, inner.backend_id, tree)
         near = anchors.sample()
         first_empty.add(timed_after_sync(lambda b=into_empty: run(b.checkpoint()))[0], near)
-        shutil.rmtree(work / f"blobs-e-{repeat}")
+        trash.put(work / f"blobs-e-{repeat}")
     assert old is not None
     row(
         "first checkpoint",
@@ -366,7 +396,8 @@ def measure(work: Path) -> str:
     near = anchors.sample()
     seconds, loose_ref = timed_after_sync(lambda: run(loose_backend.checkpoint()))
     loose_samples.add(seconds, near)
-    shutil.rmtree(work / "loose-blobs")
+    trash.put(work / "loose-blobs")
+    trash.empty()
     row(
         "first checkpoint, blob store without fsync",
         loose_samples,
@@ -435,6 +466,8 @@ def measure(work: Path) -> str:
         f"{verdict(change_new.median() / change_old.median(), 1.0)})",
     )
 
+    trash.empty()
+
     # ---- checkout: current code (2 and 1 threads) and the old code, interleaved
     out_new, out_one, out_old = Samples(), Samples(), Samples()
     source = tree_digest(tree)
@@ -443,18 +476,21 @@ def measure(work: Path) -> str:
         seconds, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
         out_new.add(seconds, near)
         assert tree_digest(child.local_path) == source, "checkout differs from the source"
+        trash.put(child.local_path)
         run(child.release())
         snapshots.CHECKOUT_THREADS, saved = 1, snapshots.CHECKOUT_THREADS
         near = anchors.sample()
         seconds, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
         out_one.add(seconds, near)
         snapshots.CHECKOUT_THREADS = saved
+        trash.put(child.local_path)
         run(child.release())
         folder = provider.root / f"old-checkout-{repeat}"
         near = anchors.sample()
         out_old.add(timed_after_sync(lambda f=folder: old.checkout(f))[0], near)
         assert tree_digest(folder) == source, "old checkout differs from the source"
-        shutil.rmtree(folder)
+        trash.put(folder)
+    trash.empty(settle=False)
     row(
         "checkout materialisation",
         out_new,
@@ -505,8 +541,9 @@ def measure(work: Path) -> str:
         "Page cache warm and dirty pages flushed (`sync`) before every timed row. Creating a "
         "file is most of what `cp -a` and a checkout cost here: this ext4 has no journal, and "
         "it looks past every recently deleted inode for each new one, so creating follows the "
-        "deleting around it (every row deletes trees it made), so `cp -a` copies into the "
-        "folder the checkouts go to. The machine is shared "
+        "deleting around it: so `cp -a` copies into the folder the checkouts go to, and the "
+        "trees rows make are deleted only between sections of rows, a minute before the next "
+        "timed row (the run holds some 6 GiB meanwhile). The machine is shared "
         "(2 cores, several engineers), so every sample has its own `cp -a` and `tar cf` of "
         f"the same tree, timed just before it; compared rows are repeated {REPEATS} times, "
         "interleaved, and show the median time, the median anchor and the median of the "
