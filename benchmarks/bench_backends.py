@@ -5,7 +5,8 @@ of 1 MiB, 900 of ~114 KiB, in 20 directories) is built under benchmarks/.work/ a
 measured in one run:
 
   * first checkpoint (every file read, chunked, hashed, stored; durable blob store: one
-    bulk write, `core.blobs.bulk`)
+    bulk write, `core.blobs.bulk`), into a store as a data directory in use has it (its
+    chunk folders made), and apart into a brand-new one
   * clean re-checkpoint through DirtyTrackingBackend (must return the same ref; target 5 ms)
   * re-checkpoint after `mark_dirty` with nothing changed (the cost of the stat walk alone)
   * re-checkpoint after rewriting one 1 MiB file (cost and new bytes in proportion to it)
@@ -17,11 +18,13 @@ thread, chunks copied through user space) runs in the same run beside the curren
 its `snapshots.py` is loaded from git at BASELINE_COMMIT (override with the environment
 variable DITTO_BENCH_BASELINE) and driven as its `LocalBackend` drove it (every chunk
 through `BlobStore.put_chunk`, then the manifest), called directly: without the event-loop
-hop and the state-file write the current code's figures include. `put_chunk` is a bulk
+hop and the state-file write the current code's figures include, so the comparison
+flatters the old code by a few milliseconds. `put_chunk` is a bulk
 write of one chunk today (it syncs the chunk, its name and the catalogue), so that row
 shows what writing chunk by chunk costs, not the old release's exact figure. Rows that are
-repeated interleave the variants and report medians. The tree is deleted at the end. Run
-from the repo root:
+repeated interleave the variants and report medians. Trees a row made are deleted between
+sections of rows, never just before a timed row (see `Trash`), and everything at the end.
+Run from the repo root:
 
     .venv/bin/python -m benchmarks.bench_backends
 """
@@ -109,6 +112,34 @@ def timed_after_sync(fn: Callable[[], T]) -> tuple[float, T]:
     return timed(fn)
 
 
+class Trash:
+    """Trees the run is done with: moved aside, and deleted between sections of rows.
+
+    On this ext4 (no journal), creating a file passes over every inode deleted near it in
+    the last minute (`recently_deleted` in the kernel's inode allocator): a 1,000-file tree
+    deleted just before a timed row makes that row pay for the deletion, so the row after
+    each cleanup would lose. No timed row follows a deletion by less than `SETTLE_S`.
+    """
+
+    SETTLE_S = 61.0
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir()
+        self.folder = folder
+        self.count = 0
+
+    def put(self, path: Path) -> None:
+        path.rename(self.folder / str(self.count))
+        self.count += 1
+
+    def empty(self, *, settle: bool = True) -> None:
+        for path in list(self.folder.iterdir()):
+            shutil.rmtree(path)
+        if settle:
+            os.sync()
+            time.sleep(self.SETTLE_S)
+
+
 class Anchors:
     """`cp -a` and `tar cf` of the tree, measured right before each row they are set beside.
 
@@ -116,8 +147,8 @@ class Anchors:
     with anchors taken next to it rather than once for the whole run.
     """
 
-    def __init__(self, tree: Path, scratch: Path) -> None:
-        self.tree, self.scratch = tree, scratch
+    def __init__(self, tree: Path, scratch: Path, trash: Trash) -> None:
+        self.tree, self.scratch, self.trash = tree, scratch, trash
         self.cp: list[float] = []
         self.tar: list[float] = []
 
@@ -127,8 +158,8 @@ class Anchors:
         tar_cmd = ["tar", "cf", str(archive), "-C", str(self.tree), "."]
         cp_s = timed_after_sync(lambda: subprocess.run(cp_cmd, check=True))[0]
         tar_s = timed_after_sync(lambda: subprocess.run(tar_cmd, check=True))[0]
-        shutil.rmtree(copy)
-        archive.unlink()
+        self.trash.put(copy)
+        archive.unlink()  # one file: no matter
         self.cp.append(cp_s)
         self.tar.append(tar_s)
         return cp_s, tar_s
@@ -237,12 +268,24 @@ class Samples:
         return statistics.median(t / c for t, c in zip(self.times, self.tar, strict=True))
 
 
+def store_in_use(root: Path, *, durable: bool = True) -> BlobStore:
+    """A new blob store as a data directory that has taken snapshots before has it: its
+    256 chunk folders (`chunks/ab/`) exist. Each first-checkpoint sample gets a store of its
+    own (so nothing of the tree is stored yet); without this, each would also make the
+    chunk folders, which a data directory does once in its life (measured apart)."""
+    blobs = BlobStore(root, durable=durable)
+    for shard in range(256):
+        (root / "chunks" / f"{shard:02x}").mkdir(exist_ok=True)
+    return blobs
+
+
 def verdict(value: float, limit: float) -> str:
     return "met" if value <= limit else f"MISSED by {value / limit:.2f}x"
 
 
 def measure(work: Path) -> str:
-    blobs = BlobStore(work / "blobs")  # durable, as in production
+    load_before = os.getloadavg()[0]
+    blobs = store_in_use(work / "blobs")  # durable, as in production
     provider = LocalProvider(work / "workspaces", blobs)
     manager = BackendManager({"local": provider})
     backend = run(manager.create("bench", "local"))
@@ -250,7 +293,11 @@ def measure(work: Path) -> str:
     assert isinstance(inner, LocalBackend)
     tree = inner.local_path
     total = build_tree(tree)
-    anchors = Anchors(tree, work)
+    # cp -a copies into the folder checkouts go to: on this ext4, creating a file costs
+    # in proportion to the files deleted near it lately, so every row creates where the
+    # others create and delete
+    trash = Trash(work / "trash")
+    anchors = Anchors(tree, provider.root, trash)
     old_code = load_baseline()
     rows: list[list[object]] = []
 
@@ -271,7 +318,7 @@ def measure(work: Path) -> str:
         return f"{details['files_read']} / {fmt_bytes(details['bytes_read'])}"
 
     # ---- first checkpoint: current code (its threads, and 1) and the old code, interleaved
-    first_new, first_one, first_old = Samples(), Samples(), Samples()
+    first_new, first_one, first_old, first_empty = Samples(), Samples(), Samples(), Samples()
     new_details: dict[str, int] = {}
     old_details: dict[str, int] = {}
     old: Baseline | None = None
@@ -279,30 +326,36 @@ def measure(work: Path) -> str:
     threads = snapshots.SNAPSHOT_THREADS
     for repeat in range(REPEATS):
         last = repeat == REPEATS - 1
-        fresh = LocalProvider(work / f"ws-{repeat}", BlobStore(work / f"blobs-1t-{repeat}"))
+        fresh = LocalProvider(work / f"ws-{repeat}", store_in_use(work / f"blobs-1t-{repeat}"))
         one = LocalBackend(fresh, inner.backend_id, tree)
         snapshots.SNAPSHOT_THREADS = 1
         near = anchors.sample()
         first_one.add(timed_after_sync(lambda b=one: run(b.checkpoint()))[0], near)
         snapshots.SNAPSHOT_THREADS = threads
-        shutil.rmtree(work / f"blobs-1t-{repeat}")
+        trash.put(work / f"blobs-1t-{repeat}")
         if last:
             near = anchors.sample()
             seconds, first = timed_after_sync(lambda: run(backend.checkpoint()))
             new_details = dict(first.details)
         else:
-            fresh = LocalProvider(work / f"wsn-{repeat}", BlobStore(work / f"blobs-n-{repeat}"))
+            fresh = LocalProvider(work / f"wsn-{repeat}", store_in_use(work / f"blobs-n-{repeat}"))
             current = LocalBackend(fresh, inner.backend_id, tree)
             near = anchors.sample()
             seconds = timed_after_sync(lambda b=current: run(b.checkpoint()))[0]
-            shutil.rmtree(work / f"blobs-n-{repeat}")
+            trash.put(work / f"blobs-n-{repeat}")
         first_new.add(seconds, near)
-        old = Baseline(old_code, tree, BlobStore(work / f"blobs-old-{repeat}"), work / "old.clock")
+        old_store = store_in_use(work / f"blobs-old-{repeat}")
+        old = Baseline(old_code, tree, old_store, work / "old.clock")
         near = anchors.sample()
         seconds, old_details = timed_after_sync(old.checkpoint)
         first_old.add(seconds, near)
         if not last:
-            shutil.rmtree(work / f"blobs-old-{repeat}")
+            trash.put(work / f"blobs-old-{repeat}")
+        empty = LocalProvider(work / f"wse-{repeat}", BlobStore(work / f"blobs-e-{repeat}"))
+        into_empty = LocalBackend(empty, inner.backend_id, tree)
+        near = anchors.sample()
+        first_empty.add(timed_after_sync(lambda b=into_empty: run(b.checkpoint()))[0], near)
+        trash.put(work / f"blobs-e-{repeat}")
     assert old is not None
     row(
         "first checkpoint",
@@ -327,15 +380,24 @@ def measure(work: Path) -> str:
         fmt_bytes(old_details["bytes_written"]),
         "a durable put_chunk per chunk, 1 thread",
     )
+    row(
+        "first checkpoint into a new data directory",
+        first_empty,
+        read(new_details),
+        "",
+        f"{first_empty.median() / first_new.median():.2f}x the time above: the store also "
+        "makes its chunk folders (once in its life)",
+    )
 
     # The same first snapshot into a store that does not fsync: what durability costs.
-    loose = LocalProvider(work / "loose-ws", BlobStore(work / "loose-blobs", durable=False))
+    loose = LocalProvider(work / "loose-ws", store_in_use(work / "loose-blobs", durable=False))
     loose_backend = LocalBackend(loose, inner.backend_id, tree)
     loose_samples = Samples()
     near = anchors.sample()
     seconds, loose_ref = timed_after_sync(lambda: run(loose_backend.checkpoint()))
     loose_samples.add(seconds, near)
-    shutil.rmtree(work / "loose-blobs")
+    trash.put(work / "loose-blobs")
+    trash.empty()
     row(
         "first checkpoint, blob store without fsync",
         loose_samples,
@@ -361,20 +423,28 @@ def measure(work: Path) -> str:
     walk: dict[str, int] = {}
     changed: Any = None
     stored_growth = 0
-    for _ in range(REPEATS):
+    for repeat in range(REPEATS):
+        # the second of a pair walks a tree the first has just walked: take turns
+        old_first = repeat % 2 == 1
         near = anchors.sample()
+        if old_first:
+            walk_old.add(timed_after_sync(old.checkpoint)[0], near)
         backend.mark_dirty()
         seconds, ref = timed_after_sync(lambda: run(backend.checkpoint()))
         walk_new.add(seconds, near)
         walk = dict(ref.details)
-        walk_old.add(timed_after_sync(old.checkpoint)[0], near)
+        if not old_first:
+            walk_old.add(timed_after_sync(old.checkpoint)[0], near)
         run(backend.write_bytes("dir00/file0000.txt", os.urandom(MiB)))
         near = anchors.sample()
+        if old_first:
+            change_old.add(timed_after_sync(old.checkpoint)[0], near)
         stored_before_change = blobs.stored_bytes()
         seconds, changed = timed_after_sync(lambda: run(backend.checkpoint()))
         stored_growth = blobs.stored_bytes() - stored_before_change
         change_new.add(seconds, near)
-        change_old.add(timed_after_sync(old.checkpoint)[0], near)
+        if not old_first:
+            change_old.add(timed_after_sync(old.checkpoint)[0], near)
     row(
         "dirty re-checkpoint, nothing changed (stat walk)",
         walk_new,
@@ -396,6 +466,8 @@ def measure(work: Path) -> str:
         f"{verdict(change_new.median() / change_old.median(), 1.0)})",
     )
 
+    trash.empty()
+
     # ---- checkout: current code (2 and 1 threads) and the old code, interleaved
     out_new, out_one, out_old = Samples(), Samples(), Samples()
     source = tree_digest(tree)
@@ -404,18 +476,21 @@ def measure(work: Path) -> str:
         seconds, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
         out_new.add(seconds, near)
         assert tree_digest(child.local_path) == source, "checkout differs from the source"
+        trash.put(child.local_path)
         run(child.release())
         snapshots.CHECKOUT_THREADS, saved = 1, snapshots.CHECKOUT_THREADS
         near = anchors.sample()
         seconds, child = timed_after_sync(lambda: run(provider.checkout(changed, "bench-child")))
         out_one.add(seconds, near)
         snapshots.CHECKOUT_THREADS = saved
+        trash.put(child.local_path)
         run(child.release())
-        folder = work / f"old-checkout-{repeat}"
+        folder = provider.root / f"old-checkout-{repeat}"
         near = anchors.sample()
         out_old.add(timed_after_sync(lambda f=folder: old.checkout(f))[0], near)
         assert tree_digest(folder) == source, "old checkout differs from the source"
-        shutil.rmtree(folder)
+        trash.put(folder)
+    trash.empty(settle=False)
     row(
         "checkout materialisation",
         out_new,
@@ -459,13 +534,22 @@ def measure(work: Path) -> str:
         "snapshot's chunks as files without fsync, syncs them once (`syncfs`, or an fsync per "
         "file when at most 16 are new), renames them into place, syncs the names the same "
         "way, and records chunks and manifest in one durable catalogue commit; the old code "
-        "puts chunk by chunk, each durable on its own. `cp -a` and `tar cf` do not fsync. "
-        "Page cache "
-        "warm and dirty pages flushed (`sync`) before every timed row. The machine is shared "
+        "puts chunk by chunk, each durable on its own. Each first-checkpoint sample writes "
+        "into a new store whose 256 chunk folders exist, as in a data directory that has "
+        "taken snapshots before; the row into a new data directory also makes them. "
+        "`cp -a` and `tar cf` do not fsync. "
+        "Page cache warm and dirty pages flushed (`sync`) before every timed row. Creating a "
+        "file is most of what `cp -a` and a checkout cost here: this ext4 has no journal, and "
+        "it looks past every recently deleted inode for each new one, so creating follows the "
+        "deleting around it: so `cp -a` copies into the folder the checkouts go to, and the "
+        "trees rows make are deleted only between sections of rows, a minute before the next "
+        "timed row (the run holds some 6 GiB meanwhile). The machine is shared "
         "(2 cores, several engineers), so every sample has its own `cp -a` and `tar cf` of "
         f"the same tree, timed just before it; compared rows are repeated {REPEATS} times, "
         "interleaved, and show the median time, the median anchor and the median of the "
-        "per-sample ratios. All anchors of the run: "
+        "per-sample ratios. The machine's load average (1 minute) was "
+        f"{load_before:.1f} when the run started and {os.getloadavg()[0]:.1f} when it ended. "
+        "All anchors of the run: "
         f"`cp -a` {', '.join(fmt_s(x) for x in anchors.cp)}; "
         f"`tar cf` {', '.join(fmt_s(x) for x in anchors.tar)}."
     )

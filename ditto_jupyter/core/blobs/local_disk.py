@@ -1,8 +1,8 @@
 """Chunks as files on the local disk: `chunks/ab/<hex>`, written in batches through `tmp/`.
 
 A batch stages every chunk as a file of its own in a private folder `tmp/bulk-<hex>/`
-(a subfolder per writing thread: creating files in one folder is serialised by the
-kernel), named by the chunk, and starts writing it back to the disk at once. `sync` makes
+(a subfolder for each further writing thread: creating files in one folder is serialised
+by the kernel), named by the chunk, and starts writing it back to the disk at once. `sync` makes
 them all durable together: one `syncfs` of the filesystem, or an fsync of each file when at
 most `FSYNC_EACH_LIMIT` are new (a few chunks never wait for other tenants' dirty data).
 `publish` then renames each into place without replacing what is there
@@ -234,12 +234,15 @@ class DiskBatch:
         return self._folder
 
     def _thread_folder(self) -> str:
-        """This thread's subfolder of the staging folder (with the batch's lock held)."""
+        """Where this thread stages (with the batch's lock held): the first thread in the
+        staging folder itself, every other one in a subfolder of its own."""
         thread = threading.get_ident()
         folder = self._thread_folders.get(thread)
         if folder is None:
-            folder = os.path.join(self._staging_folder(), str(len(self._thread_folders)))
-            os.mkdir(folder, 0o700)
+            folder = self._staging_folder()
+            if self._thread_folders:
+                folder = os.path.join(folder, str(len(self._thread_folders)))
+                os.mkdir(folder, 0o700)
             self._thread_folders[thread] = folder
         return folder
 
