@@ -35,31 +35,29 @@ from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, SessionBu
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
+    BudgetFigures,
+    CheckoutBranch,
+    CheckoutOrigin,
     CheckpointListResult,
     ContextCapture,
+    RuntimeBudgetResult,
     RuntimeCheckoutResult,
     RuntimeCheckpoint,
     RuntimeCheckpointResult,
     RuntimeCheckpointSnapshotDeleteResult,
     RuntimeCloseResult,
+    RuntimeLineage,
     RuntimeListResult,
     RuntimePauseResult,
     RuntimeRecord,
+    RuntimeRestoreResult,
     RuntimeResumeResult,
+    RuntimeWorkspace,
     SessionRecord,
     UnrestorableValue,
 )
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.kernel_pool import KernelPool
-from ditto_jupyter.server.models import (
-    BudgetFigures,
-    CheckoutBranch,
-    CheckoutOrigin,
-    RuntimeBudgetResult,
-    RuntimeLineage,
-    RuntimeRestoreResult,
-    RuntimeWorkspace,
-)
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.models import CheckpointListQuery
 from ditto_jupyter.server.app import DittoJupyterApp
 from ditto_jupyter.server.handlers import parse_query
-from ditto_jupyter.server.models import CheckpointListQuery
 from ditto_jupyter.server.routes import API_PREFIX, ROUTES
 from tests.server.conftest import OpenRuntime
 from tests.server.notebook_sessions import run, user_variables

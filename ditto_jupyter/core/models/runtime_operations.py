@@ -1,0 +1,209 @@
+"""Requests and answers of the runtime operations: checkpoint, delete-snapshot, checkout,
+restore, pause, resume, close, pruning, and the runtime and checkpoint listings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ditto_jupyter.core.models.fields import (
+    MAX_PAGE,
+    CheckpointName,
+    RequestId,
+    RequestMetadata,
+    RequestText,
+    StrictModel,
+)
+from ditto_jupyter.core.models.records import CheckpointSummary, RuntimeRecord, UnrestorableValue
+
+
+class RuntimeCheckpointRequest(StrictModel):
+    """POST /api/v1/runtimes/checkpoint."""
+
+    runtime_id: RequestId
+    name: CheckpointName | None = None
+    metadata: RequestMetadata | None = None
+
+
+class RuntimeCheckpointSnapshotDeleteRequest(StrictModel):
+    """POST /api/v1/runtimes/checkpoint/delete-snapshot."""
+
+    checkpoint_id: RequestId
+
+
+class RuntimeCheckoutRequest(StrictModel):
+    """POST /api/v1/runtimes/checkout."""
+
+    checkpoint_id: RequestId
+    conversation_id: RequestText | None = None
+    sender_id: RequestText | None = None
+    metadata: RequestMetadata | None = None
+
+
+class RuntimePauseRequest(StrictModel):
+    """POST /api/v1/runtimes/pause."""
+
+    runtime_id: RequestId
+    name: CheckpointName | None = None
+    metadata: RequestMetadata | None = None
+
+
+class RuntimeResumeRequest(StrictModel):
+    """POST /api/v1/runtimes/resume."""
+
+    runtime_id: RequestId
+    metadata: RequestMetadata | None = None
+
+
+class RuntimeCloseRequest(StrictModel):
+    """POST /api/v1/runtimes/close.
+
+    A live runtime gets a final checkpoint first (its variables and files), so nothing
+    done since its head is lost; `discard: true` closes it without one.
+    """
+
+    runtime_id: RequestId
+    discard: bool = Field(
+        default=False,
+        description="Close without a final checkpoint: what changed since the head is lost.",
+    )
+
+
+class RuntimeRestoreRequest(StrictModel):
+    """POST /api/v1/runtimes/restore: a checkpoint by id, prefix or name."""
+
+    runtime_id: RequestId
+    checkpoint_id: RequestId
+
+
+class RuntimeCheckpointResult(StrictModel):
+    """Result of checkpoint: the new id, the runtime, and the head it replaced."""
+
+    checkpoint_id: str
+    runtime: RuntimeRecord
+    previous_checkpoint_id: str | None
+
+
+class RuntimeCheckpointSnapshotDeleteResult(StrictModel):
+    """Result of delete-snapshot: idempotent; `already_deleted` when nothing was left."""
+
+    checkpoint_id: str
+    deleted: bool
+    already_deleted: bool
+
+
+class AutoCheckpointPruneResult(StrictModel):
+    """Result of pruning a runtime's automatic checkpoints (`%autocheckpoint --keep N`).
+
+    `pruned`: checkpoints whose variables and workspace snapshot were dropped (their rows
+    stay, as history); `held`: checkpoints beyond the newest N kept whole all the same,
+    because a runtime's head is one or a checkout branched from one; `whole`: how many of
+    the runtime's automatic checkpoints are whole now (held ones included).
+    """
+
+    runtime_id: str
+    keep: int
+    pruned: list[str]
+    held: list[str]
+    whole: int
+
+
+class RuntimeCheckoutResult(StrictModel):
+    """Result of checkout: the new child runtime, its kernel and notebook copy.
+
+    `unrestorable` lists every value the child does not hold: those the checkpoint could not
+    keep, and those its new kernel could not load (a module only the source could import).
+    """
+
+    runtime: RuntimeRecord
+    checkpoint_id: str
+    source_runtime_id: str
+    unrestorable: list[UnrestorableValue]
+    kernel_id: str | None = None
+    notebook_path: str | None = None
+
+
+class RuntimePauseResult(StrictModel):
+    """Result of pause: the paused runtime and the checkpoint that holds its state."""
+
+    runtime: RuntimeRecord
+    checkpoint_id: str
+
+
+class RuntimeResumeResult(StrictModel):
+    """Result of resume: same runtime id, the checkpoint resumed from, the new kernel.
+
+    `unrestorable` lists every value the new kernel does not hold (as for checkout).
+    """
+
+    runtime: RuntimeRecord
+    checkpoint_id: str
+    unrestorable: list[UnrestorableValue]
+    kernel_id: str | None = None
+
+
+class RuntimeCloseResult(StrictModel):
+    """Result of close: `checkpoint_id` is the final checkpoint close took (null when the
+    runtime was paused already, or the caller asked to discard)."""
+
+    runtime: RuntimeRecord
+    backend_released: bool
+    provider_sandbox_deleted: bool
+    checkpoint_id: str | None = None
+
+
+class RuntimeRestoreResult(StrictModel):
+    """Result of a restore: the runtime, the checkpoint restored, what it could not keep."""
+
+    runtime: RuntimeRecord
+    checkpoint_id: str
+    unrestorable: list[UnrestorableValue]
+
+
+class RuntimeListResult(StrictModel):
+    """GET /api/v1/runtimes."""
+
+    runtimes: list[RuntimeRecord]
+
+
+class CheckpointListResult(StrictModel):
+    """GET /api/v1/runtimes/{runtime_id}/checkpoints: one page of a runtime's checkpoints.
+
+    `next_cursor` is set when more follow: pass it as `cursor` to get the next page.
+    """
+
+    checkpoints: list[CheckpointSummary]
+    next_cursor: str | None = None
+
+
+class CheckpointListQuery(BaseModel):
+    """Query parameters of GET .../checkpoints: a runtime's checkpoints a page at a time.
+
+    Not strict like the bodies: query values arrive as text (`limit=50`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_PAGE,
+        description=f"At most this many checkpoints (1 to {MAX_PAGE}); every one when absent.",
+    )
+    cursor: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Start after this checkpoint: the `next_cursor` of the previous page.",
+    )
+    order: Literal["oldest", "newest"] = Field(
+        default="oldest", description="`oldest` first (the default) or `newest` first."
+    )
+
+
+class CheckpointDetail(StrictModel):
+    """GET .../checkpoints/{reference}: the checkpoint and its context manifest id."""
+
+    checkpoint: CheckpointSummary
+    context_manifest_id: str | None
