@@ -6,7 +6,7 @@ of benchmarks/RESULTS.md.
 
 Cell by cell, each engine runs in its own ipykernel kernel on the same machine in one run:
 
-- ours: after each cell, `KernelContextCapture.capture` through `JupyterClientHost` (a silent
+- ours: after each cell, `KernelContextDriver.capture` through `JupyterClientHost` (a silent
   kernel call; the time is measured at the caller, so it includes the round trip), with the
   bytes it wrote and the store's growth on disk;
 - Kishu: `init_kishu()` in a kernel on a notebook file (Kishu's own test mode, which skips the
@@ -50,7 +50,7 @@ from benchmarks.kishu_harness import (  # noqa: E402
 from benchmarks.results_table import markdown_table, write_section  # noqa: E402
 from ditto_jupyter.core.models import SessionRecord  # noqa: E402
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost  # noqa: E402
-from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture  # noqa: E402
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver  # noqa: E402
 
 WORK = ROOT / "benchmarks" / ".work" / "bench_kernel"
 MIB = 1024 * 1024
@@ -106,7 +106,7 @@ class Bench:
         (WORK / "dill_timing.py").write_text(textwrap.dedent(DILL_TIMING))
         self.host = JupyterClientHost()
         self.blob_root = WORK / "blobs"
-        self.context = KernelContextCapture(self.host, self.blob_root)
+        self.context = KernelContextDriver(self.host, self.blob_root)
         self.kishu = KishuNotebook(WORK / "kishu_nb.ipynb")
         self.kishu.create()
         self.kishu_env = {
@@ -453,7 +453,7 @@ def report(
         state), each cell on our kernel and then on Kishu's, so both see the same machine
         load; times are medians of the 3, bytes and growth come from the first repetition
         (the sequence of the issue); the restores are medians of 3 as well.
-        Ours: `KernelContextCapture.capture` after each cell, timed at the caller, which
+        Ours: `KernelContextDriver.capture` after each cell, timed at the caller, which
         includes the kernel round trip of the server path (about 5-10 ms here); the in-kernel
         part is in parentheses and is the like-for-like figure with Kishu, whose hooks run
         inside the kernel (the magic path has no round trip either). Bytes written as
@@ -461,7 +461,7 @@ def report(
         Kishu: `init_kishu()` in its test mode on a notebook file, committing after every
         cell through its IPython hooks; its overhead is the time inside `pre_run_cell` +
         `post_run_cell`, measured in the kernel; store growth is the growth of its
-        `.kishudb` files. Restores: ours `KernelContextCapture.restore` (in-kernel part in
+        `.kishudb` files. Restores: ours `KernelContextDriver.restore` (in-kernel part in
         parentheses), Kishu `_kishu.checkout(commit)`, dill `load_session` (which only adds
         names back: later variables stay). Every checkpoint is durable when it returns (ours:
         one `syncfs`; Kishu's SQLite commits fsync too). The machine is shared (2 cores,

@@ -8,7 +8,7 @@ arguments it runs only those and prints the table without recording it.
 For each notebook (a public matplotlib or scikit-learn tutorial, cut into its cells), two
 ipykernel kernels run the same cells side by side, with MPLBACKEND=Agg:
 
-- ours: after every cell, `KernelContextCapture.capture` through `JupyterClientHost` (timed at
+- ours: after every cell, `KernelContextDriver.capture` through `JupyterClientHost` (timed at
   the caller, so with the kernel round trip; the in-kernel part beside it), the bytes it
   reports written and the growth of its blob store on disk;
 - Kishu: `init_kishu()` in its test mode (benchmarks.kishu_harness), committing after every
@@ -19,7 +19,7 @@ last assigned (a cell that changes nothing), to measure what a checkpoint after 
 costs. At three cells (a third of the way, two thirds, the end) the whole namespace is
 fingerprinted live (benchmarks.state_fingerprint). After the last cell each engine goes back
 in place to the first third, the second, then the end, and checks out the two-thirds state
-into a fresh kernel (ours: `KernelContextCapture.restore` into a new session; Kishu:
+into a fresh kernel (ours: `KernelContextDriver.restore` into a new session; Kishu:
 `init_kishu` in a new kernel on the same store, then `checkout`). Each result is
 fingerprinted and compared with the live one; a restore is wrong when any value differs, is
 missing without being reported unrestorable, is there when it was not live, or when pyplot's
@@ -60,7 +60,7 @@ from benchmarks.state_fingerprint import compare  # noqa: E402
 from ditto_jupyter.core.errors import BackendError  # noqa: E402
 from ditto_jupyter.core.models import SessionRecord  # noqa: E402
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost  # noqa: E402
-from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture  # noqa: E402
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver  # noqa: E402
 
 WORK = ROOT / "benchmarks" / ".work" / "bench_notebooks"
 NOOP_EVERY = 3
@@ -157,7 +157,7 @@ class Bench:
         self.host = JupyterClientHost()
         self.in_kernel_timing = True
 
-    async def _session(self, context: KernelContextCapture, runtime_id: str, cwd: Path) -> str:
+    async def _session(self, context: KernelContextDriver, runtime_id: str, cwd: Path) -> str:
         record = SessionRecord(session_id=runtime_id, conversation_id="bench", sender_id="b")
         handle = await context.start(record, cwd)
         return str(handle["kernel_id"])
@@ -190,7 +190,7 @@ class Bench:
         result = NotebookRun(source, plan(sources))
         cells = result.cells
         targets = set(restore_targets(cells))
-        context = KernelContextCapture(self.host, work / "blobs")
+        context = KernelContextDriver(self.host, work / "blobs")
         ours_kernel = await self._session(context, f"{source.name}-ours", work)
         record = self._record(ours_kernel)
         base = tree_size(context.blob_root)
@@ -245,7 +245,7 @@ class Bench:
         return result
 
     async def _checkpoint(
-        self, context: KernelContextCapture, record: SessionRecord, run: EngineRun
+        self, context: KernelContextDriver, record: SessionRecord, run: EngineRun
     ) -> None:
         before = tree_size(context.blob_root)
         started = time.perf_counter()
@@ -312,7 +312,7 @@ class Bench:
 
     async def _restore_ours(
         self,
-        context: KernelContextCapture,
+        context: KernelContextDriver,
         record: SessionRecord,
         position: int,
         run: EngineRun,

@@ -283,7 +283,7 @@ def _restore_time(engine: EngineRun) -> str:
 NOTES = """
 How it was measured: one run, one machine (2 cores shared with other engineers' tests, so
 times move between runs; ratios are taken within the run, cell by cell on both engines).
-Ours is `KernelContextCapture.capture` timed at the caller (with the kernel round trip of
+Ours is `KernelContextDriver.capture` timed at the caller (with the kernel round trip of
 the server path); the in-kernel part (parentheses) is the like-for-like figure with Kishu's
 hooks, which run inside the kernel. Bytes: ours is the growth of the blob store on disk,
 Kishu's the growth of its `.kishudb` after `init_kishu`; no-op columns: ours the bytes the

@@ -3,7 +3,7 @@
 This is how every front end gets its service: the server extension, the magics with no
 server behind them, the CLI in local mode and the tests. The caller always says how the
 session context is captured (`context_factory`): the server and the magics pass their kernel
-capture (`ditto_jupyter.hosts.kernel_context_capture`, beside this module in the same
+capture (`ditto_jupyter.hosts.kernel_context_driver`, beside this module in the same
 layer), the tests a test double.
 `check_data_dir` opens the same parts for `ditto doctor`, without a service or a context.
 """

@@ -8,7 +8,7 @@ calls in a kernel are named, not imported (`kernel_calls`).
 - `kernel_channel`: `KernelChannel`, the request/reply logic over one kernel client,
   each request bound to the kernel process it was sent to.
 - `jupyter_client_host`: `JupyterClientHost`, the embedded host on jupyter_client.
-- `kernel_context_capture`: `KernelContextCapture`, a runtime's session context over a
+- `kernel_context_driver`: `KernelContextDriver`, a runtime's session context over a
   host (start, stop, busy, capture, restore).
 - `kernel_calls`: the names of the in-kernel functions the hosts call.
 

@@ -59,7 +59,7 @@ from ditto_jupyter.core.models import (
     UnrestorableValue,
 )
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
-from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
 from ditto_jupyter.wiring import default_data_dir, open_runtime_service
 
@@ -358,7 +358,7 @@ class StandaloneContext:
         self.namespace = namespace
         self.token = token
         self.host = JupyterClientHost()
-        self.kernels = KernelContextCapture(
+        self.kernels = KernelContextDriver(
             self.host, blobs.root, notebook_folder=lambda session: notebook_folder
         )
         self.last_manifest: str | None = None

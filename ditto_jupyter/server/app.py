@@ -37,7 +37,7 @@ from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.environment import runtime_identity_env, server_env
-from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
@@ -131,7 +131,7 @@ class DittoJupyterApp(ExtensionApp):
         self, host: ServerKernelHost, pool: KernelPool | None = None
     ) -> Callable[[BlobStore], ContextDriver]:
         def build(blobs: BlobStore) -> ContextDriver:
-            kernels = KernelContextCapture(host, blobs.root, notebook_folder=host.notebook_folder)
+            kernels = KernelContextDriver(host, blobs.root, notebook_folder=host.notebook_folder)
             if pool is not None:
                 pool.blob_root = blobs.root
             return ServerContextCapture(kernels, pool)

@@ -5,7 +5,7 @@ kernel: `execute` stands in for running a cell, `busy` for a kernel running one,
 dropping a runtime's namespace for a kernel that died, and `refuse_stop` for a kernel that
 would not stop (its `stop` raises, and the namespace stays). Captures go to the real blob store
 as signed manifests, like the kernel capture's. The product never uses it: the server and
-the magics capture real kernels (`ditto_jupyter.hosts.kernel_context_capture`).
+the magics capture real kernels (`ditto_jupyter.hosts.kernel_context_driver`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
 from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
 from ditto_jupyter.hosts.kernel_channel import KernelDied
-from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.wiring import open_runtime_service
 from tests.support.kernel_deaths import SLOW_TO_PICKLE, kill_and_revive, pid_written_to
 
@@ -34,8 +34,8 @@ def test_a_capture_ends_when_its_kernel_dies_even_if_it_is_revived(tmp_path: Pat
     async def scenario() -> None:
         host = JupyterClientHost(call_timeout=CALL_TIMEOUT_S)
 
-        def kernels(blobs: BlobStore) -> KernelContextCapture:
-            return KernelContextCapture(host, blobs.root, notebook_folder=lambda _: tmp_path)
+        def kernels(blobs: BlobStore) -> KernelContextDriver:
+            return KernelContextDriver(host, blobs.root, notebook_folder=lambda _: tmp_path)
 
         service = open_runtime_service(tmp_path / "data", context_factory=kernels)
         try:

@@ -1,4 +1,4 @@
-"""Real ipykernel kernels through JupyterClientHost and KernelContextCapture.
+"""Real ipykernel kernels through JupyterClientHost and KernelContextDriver.
 
 Two kernels serve the whole module (each start costs a second or two): `kernel` is the
 working kernel (tests start by restoring it to an empty namespace, itself the in-place
@@ -19,7 +19,7 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
-from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.hosts.kernel_host import KernelHost
 from ditto_jupyter.kernel.capture import CHUNK_SIZE
 from tests.support.stored_blobs import tamper_manifest, write_manifest_document
@@ -37,7 +37,7 @@ class Kernels:
         self.host = JupyterClientHost()
         self.blob_root = root / "blobs"
         # The kernels run in the test's folder: what their cells write stays out of the checkout.
-        self.context = KernelContextCapture(
+        self.context = KernelContextDriver(
             self.host, self.blob_root, notebook_folder=lambda _: root
         )
         self.workspace = root / "workspace"

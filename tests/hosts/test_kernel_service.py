@@ -13,16 +13,16 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import SessionBusy
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
-from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.wiring import open_runtime_service
 
 
 def kernel_service(
     data_dir: Path, host: JupyterClientHost, notebook_folder: Path | None = None
 ) -> RuntimeService:
-    def factory(blobs: BlobStore) -> KernelContextCapture:
+    def factory(blobs: BlobStore) -> KernelContextDriver:
         folder = (lambda session: notebook_folder) if notebook_folder is not None else None
-        return KernelContextCapture(host, blobs.root, notebook_folder=folder)
+        return KernelContextDriver(host, blobs.root, notebook_folder=folder)
 
     return open_runtime_service(data_dir, context_factory=factory)
 

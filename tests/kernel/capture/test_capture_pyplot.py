@@ -19,7 +19,7 @@ import pytest
 
 from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
-from ditto_jupyter.hosts.kernel_context_capture import KernelContextCapture
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
@@ -46,7 +46,7 @@ class Kernels:
     def __init__(self, root: Path) -> None:
         self.loop = asyncio.new_event_loop()
         self.host = JupyterClientHost()
-        self.context = KernelContextCapture(self.host, root / "blobs")
+        self.context = KernelContextDriver(self.host, root / "blobs")
         self.workspace = root / "workspace"
         self.workspace.mkdir()
         with pytest.MonkeyPatch.context() as patch:

@@ -1,4 +1,4 @@
-"""KernelContextCapture: the session context of a notebook runtime is a live kernel.
+"""KernelContextDriver: the session context of a notebook runtime is a live kernel.
 
 The control plane starts and stops kernels through a `KernelHost` and captures or restores
 their namespaces by calling `ditto_jupyter.kernel.capture` inside them, by name
@@ -24,7 +24,7 @@ from ditto_jupyter.hosts.kernel_calls import CAPTURE, RESTORE, WARM_UP
 from ditto_jupyter.hosts.kernel_host import KernelHost
 
 
-class KernelContextCapture:
+class KernelContextDriver:
     """ContextDriver over real kernels; `handle_state` is `{"kernel_id": ...}`.
 
     `notebook_folder` says where a runtime's kernels run (its notebook's folder); without
