@@ -37,7 +37,7 @@ def full_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobS
 
 
 def test_a_write_that_finds_no_room_is_storage_full_and_changes_nothing(
-    full_store: BlobStore,
+    full_store: BlobStore, request: pytest.FixtureRequest
 ) -> None:
     first = full_store.put_bytes(os.urandom(2 * MiB))
     first_id, _ = full_store.put_manifest({"kind": "test", "chunks": first.chunks})
@@ -56,7 +56,8 @@ def test_a_write_that_finds_no_room_is_storage_full_and_changes_nothing(
         "saved; free some space there and try again"
     )
     assert blob_store_state(full_store.root) == before
-    assert free_bytes(full_store.root) >= free_before - MiB  # its chunks went at once
+    if request.node.callspec.params["full_store"] == "tmpfs":  # a disk of its own: no one
+        assert free_bytes(full_store.root) >= free_before - MiB  # else writes; chunks went
     again = full_store.put_bytes(os.urandom(4 * MiB))
     again_id, _ = full_store.put_manifest({"kind": "test", "chunks": again.chunks})
     assert full_store.has_manifest(again_id) and full_store.has_manifest(first_id)
