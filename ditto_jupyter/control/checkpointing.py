@@ -263,6 +263,7 @@ class Checkpointing:
         """Make a checkpoint the head of a runtime that restored it itself."""
         parts = self.parts
         parts.guard.refuse_in_flight(runtime_id)
+        parts.guard.claim(runtime_id)
         parts.guard.live_session(runtime_id)
         refuse_pruned(parts.checkpoint(checkpoint_id))
         parts.store.set_head(runtime_id, checkpoint_id)

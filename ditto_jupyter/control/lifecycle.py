@@ -185,7 +185,11 @@ class Lifecycle:
         source = parts.guard.session(checkpoint.runtime_id)
         merged = merged_metadata(checkpoint.session.metadata, metadata)
         child_id = child_runtime_id(source.session_id)
-        async with parts.guard.operation(source.session_id, child_id):
+        # The source is only read (its checkpoint): it may be live on another server.
+        async with (
+            parts.guard.operation(source.session_id, claim=False),
+            parts.guard.operation(child_id),
+        ):
             live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
             if live and caller_runtime_id != source.session_id:
                 await parts.guard.require_idle(source)
