@@ -348,7 +348,9 @@ class RuntimeService:
         """
         return await self._lifecycle.close(runtime_id, discard=discard)
 
-    async def mark_lost(self, runtime_id: str) -> RuntimeRecord:
+    async def mark_lost(
+        self, runtime_id: str, *, handle: dict[str, Any] | None = None
+    ) -> RuntimeRecord:
         """Record that a live runtime's context ended outside the control plane.
 
         A kernel that died, or a server restart, loses the variables set since the head
@@ -357,9 +359,23 @@ class RuntimeService:
         are now) that becomes the head. The runtime is then paused at its head (resume
         brings it back), or closed when it has none (no checkpoint, an empty workspace).
         A workspace that is gone holds nothing to keep; one that cannot be snapshotted is
-        left where it is, never deleted. Paused or closed runtimes are left as they are.
+        left where it is, never deleted. Paused or closed runtimes are left as they are, and
+        so is one whose context is no longer `handle` (it was resumed meanwhile).
         """
-        return await self._lifecycle.mark_lost(runtime_id)
+        return await self._lifecycle.mark_lost(runtime_id, handle=handle)
+
+    async def mark_restarted(
+        self, runtime_id: str, *, handle: dict[str, Any]
+    ) -> RuntimeCheckpoint | None:
+        """Record that a live runtime's context `handle` was restarted outside the control
+        plane (Jupyter's restarter revived its dead kernel): its variables are gone, its
+        files are not. The files as they are go into a checkpoint named `lost`, with the
+        head's variables, which becomes the head; the runtime stays live on the restarted
+        context. Returns the checkpoint to offer back (that one, or the head when the
+        files are the head's), or None when there is nothing to offer or the runtime has
+        another context by now.
+        """
+        return await self._lifecycle.mark_restarted(runtime_id, handle=handle)
 
     # ---- housekeeping ---------------------------------------------------------------
 

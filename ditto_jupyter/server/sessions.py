@@ -102,6 +102,15 @@ class ServerContextCapture:
     async def capture(self, session: SessionRecord) -> ContextCapture:
         return await self.inner.capture(session)
 
+    async def fence(self, session: SessionRecord) -> None:
+        await self.inner.fence(session)
+
+    async def seal(self, session: SessionRecord) -> bool:
+        return await self.inner.seal(session)
+
+    async def unseal(self, session: SessionRecord) -> None:
+        await self.inner.unseal(session)
+
     async def restore(
         self, session: SessionRecord, manifest_id: str | None
     ) -> list[UnrestorableValue]:
