@@ -9,11 +9,14 @@ once exactly one takes the lease.
 
 A lease is taken from its holder only when that holder is gone:
 
-- its lease ran out: a server renews its leases on a heartbeat (`renew`) and lets them
-  run out when it stops (`close`); a lease without expiry (an in-kernel service, which
-  never renews) runs out only with its process;
-- its process is gone, which a process on the same host (same boot) can tell at once: no
-  such pid, or a zombie; in this very process, a service that was closed.
+- on the same host (same boot), when its process no longer runs: no process with its pid
+  and start time (a reused pid is another process), or a zombie; in this very process, a
+  service that was closed. A holder whose process runs keeps its runtimes, even when its
+  heartbeat is late: a busy server is not a dead one;
+- on another host, which cannot be looked at from here, when its lease ran out: a server
+  renews its leases on a heartbeat (`renew`) and lets them run out when it stops
+  (`close`); a lease without expiry (an in-kernel service, which never renews) is held
+  until a process on its own host finds its holder gone.
 """
 
 from __future__ import annotations
@@ -52,19 +55,32 @@ def boot_id() -> str:
         return ""
 
 
+def process_start(pid: int) -> int:
+    """When process `pid` started (clock ticks after boot, from /proc); 0 when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else 0
+
+
 def this_process(url: str | None = None) -> LeaseHolder:
-    """A new holder for this process: a fresh owner id, this host, its boot and pid."""
+    """A new holder for this process: a fresh owner id, this host, its boot and process."""
+    pid = os.getpid()
     return LeaseHolder(
         owner_id=uuid.uuid4().hex,
         host=socket.gethostname(),
         boot_id=boot_id(),
-        pid=os.getpid(),
+        pid=pid,
+        pid_start=process_start(pid),
         url=url,
     )
 
 
-def process_alive(pid: int) -> bool:
-    """Whether a process with this pid runs on this host (a zombie does not)."""
+def process_alive(pid: int, started: int = 0) -> bool:
+    """Whether process `pid` runs on this host, and is the one that started at `started`
+    (0: any); a zombie does not run."""
     if pid <= 0:
         return False
     try:
@@ -72,12 +88,15 @@ def process_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process: it exists
-        return True
+        pass
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True  # no /proc to ask: the signal said it exists
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+    fields = stat.rpartition(")")[2].split()
+    if fields[:1] == ["Z"]:
+        return False
+    return not started or process_start(pid) in (0, started)
 
 
 class RuntimeOwnership:
@@ -115,7 +134,7 @@ class RuntimeOwnership:
             lease.holder if lease is not None and lease.holder.owner_id != self.owner_id else None
         )
         take_from = None
-        if lease is not None and other is not None and not lease.expired(now):
+        if lease is not None and other is not None:
             if not self.holder_gone(lease):
                 raise self.refusal(runtime_id, lease)
             take_from = other.owner_id
@@ -158,16 +177,14 @@ class RuntimeOwnership:
     # ---- other holders -------------------------------------------------------------------
 
     def holder_gone(self, lease: Lease) -> bool:
-        """Whether the holder of `lease` is gone: its lease ran out, or its process, on this
-        host, no longer runs (in this process: its service was closed)."""
-        if lease.expired(self.clock()):
-            return True
-        holder = self.holder
-        if (lease.holder.host, lease.holder.boot_id) != (holder.host, holder.boot_id):
-            return False  # another host: only the expiry can tell
-        if lease.holder.pid == holder.pid:
-            return lease.holder.owner_id not in _open_here
-        return not process_alive(lease.holder.pid)
+        """Whether the holder of `lease` is gone: on this host, its process no longer runs
+        (in this process: its service was closed); on another host, its lease ran out."""
+        other, me = lease.holder, self.holder
+        if (other.host, other.boot_id) != (me.host, me.boot_id):
+            return lease.expired(self.clock())
+        if other.pid == me.pid:
+            return other.owner_id not in _open_here
+        return not process_alive(other.pid, other.pid_start)
 
     def held(self) -> list[Lease]:
         """The runtime leases this service holds (an index lookup)."""

@@ -17,6 +17,7 @@ def holder(owner_id: str, **changes: object) -> LeaseHolder:
         "host": "node-1",
         "boot_id": "boot",
         "pid": 100,
+        "pid_start": 7,
         "url": f"http://{owner_id}/",
     }
     return LeaseHolder.model_validate({**fields, **changes})

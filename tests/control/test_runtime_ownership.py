@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from ditto_jupyter.control.ownership import process_alive, this_process
+from ditto_jupyter.control.ownership import process_alive, process_start, this_process
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import SessionBusy
 from ditto_jupyter.core.models import RUNTIME_LEASE, LeaseHolder, SessionLifecycleStatus
@@ -192,3 +193,30 @@ def test_a_command_counts_as_in_flight(first: RuntimeService) -> None:
     assert workspace is not None and (workspace / "out.txt").read_text() == "done\n"
     assert not first.has_operation_in_flight(rid)
     assert run(first.pause(rid)).runtime.status is SessionLifecycleStatus.PAUSED
+
+
+def test_a_live_process_on_this_host_keeps_its_runtimes_even_when_its_lease_is_late(
+    data_dir: Path,
+) -> None:
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        alive = this_process("http://busy/").model_copy(
+            update={"pid": sleeper.pid, "pid_start": process_start(sleeper.pid)}
+        )
+        reused = alive.model_copy(update={"owner_id": "reused", "pid_start": alive.pid_start + 1})
+        owner = open_service(data_dir, alive, ttl_ms=1)  # its lease runs out at once
+        kept = run(owner.create_runtime("a.ipynb")).runtime_id
+        owner.close_store()
+        other = open_service(data_dir, reused, ttl_ms=None)  # the same pid, another process
+        gone = run(other.create_runtime("b.ipynb")).runtime_id
+        other.close_store()
+        taker = open_service(data_dir)
+        try:
+            assert [lease.key for lease in taker.ownership.lapsed()] == [gone]
+            with pytest.raises(SessionBusy, match="http://busy"):
+                run(taker.mark_lost(kept))
+        finally:
+            taker.close_store()
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -288,15 +288,16 @@ _BEFORE_LEASES_OWNER_V6 = "before-leases"
 def _create_leases_v6(conn: Connection) -> None:
     conn.exec_driver_sql(
         "CREATE TABLE leases (kind TEXT NOT NULL, key TEXT NOT NULL, owner_id TEXT NOT NULL, "
-        "host TEXT NOT NULL, boot_id TEXT NOT NULL, pid BIGINT NOT NULL, url TEXT, "
-        "acquired_at_ms BIGINT NOT NULL, expires_at_ms BIGINT, PRIMARY KEY (kind, key))"
+        "host TEXT NOT NULL, boot_id TEXT NOT NULL, pid BIGINT NOT NULL, "
+        "pid_start BIGINT NOT NULL, url TEXT, acquired_at_ms BIGINT NOT NULL, "
+        "expires_at_ms BIGINT, PRIMARY KEY (kind, key))"
     )
     conn.exec_driver_sql("CREATE INDEX leases_by_owner ON leases (owner_id)")
     conn.execute(
         sa.text(
-            "INSERT INTO leases (kind, key, owner_id, host, boot_id, pid, url, acquired_at_ms, "
-            "expires_at_ms) SELECT 'runtime', runtime_id, :owner, '', '', 0, NULL, 0, 0 "
-            "FROM sessions WHERE status IN ('idle', 'busy')"
+            "INSERT INTO leases (kind, key, owner_id, host, boot_id, pid, pid_start, url, "
+            "acquired_at_ms, expires_at_ms) SELECT 'runtime', runtime_id, :owner, '', '', 0, 0, "
+            "NULL, 0, 0 FROM sessions WHERE status IN ('idle', 'busy')"
         ),
         {"owner": _BEFORE_LEASES_OWNER_V6},
     )

@@ -135,6 +135,7 @@ LEASES = sa.Table(
     sa.Column("host", sa.Text, nullable=False),
     sa.Column("boot_id", sa.Text, nullable=False),
     sa.Column("pid", sa.BigInteger, nullable=False),
+    sa.Column("pid_start", sa.BigInteger, nullable=False),
     sa.Column("url", sa.Text, nullable=True),
     sa.Column("acquired_at_ms", sa.BigInteger, nullable=False),
     sa.Column("expires_at_ms", sa.BigInteger, nullable=True),

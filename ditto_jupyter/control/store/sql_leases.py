@@ -24,6 +24,7 @@ _COLUMNS = (
     LEASES.c.host,
     LEASES.c.boot_id,
     LEASES.c.pid,
+    LEASES.c.pid_start,
     LEASES.c.url,
     LEASES.c.acquired_at_ms,
     LEASES.c.expires_at_ms,
@@ -32,7 +33,12 @@ _COLUMNS = (
 
 def _lease_of(row: Any) -> Lease:
     holder = LeaseHolder(
-        owner_id=row.owner_id, host=row.host, boot_id=row.boot_id, pid=int(row.pid), url=row.url
+        owner_id=row.owner_id,
+        host=row.host,
+        boot_id=row.boot_id,
+        pid=int(row.pid),
+        pid_start=int(row.pid_start),
+        url=row.url,
     )
     expires = None if row.expires_at_ms is None else int(row.expires_at_ms)
     return Lease(

@@ -2,9 +2,9 @@
 
 A Jupyter server holds the lease of every live runtime it runs, so that another server on
 the same store never marks that runtime lost, touches its workspace or operates on it.
-The holder says who it is (a random id drawn when it started, its host and pid, its URL)
-so that a refusal can say where the runtime lives, and so that a server on the same host
-can tell at once that a holder's process is gone.
+The holder says who it is (a random id drawn when it started, its host, boot, pid and the
+process's start time, its URL) so that a refusal can say where the runtime lives, and so
+that a server on the same host can tell at once that a holder's process is gone.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ class LeaseHolder(StrictModel):
     #: The host's boot id (Linux): a pid of another boot names another process.
     boot_id: str = ""
     pid: int = Field(ge=0)
+    #: When the process started (clock ticks after boot, Linux; 0: unknown): with the boot
+    #: and the pid, it names one process even once the pid is reused.
+    pid_start: int = Field(default=0, ge=0)
     #: Where its REST API answers (a server), for the messages that name it.
     url: str | None = None
 
