@@ -121,6 +121,11 @@ class RuntimeOwnership:
     def owner_id(self) -> str:
         return self.holder.owner_id
 
+    def answer_at(self, url: str) -> None:
+        """Say where this holder's API answers, in the leases it takes from now on (a
+        server knows its URL only once it listens)."""
+        self.holder = self.holder.model_copy(update={"url": url})
+
     # ---- claiming ------------------------------------------------------------------------
 
     def claim(self, runtime_id: str) -> None:

@@ -272,6 +272,8 @@ class DittoJupyterApp(ExtensionApp):
         """Once the server's loop runs: register the sessions that exist, take over the
         runtimes of servers that are gone (the watcher's first round), start the warm
         kernel pool."""
+        if self.service is not None:  # with --port=0 the port is known only now
+            self.service.ownership.answer_at(serverapp.connection_url)
         if self.runtime_sessions is not None:
             await self.runtime_sessions.register_existing(self.server_user())
         if self.watcher is not None:

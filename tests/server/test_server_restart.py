@@ -3,8 +3,9 @@
 The store is a SQLite file in the data dir; a runtime paused before the restart resumes
 after it with its variables; a runtime that was live when the server stopped lost its
 kernel, so the new server takes it over as it starts and marks it lost: paused at its head
-checkpoint, resumable too, with the workspace files it wrote after that checkpoint. A lost runtime whose workspace
-directory vanished meanwhile is paused at its head as well, never stuck.
+checkpoint, resumable too, with the workspace files it wrote after that checkpoint. A lost
+runtime whose workspace directory vanished meanwhile is paused at its head as well, never
+stuck.
 """
 
 from __future__ import annotations

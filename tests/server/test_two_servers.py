@@ -101,7 +101,11 @@ def test_a_second_server_leaves_the_first_ones_runtime_alone_until_it_is_gone(
     a.execute(kernel_id, "x = 42")
     status, last = a.api("POST", "checkpoint", {"runtime_id": rid})
     assert status == 200, last
-    a.execute(kernel_id, "x = 43  # after the last checkpoint: lost with A")
+    a.execute(  # after the last checkpoint: the variable is lost with A, the file is not
+        kernel_id,
+        "x = 43\nimport ditto_jupyter\n"
+        "(ditto_jupyter.workspace() / 'late.txt').write_text('after the last checkpoint')",
+    )
 
     a.kill()
     deadline = time.monotonic() + GIVE_UP_S
@@ -119,6 +123,7 @@ def test_a_second_server_leaves_the_first_ones_runtime_alone_until_it_is_gone(
     status, where = b.api("GET", f"{rid}/workspace")
     assert status == 200, where
     assert Path(where["path"], "notes.txt").read_text() == "written on A"
+    assert Path(where["path"], "late.txt").read_text() == "after the last checkpoint"
 
 
 def test_two_servers_resuming_one_runtime_at_once_exactly_one_proceeds(
