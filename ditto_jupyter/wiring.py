@@ -30,6 +30,7 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError, open_store
 from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.core.environment import DATA_DIR_ENV
+from ditto_jupyter.core.models import LeaseHolder
 from ditto_jupyter.core.private import private_dir
 
 ContextFactory = Callable[[BlobStore], ContextDriver]
@@ -51,8 +52,12 @@ def open_runtime_service(
     store_url: str | None = None,
     extra_providers: Mapping[str, BackendProvider] | None = None,
     default_backend: str = "local",
+    lease_holder: LeaseHolder | None = None,
+    lease_ttl_ms: int | None = None,
 ) -> RuntimeService:
-    """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`."""
+    """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`;
+    `lease_holder` and `lease_ttl_ms`: who holds its runtimes' leases, and for how long
+    between heartbeats (see `RuntimeService`)."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     private_dir(root)
     blobs = BlobStore(root / "blobs")
@@ -65,6 +70,8 @@ def open_runtime_service(
         BackendManager(providers),
         context,
         default_backend=default_backend,
+        lease_holder=lease_holder,
+        lease_ttl_ms=lease_ttl_ms,
     )
 
 

@@ -5,10 +5,16 @@ A checkpoint is taken of an idle runtime (or of a kernel that captured itself fr
 snapshot), then the store writes (the checkpoint, the new head, the session) in one
 transaction. When the store refuses, a snapshot taken for it is discarded.
 
-"No cell ran since the last checkpoint" is judged per kernel: the kernel's handle and its
-execution count (`run_mark`), never a count compared across kernels. Only then is a clean
-backend's last snapshot reused; with `fresh` (pause, close), a local workspace, which the
-kernel and its threads write directly, is snapshotted anew anyway.
+"No cell ran since the last checkpoint" is judged per kernel process: the kernel's handle,
+the process the capture reports (`kernel_process`, drawn when the kernel process starts)
+and its execution count (`run_mark`), never a count compared across kernels or across a
+restart of one kernel. Only then is a clean backend's last snapshot reused; with `fresh`
+(pause, close), a local workspace, which the kernel and its threads write directly, is
+snapshotted anew anyway.
+
+A pause (`seal`) fences the context before it captures and seals it once the snapshot is
+taken, before the store writes: a cell that ran meanwhile gives the pause up (SessionBusy,
+the snapshot discarded, the kernel left running), and the kernel refuses cells once sealed.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
+from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError
-from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.errors import InvalidRequest, SessionBusy
 from ditto_jupyter.core.limits import MAX_NAME_LENGTH, metadata_problem
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
@@ -48,16 +55,22 @@ def new_checkpoint_id() -> str:
     return uuid.uuid4().hex
 
 
-def run_mark(handle_state: Mapping[str, Any], execution_count: int | None) -> dict[str, Any] | None:
-    """Which context (its handle, e.g. the kernel id) had run how many cells; None: unknown.
+def run_mark(handle_state: Mapping[str, Any], capture: ContextCapture) -> dict[str, Any] | None:
+    """Which context (its handle, e.g. the kernel id, and its process) had run how many
+    cells; None: unknown, so nothing is reused on it.
 
-    Two marks are equal only for the same kernel at the same count: a checkout child or a
-    resumed runtime has a new kernel whose count restarts, so it never matches its source.
+    Two marks are equal only for the same kernel process at the same count: a checkout
+    child or a resumed runtime has a new kernel whose count restarts, and a kernel Jupyter
+    restarted under the same id is a new process, so neither matches what came before.
     """
-    if execution_count is None:
+    if capture.execution_count is None or capture.kernel_process is None:
         return None
     context = {k: v for k, v in handle_state.items() if k not in _BOOKKEEPING}
-    return {"context": context, "execution_count": execution_count}
+    return {
+        "context": context,
+        "process": capture.kernel_process,
+        "execution_count": capture.execution_count,
+    }
 
 
 def without_bookkeeping(handle_state: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,12 +136,15 @@ class Checkpointing:
         *,
         fresh: bool = False,
         automatic: AutoCheckpointCell | None = None,
+        seal: bool = False,
     ) -> tuple[RuntimeCheckpoint, SessionRecord]:
         """Checkpoint an idle live runtime and make it the head (checkpoint, pause, close).
 
         The caller holds the runtime's operation slot. When the store refuses the new
         records, a snapshot taken for them is discarded and the store is unchanged.
-        `fresh`: a local workspace gets a new snapshot even when no cell ran.
+        `fresh`: a local workspace gets a new snapshot even when no cell ran. `seal` (a
+        pause the server captures): the context is fenced before its capture and sealed
+        before the store writes; SessionBusy, and nothing recorded, when a cell ran since.
         """
         parts = self.parts
         check_request(name, metadata, "")
@@ -137,8 +153,11 @@ class Checkpointing:
             await parts.guard.require_idle(session)
         else:
             self._check_self_capture(runtime_id, precaptured)
+        fencing = seal and precaptured is None
         try:
             async with parts.provider_work(runtime_id) as work:
+                if fencing:
+                    await parts.context.fence(session)
                 checkpoint, session = await self._take_checkpoint(
                     session, name, metadata, precaptured, fresh=fresh, automatic=automatic
                 )
@@ -147,6 +166,8 @@ class Checkpointing:
                     f"discarding the snapshot of a checkpoint of runtime {runtime_id}",
                     lambda: parts.discard_new_ref(runtime_id, ref),
                 )
+                if fencing:
+                    await self._seal(work, session)
                 manifests = parts.manifests_of(checkpoint)
                 parts.guard.hold(runtime_id, manifests)
                 with work.commit():
@@ -165,6 +186,20 @@ class Checkpointing:
         finally:
             parts.guard.let_go(runtime_id)
         return checkpoint, session
+
+    async def _seal(self, work: ProviderWork, session: SessionRecord) -> None:
+        """Seal the context being paused (undone if the pause fails after), or SessionBusy
+        when a cell ran since its fence."""
+        parts = self.parts
+        if not await parts.context.seal(session):
+            raise SessionBusy(
+                f"runtime {session.session_id} ran a cell while it was being paused, so it was "
+                "not paused: it keeps running with that cell's work"
+            )
+        work.undo_with(
+            f"letting the kernel of runtime {session.session_id} run cells again",
+            lambda: parts.context.unseal(session),
+        )
 
     def _check_self_capture(self, runtime_id: str, capture: ContextCapture) -> None:
         """Refuse a kernel's own capture unless it can become this runtime's checkpoint.
@@ -217,7 +252,7 @@ class Checkpointing:
         capture = precaptured or await parts.context.capture(session)
         parts.guard.hold(session.session_id, [capture.manifest_id])
         backend = await parts.backend(session)
-        mark = run_mark(session.handle_state, capture.execution_count)
+        mark = run_mark(session.handle_state, capture)
         ref: BackendCheckpointRef | None = None
         if backend is not None:
             ran_code = mark is None or session.handle_state.get(_CHECKPOINTED_RUN) != mark
@@ -263,6 +298,7 @@ class Checkpointing:
         """Make a checkpoint the head of a runtime that restored it itself."""
         parts = self.parts
         parts.guard.refuse_in_flight(runtime_id)
+        parts.guard.claim(runtime_id)
         parts.guard.live_session(runtime_id)
         refuse_pruned(parts.checkpoint(checkpoint_id))
         parts.store.set_head(runtime_id, checkpoint_id)

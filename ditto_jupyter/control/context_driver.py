@@ -2,7 +2,9 @@
 
 For a notebook runtime the live context is a kernel: the driver starts and stops it, asks
 whether it is running a cell (`is_busy`), captures its namespace into the blob store and
-restores a captured one into it. The kernel implementation lives above this layer
+restores a captured one into it. A pause fences the context before it captures and seals
+it before it stops it, so that a cell that arrived meanwhile is never lost (`fence`,
+`seal`, `unseal`). The kernel implementation lives above this layer
 (`ditto_jupyter.kernel`); the control plane only sees this protocol. The control plane's
 own tests use a test double (`tests/fakes`).
 """
@@ -38,6 +40,19 @@ class ContextDriver(Protocol):
 
     async def capture(self, session: SessionRecord) -> ContextCapture:
         """Capture the live context into the blob store as one signed manifest."""
+        ...
+
+    async def fence(self, session: SessionRecord) -> None:
+        """A pause's capture comes next: from now on, every cell the context runs counts."""
+        ...
+
+    async def seal(self, session: SessionRecord) -> bool:
+        """Refuse every cell from now on, when none ran since `fence`; False, and nothing
+        sealed, when one did (the pause then gives up and the context keeps running)."""
+        ...
+
+    async def unseal(self, session: SessionRecord) -> None:
+        """Run cells again: the pause that sealed the context failed after."""
         ...
 
     async def restore(

@@ -6,12 +6,16 @@
   as its head; the source never changes. **Resume** does the same under the paused
   runtime's own id.
 - **Pause** checkpoints (a new snapshot of a local workspace, whatever the kernel ran),
-  then frees the context and the backend; the id stays.
+  then frees the context and the backend; the id stays. A cell that arrives while it runs
+  gives it up (the kernel is fenced before the capture and sealed before the store writes).
 - **Close** takes a final checkpoint (variables and files) unless the caller discards, then
   frees the context and the backend for good; checkpoints stay. A final checkpoint that
   fails refuses the close, and nothing is deleted.
 - **Lost**: a context that ended outside the control plane (a kernel that died) keeps its
   files: the backend is snapshotted before it is released, into a checkpoint named `lost`.
+  A context restarted outside it (Jupyter's restarter revived a dead kernel) lost its
+  variables but runs on: its files go into a `lost` checkpoint too (with the head's
+  variables, to restore), and the runtime stays live.
 
 Create, checkout, resume and lost do their provider work first and their store writes
 last, in one transaction (`provider_work`): when a step fails, the work done so far is
@@ -30,7 +34,12 @@ from typing import Any
 
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
-from ditto_jupyter.control.checkpointing import Checkpointing, merged_metadata, new_checkpoint_id
+from ditto_jupyter.control.checkpointing import (
+    Checkpointing,
+    merged_metadata,
+    new_checkpoint_id,
+    without_bookkeeping,
+)
 from ditto_jupyter.control.leftovers import backend_resource, kernel_resource
 from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
@@ -69,6 +78,11 @@ LOST_CHECKPOINT_NAME = "lost"
 CLOSE_CHECKPOINT_NAME = "close"
 #: The name of the checkpoint pause takes when it is given none.
 PAUSE_CHECKPOINT_NAME = "pause"
+
+
+def _context_of(handle_state: dict[str, Any]) -> dict[str, Any]:
+    """Which context a handle names (without what checkpointing keeps in it)."""
+    return without_bookkeeping(handle_state)
 
 
 def child_runtime_id(source_runtime_id: str) -> str:
@@ -185,7 +199,11 @@ class Lifecycle:
         source = parts.guard.session(checkpoint.runtime_id)
         merged = merged_metadata(checkpoint.session.metadata, metadata)
         child_id = child_runtime_id(source.session_id)
-        async with parts.guard.operation(source.session_id, child_id):
+        # The source is only read (its checkpoint): it may be live on another server.
+        async with (
+            parts.guard.operation(source.session_id, claim=False),
+            parts.guard.operation(child_id),
+        ):
             live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
             if live and caller_runtime_id != source.session_id:
                 await parts.guard.require_idle(source)
@@ -320,7 +338,12 @@ class Lifecycle:
         parts = self.parts
         async with parts.guard.operation(runtime_id):
             checkpoint, session = await self.checkpointing.checkpoint_live(
-                runtime_id, name or PAUSE_CHECKPOINT_NAME, metadata, precaptured, fresh=True
+                runtime_id,
+                name or PAUSE_CHECKPOINT_NAME,
+                metadata,
+                precaptured,
+                fresh=True,
+                seal=True,
             )
             await parts.context.stop(session)
             await parts.backend(session)  # attach first so release really frees it
@@ -391,7 +414,9 @@ class Lifecycle:
 
     # ---- lost ----------------------------------------------------------------------------
 
-    async def mark_lost(self, runtime_id: str) -> RuntimeRecord:
+    async def mark_lost(
+        self, runtime_id: str, *, handle: dict[str, Any] | None = None
+    ) -> RuntimeRecord:
         """Record that a live runtime's context ended outside the control plane (see
         `RuntimeService.mark_lost`)."""
         parts = self.parts
@@ -399,6 +424,8 @@ class Lifecycle:
             session = parts.guard.session(runtime_id)
             if session.status in (SessionLifecycleStatus.PAUSED, SessionLifecycleStatus.CLOSED):
                 return session.to_runtime()
+            if handle is not None and _context_of(session.handle_state) != _context_of(handle):
+                return session.to_runtime()  # it has another context now (resumed): alive
             await parts.stop_context(session)
             head = parts.store.get_head(runtime_id)
             ref = await self._snapshot_before_release(session)
@@ -424,6 +451,38 @@ class Lifecycle:
             else:
                 await parts.release_backend(runtime_id)
         return session.to_runtime()
+
+    async def mark_restarted(
+        self, runtime_id: str, *, handle: dict[str, Any]
+    ) -> RuntimeCheckpoint | None:
+        """Record that a live runtime's context was restarted outside the control plane
+        (see `RuntimeService.mark_restarted`); the checkpoint to offer back, if any."""
+        parts = self.parts
+        async with parts.guard.operation(runtime_id):
+            session = parts.guard.session(runtime_id)
+            if session.status not in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY):
+                return None
+            if _context_of(session.handle_state) != _context_of(handle):
+                return None  # another context since: not the one that restarted
+            head = parts.store.get_head(runtime_id)
+            ref = await self._snapshot_before_release(session)
+            lost = self._lost_checkpoint(session, head, ref)
+            if lost is None:  # the head's files, or an empty workspace and no head
+                await parts.discard_new_ref(runtime_id, ref)
+                return parts.checkpoint(head) if head is not None else None
+            live = session.model_copy(
+                update={"handle_state": without_bookkeeping(session.handle_state)}
+            )
+            async with parts.provider_work(runtime_id) as work:
+                work.undo_with(
+                    f"discarding the snapshot of restarted runtime {runtime_id}",
+                    lambda: parts.discard_new_ref(runtime_id, ref),
+                )
+                with work.commit():
+                    parts.store.put_checkpoint(lost)
+                    parts.store.set_head(runtime_id, lost.checkpoint_id)
+                    parts.store.put_session(live)
+        return lost
 
     async def _snapshot_before_release(self, session: SessionRecord) -> BackendCheckpointRef | None:
         """A snapshot of a runtime's backend as it is now (a local workspace: always new).

@@ -1,15 +1,18 @@
 """The guard of RuntimeService: who may operate on a runtime now, and in what state.
 
 - **Operation slots.** One control operation per runtime at a time: a second one while the
-  first is in flight is refused with `SessionBusy`, never queued.
+  first is in flight is refused with `SessionBusy`, never queued. A shell command in the
+  runtime's backend (`exec`) shares its slot with other commands but not with an
+  operation: a pause never deletes a workspace a command is writing.
+- **Ownership.** An operation holds the runtime's lease while it runs (`ownership`): one
+  on a runtime live on another server is refused with `SessionBusy` naming that server.
 - **Holds.** While a checkpoint is being taken and recorded, the manifests it will name are
   held: garbage collection in this process counts them as referenced before the store does.
 - **State checks.** A runtime must exist; a live one is neither paused nor closed; an idle
   one runs no cell (its context driver says so).
 - **The public record.** A runtime reads `busy` while code or an operation runs.
 
-This is where a runtime's ownership would be checked before an operation starts (a lease
-held by one server among several on the same data directory): every operation enters here.
+Every operation enters here, so this is where a runtime's ownership is checked.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 from ditto_jupyter.control.context_driver import ContextDriver
+from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.errors import RuntimeClosed, RuntimeNotFound, RuntimePaused, SessionBusy
 from ditto_jupyter.core.models import RuntimeRecord, SessionLifecycleStatus, SessionRecord
@@ -27,34 +31,76 @@ from ditto_jupyter.core.models import RuntimeRecord, SessionLifecycleStatus, Ses
 class OperationGuard:
     """Operation slots, manifest holds, and the existence, live and idle checks."""
 
-    def __init__(self, store: CheckpointStore, context: ContextDriver) -> None:
+    def __init__(
+        self, store: CheckpointStore, context: ContextDriver, ownership: RuntimeOwnership
+    ) -> None:
         self._store = store
         self._context = context
+        self.ownership = ownership
         self._in_flight: set[str] = set()
+        self._commands: dict[str, int] = {}  # runtime id -> shell commands running in it
         self._held: dict[str, set[str]] = {}  # manifests of checkpoints being recorded
         self._held_lock = threading.Lock()
 
     # ---- operation slots ---------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def operation(self, *runtime_ids: str) -> AsyncIterator[None]:
-        """Hold the control-operation slot of each runtime, or refuse with SessionBusy."""
+    async def operation(self, *runtime_ids: str, claim: bool = True) -> AsyncIterator[None]:
+        """Hold the control-operation slot of each runtime, or refuse with SessionBusy.
+
+        With `claim`, the operation also holds each runtime's lease (refused when another
+        server runs it); the lease is given up afterwards unless the runtime is live.
+        `claim=False` for a runtime the operation only reads (a checkout's source).
+        """
         for runtime_id in runtime_ids:
             self.refuse_in_flight(runtime_id)
-        self._in_flight.update(runtime_ids)
+        claimed: list[str] = []
+        try:
+            for runtime_id in runtime_ids if claim else ():
+                self.ownership.claim(runtime_id)
+                claimed.append(runtime_id)
+            self._in_flight.update(runtime_ids)
+            try:
+                yield
+            finally:
+                self._in_flight.difference_update(runtime_ids)
+        finally:
+            for runtime_id in claimed:
+                self.ownership.release_unless_live(runtime_id)
+
+    @contextlib.asynccontextmanager
+    async def command(self, runtime_id: str) -> AsyncIterator[None]:
+        """Hold a share of the runtime's slot while a shell command runs in its backend:
+        refused while an operation is in flight, and refusing operations until it ends."""
+        if runtime_id in self._in_flight:
+            raise SessionBusy(f"runtime {runtime_id} has a control operation in flight")
+        self.ownership.claim(runtime_id)
+        self._commands[runtime_id] = self._commands.get(runtime_id, 0) + 1
         try:
             yield
         finally:
-            self._in_flight.difference_update(runtime_ids)
+            self._commands[runtime_id] -= 1
+            if not self._commands[runtime_id]:
+                del self._commands[runtime_id]
+
+    def claim(self, runtime_id: str) -> None:
+        """SessionBusy unless this service may operate on the runtime (see `ownership`)."""
+        self.ownership.claim(runtime_id)
 
     def in_flight(self, runtime_id: str) -> bool:
-        """Whether a control operation on this runtime is running now."""
-        return runtime_id in self._in_flight
+        """Whether a control operation or a shell command on this runtime is running now."""
+        return runtime_id in self._in_flight or runtime_id in self._commands
 
     def refuse_in_flight(self, runtime_id: str) -> None:
-        """SessionBusy when a control operation on this runtime is running now."""
+        """SessionBusy when a control operation or a shell command on this runtime is
+        running now."""
         if runtime_id in self._in_flight:
             raise SessionBusy(f"runtime {runtime_id} has another control operation in flight")
+        if runtime_id in self._commands:
+            raise SessionBusy(
+                f"runtime {runtime_id} is running a command in its backend; try again when it "
+                "has finished"
+            )
 
     # ---- holds ---------------------------------------------------------------------------
 

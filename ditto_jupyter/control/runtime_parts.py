@@ -59,11 +59,15 @@ class RuntimeParts:
         return checkpoint
 
     async def backend(self, session: SessionRecord) -> DirtyTrackingBackend | None:
-        """The live backend of a runtime, re-attached from its binding after a restart."""
+        """The live backend of a runtime, re-attached from its binding after a restart, or
+        when the binding names another backend now (another server sharing the store
+        paused and resumed the runtime since this one attached it)."""
         backend = self.backends.get(session.session_id)
-        if backend is not None:
-            return backend
         binding = self.store.get_binding(session.session_id)
+        if backend is not None and (binding is None or binding.backend_id == backend.backend_id):
+            return backend
+        if backend is not None:
+            self.backends.forget(session.session_id)
         if binding is None:
             return None
         locator = BackendLocator(binding.kind, binding.backend_id, dict(binding.details))

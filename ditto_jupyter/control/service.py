@@ -10,7 +10,8 @@ idempotent. Every operation leaves the store as it was when it fails.
 
 The door delegates; each job lives in a module of its own, over one shared `RuntimeParts`:
 
-- `operation_guard`: operation slots, holds, the live and idle checks;
+- `operation_guard`: operation slots, holds, the live and idle checks, and the runtime's
+  lease (`ownership`: which server runs a live runtime);
 - `checkpointing`: checkpoint and restore;
 - `lifecycle`: create, checkout, pause, resume, close, lost;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
@@ -35,6 +36,7 @@ from ditto_jupyter.control.leftovers import LeftoverLog
 from ditto_jupyter.control.lifecycle import Lifecycle
 from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
 from ditto_jupyter.control.operation_guard import OperationGuard
+from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobStore, GcReport
@@ -44,6 +46,7 @@ from ditto_jupyter.core.models import (
     AutoCheckpointPruneResult,
     CheckpointListResult,
     ContextCapture,
+    LeaseHolder,
     Leftover,
     RuntimeCheckoutResult,
     RuntimeCheckpoint,
@@ -71,13 +74,19 @@ class RuntimeService:
         context: ContextDriver,
         *,
         default_backend: str = "local",
+        lease_holder: LeaseHolder | None = None,
+        lease_ttl_ms: int | None = None,
     ) -> None:
+        """`lease_holder` is who this service is to other processes on the same store
+        (default: this process, no URL); `lease_ttl_ms` how long its leases last between
+        heartbeats (None: while this process lives; a server renews them)."""
         self.store = store
         self.blobs = blobs
         self.backends = backends
         self.context = context
         self.default_backend = default_backend
-        self.guard = OperationGuard(store, context)
+        self.ownership = RuntimeOwnership(store, lease_holder, ttl_ms=lease_ttl_ms)
+        self.guard = OperationGuard(store, context, self.ownership)
         self.collector = BackgroundCollector(self.gc, follow_up_seconds=GRACE_SECONDS + 1)
         self.parts = RuntimeParts(
             store=store,
@@ -158,6 +167,8 @@ class RuntimeService:
 
     def update_handle(self, runtime_id: str, **handle: Any) -> None:
         """Record a live runtime's new context handle (a kernel switched outside us)."""
+        self.guard.refuse_in_flight(runtime_id)
+        self.guard.claim(runtime_id)
         session = self.guard.live_session(runtime_id)
         handle_state = {**session.handle_state, **handle}
         self.store.put_session(
@@ -180,12 +191,17 @@ class RuntimeService:
     async def exec(
         self, runtime_id: str, command: str, *, timeout: float | None = None
     ) -> ExecResult:
-        """Run a shell command in the runtime's backend (marks it dirty)."""
-        session = self.guard.live_session(runtime_id)
-        backend = await self.parts.backend(session)
-        if backend is None:
-            raise UnsupportedBackend(f"runtime {runtime_id} has no backend to run commands in")
-        return await backend.exec(command, timeout=timeout)
+        """Run a shell command in the runtime's backend (marks it dirty).
+
+        The command counts as in flight: no operation (a pause, idle or asked) runs on the
+        runtime until it has finished, and it is refused while one does.
+        """
+        async with self.guard.command(runtime_id):
+            session = self.guard.live_session(runtime_id)
+            backend = await self.parts.backend(session)
+            if backend is None:
+                raise UnsupportedBackend(f"runtime {runtime_id} has no backend to run commands in")
+            return await backend.exec(command, timeout=timeout)
 
     # ---- checkpoints ----------------------------------------------------------------
 
@@ -332,7 +348,9 @@ class RuntimeService:
         """
         return await self._lifecycle.close(runtime_id, discard=discard)
 
-    async def mark_lost(self, runtime_id: str) -> RuntimeRecord:
+    async def mark_lost(
+        self, runtime_id: str, *, handle: dict[str, Any] | None = None
+    ) -> RuntimeRecord:
         """Record that a live runtime's context ended outside the control plane.
 
         A kernel that died, or a server restart, loses the variables set since the head
@@ -341,9 +359,23 @@ class RuntimeService:
         are now) that becomes the head. The runtime is then paused at its head (resume
         brings it back), or closed when it has none (no checkpoint, an empty workspace).
         A workspace that is gone holds nothing to keep; one that cannot be snapshotted is
-        left where it is, never deleted. Paused or closed runtimes are left as they are.
+        left where it is, never deleted. Paused or closed runtimes are left as they are, and
+        so is one whose context is no longer `handle` (it was resumed meanwhile).
         """
-        return await self._lifecycle.mark_lost(runtime_id)
+        return await self._lifecycle.mark_lost(runtime_id, handle=handle)
+
+    async def mark_restarted(
+        self, runtime_id: str, *, handle: dict[str, Any]
+    ) -> RuntimeCheckpoint | None:
+        """Record that a live runtime's context `handle` was restarted outside the control
+        plane (Jupyter's restarter revived its dead kernel): its variables are gone, its
+        files are not. The files as they are go into a checkpoint named `lost`, with the
+        head's variables, which becomes the head; the runtime stays live on the restarted
+        context. Returns the checkpoint to offer back (that one, or the head when the
+        files are the head's), or None when there is nothing to offer or the runtime has
+        another context by now.
+        """
+        return await self._lifecycle.mark_restarted(runtime_id, handle=handle)
 
     # ---- housekeeping ---------------------------------------------------------------
 
@@ -391,6 +423,8 @@ class RuntimeService:
         return self._housekeeping.gc(grace_seconds=grace_seconds)
 
     def close_store(self) -> None:
-        """Stop background collection and close the store (the service is unusable after)."""
+        """Stop background collection, let this service's leases run out (another may take
+        its runtimes over) and close the store (the service is unusable after)."""
         self.collector.stop(timeout=60)
+        self.ownership.close()
         self.store.close()

@@ -19,6 +19,12 @@ WARM_UP: Final = "ditto_jupyter.kernel.capture:warm_up"
 PREPARE_KERNEL: Final = "ditto_jupyter.kernel.workspace:prepare_kernel"
 #: A pooled kernel learns which runtime it now serves.
 ADOPT_RUNTIME: Final = "ditto_jupyter.kernel.adoption:adopt_runtime"
+#: A pause's capture comes next: the kernel counts every cell from here on.
+FENCE: Final = "ditto_jupyter.kernel.pause_fence:set_fence"
+#: Refuse every cell from now on, unless one ran since the fence (then False).
+SEAL: Final = "ditto_jupyter.kernel.pause_fence:seal"
+#: Run cells again (a pause failed after it sealed the kernel).
+UNSEAL: Final = "ditto_jupyter.kernel.pause_fence:unseal"
 
 #: Every name above (a test checks each one resolves to a function in the kernel code).
-ALL: Final = (CAPTURE, RESTORE, WARM_UP, PREPARE_KERNEL, ADOPT_RUNTIME)
+ALL: Final = (CAPTURE, RESTORE, WARM_UP, PREPARE_KERNEL, ADOPT_RUNTIME, FENCE, SEAL, UNSEAL)

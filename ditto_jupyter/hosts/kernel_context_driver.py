@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ditto_jupyter.core.environment import workspace_env
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
-from ditto_jupyter.hosts.kernel_calls import CAPTURE, RESTORE, WARM_UP
+from ditto_jupyter.hosts.kernel_calls import CAPTURE, FENCE, RESTORE, SEAL, UNSEAL, WARM_UP
 from ditto_jupyter.hosts.kernel_host import KernelHost
 
 
@@ -97,6 +97,22 @@ class KernelContextDriver:
             raise BackendError(reason) from None
         self._last_manifest[kernel_id] = captured.manifest_id
         return captured
+
+    async def fence(self, session: SessionRecord) -> None:
+        """Make the kernel count every cell from now on (`kernel.pause_fence`)."""
+        await self.host.call(self.kernel_id(session), FENCE, {})
+
+    async def seal(self, session: SessionRecord) -> bool:
+        """Seal the kernel unless a cell ran since the fence (the call queues behind any
+        cell that arrived, so it sees it)."""
+        sealed = await self.host.call(
+            self.kernel_id(session), SEAL, {"runtime_id": session.session_id}
+        )
+        return sealed is True
+
+    async def unseal(self, session: SessionRecord) -> None:
+        """Let the kernel run cells again."""
+        await self.host.call(self.kernel_id(session), UNSEAL, {})
 
     async def restore(
         self, session: SessionRecord, manifest_id: str | None

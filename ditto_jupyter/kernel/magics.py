@@ -47,6 +47,7 @@ from ditto_jupyter.core.models import (
     RuntimeRecord,
     UnrestorableValue,
 )
+from ditto_jupyter.kernel import pause_fence
 from ditto_jupyter.kernel.autocheckpoint import DEFAULT_KEEP, AutoCheckpointer
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
 from ditto_jupyter.kernel.runtime_budget import (
@@ -397,6 +398,7 @@ class DittoMagics(Magics):
             result = control.pause_self(capture, args.name)
             self.last_manifest = capture.manifest_id
             self.autocheckpointer.turn_off()  # the runtime is paused: nothing more to record
+            pause_fence.seal_now(result.runtime.runtime_id)  # cells queued after this: refused
             rid = result.runtime.runtime_id
             text = (
                 f"paused runtime {rid} at checkpoint {_short(result.checkpoint_id)} "

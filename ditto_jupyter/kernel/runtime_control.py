@@ -395,6 +395,17 @@ class StandaloneContext:
             )
         return await self.kernels.capture(session)
 
+    async def fence(self, session: SessionRecord) -> None:
+        if not self.is_self(session):  # the calling kernel is busy with the asking magic
+            await self.kernels.fence(session)
+
+    async def seal(self, session: SessionRecord) -> bool:
+        return True if self.is_self(session) else await self.kernels.seal(session)
+
+    async def unseal(self, session: SessionRecord) -> None:
+        if not self.is_self(session):
+            await self.kernels.unseal(session)
+
     async def restore(
         self, session: SessionRecord, manifest_id: str | None
     ) -> list[UnrestorableValue]:

@@ -11,18 +11,21 @@ IPython kernels the server starts load the magics (`--ext=ditto_jupyter`, trait
 `load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR`,
 `DITTO_RUNTIME_ID` (their session id) and `DITTO_RUNTIME_TOKEN` (proof of that id for the
 `self/...` routes, see `runtime_tokens`) in their environment, so the magics can call back.
-Kernels of ordinary Jupyter sessions get them through the session manager's own
-`get_kernel_env` hook (wrapped on the server's instance, the session id taken from the
-`start_kernel_for_session` / `update_session` call it runs in); kernels started by the
-extension itself (checkout, resume) through `ServerKernelHost`.
+Kernels of ordinary Jupyter sessions get them through the session manager's hooks, kernels
+started by the extension itself (checkout, resume) through `ServerKernelHost`. Every patch
+of jupyter-server lives in `jupyter_hooks`, installed here and removed in `stop_extension`.
+
+The server holds a lease on every live runtime it runs (`lease_ttl`, renewed by the kernel
+watcher), so a second server on the same data directory never touches them; the kernel
+watcher (`kernel_watcher`) is the one part that records a runtime's kernel dead,
+restarted, or its server gone.
 """
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import getpass
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from traitlets import Bool, Enum, Float, Integer, Unicode, default
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.control.budget_registry import RuntimeBudgets
 from ditto_jupyter.control.context_driver import ContextDriver
+from ditto_jupyter.control.ownership import this_process
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.environment import runtime_identity_env, server_env
@@ -41,22 +45,19 @@ from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
-from ditto_jupyter.server.kernel_pool import KernelPool, hide_pooled_kernels
+from ditto_jupyter.server.jupyter_hooks import JupyterHooks, SessionEvents
+from ditto_jupyter.server.kernel_pool import KernelPool
+from ditto_jupyter.server.kernel_watcher import WATCH_INTERVAL_S, KernelWatcher
 from ditto_jupyter.server.openapi import openapi_document
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
+from ditto_jupyter.server.server_context import ServerContextCapture
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
-from ditto_jupyter.server.sessions import RuntimeSessions, ServerContextCapture
+from ditto_jupyter.server.sessions import RuntimeSessions
 from ditto_jupyter.wiring import default_data_dir, open_runtime_service
 
 #: The package's loggers (`logging.getLogger(__name__)` in control/, backends/, ...): under a
 #: server they write to the server's log, with its format and level (`initialize_settings`).
 PACKAGE_LOG = logging.getLogger("ditto_jupyter")
-
-#: The Jupyter session whose kernel the session manager is starting or updating.
-_session_in_progress: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "ditto_session_in_progress", default=None
-)
-
 
 #: Session ids with more than five dash-separated parts (checkout children and their children).
 CHILD_SESSION_ROUTE = r"/api/sessions/(?P<session_id>\w+(?:-\w+){5,})"
@@ -110,6 +111,16 @@ class DittoJupyterApp(ExtensionApp):
         "kernel start-up (0 turns the pool off). Refilled in the background.",
     )
 
+    lease_ttl = Float(
+        30.0,
+        min=1.0,
+        config=True,
+        help="Seconds a lease on a live runtime lasts between this server's heartbeats "
+        "(every third of it). Another server sharing the store (on another host) takes the "
+        "runtimes of a server that died over once its leases ran out; on the same host, "
+        "as soon as its process is gone.",
+    )
+
     @default("data_dir")
     def _default_data_dir(self) -> str:
         return str(default_data_dir())
@@ -119,7 +130,15 @@ class DittoJupyterApp(ExtensionApp):
     runtime_sessions: RuntimeSessions | None = None
     idle_pauser: IdlePauser | None = None
     kernel_pool: KernelPool | None = None
+    hooks: JupyterHooks | None = None
+    watcher: KernelWatcher | None = None
     _log_parent: logging.Logger | None = None
+
+    @staticmethod
+    def server_user() -> str:
+        """Who runs this server: the hub user on JupyterHub, else the OS user. The sender of
+        the runtimes its Jupyter sessions become (a session is made without a user)."""
+        return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
 
     def kernel_env(self) -> dict[str, str]:
         """What every kernel the server starts gets in its environment (besides its id)."""
@@ -168,13 +187,14 @@ class DittoJupyterApp(ExtensionApp):
                 data_dir=Path(self.data_dir),
                 kernel_names=(serverapp.kernel_manager.default_kernel_name,),
             )
-            hide_pooled_kernels(serverapp.kernel_manager, pool)
         service = open_runtime_service(
             self.data_dir,
             store_url=self.store_url,
             context_factory=self._context_factory(host, pool),
             extra_providers=self._providers(),
             default_backend=self.default_backend,
+            lease_holder=this_process(url=serverapp.connection_url),
+            lease_ttl_ms=round(self.lease_ttl * 1000),
         )
         assert serverapp.event_logger is not None
         events = RuntimeEvents(serverapp.event_logger)
@@ -191,9 +211,19 @@ class DittoJupyterApp(ExtensionApp):
         self.host, self.service, self.runtime_sessions = host, service, sessions
         self.kernel_pool = pool
         self.settings["ditto_runtime_sessions"] = sessions
-        install_kernel_env(serverapp.session_manager, self.kernel_env, tokens)
-        if self.load_magics:
-            install_magics_autoload(serverapp.kernel_manager, serverapp.kernel_spec_manager)
+        self.watcher = KernelWatcher(
+            sessions,
+            serverapp.kernel_manager,
+            interval=min(WATCH_INTERVAL_S, self.lease_ttl / 3.0),
+            heartbeat=self.lease_ttl / 3.0,
+            log=self.log,
+        )
+        sessions.kernel_listeners.append(self.watcher.watch)
+        self.hooks = JupyterHooks(
+            serverapp.session_manager, serverapp.kernel_manager, serverapp.kernel_spec_manager
+        )
+        if pool is not None:
+            pool.spare_from_culling(self.hooks.culling)
         if self.pause_idle_after > 0:
             self.idle_pauser = IdlePauser(
                 sessions,
@@ -202,9 +232,33 @@ class DittoJupyterApp(ExtensionApp):
                 sender=getpass.getuser(),
                 log=self.log,
             )
-            self.idle_pauser.defer_culling()
+            self.idle_pauser.defer_culling(self.hooks.culling)
+        self.hooks.install(
+            self._session_events(sessions, tokens),
+            load_magics=self.load_magics,
+            hidden_kernels=pool.kernel_ids if pool is not None else None,
+        )
+        self.watcher.start()
+        if self.idle_pauser is not None:
             self.idle_pauser.start()
         self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
+
+    def _session_events(self, sessions: RuntimeSessions, tokens: RuntimeTokens) -> SessionEvents:
+        """What the session hooks do: the kernel's variables, and keeping runtimes in step."""
+        user = self.server_user()
+
+        def runtime_env(session_id: str) -> dict[str, str]:
+            return {**runtime_identity_env(session_id), **tokens.kernel_env(session_id)}
+
+        async def created(model: dict[str, Any]) -> None:
+            await sessions.register_session(model, user)
+
+        return SessionEvents(
+            kernel_env=self.kernel_env,
+            runtime_env=runtime_env,
+            created=created,
+            kernel_switched=sessions.kernel_switched,
+        )
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(route_table(openapi_document))
@@ -215,14 +269,27 @@ class DittoJupyterApp(ExtensionApp):
         self.handlers.append((CHILD_SESSION_ROUTE, SessionHandler))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        """Once the server's loop runs: start the warm kernel pool in the background."""
+        """Once the server's loop runs: register the sessions that exist, take over the
+        runtimes of servers that are gone (the watcher's first round), start the warm
+        kernel pool."""
+        if self.service is not None:  # with --port=0 the port is known only now
+            self.service.ownership.answer_at(serverapp.connection_url)
+        if self.runtime_sessions is not None:
+            await self.runtime_sessions.register_existing(self.server_user())
+        if self.watcher is not None:
+            await self.watcher.check_once()
         if self.kernel_pool is not None:
             self.kernel_pool.refill_soon()
 
     async def stop_extension(self) -> None:
-        """Stop the idle pauser and the pooled kernels; close kernel clients and the store."""
+        """Stop the watcher, the idle pauser and the pooled kernels; remove the hooks; close
+        kernel clients and the store (this server's leases run out)."""
+        if self.watcher is not None:
+            await self.watcher.stop()
         if self.idle_pauser is not None:
             self.idle_pauser.stop()
+        if self.hooks is not None:
+            self.hooks.uninstall()
         if self.kernel_pool is not None:
             await self.kernel_pool.close()
         if self.host is not None:
@@ -232,91 +299,3 @@ class DittoJupyterApp(ExtensionApp):
             self.service.close_store()
         if self._log_parent is not None:
             PACKAGE_LOG.parent = self._log_parent
-
-
-def install_kernel_env(
-    session_manager: Any,
-    env_provider: Callable[[], dict[str, str]],
-    runtime_tokens: RuntimeTokens | None = None,
-) -> None:
-    """Give kernels of Jupyter sessions the DITTO_* variables, their session id included.
-
-    Wraps three methods on the server's session-manager instance (not its class):
-    `start_kernel_for_session` and `update_session` record which session they work for,
-    and `get_kernel_env` (which both call) adds the variables for that session.
-    """
-    if getattr(session_manager, "_ditto_env_installed", False):
-        return
-    original_env = session_manager.get_kernel_env
-    original_start = session_manager.start_kernel_for_session
-    original_update = session_manager.update_session
-
-    @functools.wraps(original_env)
-    def get_kernel_env(path: str | None, name: Any = None) -> dict[str, str]:
-        env = dict(original_env(path, name))
-        env.update(env_provider())
-        session_id = _session_in_progress.get()
-        if session_id:
-            env.update(runtime_identity_env(session_id))
-            if runtime_tokens is not None:
-                env.update(runtime_tokens.kernel_env(session_id))
-        return env
-
-    @functools.wraps(original_start)
-    async def start_kernel_for_session(session_id: str, *args: Any, **kwargs: Any) -> str:
-        token = _session_in_progress.set(session_id)
-        try:
-            kernel_id: str = await original_start(session_id, *args, **kwargs)
-            return kernel_id
-        finally:
-            _session_in_progress.reset(token)
-
-    @functools.wraps(original_update)
-    async def update_session(session_id: str, **kwargs: Any) -> None:
-        token = _session_in_progress.set(session_id)
-        try:
-            await original_update(session_id, **kwargs)
-        finally:
-            _session_in_progress.reset(token)
-
-    session_manager.get_kernel_env = get_kernel_env
-    session_manager.start_kernel_for_session = start_kernel_for_session
-    session_manager.update_session = update_session
-    session_manager._ditto_env_installed = True
-
-
-MAGICS_ARGUMENT = "--ext=ditto_jupyter"
-
-
-def is_ipython_kernel(argv: list[str]) -> bool:
-    """Whether a kernel spec's command line starts an ipykernel (the magics are IPython's)."""
-    return any("ipykernel" in part for part in argv)
-
-
-def install_magics_autoload(kernel_manager: Any, kernel_spec_manager: Any) -> None:
-    """Start every IPython kernel of this server with `--ext=ditto_jupyter`.
-
-    Wraps `start_kernel` on the server's kernel-manager instance; IPython's own `--ext`
-    alias loads the extension at kernel start (and again after a restart, which reuses the
-    launch arguments). Kernels of other languages are started unchanged.
-    """
-    if getattr(kernel_manager, "_ditto_magics_installed", False):
-        return
-    original_start = kernel_manager.start_kernel
-
-    @functools.wraps(original_start)
-    async def start_kernel(*args: Any, **kwargs: Any) -> str:
-        name = kwargs.get("kernel_name") or kernel_manager.default_kernel_name
-        try:
-            argv = list(kernel_spec_manager.get_kernel_spec(name).argv)
-        except Exception:  # an unknown kernel name: let the manager report it
-            argv = []
-        if is_ipython_kernel(argv):
-            extra = list(kwargs.get("extra_arguments") or [])
-            if MAGICS_ARGUMENT not in extra:
-                kwargs["extra_arguments"] = [*extra, MAGICS_ARGUMENT]
-        kernel_id: str = await original_start(*args, **kwargs)
-        return kernel_id
-
-    kernel_manager.start_kernel = start_kernel
-    kernel_manager._ditto_magics_installed = True

@@ -1,34 +1,36 @@
 """The idle pauser: runtimes whose kernel sat idle for `pause_idle_after` seconds pause.
 
-A runtime is a Jupyter session with a kernel. Every `interval` seconds the pauser looks at
-each one's kernel as jupyter-server tracks it (`execution_state`, `last_activity`, which
-the kernel manager updates on every tracked IOPub message: a cell, its output, our own
-captures). A kernel that is idle and has had no activity for `pause_idle_after` seconds is
-paused through `RuntimeSessions.pause` (a checkpoint, then the kernel stops), with reason
-`idle` in the pause event. Never touched: a kernel that is busy or starting, and a runtime
-with a control operation in flight. A pause that fails for another reason is logged and
-not retried until the kernel shows activity again; the kernel keeps running.
+Every `interval` seconds the pauser looks at each of the server's kernels as jupyter-server
+tracks it (`list_kernel_ids`; `execution_state` and `last_activity`, which the kernel
+manager updates on every tracked IOPub message: a cell, its output, our own captures) and
+finds its runtime with one indexed store lookup (`live_session_with_kernel`). A kernel
+that is idle and has had no activity for `pause_idle_after` seconds is paused through
+`RuntimeSessions.pause` (a checkpoint, then the kernel stops), with reason `idle` in the
+pause event. Never touched: a kernel that is busy or starting, a kernel of no runtime, and
+a runtime with an operation in flight (a shell command included). A cell that arrives
+while the pause runs gives it up (`kernel.pause_fence`): the pause answers SessionBusy and
+is tried again once the kernel has been idle long enough. A pause that fails for another
+reason is logged and not retried until the kernel shows activity again; the kernel keeps
+running.
 
 jupyter-server's own idle culling (`MappingKernelManager.cull_idle_timeout`) would shut a
-runtime's kernel down and lose its variables. While the pauser is on, `defer_culling`
-wraps the kernel manager's `cull_kernel_if_idle` (on the instance) so that the culler
-skips kernels of runtimes: their fate is the pauser's. Kernels that belong to no runtime,
-and dead kernels, are culled as before.
+runtime's kernel down and lose its variables. While the pauser is on, it registers a rule
+with the one culling policy (`culling`): the culler leaves runtimes' kernels to the pauser.
+Kernels that belong to no runtime, and dead kernels, are culled as before.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from jupyter_server.utils import ensure_async
 from tornado.ioloop import PeriodicCallback
 
 from ditto_jupyter.core.errors import SessionBusy
 
 if TYPE_CHECKING:
+    from ditto_jupyter.server.culling import CullingPolicy
     from ditto_jupyter.server.sessions import RuntimeSessions
 
 #: The checkpoint name of an idle pause (a pause asked for over REST is named `pause`).
@@ -84,13 +86,12 @@ class IdlePauser:
 
     async def check_once(self) -> list[str]:
         """Pause every runtime idle for `pause_idle_after` seconds; the ids it paused."""
-        models = await ensure_async(self.sessions.session_manager.list_sessions())
         paused: list[str] = []
-        for model in models:
-            runtime_id = str(model.get("id") or "")
-            kernel_id = str((model.get("kernel") or {}).get("id") or "")
-            if not runtime_id or not kernel_id:
+        for kernel_id in list(self.kernel_manager.list_kernel_ids()):
+            runtime = self.sessions.service.live_session_with_kernel(kernel_id)
+            if runtime is None:  # a pooled kernel, or one of no runtime
                 continue
+            runtime_id = runtime.session_id
             idle_seconds = self.idle_seconds(runtime_id, kernel_id)
             if idle_seconds is None or idle_seconds < self.pause_idle_after:
                 continue
@@ -149,31 +150,9 @@ class IdlePauser:
     # ---- jupyter-server's culler -------------------------------------------------------------
 
     def owns_kernel(self, kernel_id: str) -> bool:
-        """Whether the kernel is a runtime's: a Jupyter session's, or a live runtime's handle."""
-        cursor = self.sessions.session_manager.cursor
-        row = cursor.execute("SELECT 1 FROM session WHERE kernel_id=?", (kernel_id,)).fetchone()
-        if row is not None:
-            return True
-        return any(
-            session.handle_state.get("kernel_id") == kernel_id
-            and session.status.value not in ("paused", "closed")
-            for session in self.sessions.service.sessions()
-        )
+        """Whether the kernel is a live runtime's (one indexed store lookup)."""
+        return self.sessions.service.live_session_with_kernel(kernel_id) is not None
 
-    def defer_culling(self) -> None:
-        """Make jupyter-server's culler leave runtimes' kernels to this pauser (once)."""
-        manager = self.kernel_manager
-        if getattr(manager, "_ditto_culling_deferred", False):
-            return
-        original = manager.cull_kernel_if_idle
-
-        @functools.wraps(original)
-        async def cull_kernel_if_idle(kernel_id: str) -> None:
-            kernel = manager.get_kernel(kernel_id) if kernel_id in manager else None
-            dead = getattr(kernel, "execution_state", None) == "dead"
-            if kernel is not None and not dead and self.owns_kernel(kernel_id):
-                return  # a runtime's kernel: paused by the idle pauser, never culled
-            await ensure_async(original(kernel_id))
-
-        manager.cull_kernel_if_idle = cull_kernel_if_idle
-        manager._ditto_culling_deferred = True
+    def defer_culling(self, policy: CullingPolicy) -> None:
+        """Make jupyter-server's culler leave runtimes' kernels to this pauser."""
+        policy.spare("a runtime's kernel: the idle pauser pauses it", self.owns_kernel)

@@ -12,8 +12,9 @@ A kernel is taken once and never comes back to the pool.
 - Refill runs in the background, scheduled after the operation that took a kernel has
   returned (`refill_soon`), never on the request path.
 - A pooled kernel that died is shut down and replaced, never handed out.
-- Pooled kernels have no Jupyter session, so they are never runtimes; `hide_pooled_kernels`
-  keeps them out of `GET /api/kernels` and away from jupyter-server's idle culler.
+- Pooled kernels have no Jupyter session, so they are never runtimes; the extension's
+  hooks keep them out of `GET /api/kernels` (`kernel_ids`), and a rule of the one culling
+  policy keeps them away from jupyter-server's idle culler (`spare_from_culling`).
 - `close` (server stop) waits for a start in progress and shuts every pooled kernel down.
 """
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import uuid
@@ -31,6 +31,7 @@ from typing import Any
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.kernel_calls import ADOPT_RUNTIME, WARM_UP
+from ditto_jupyter.server.culling import CullingPolicy
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
 
@@ -74,6 +75,15 @@ class KernelPool:
         """Every kernel the pool holds or is starting (no runtime's)."""
         ready = {kernel_id for ids in self._ready.values() for kernel_id in ids}
         return ready | self._starting
+
+    def spare_from_culling(self, policy: CullingPolicy) -> None:
+        """A pooled kernel is idle by design: culling it would only make the pool start
+        another."""
+        policy.spare("a pooled kernel: idle until a runtime takes it", self.holds)
+
+    def holds(self, kernel_id: str) -> bool:
+        """Whether the pool holds (or is starting) this kernel."""
+        return kernel_id in self.kernel_ids()
 
     # ---- taking --------------------------------------------------------------------------
 
@@ -216,31 +226,3 @@ class KernelPool:
             for kernel_id in self._ready.pop(kernel_name):
                 with contextlib.suppress(Exception):
                     await self.host.shutdown_kernel(kernel_id)
-
-
-def hide_pooled_kernels(kernel_manager: Any, pool: KernelPool) -> None:
-    """Keep pooled kernels out of `GET /api/kernels` and away from the idle culler.
-
-    Wraps `list_kernels` and `cull_kernel_if_idle` on the server's kernel-manager instance
-    (not its class). A pooled kernel is idle by design; culling it would only make the pool
-    start another.
-    """
-    if getattr(kernel_manager, "_ditto_pool_hidden", False):
-        return
-    original_list = kernel_manager.list_kernels
-    original_cull = kernel_manager.cull_kernel_if_idle
-
-    @functools.wraps(original_list)
-    def list_kernels() -> list[dict[str, Any]]:
-        pooled = pool.kernel_ids()
-        return [model for model in original_list() if model.get("id") not in pooled]
-
-    @functools.wraps(original_cull)
-    async def cull_kernel_if_idle(kernel_id: str) -> None:
-        if kernel_id in pool.kernel_ids():
-            return
-        await original_cull(kernel_id)
-
-    kernel_manager.list_kernels = list_kernels
-    kernel_manager.cull_kernel_if_idle = cull_kernel_if_idle
-    kernel_manager._ditto_pool_hidden = True

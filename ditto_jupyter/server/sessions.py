@@ -1,8 +1,12 @@
 """The Jupyter-session <-> runtime mapping: a runtime IS a Jupyter session.
 
-`runtime_id == session id`. A Jupyter session the RuntimeService does not know yet is
-registered the first time a route (or the runtime list) touches it: its notebook path is
-the conversation, the identity provider's user the sender, its kernel the handle.
+`runtime_id == session id`. A Jupyter session becomes a runtime when Jupyter creates it
+(`register_session`, called from the session hook in `jupyter_hooks`; the sessions that
+exist when the extension starts are registered then, `register_existing`): its notebook
+path is the conversation, the server's user the sender, its kernel the handle. An
+operation on a session that is not registered yet registers it first (`ensure_runtime`).
+Reads never change anything: they answer from the store, and a read of an id the store
+does not know is `RuntimeNotFound`.
 
 The REST routes (`routes.py`) talk to this mapping only, never to the service behind it.
 The runtime work itself is RuntimeService's; this module adds the Jupyter side around it:
@@ -10,17 +14,19 @@ checkout copies the notebook beside the original and saves a Jupyter session for
 (so it opens like any other), pause and close drop the Jupyter session row of the stopped
 kernel, resume saves a new row with the same id for the new kernel. A `self/...` route
 first proves that its caller is the runtime's own kernel (`check_runtime_token`). Every
-operation emits one runtime event. When a Jupyter-side step fails after the service
-succeeded, the service step is not undone (the runtime stays consistent in the store) but
-the error propagates.
+operation emits one runtime event; so do the changes the kernel watcher records (`lost`:
+a kernel died or its server is gone, `restarted` kernels too). When a Jupyter-side step
+fails after the service succeeded, the service step is not undone (the runtime stays
+consistent in the store) but the error propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import posixpath
 import uuid
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_server.utils import ensure_async
@@ -28,10 +34,9 @@ from tornado.web import HTTPError
 
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.budget_registry import RuntimeBudgets
-from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import DamagedRecord
-from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, SessionBusy
+from ditto_jupyter.core.errors import DittoError, InvalidRequest, RuntimeNotFound
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
@@ -53,13 +58,12 @@ from ditto_jupyter.core.models import (
     RuntimeRestoreResult,
     RuntimeResumeResult,
     RuntimeWorkspace,
-    SessionRecord,
-    UnrestorableValue,
 )
 from ditto_jupyter.server.events import RuntimeEvents
+from ditto_jupyter.server.jupyter_hooks import forget_session_row
 from ditto_jupyter.server.kernel_pool import KernelPool
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
-from ditto_jupyter.server.server_kernel_host import ServerKernelHost, starting_runtime
+from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 
 if TYPE_CHECKING:
     from jupyter_server.services.contents.manager import ContentsManager
@@ -67,45 +71,12 @@ if TYPE_CHECKING:
 
 #: Why a runtime paused, as its pause event says.
 PauseReason = Literal["idle", "asked"]
+#: Why a runtime was recorded lost, as its lost event says: its kernel is gone (`died`),
+#: Jupyter restarted it (`restarted`: the runtime stays live), or the server that ran it
+#: is gone and this one took it over (`owner-gone`).
+LostReason = Literal["died", "restarted", "owner-gone"]
 
-
-class ServerContextCapture:
-    """Wraps the kernel context capture so a kernel it starts knows its runtime id.
-
-    `start` takes a warm kernel from the pool when there is one (it learns its identity
-    when taken), else publishes the session id in `starting_runtime`, which
-    `ServerKernelHost` turns into the new kernel's `DITTO_RUNTIME_ID` (checkout children
-    and resumed runtimes).
-    """
-
-    def __init__(self, inner: ContextDriver, pool: KernelPool | None = None) -> None:
-        self.inner = inner
-        self.pool = pool
-
-    async def start(self, session: SessionRecord, workspace: Path | None) -> dict[str, Any]:
-        if self.pool is not None:
-            kernel_id = await self.pool.take_for(session, workspace)
-            if kernel_id is not None:
-                return {"kernel_id": kernel_id}
-        token = starting_runtime.set(session.session_id)
-        try:
-            return await self.inner.start(session, workspace)
-        finally:
-            starting_runtime.reset(token)
-
-    async def stop(self, session: SessionRecord) -> None:
-        await self.inner.stop(session)
-
-    async def is_busy(self, session: SessionRecord) -> bool:
-        return await self.inner.is_busy(session)
-
-    async def capture(self, session: SessionRecord) -> ContextCapture:
-        return await self.inner.capture(session)
-
-    async def restore(
-        self, session: SessionRecord, manifest_id: str | None
-    ) -> list[UnrestorableValue]:
-        return await self.inner.restore(session, manifest_id)
+log = logging.getLogger(__name__)
 
 
 def sibling_notebook_path(path: str, suffix: str) -> str:
@@ -141,6 +112,8 @@ class RuntimeSessions:
         # The runtimes' token budgets live in the data directory, beside the blob store.
         self.budgets = budgets or RuntimeBudgets(service.blobs.root.parent)
         self._register_lock = asyncio.Lock()
+        #: Told (runtime id, kernel id) of every kernel a runtime gets (the kernel watcher).
+        self.kernel_listeners: list[Callable[[str, str], None]] = []
 
     def check_runtime_token(self, runtime_id: str, runtime_token: str) -> None:
         """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token."""
@@ -157,12 +130,8 @@ class RuntimeSessions:
         return dict(model)
 
     def _forget_jupyter_session(self, session_id: str) -> None:
-        """Drop the Jupyter session row of a runtime whose kernel is stopped (not the runtime).
-
-        `SessionManager.delete_session` would shut the kernel down again; the service already
-        did that, so the row is removed the way the manager removes rows of culled kernels.
-        """
-        self.session_manager.cursor.execute("DELETE FROM session WHERE session_id=?", (session_id,))
+        """Drop the Jupyter session row of a runtime whose kernel is stopped (not the runtime)."""
+        forget_session_row(self.session_manager, session_id)
 
     async def _save_jupyter_session(self, session_id: str, path: str, kernel_id: str) -> None:
         self._forget_jupyter_session(session_id)
@@ -175,88 +144,114 @@ class RuntimeSessions:
                 kernel_id=kernel_id,
             )
         )
+        self._kernel_started(session_id, kernel_id)
 
-    async def ensure_runtime(self, runtime_id: str, user: str) -> None:
-        """Register a live Jupyter session the service does not know yet; else nothing.
+    def _kernel_started(self, runtime_id: str, kernel_id: str) -> None:
+        for listener in self.kernel_listeners:
+            listener(runtime_id, kernel_id)
 
-        Raises RuntimeNotFound when neither the store nor the session manager has the id.
-        A known runtime whose Jupyter session switched kernels gets its kernel handle updated.
-        """
+    # ---- registering Jupyter sessions as runtimes ---------------------------------------
+
+    async def register_session(self, model: dict[str, Any], user: str) -> None:
+        """Make a Jupyter session (its model) a runtime, unless the store knows it already."""
+        runtime_id = str(model.get("id") or "")
+        kernel = model.get("kernel") or {}
+        if not runtime_id or not kernel.get("id"):
+            return
         async with self._register_lock:
-            known = self.service.find_session(runtime_id)
-            if known is not None:
-                await self._sync_kernel(known)
+            if self.service.find_session(runtime_id) is not None:
                 return
-            model = await self._jupyter_session(runtime_id)
-            if model is None or not model.get("kernel"):
-                raise RuntimeNotFound(f"no runtime or Jupyter session with id {runtime_id!r}")
             with self.events.operation("register", runtime_id) as event:
                 record = await self.service.create_runtime(
                     conversation_id=str(model.get("path") or model.get("name") or runtime_id),
                     sender_id=user,
                     runtime_id=runtime_id,
-                    kernel_name=str(model["kernel"].get("name") or "python3"),
-                    handle_state={"kernel_id": model["kernel"]["id"]},
+                    kernel_name=str(kernel.get("name") or "python3"),
+                    handle_state={"kernel_id": kernel["id"]},
                 )
                 event.status = record.status.value
-            if self.host is not None and record.status.value == "idle":
-                workspace = self.service.workspace_path(runtime_id)
-                self.host.warm_up(str(model["kernel"]["id"]), workspace)
+        kernel_id = str(kernel["id"])
+        if self.host is not None and record.status.value == "idle":
+            self.host.warm_up(kernel_id, self.service.workspace_path(runtime_id))
+        self._kernel_started(runtime_id, kernel_id)
 
-    async def _sync_kernel(self, session: SessionRecord) -> None:
-        """Follow kernel changes made outside the extension.
+    async def ensure_runtime(self, runtime_id: str, user: str) -> None:
+        """Before an operation: register a Jupyter session the store does not know yet.
 
-        A kernel switched in JupyterLab updates the runtime's handle; a live runtime whose
-        kernel is gone (shut down in JupyterLab, died, or a server restart) is marked lost:
-        paused at its head checkpoint (resume brings it back), or closed when it has none.
+        RuntimeNotFound when neither the store nor the session manager has the id.
         """
-        if session.status.value in ("paused", "closed"):
+        if self.service.find_session(runtime_id) is not None:
             return
-        model = await self._jupyter_session(session.session_id)
+        model = await self._jupyter_session(runtime_id)
         if model is None or not model.get("kernel"):
-            kernel_id = session.handle_state.get("kernel_id")
-            if self.host is not None and kernel_id and not self.host.is_alive(str(kernel_id)):
-                with self.events.operation("lost", session.session_id) as event:
-                    try:
-                        record = await self.service.mark_lost(session.session_id)
-                    except SessionBusy:  # an operation on it is in flight: it knows best
-                        record = await self.service.get_runtime(session.session_id)
-                    event.status = record.status.value
+            raise RuntimeNotFound(f"no runtime or Jupyter session with id {runtime_id!r}")
+        await self.register_session(model, user)
+
+    async def kernel_switched(self, runtime_id: str, kernel_id: str) -> None:
+        """A Jupyter session switched kernels (JupyterLab's kernel picker): its runtime's
+        kernel handle follows, and the new kernel learns where the workspace is."""
+        known = self.service.find_session(runtime_id)
+        if known is None or known.status.value in ("paused", "closed"):
             return
-        kernel_id = model["kernel"]["id"]
-        if session.handle_state.get("kernel_id") != kernel_id:
-            self.service.update_handle(session.session_id, kernel_id=kernel_id)
-            if self.host is not None:  # the new kernel learns where the workspace is
-                self.host.warm_up(str(kernel_id), self.service.workspace_path(session.session_id))
+        if known.handle_state.get("kernel_id") == kernel_id:
+            return
+        self.service.update_handle(runtime_id, kernel_id=kernel_id)
+        if self.host is not None:
+            self.host.warm_up(kernel_id, self.service.workspace_path(runtime_id))
+        self._kernel_started(runtime_id, kernel_id)
 
-    async def register_live_sessions(self, user: str) -> None:
-        """Register every live Jupyter session with a kernel (before listing runtimes)."""
-        for known in self.service.sessions():
-            if known.status.value not in ("paused", "closed"):
-                await self._sync_kernel(known)
-        models = await ensure_async(self.session_manager.list_sessions())
-        for model in models:
-            if model.get("kernel") and model.get("id"):
-                try:
-                    await self.ensure_runtime(str(model["id"]), user)
-                except RuntimeNotFound:  # the kernel died between listing and registering
-                    continue
-                except DamagedRecord:  # its row does not read back: the listing skips it
-                    continue
+    async def register_existing(self, user: str) -> None:
+        """At start: register the Jupyter sessions that exist already (a session database
+        kept on disk), and follow the kernels they switched to meanwhile."""
+        for model in await ensure_async(self.session_manager.list_sessions()):
+            runtime_id, kernel = str(model.get("id") or ""), model.get("kernel") or {}
+            try:
+                if self.service.find_session(runtime_id) is None:
+                    await self.register_session(dict(model), user)
+                elif kernel.get("id"):
+                    await self.kernel_switched(runtime_id, str(kernel["id"]))
+            except (DittoError, DamagedRecord) as error:  # that one session; the rest go on
+                log.warning("ditto_jupyter: session %s not registered: %s", runtime_id, error)
 
-    # ---- reads ---------------------------------------------------------------------------
+    # ---- what the kernel watcher found ----------------------------------------------------
+
+    async def mark_lost(
+        self, runtime_id: str, handle: dict[str, Any], reason: LostReason
+    ) -> RuntimeRecord:
+        """The runtime's kernel `handle` is gone: record it lost (paused at a `lost`
+        checkpoint keeping its files, or closed when there is nothing to keep)."""
+        with self.events.operation("lost", runtime_id) as event:
+            event.reason = reason
+            record = await self.service.mark_lost(runtime_id, handle=handle)
+            event.status = record.status.value
+            head = self.service.store.get_head(runtime_id)
+            event.checkpoint_id = head
+        if record.status.value in ("paused", "closed"):
+            self._forget_jupyter_session(runtime_id)
+        return record
+
+    async def mark_restarted(self, runtime_id: str, handle: dict[str, Any]) -> RuntimeRecord:
+        """Jupyter restarted the runtime's kernel `handle` (its variables are gone): record
+        a `lost` checkpoint keeping its files and the head's variables, offered back in the
+        event; the runtime stays live on the restarted kernel."""
+        with self.events.operation("lost", runtime_id) as event:
+            event.reason = "restarted"
+            offered = await self.service.mark_restarted(runtime_id, handle=handle)
+            record = await self.service.get_runtime(runtime_id)
+            event.checkpoint_id = offered.checkpoint_id if offered is not None else None
+            event.status = record.status.value
+        return record
+
+    # ---- reads: from the store, changing nothing -----------------------------------------
 
     async def list_runtimes(self, user: str) -> RuntimeListResult:
-        await self.register_live_sessions(user)
         return await self.service.list_runtimes()
 
     async def get_runtime(self, runtime_id: str, user: str) -> RuntimeRecord:
-        await self.ensure_runtime(runtime_id, user)
         return await self.service.get_runtime(runtime_id)
 
     async def workspace(self, runtime_id: str, user: str) -> RuntimeWorkspace:
         """Where a live runtime's files are: a local directory, or a remote sandbox (None)."""
-        await self.ensure_runtime(runtime_id, user)
         path = await self.service.workspace(runtime_id)
         return RuntimeWorkspace(
             runtime_id=runtime_id,
@@ -273,14 +268,12 @@ class RuntimeSessions:
         cursor: str | None = None,
         newest_first: bool = False,
     ) -> CheckpointListResult:
-        await self.ensure_runtime(runtime_id, user)
         return await self.service.list_checkpoints(
             runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
         )
 
     async def lineage(self, runtime_id: str, user: str) -> RuntimeLineage:
         """The runtime's head, its checkout origin, and the checkouts made from it."""
-        await self.ensure_runtime(runtime_id, user)
         session = self.service.session(runtime_id)
         head = self.service.head_checkpoint(runtime_id)
         source = None
@@ -312,12 +305,12 @@ class RuntimeSessions:
         CheckpointNotFound when nothing matches; InvalidRequest when a prefix is ambiguous.
         """
         if runtime_id is not None:
-            await self.ensure_runtime(runtime_id, user)
+            self.service.session(runtime_id)  # RuntimeNotFound for an unknown runtime
         return self.service.resolve_checkpoint(reference, runtime_id)
 
     async def budget(self, runtime_id: str, user: str) -> RuntimeBudgetResult:
         """The token budget the runtime counts against: its own or its source's, if any."""
-        await self.ensure_runtime(runtime_id, user)
+        self.service.session(runtime_id)  # RuntimeNotFound for an unknown runtime
         found = self.budgets.find(runtime_id)
         if found is None:
             return RuntimeBudgetResult(runtime_id=runtime_id, budget=None)

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from store_leases_contract import LeaseContract
 from store_queries_contract import IndexedQueriesContract
 
 from ditto_jupyter.control.store import (
@@ -40,7 +41,14 @@ from ditto_jupyter.control.store import (
     StoreError,
     open_store,
 )
-from ditto_jupyter.control.store.schema import BINDINGS, CHECKPOINTS, HEADS, LEFTOVERS, SESSIONS
+from ditto_jupyter.control.store.schema import (
+    BINDINGS,
+    CHECKPOINTS,
+    HEADS,
+    LEASES,
+    LEFTOVERS,
+    SESSIONS,
+)
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     BackendBinding,
@@ -153,9 +161,10 @@ def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 # ---- the contract, on every store -----------------------------------------------------
 
 
-class StoreContract(IndexedQueriesContract):
+class StoreContract(IndexedQueriesContract, LeaseContract):
     """Every method of the CheckpointStore API; subclasses provide the `store` fixture
-    (the indexed queries and the leftovers are in `store_queries_contract`)."""
+    (the indexed queries and the leftovers are in `store_queries_contract`, the leases in
+    `store_leases_contract`)."""
 
     def test_is_a_checkpoint_store(self, store: CheckpointStore) -> None:
         assert isinstance(store, CheckpointStore)
@@ -927,7 +936,7 @@ def check_declared_schema(url: str) -> None:
     engine = sa.create_engine(url)
     try:
         inspector = sa.inspect(engine)
-        for table in (SESSIONS, CHECKPOINTS, HEADS, BINDINGS, LEFTOVERS):
+        for table in (SESSIONS, CHECKPOINTS, HEADS, BINDINGS, LEFTOVERS, LEASES):
             columns = {column["name"] for column in inspector.get_columns(table.name)}
             assert columns == {column.name for column in table.columns}, table.name
             found = {
@@ -1002,6 +1011,37 @@ def check_blob_columns_filled_in(url: str) -> None:
 
 def test_schema_2_fills_in_the_blob_columns_of_old_records(tmp_path: Path) -> None:
     check_blob_columns_filled_in(f"sqlite:///{tmp_path / 'ditto.db'}")
+
+
+def check_live_runtimes_get_leases_that_ran_out(url: str) -> None:
+    """Schema 6: each runtime live before leases existed gets a lease that has run out (the
+    first server to look may take it over); paused and closed ones get none."""
+    SqlCheckpointStore(url, migrations=MIGRATIONS[:5]).close()
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for rid, status in (("live", "idle"), ("running", "busy"), ("paused", "paused")):
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO sessions (runtime_id, conversation_id, status, "
+                        "created_at_ms, updated_at_ms, data) VALUES (:rid, 'c', :status, 1, 1, "
+                        ":data)"
+                    ),
+                    {"rid": rid, "status": status, "data": session(rid).model_dump_json()},
+                )
+    finally:
+        engine.dispose()
+    migrated = SqlCheckpointStore(url)
+    try:
+        leases = migrated.list_leases("runtime")
+        assert [lease.key for lease in leases] == ["live", "running"]
+        assert all(lease.expired(1) for lease in leases)
+    finally:
+        migrated.close()
+
+
+def test_schema_6_gives_live_runtimes_leases_that_ran_out(tmp_path: Path) -> None:
+    check_live_runtimes_get_leases_that_ran_out(f"sqlite:///{tmp_path / 'ditto.db'}")
 
 
 def test_bad_locations_get_clear_errors(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from test_store import (
     StoreContract,
     check_blob_columns_filled_in,
     check_declared_schema,
+    check_live_runtimes_get_leases_that_ran_out,
     check_processes_are_serialized,
     checkpoint,
     dump_store,
@@ -225,6 +226,10 @@ def test_a_new_store_has_the_declared_schema(pg_url: str) -> None:
 
 def test_schema_2_fills_in_the_blob_columns_of_old_records(pg_url: str) -> None:
     check_blob_columns_filled_in(pg_url)
+
+
+def test_schema_6_gives_live_runtimes_leases_that_ran_out(pg_url: str) -> None:
+    check_live_runtimes_get_leases_that_ran_out(pg_url)
 
 
 def test_old_records_migrate(pg_url: str) -> None:

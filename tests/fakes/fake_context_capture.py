@@ -3,13 +3,16 @@
 The control plane's tests (`test_service*.py`) run RuntimeService on it, so they need no
 kernel: `execute` stands in for running a cell, `busy` for a kernel running one,
 dropping a runtime's namespace for a kernel that died, and `refuse_stop` for a kernel that
-would not stop (its `stop` raises, and the namespace stays). Captures go to the real blob store
-as signed manifests, like the kernel capture's. The product never uses it: the server and
-the magics capture real kernels (`ditto_jupyter.hosts.kernel_context_driver`).
+would not stop (its `stop` raises, and the namespace stays). Each start is a new process
+(`kernel_process`); `during_capture` is a cell that arrives while a capture runs (it runs
+right after it, as a queued cell would), and a sealed context refuses cells. Captures go to
+the real blob store as signed manifests, like the kernel capture's. The product never uses
+it: the server and the magics capture real kernels (`ditto_jupyter.hosts.kernel_context_driver`).
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,10 @@ class InMemoryContextCapture:
         self.execution_counts: dict[str, int] = {}
         self.refuse_stop: set[str] = set()
         self.started = 0
+        self.processes: dict[str, str] = {}
+        self.during_capture: dict[str, dict[str, Any]] = {}
+        self.fenced: dict[str, int] = {}
+        self.sealed: set[str] = set()
 
     def namespace(self, runtime_id: str) -> dict[str, Any]:
         """The live namespace of a started runtime."""
@@ -40,6 +47,8 @@ class InMemoryContextCapture:
 
     def execute(self, runtime_id: str, **assignments: Any) -> None:
         """Stand-in for running a cell: assign variables and bump the execution count."""
+        if runtime_id in self.sealed:
+            raise BackendError(f"runtime {runtime_id} is pausing: this cell did not run")
         self.namespace(runtime_id).update(assignments)
         self.execution_counts[runtime_id] = self.execution_counts.get(runtime_id, 0) + 1
 
@@ -47,6 +56,8 @@ class InMemoryContextCapture:
         self.namespaces[session.session_id] = {}
         self.execution_counts[session.session_id] = 0
         self.started += 1  # each start is a new context, as each kernel has its own id
+        self.processes[session.session_id] = uuid.uuid4().hex
+        self.sealed.discard(session.session_id)
         return {"context": "memory", "instance": self.started}
 
     async def stop(self, session: SessionRecord) -> None:
@@ -54,6 +65,8 @@ class InMemoryContextCapture:
             raise BackendError(f"the kernel of runtime {session.session_id} would not stop")
         self.namespaces.pop(session.session_id, None)
         self.busy.discard(session.session_id)
+        self.processes.pop(session.session_id, None)
+        self.sealed.discard(session.session_id)
 
     async def is_busy(self, session: SessionRecord) -> bool:
         return session.session_id in self.busy
@@ -64,11 +77,29 @@ class InMemoryContextCapture:
         manifest_id, manifest_bytes = self.blobs.put_manifest(
             {"kind": "memory-context", "chunks": stored.chunks, "size": stored.size}
         )
-        return ContextCapture(
+        capture = ContextCapture(
             manifest_id=manifest_id,
             bytes_written=stored.bytes_written + manifest_bytes,
             execution_count=self.execution_counts.get(session.session_id),
+            kernel_process=self.processes.get(session.session_id),
         )
+        queued = self.during_capture.pop(session.session_id, None)
+        if queued is not None:  # a cell sent during the capture runs right after it
+            self.execute(session.session_id, **queued)
+        return capture
+
+    async def fence(self, session: SessionRecord) -> None:
+        self.fenced[session.session_id] = self.execution_counts.get(session.session_id, 0)
+
+    async def seal(self, session: SessionRecord) -> bool:
+        fence = self.fenced.pop(session.session_id, None)
+        if fence is None or fence != self.execution_counts.get(session.session_id, 0):
+            return False
+        self.sealed.add(session.session_id)
+        return True
+
+    async def unseal(self, session: SessionRecord) -> None:
+        self.sealed.discard(session.session_id)
 
     async def restore(
         self, session: SessionRecord, manifest_id: str | None

@@ -38,13 +38,16 @@ class LiveServer:
         *,
         token: str | None = None,
         config: dict[str, Any] | None = None,
+        data_dir: Path | None = None,
     ) -> None:
+        """`data_dir`: the ditto data directory (default: its own, under `base`); two
+        servers given the same one share it, as two JupyterLabs on the default one do."""
         self.base = Path(base)
         self.token = token or secrets.token_hex(16)
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.root_dir = self.base / "root"
-        self.data_dir = self.base / "ditto-data"
+        self.data_dir = data_dir or self.base / "ditto-data"
         self.runtime_dir = self.base / "jupyter-runtime"
         self.config = config or {}
         self.log_path = self.base / "server.log"
@@ -134,6 +137,16 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL the server, as the OOM killer would (its kernels find their parent gone
+        and exit); reaped, so no zombie is left to look alive."""
+        if self.process is None:
+            return
+        pid = self.process.pid
+        os.kill(pid, signal.SIGKILL)
+        self.process.wait()
         self.process = None
 
     def __enter__(self) -> LiveServer:

@@ -78,3 +78,40 @@ async def test_a_full_disk_answers_507_and_deletes_nothing(
     assert status == 200, child
     kept = ditto_app.service.workspace_path(child["runtime"]["runtime_id"])
     assert kept is not None and (kept / "since.txt").read_text() == "written after the checkpoint"
+
+
+async def test_a_checkpoint_too_big_for_the_disk_answers_507_then_every_route_a_code(
+    api: Api,
+    ditto_app: DittoJupyterApp,
+    open_runtime: OpenRuntime,
+    small_disk: Path,
+    ditto_data_dir: Path,
+) -> None:
+    """Issue 22 section 6: a 60 MB checkpoint on a 40 MiB disk is StorageFull; with the disk
+    full, close, the runtime list and a small checkpoint answer a code, never 500; once
+    there is room again, everything works."""
+    runtime = await open_runtime(x=1)
+    rid = runtime.runtime_id
+    await run(ditto_app, runtime.kernel_id, "big = __import__('os').urandom(60_000_000)")
+    status, answer = await api("POST", "checkpoint", {"runtime_id": rid})
+    assert (status, answer["error"]) == (507, "StorageFull"), answer
+    await run(ditto_app, runtime.kernel_id, "del big")
+    with sqlite3.connect(ditto_data_dir / "ditto.db") as raw:
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw.close()
+    with filled(small_disk):
+        answers = [
+            await api("POST", "close", {"runtime_id": rid}),
+            await api("GET"),
+            await api("GET", rid),
+            await api("GET", f"{rid}/checkpoints"),
+            await api("POST", "checkpoint", {"runtime_id": rid}),
+        ]
+        for status, body in answers:
+            assert status != 500, body
+            if status >= 400:
+                assert set(body) == {"error", "message"} and body["error"] != "InternalError"
+    status, small = await api("POST", "checkpoint", {"runtime_id": rid})
+    assert status == 200, small
+    status, closed = await api("POST", "close", {"runtime_id": rid})
+    assert status == 200 and closed["checkpoint_id"], closed

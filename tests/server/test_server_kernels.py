@@ -198,6 +198,8 @@ async def test_kernel_shut_down_in_jupyterlab_is_marked_lost(
     status, _ = await api("POST", "checkpoint", {"runtime_id": runtime_id})
     assert status == 200
     await jp_fetch("api", "sessions", runtime_id, method="DELETE")
+    assert ditto_app.watcher is not None
+    await ditto_app.watcher.check_once()  # the watcher, not a read, records it lost
     status, record = await api("GET", runtime_id)
     assert (status, record["status"]) == (200, "paused")
     status, resumed = await api("POST", "resume", {"runtime_id": runtime_id})

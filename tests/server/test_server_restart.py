@@ -2,14 +2,16 @@
 
 The store is a SQLite file in the data dir; a runtime paused before the restart resumes
 after it with its variables; a runtime that was live when the server stopped lost its
-kernel, so the new server marks it lost: paused at its head checkpoint, resumable too,
-with the workspace files it wrote after that checkpoint. A lost runtime whose workspace
-directory vanished meanwhile is paused at its head as well, never stuck.
+kernel, so the new server takes it over as it starts and marks it lost: paused at its head
+checkpoint, resumable too, with the workspace files it wrote after that checkpoint. A lost
+runtime whose workspace directory vanished meanwhile is paused at its head as well, never
+stuck.
 """
 
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,9 @@ import pytest
 from tests.server.live_server import LiveServer
 
 pytestmark = pytest.mark.slow  # real kernels / a jupyter server process
+
+#: How long the new server is given to take the old one's runtimes over (a hang guard).
+GIVE_UP_S = 120.0
 
 
 def test_paused_and_live_runtimes_survive_a_server_restart(tmp_path: Path) -> None:
@@ -46,9 +51,16 @@ def test_paused_and_live_runtimes_survive_a_server_restart(tmp_path: Path) -> No
     shutil.rmtree(gone_workspace["path"])  # removed while the server was down
 
     with server:  # same data dir, new process
-        status, listing = server.api("GET")
-        assert status == 200, listing
-        states = {r["runtime_id"]: r["status"] for r in listing["runtimes"]}
+        # it takes the runtimes of the server that is gone over as it starts (its watcher's
+        # first round), not when it is asked: wait for that round
+        deadline = time.monotonic() + GIVE_UP_S
+        while True:
+            status, listing = server.api("GET")
+            assert status == 200, listing
+            states = {r["runtime_id"]: r["status"] for r in listing["runtimes"]}
+            if "idle" not in states.values() or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert states == {paused["id"]: "paused", live["id"]: "paused", gone["id"]: "paused"}
 
         status, resumed = server.api("POST", "resume", {"runtime_id": paused["id"]})

@@ -34,13 +34,14 @@ the runtime of a kernel are index lookups too.
 A statement the database refuses raises `StoreFull` (a full disk: 507 `StorageFull`) or
 `StoreError` (503 `StoreUnavailable`), never a driver error, and leaves the store as it
 was. The store also records leftovers: resources a cleanup could not free, for
-`ditto doctor`.
+`ditto doctor`; and leases: which process holds a live runtime, and until when (taken in
+one write transaction, so of two servers taking one lease exactly one gets it).
 
 Modules: `interface` (the `CheckpointStore` protocol, errors, shared checks), `schema` (the
 SQL tables as they are now), `migrations` (the steps that get any database there),
 `sql_database` (`SqlDatabase`: engine, connections, transactions, errors, migrating),
-`sql` (`SqlCheckpointStore`, the records on it), `memory` (`MemoryCheckpointStore`),
-`opening` (`open_store`).
+`sql_leases` (the leases on it), `sql` (`SqlCheckpointStore`, the records on it), `memory`
+(`MemoryCheckpointStore`), `opening` (`open_store`).
 """
 
 from __future__ import annotations

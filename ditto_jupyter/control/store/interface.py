@@ -22,7 +22,14 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.core.errors import StorageFull, StoreUnavailable
-from ditto_jupyter.core.models import BackendBinding, Leftover, RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.core.models import (
+    BackendBinding,
+    Lease,
+    LeaseHolder,
+    Leftover,
+    RuntimeCheckpoint,
+    SessionRecord,
+)
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -220,9 +227,60 @@ class CheckpointStore(Protocol):
         """Every stored row that does not read back as its model (reads each row)."""
         ...
 
+    # ---- leases (see `lease_free_for`) ----------------------------------------------------
+
+    def acquire_lease(
+        self,
+        kind: str,
+        key: str,
+        holder: LeaseHolder,
+        *,
+        now_ms: int,
+        ttl_ms: int | None,
+        take_from: str | None = None,
+    ) -> Lease:
+        """Take the lease of (`kind`, `key`) for `holder` until `now_ms + ttl_ms` (None: no
+        expiry), in one write transaction, when `lease_free_for` says it may; the lease as
+        it then stands (held by `holder` when it was taken, else by whoever holds it)."""
+        ...
+
+    def renew_leases(self, owner_id: str, *, now_ms: int, ttl_ms: int) -> int:
+        """Extend every lease `owner_id` holds to `now_ms + ttl_ms` (a heartbeat); how many."""
+        ...
+
+    def release_lease(self, kind: str, key: str, owner_id: str) -> bool:
+        """Drop the lease when `owner_id` holds it; whether it did."""
+        ...
+
+    def expire_leases(self, owner_id: str, *, now_ms: int) -> int:
+        """Make every lease `owner_id` holds run out at `now_ms` (its holder stops: anyone may
+        take them over); how many."""
+        ...
+
+    def get_lease(self, kind: str, key: str) -> Lease | None:
+        """The lease of (`kind`, `key`), or None when nobody holds it."""
+        ...
+
+    def list_leases(self, kind: str, *, owner_id: str | None = None) -> list[Lease]:
+        """The leases of one kind (of one owner: an index lookup), by key."""
+        ...
+
     def close(self) -> None:
         """Release connections; later calls raise StoreError."""
         ...
+
+
+def lease_free_for(
+    current: Lease | None, owner_id: str, now_ms: int, take_from: str | None
+) -> bool:
+    """Whether `owner_id` may take a lease whose current state is `current`: nobody holds
+    it, `owner_id` does already (a renewal), it ran out by `now_ms`, or it is held by
+    `take_from`, an owner the caller found gone (its process died on this host)."""
+    if current is None or current.expired(now_ms):
+        return True
+    return current.holder.owner_id == owner_id or (
+        take_from is not None and current.holder.owner_id == take_from
+    )
 
 
 @dataclass(frozen=True)

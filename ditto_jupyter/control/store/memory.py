@@ -19,6 +19,7 @@ from ditto_jupyter.control.store.interface import (
     damaged_of,
     dangling,
     kernel_id_of,
+    lease_free_for,
     load_model,
     load_rows,
     refs_of_binding,
@@ -29,6 +30,8 @@ from ditto_jupyter.control.store.interface import (
 )
 from ditto_jupyter.core.models import (
     BackendBinding,
+    Lease,
+    LeaseHolder,
     Leftover,
     RuntimeCheckpoint,
     SessionLifecycleStatus,
@@ -81,6 +84,7 @@ class _MemState:
     bindings: dict[str, str] = field(default_factory=dict)
     leftovers: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, id) -> json
     seq: int = 0
+    leases: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, key) -> json
 
     def copy(self) -> _MemState:
         return _MemState(
@@ -90,6 +94,7 @@ class _MemState:
             dict(self.bindings),
             dict(self.leftovers),
             self.seq,
+            dict(self.leases),
         )
 
 
@@ -430,6 +435,84 @@ class MemoryCheckpointStore:
             *damaged_of("sessions", SessionRecord, sessions),
             *damaged_of("checkpoints", RuntimeCheckpoint, checkpoints),
             *damaged_of("backend_bindings", BackendBinding, sorted(state.bindings.items())),
+        ]
+
+    # ---- leases ----------------------------------------------------------------------
+
+    def acquire_lease(
+        self,
+        kind: str,
+        key: str,
+        holder: LeaseHolder,
+        *,
+        now_ms: int,
+        ttl_ms: int | None,
+        take_from: str | None = None,
+    ) -> Lease:
+        """Take the lease for `holder` when `lease_free_for` allows; the lease as it stands."""
+        require_id(kind, "a lease kind")
+        require_id(key, "a lease key")
+        require_model(holder, LeaseHolder, "acquire_lease")
+        with self._write() as state:
+            found = state.leases.get((kind, key))
+            current = None if found is None else Lease.model_validate_json(found)
+            if not lease_free_for(current, holder.owner_id, now_ms, take_from):
+                assert current is not None
+                return current
+            renewal = current is not None and current.holder.owner_id == holder.owner_id
+            lease = Lease(
+                kind=kind,
+                key=key,
+                holder=holder,
+                acquired_at_ms=current.acquired_at_ms
+                if current is not None and renewal
+                else now_ms,
+                expires_at_ms=None if ttl_ms is None else now_ms + ttl_ms,
+            )
+            state.leases[(kind, key)] = lease.model_dump_json()
+        return lease
+
+    def _update_leases(self, owner_id: str, expires_at_ms: int) -> int:
+        with self._write() as state:
+            every = [
+                (where, Lease.model_validate_json(data)) for where, data in state.leases.items()
+            ]
+            mine = [(where, lease) for where, lease in every if lease.holder.owner_id == owner_id]
+            for where, lease in mine:
+                changed = lease.model_copy(update={"expires_at_ms": expires_at_ms})
+                state.leases[where] = changed.model_dump_json()
+        return len(mine)
+
+    def renew_leases(self, owner_id: str, *, now_ms: int, ttl_ms: int) -> int:
+        """Extend every lease `owner_id` holds to `now_ms + ttl_ms`; how many."""
+        return self._update_leases(owner_id, now_ms + ttl_ms)
+
+    def release_lease(self, kind: str, key: str, owner_id: str) -> bool:
+        """Drop the lease when `owner_id` holds it; whether it did."""
+        with self._write() as state:
+            found = state.leases.get((kind, key))
+            if found is None or Lease.model_validate_json(found).holder.owner_id != owner_id:
+                return False
+            del state.leases[(kind, key)]
+        return True
+
+    def expire_leases(self, owner_id: str, *, now_ms: int) -> int:
+        """Make every lease `owner_id` holds run out at `now_ms`; how many."""
+        return self._update_leases(owner_id, now_ms)
+
+    def get_lease(self, kind: str, key: str) -> Lease | None:
+        """The lease of (`kind`, `key`), or None."""
+        found = self._view().leases.get((kind, key))
+        return None if found is None else Lease.model_validate_json(found)
+
+    def list_leases(self, kind: str, *, owner_id: str | None = None) -> list[Lease]:
+        """The leases of one kind (of one owner), by key."""
+        leases = self._view().leases
+        found = [Lease.model_validate_json(leases[where]) for where in sorted(leases)]
+        return [
+            lease
+            for lease in found
+            if lease.kind == kind and (owner_id is None or lease.holder.owner_id == owner_id)
         ]
 
     def close(self) -> None:

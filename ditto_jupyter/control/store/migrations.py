@@ -6,7 +6,9 @@ way as one created today. Step 1 creates the tables of the first release; step 2
 issue 15 needs (blob columns, name and blob indexes, byte-ordered id ranges on PostgreSQL);
 step 3 indexes a session's checkout origin and kernel, heads by checkpoint and checkpoints
 by parent; step 4 moves the system's `autocheckpoint` and `pruned` flags out of the users'
-metadata into columns and fields of their own; step 5 adds the table of leftovers.
+metadata into columns and fields of their own; step 5 adds the table of leftovers; step 6
+the table of leases, where every runtime live at the time gets a lease that has already run
+out (no server of this version runs it yet), so the first server to look may take it over.
 """
 
 from __future__ import annotations
@@ -277,6 +279,30 @@ def _create_leftovers_v5(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX leftovers_by_created ON leftovers (created_at_ms)")
 
 
+# ---- step 6: leases -------------------------------------------------------------------------
+
+#: The holder of the leases step 6 gives the runtimes live before leases existed.
+_BEFORE_LEASES_OWNER_V6 = "before-leases"
+
+
+def _create_leases_v6(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        "CREATE TABLE leases (kind TEXT NOT NULL, key TEXT NOT NULL, owner_id TEXT NOT NULL, "
+        "host TEXT NOT NULL, boot_id TEXT NOT NULL, pid BIGINT NOT NULL, "
+        "pid_start BIGINT NOT NULL, url TEXT, acquired_at_ms BIGINT NOT NULL, "
+        "expires_at_ms BIGINT, PRIMARY KEY (kind, key))"
+    )
+    conn.exec_driver_sql("CREATE INDEX leases_by_owner ON leases (owner_id)")
+    conn.execute(
+        sa.text(
+            "INSERT INTO leases (kind, key, owner_id, host, boot_id, pid, pid_start, url, "
+            "acquired_at_ms, expires_at_ms) SELECT 'runtime', runtime_id, :owner, '', '', 0, 0, "
+            "NULL, 0, 0 FROM sessions WHERE status IN ('idle', 'busy')"
+        ),
+        {"owner": _BEFORE_LEASES_OWNER_V6},
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
     Migration(
@@ -289,6 +315,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(4, "automatic and pruned flags out of user metadata", _move_system_flags_v4),
     Migration(5, "leftovers: resources a cleanup could not free", _create_leftovers_v5),
+    Migration(6, "leases: which server holds a live runtime", _create_leases_v6),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -123,6 +123,25 @@ LEFTOVERS = sa.Table(
     sa.Index("leftovers_by_created", "created_at_ms"),
 )
 
+# Who holds a live runtime (schema 6): the server that runs it, until `expires_at_ms`
+# (NULL: while the holder's process lives). No reference to the runtime: a checkout's
+# child is leased before its record is written.
+LEASES = sa.Table(
+    "leases",
+    METADATA,
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("owner_id", sa.Text, nullable=False),
+    sa.Column("host", sa.Text, nullable=False),
+    sa.Column("boot_id", sa.Text, nullable=False),
+    sa.Column("pid", sa.BigInteger, nullable=False),
+    sa.Column("pid_start", sa.BigInteger, nullable=False),
+    sa.Column("url", sa.Text, nullable=True),
+    sa.Column("acquired_at_ms", sa.BigInteger, nullable=False),
+    sa.Column("expires_at_ms", sa.BigInteger, nullable=True),
+    sa.Index("leases_by_owner", "owner_id"),
+)
+
 
 KEY: sa.BindParameter[str] = sa.bindparam("key", type_=sa.Text)
 RUNTIME_EXISTS = sa.select(SESSIONS.c.runtime_id).where(SESSIONS.c.runtime_id == KEY)

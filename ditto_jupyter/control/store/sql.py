@@ -1,4 +1,5 @@
-"""The checkpoint store on SQL (`SqlDatabase`): runtimes, checkpoints, heads, bindings, leftovers.
+"""The checkpoint store on SQL (`SqlDatabase`): runtimes, checkpoints, heads, bindings, leftovers
+(and the leases of `sql_leases`).
 
 Every lookup is an index lookup (see `schema`); models are kept as JSON text beside the
 columns they are queried by.
@@ -40,7 +41,7 @@ from ditto_jupyter.control.store.schema import (
     LEFTOVERS,
     SESSIONS,
 )
-from ditto_jupyter.control.store.sql_database import SqlDatabase
+from ditto_jupyter.control.store.sql_leases import SqlLeases
 from ditto_jupyter.core.models import (
     BackendBinding,
     Leftover,
@@ -55,7 +56,7 @@ _HELD_BATCH = 500
 """Checkpoint ids asked about in one `IN (...)` (well below every database's limit)."""
 
 
-class SqlCheckpointStore(SqlDatabase):
+class SqlCheckpointStore(SqlLeases):
     """The checkpoint store on SQLite (default, one file, WAL) or PostgreSQL, via SQLAlchemy."""
 
     def __init__(

@@ -7,7 +7,8 @@
 - `kernel_routes`: requests of the `self/...` routes, a kernel reporting on itself;
 - `workspaces`: a runtime's files and the shell commands run there;
 - `budgets`: a runtime's token budget;
-- `lineage`: where a runtime comes from and what was checked out of it.
+- `lineage`: where a runtime comes from and what was checked out of it;
+- `leases`: which process holds a live runtime, and until when.
 
 Requests refuse unknown fields and wrong types (strict), so a front end that validates a
 body with them answers 400 `InvalidRequest` naming the field. Every name is importable from
@@ -39,6 +40,7 @@ from ditto_jupyter.core.models.kernel_routes import (
     SelfPruneRequest,
     SelfRestoreRequest,
 )
+from ditto_jupyter.core.models.leases import RUNTIME_LEASE, Lease, LeaseHolder
 from ditto_jupyter.core.models.lineage import (
     CheckoutBranch,
     CheckoutOrigin,
@@ -87,6 +89,7 @@ from ditto_jupyter.core.models.workspaces import (
 __all__ = [
     "MAX_CELL_SOURCE_LENGTH",
     "MAX_PAGE",
+    "RUNTIME_LEASE",
     "AutoCheckpointCell",
     "AutoCheckpointPruneResult",
     "BackendBinding",
@@ -103,6 +106,8 @@ __all__ = [
     "ErrorBody",
     "ExecRequest",
     "ExecResponse",
+    "Lease",
+    "LeaseHolder",
     "Leftover",
     "RequestId",
     "RequestMetadata",

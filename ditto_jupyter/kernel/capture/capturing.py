@@ -53,6 +53,7 @@ from ditto_jupyter.kernel.capture.rules import (
     is_state_name,
     type_name,
 )
+from ditto_jupyter.kernel.process_nonce import KERNEL_PROCESS
 
 
 def capture_namespace(
@@ -326,6 +327,7 @@ class NamespaceSnapshot:
             bytes_written=writer.bytes_written + manifest_bytes,
             unrestorable=self.unrestorable,
             execution_count=self.execution_count,
+            kernel_process=KERNEL_PROCESS,
         )
 
 
