@@ -15,7 +15,8 @@ The door delegates; each job lives in a module of its own, over one shared `Runt
 - `lifecycle`: create, checkout, pause, resume, close, lost;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
 - `provider_work`: provider work first, then the store writes, or the work undone;
-- `leftovers`: cleanups that fail are logged, and what they leave behind recorded.
+- `leftovers`: cleanups that fail are logged, and what they leave behind recorded;
+- `replication`: when checkpoints reach an object store, and fetching them back.
 
 The reads (a runtime, its checkpoints, its workspace) are answered here, from the store.
 """
@@ -35,6 +36,7 @@ from ditto_jupyter.control.leftovers import LeftoverLog
 from ditto_jupyter.control.lifecycle import Lifecycle
 from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
 from ditto_jupyter.control.operation_guard import OperationGuard
+from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobStore, GcReport
@@ -43,6 +45,7 @@ from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
     CheckpointListResult,
+    CheckpointSummary,
     ContextCapture,
     Leftover,
     RuntimeCheckoutResult,
@@ -71,6 +74,7 @@ class RuntimeService:
         context: ContextDriver,
         *,
         default_backend: str = "local",
+        replication: Replication | None = None,
     ) -> None:
         self.store = store
         self.blobs = blobs
@@ -87,7 +91,9 @@ class RuntimeService:
             guard=self.guard,
             leftovers=LeftoverLog(store),
             request_collection=lambda: self.collector.request(),
+            replication=replication or Replication(),
         )
+        self.replication = self.parts.replication
         self._checkpointing = Checkpointing(self.parts)
         self._lifecycle = Lifecycle(
             self.parts, self._checkpointing, default_backend=default_backend
@@ -222,8 +228,18 @@ class RuntimeService:
         `lookups.checkpoint_page`); without `limit`, every checkpoint."""
         self.guard.session(runtime_id)
         return checkpoint_page(
-            self.store, runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
+            self.store,
+            runtime_id,
+            limit=limit,
+            cursor=cursor,
+            newest_first=newest_first,
+            summarise=self.summary,
         )
+
+    def summary(self, checkpoint: RuntimeCheckpoint) -> CheckpointSummary:
+        """A checkpoint's public listing, with where its bytes are now (`replication`)."""
+        manifests = self.parts.manifests_of(checkpoint)
+        return checkpoint.summary(self.replication.state(checkpoint, manifests))
 
     def head_checkpoint(self, runtime_id: str) -> RuntimeCheckpoint | None:
         """The runtime's current checkpoint, or None before its first one."""
@@ -390,7 +406,10 @@ class RuntimeService:
         """
         return self._housekeeping.gc(grace_seconds=grace_seconds)
 
-    def close_store(self) -> None:
-        """Stop background collection and close the store (the service is unusable after)."""
+    def close_store(self, *, upload_timeout: float = 60.0) -> None:
+        """Upload what waits for the object store (for up to `upload_timeout` seconds; the
+        rest goes after the next start), stop background collection and close the store
+        (the service is unusable after)."""
+        self.replication.close(upload_timeout)
         self.collector.stop(timeout=60)
         self.store.close()

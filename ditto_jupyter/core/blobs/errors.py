@@ -59,6 +59,11 @@ class ObjectStoreUnavailable(BlobStoreUnavailable):
     is counted as kept there."""
 
 
+class NotReplicated(BlobNotFound, StoreUnavailable):
+    """A manifest neither here nor in the object store: the server that wrote it has not
+    replicated it (yet). HTTP 503: it may be there later."""
+
+
 #: The errors of a failing disk under the store (not damage, not bad input): callers that
 #: turn blob-store failures into errors of their own let these through as they are.
 DISK_FAILURES: tuple[type[BlobError], ...] = (BlobStorageFull, BlobStoreUnavailable)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.blobs import codec
-from ditto_jupyter.core.blobs.errors import BlobError, BlobNotFound
+from ditto_jupyter.core.blobs.errors import BlobError, BlobNotFound, NotReplicated
 from ditto_jupyter.core.blobs.index import key_of
 from ditto_jupyter.core.blobs.object_store import ObjectStore, ObjectStoreLocation
 from ditto_jupyter.core.blobs.replica_ledger import ObjectKind, ReplicaLedger
@@ -212,7 +212,7 @@ class BucketReplica:
                 try:
                     document = self.bucket.get(manifest_key(manifest_id))
                 except BlobNotFound:
-                    raise BlobNotFound(
+                    raise NotReplicated(
                         f"manifest {manifest_id} is neither in this server's blob store nor "
                         f"in the object store {self.location}: the server that wrote it has "
                         "not replicated it (yet)"

@@ -9,17 +9,65 @@ store's key (`shared_secret`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from ditto_jupyter.core.blobs.errors import os_failure, place_of
+from ditto_jupyter.core.blobs.errors import BlobError, os_failure, place_of
 from ditto_jupyter.core.blobs.local_disk import LocalDiskChunks
 from ditto_jupyter.core.blobs.object_store import ObjectStore, ObjectStoreLocation
 from ditto_jupyter.core.blobs.replica import BucketReplica
 from ditto_jupyter.core.blobs.replica_ledger import LEDGER_FILE, SqliteReplicaLedger
 from ditto_jupyter.core.blobs.replicated_chunks import ReplicatedChunks
-from ditto_jupyter.core.blobs.shared_secret import install_secret
+from ditto_jupyter.core.blobs.shared_secret import install_secret, read_secret_file
 from ditto_jupyter.core.blobs.store import BlobStore
 from ditto_jupyter.core.private import private_dir
+
+#: Bytes of chunk files the local cache keeps by default.
+DEFAULT_CACHE_BYTES = 10 << 30
+
+
+@dataclass(frozen=True)
+class ObjectStoreSettings:
+    """How a deployment replicates its blob stores: where (`url`, `endpoint_url`,
+    `region`), the shared signing secret's file, the local cache's bound (None: no bound)
+    and where a checkpoint's bytes must be before it returns (`local`, `replicated`)."""
+
+    url: str
+    secret_file: Path | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+    cache_bytes: int | None = DEFAULT_CACHE_BYTES
+    durability: str = "local"
+
+    def location(self) -> ObjectStoreLocation:
+        """The bucket and prefix (BlobError for a URL that is not one)."""
+        return ObjectStoreLocation.parse(
+            self.url, endpoint_url=self.endpoint_url, region=self.region
+        )
+
+    def secret(self) -> bytes:
+        """The shared signing secret (BlobError when it is not configured or unreadable)."""
+        if self.secret_file is None:
+            raise BlobError(
+                f"the blob store {self.url} is shared by servers, so they need one manifest "
+                "signing secret: set blob_secret_file (DITTO_BLOB_SECRET_FILE) to a file of "
+                "32 random bytes or 64 hex digits that every server of the deployment reads"
+            )
+        return read_secret_file(self.secret_file)
+
+    def open(self, root: str | Path, *, durable: bool = True) -> BucketReplica:
+        """The replicated blob store of the data directory's `root`."""
+        if self.durability not in ("local", "replicated"):
+            raise BlobError(
+                f"checkpoint durability {self.durability!r} is neither 'local' nor 'replicated'"
+            )
+        return open_replicated_store(
+            root,
+            self.location(),
+            secret=self.secret(),
+            cache_bytes=self.cache_bytes,
+            durable=durable,
+        )
 
 
 def open_replicated_store(
