@@ -229,7 +229,13 @@ class ReplicatedChunks:
                         "let it go); a restore through the server fetches it first"
                     ) from None
                 raise
-            stored = self.bucket.get(chunk_key(name))
+            try:
+                stored = self.bucket.get(chunk_key(name))
+            except BlobNotFound:
+                raise BlobNotFound(
+                    f"chunk {name} is missing from the blob store and from the object store "
+                    f"{self.bucket.location}"
+                ) from None
             self.keep(name, stored)
             self.fetched += 1
             return stored
