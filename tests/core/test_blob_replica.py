@@ -149,6 +149,15 @@ def test_uploads_are_create_only_so_repeats_and_races_are_harmless(
     assert a.upload([first]).chunks == 0  # known there: nothing is put again
 
 
+def test_a_second_put_of_a_name_keeps_the_first_object(
+    tmp_path: Path, s3_bucket: S3Bucket, secret: bytes
+) -> None:
+    bucket = replica(tmp_path / "a", s3_bucket, secret).bucket
+    assert bucket.put_new("chunks/same-name", b"first") is True
+    assert bucket.put_new("chunks/same-name", b"second") is False
+    assert bucket.get("chunks/same-name") == b"first"
+
+
 # ---- the cache ------------------------------------------------------------------------
 
 
