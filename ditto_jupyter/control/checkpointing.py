@@ -164,7 +164,7 @@ class Checkpointing:
                     parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
                     parts.store.put_session(session)
             if not uploaded:
-                parts.replication.upload_soon(manifests)
+                parts.replication.upload_soon(checkpoint.checkpoint_id, manifests)
             try:
                 parts.blobs.mark_referenced(manifests)
             except BlobError as error:  # a hint only: garbage collection asks the store

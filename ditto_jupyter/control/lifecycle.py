@@ -425,7 +425,7 @@ class Lifecycle:
                     parts.store.put_session(session)
                     parts.store.delete_binding(runtime_id)
             if lost is not None:
-                parts.replication.upload_soon(parts.manifests_of(lost))
+                parts.replication.upload_soon(lost.checkpoint_id, parts.manifests_of(lost))
             if lost is None:  # an empty workspace's snapshot, or the head's own
                 await parts.discard_new_ref(runtime_id, ref)
             if ref is None:  # gone, or not safely in a snapshot: never deleted

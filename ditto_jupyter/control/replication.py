@@ -6,8 +6,9 @@ durable (`RuntimeCheckpoint.replication`):
 
 - `local`: on this server's disk. The checkpoint returned then; an uploader thread puts
   its blobs in the bucket behind it, in the order they were taken, and takes up again
-  after a restart what was queued (the ledger keeps the queue). Its listing then answers
-  `replicated`;
+  after a restart what was queued (the ledger keeps the queue). Its record then says
+  `replicated`, for every server of the deployment to see (`mark_replicated`, which the
+  service binds to its store);
 - `replicated`: in the bucket before the record was written. Checkpoints are so when the
   deployment says they must be (`durability="replicated"`), and a pause always is: it
   returns only once everything the resume needs is in the object store, since the node
@@ -27,7 +28,7 @@ import asyncio
 import enum
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
@@ -65,8 +66,13 @@ class Replication:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.last_error: BaseException | None = None
-        if replica is not None and replica.ledger.queued(1):
-            self._start()  # uploads a restart cut short
+        #: Record that a checkpoint's blobs are all in the bucket (the service's store).
+        self.mark_replicated: Callable[[str], None] = lambda checkpoint_id: None
+
+    def start(self) -> None:
+        """Take up the uploads a stop or a crash cut short (once `mark_replicated` is set)."""
+        if self.replica is not None and self.replica.ledger.queued(1):
+            self._start()
 
     @property
     def enabled(self) -> bool:
@@ -109,11 +115,11 @@ class Replication:
             return Transfer()
         return await asyncio.to_thread(self.replica.upload, list(manifests))
 
-    def upload_soon(self, manifests: Sequence[str]) -> None:
-        """Queue these manifests for the uploader; returns at once."""
+    def upload_soon(self, checkpoint_id: str, manifests: Sequence[str]) -> None:
+        """Queue a checkpoint's manifests for the uploader; returns at once."""
         if self.replica is None or not manifests:
             return
-        self.replica.ledger.enqueue(manifests)
+        self.replica.ledger.enqueue(checkpoint_id, manifests)
         self._start()
 
     def state_at_commit(self, *, uploaded: bool) -> ReplicationState | None:
@@ -178,19 +184,35 @@ class Replication:
                         self._thread = None
                         return
                 continue
-            for manifest_id in queued:
+            for upload in queued:
                 if self._stopping:
                     break
                 try:
-                    replica.upload([manifest_id])
-                    replica.ledger.dequeue([manifest_id])
+                    replica.upload(upload.manifests)
+                    self._recorded(upload.checkpoint_id)
+                    replica.ledger.dequeue([upload.checkpoint_id])
                     failures = 0
                 except BlobNotFound as error:  # collected since (its checkpoint went)
-                    _log.info("ditto: not replicating manifest %s: %s", manifest_id, error)
-                    replica.ledger.dequeue([manifest_id])
+                    _log.info(
+                        "ditto: not replicating checkpoint %s: %s", upload.checkpoint_id, error
+                    )
+                    replica.ledger.dequeue([upload.checkpoint_id])
                 except BlobError as error:  # the object store or the local disk: later
                     failures = self._failed(error, failures)
                     break
+
+    def _recorded(self, checkpoint_id: str) -> None:
+        """Mark a checkpoint's record replicated; a failure is logged (its state is then
+        read off the ledger on this server, and stays `local` on the others)."""
+        try:
+            self.mark_replicated(checkpoint_id)
+        except Exception as error:  # the store refused: the blobs are safe all the same
+            _log.warning(
+                "ditto: checkpoint %s is in %s, but its record could not say so: %s",
+                checkpoint_id,
+                self.where,
+                error,
+            )
 
     def _failed(self, error: BaseException, failures: int) -> int:
         """Log a failed upload (once per kind of failure) and wait before the next try."""
@@ -207,7 +229,7 @@ class Replication:
         return failures + 1
 
     def pending(self) -> int:
-        """Manifests queued for upload (a few at most, unless the object store is down)."""
+        """Checkpoints queued for upload (a few at most, unless the object store is down)."""
         if self.replica is None:
             return 0
         return len(self.replica.ledger.queued(1_000_000))

@@ -94,6 +94,8 @@ class RuntimeService:
             replication=replication or Replication(),
         )
         self.replication = self.parts.replication
+        self.replication.mark_replicated = self._mark_replicated
+        self.replication.start()
         self._checkpointing = Checkpointing(self.parts)
         self._lifecycle = Lifecycle(
             self.parts, self._checkpointing, default_backend=default_backend
@@ -235,6 +237,18 @@ class RuntimeService:
             newest_first=newest_first,
             summarise=self.summary,
         )
+
+    def _mark_replicated(self, checkpoint_id: str) -> None:
+        """Record that a checkpoint's blobs are in the object store (the uploader's thread).
+
+        Read and written in one write transaction, so it never puts back an older copy of
+        a record another operation changed meanwhile (a prune, a delete-snapshot)."""
+        with self.store.transaction():
+            checkpoint = self.store.get_checkpoint(checkpoint_id)
+            if checkpoint is not None and checkpoint.replication != "replicated":
+                self.store.put_checkpoint(
+                    checkpoint.model_copy(update={"replication": "replicated"})
+                )
 
     def summary(self, checkpoint: RuntimeCheckpoint) -> CheckpointSummary:
         """A checkpoint's public listing, with where its bytes are now (`replication`)."""

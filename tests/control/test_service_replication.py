@@ -124,6 +124,28 @@ def test_a_checkpoint_is_local_until_its_blobs_are_uploaded_behind_it(
     listed = run(a.list_checkpoints(runtime.runtime_id)).checkpoints
     assert [c.replication for c in listed] == ["replicated"]
     assert in_bucket(deployment, a, taken.checkpoint_id)
+    b = deployment.server("b")  # another server reads it off the shared record
+    assert b.get_checkpoint(taken.checkpoint_id).replication == "replicated"
+    assert [c.replication for c in run(b.list_checkpoints(runtime.runtime_id)).checkpoints] == [
+        "replicated"
+    ]
+
+
+def test_uploads_cut_short_are_taken_up_when_the_server_starts_again(
+    deployment: Deployment,
+) -> None:
+    a = deployment.server("a")
+    runtime = run(a.create_runtime("nb.ipynb", "ana"))
+    run(fill(a, runtime.runtime_id))
+    with deployment.gateway.stopped():
+        taken = run(a.checkpoint(runtime.runtime_id))
+        a.replication.close(timeout=0.5)  # stops with the upload still queued
+        deployment.servers.remove(a)
+        a.store.close()
+    again = deployment.server("a")
+    assert again.replication.drain(timeout=60)
+    assert again.get_checkpoint(taken.checkpoint_id).replication == "replicated"
+    assert in_bucket(deployment, again, taken.checkpoint_id)
 
 
 def test_replicated_durability_puts_the_blobs_in_the_bucket_before_the_record(

@@ -8,8 +8,8 @@ store's own. Two facts are kept:
   cache of it. A fact is recorded only after the bucket confirmed it, and nothing deletes
   from the bucket yet (see `replica`), so a fact never goes stale. A manifest is put only
   after everything it lists, so a manifest known to be there vouches for its whole closure;
-- the upload queue: manifests whose checkpoints are recorded but not yet replicated, so an
-  upload cut short by a restart is taken up again.
+- the upload queue: checkpoints recorded but not yet replicated, each with the manifests
+  it keeps alive, so an upload cut short by a restart is taken up again.
 
 `ReplicaLedger` is the interface; `SqliteReplicaLedger` keeps it in `replica.db` beside the
 catalogue, one file per data directory (the server writes it; a kernel of that server only
@@ -26,9 +26,12 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from typing import Protocol
+
+import orjson
 
 from ditto_jupyter.core.blobs.errors import os_failure, place_of, sqlite_failure
 from ditto_jupyter.core.blobs.index import BUSY_TIMEOUT_S, hex_of, key_of
@@ -40,7 +43,8 @@ _BATCH = 500
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS replicated ("
     " kind INTEGER NOT NULL, id BLOB NOT NULL, PRIMARY KEY (kind, id)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS upload_queue (id BLOB PRIMARY KEY, queued REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS upload_queue ("
+    " checkpoint TEXT PRIMARY KEY, manifests TEXT NOT NULL, queued REAL NOT NULL)",
 )
 _log = logging.getLogger(__name__)
 
@@ -50,6 +54,14 @@ class ObjectKind(IntEnum):
 
     CHUNK = 1
     MANIFEST = 2
+
+
+@dataclass(frozen=True)
+class QueuedUpload:
+    """A checkpoint waiting for upload, and the manifests it keeps alive."""
+
+    checkpoint_id: str
+    manifests: list[str]
 
 
 class ReplicaLedger(Protocol):
@@ -63,16 +75,16 @@ class ReplicaLedger(Protocol):
         """Record that these objects are in the bucket (the bucket said so)."""
         ...
 
-    def enqueue(self, manifest_ids: Iterable[str]) -> None:
-        """Queue manifests for upload (each with everything it lists)."""
+    def enqueue(self, checkpoint_id: str, manifest_ids: Iterable[str]) -> None:
+        """Queue a checkpoint's manifests for upload (each with everything it lists)."""
         ...
 
-    def queued(self, limit: int) -> list[str]:
-        """Up to `limit` queued manifests, oldest first."""
+    def queued(self, limit: int) -> list[QueuedUpload]:
+        """Up to `limit` queued checkpoints, oldest first."""
         ...
 
-    def dequeue(self, manifest_ids: Iterable[str]) -> None:
-        """Take manifests off the queue (uploaded, or gone from the local store)."""
+    def dequeue(self, checkpoint_ids: Iterable[str]) -> None:
+        """Take checkpoints off the queue (uploaded, or gone from the local store)."""
         ...
 
 
@@ -144,34 +156,38 @@ class SqliteReplicaLedger:
             with self._write() as conn:
                 conn.executemany("INSERT OR IGNORE INTO replicated (kind, id) VALUES (?, ?)", rows)
 
-    def enqueue(self, manifest_ids: Iterable[str]) -> None:
-        """Queue manifests for upload."""
-        now = time.time()
-        rows = [(key_of(i), now) for i in dict.fromkeys(manifest_ids)]
-        if rows:
-            with self._write() as conn:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO upload_queue (id, queued) VALUES (?, ?)", rows
-                )
+    def enqueue(self, checkpoint_id: str, manifest_ids: Iterable[str]) -> None:
+        """Queue a checkpoint's manifests for upload."""
+        manifests = orjson.dumps(list(dict.fromkeys(manifest_ids))).decode()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO upload_queue (checkpoint, manifests, queued) "
+                "VALUES (?, ?, ?)",
+                (checkpoint_id, manifests, time.time()),
+            )
 
-    def queued(self, limit: int) -> list[str]:
-        """Up to `limit` queued manifests, oldest first."""
+    def queued(self, limit: int) -> list[QueuedUpload]:
+        """Up to `limit` queued checkpoints, oldest first."""
         try:
             rows = (
                 self._connection()
-                .execute("SELECT id FROM upload_queue ORDER BY queued, id LIMIT ?", (limit,))
+                .execute(
+                    "SELECT checkpoint, manifests FROM upload_queue "
+                    "ORDER BY queued, checkpoint LIMIT ?",
+                    (limit,),
+                )
                 .fetchall()
             )
         except sqlite3.DatabaseError as exc:
             raise sqlite_failure(exc, self.place, "reading the replica ledger") from None
-        return [hex_of(key) for (key,) in rows]
+        return [QueuedUpload(str(c), [str(m) for m in orjson.loads(ms)]) for c, ms in rows]
 
-    def dequeue(self, manifest_ids: Iterable[str]) -> None:
-        """Take manifests off the queue."""
-        keys = [(key_of(i),) for i in dict.fromkeys(manifest_ids)]
+    def dequeue(self, checkpoint_ids: Iterable[str]) -> None:
+        """Take checkpoints off the queue."""
+        keys = [(c,) for c in dict.fromkeys(checkpoint_ids)]
         if keys:
             with self._write() as conn:
-                conn.executemany("DELETE FROM upload_queue WHERE id = ?", keys)
+                conn.executemany("DELETE FROM upload_queue WHERE checkpoint = ?", keys)
 
 
 def open_ledger(root: Path) -> SqliteReplicaLedger | None:
