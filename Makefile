@@ -14,6 +14,11 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),,sudo)
 POSTGRESQL_STAMP := .make/postgresql.installed
 # Debian's chromium, the browser of tests/browser/ (Playwright's own download cannot run here).
 CHROMIUM_STAMP := .make/chromium.installed
+# Debian's Ceph RADOS Gateway with a monitor and an OSD: the real S3 server that
+# tests/support/ceph_gateway.py starts for the object-store tests and bench_scale_out.
+RADOSGW_STAMP := .make/radosgw.installed
+# apt-get waits this long for another apt or dpkg to let go of its lock.
+APT_GET := env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 
 # The JupyterLab extension (the Runtimes panel): node packages from the committed yarn.lock
 # (CI=true makes Yarn refuse to change it), built into ditto_jupyter/labextension.
@@ -25,7 +30,7 @@ LABEXT_SOURCES := $(shell find $(LABEXT)/src $(LABEXT)/style $(LABEXT)/schema -t
 	$(LABEXT)/package.json $(LABEXT)/tsconfig.json
 LABEXT_LINKED := $(VENV)/.labextension-linked
 
-.PHONY: lab test test-fast lint typecheck jstest pytest pytest-fast postgresql chromium labextension screenshots bench clean
+.PHONY: lab test test-fast lint typecheck jstest pytest pytest-fast postgresql chromium radosgw labextension screenshots bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -113,15 +118,26 @@ $(CHROMIUM_STAMP):
 	mkdir -p $(@D)
 	touch $@
 
+## Install Ceph's RADOS Gateway, monitor and OSD (once; Debian/apt): the S3 server of the tests.
+radosgw: $(RADOSGW_STAMP)
+
+$(RADOSGW_STAMP):
+	@command -v apt-get >/dev/null || { echo "make: the object-store tests need Debian's radosgw, ceph-mon and ceph-osd packages, and apt-get is missing" >&2; exit 1; }
+	$(AS_ROOT) $(APT_GET) update
+	$(AS_ROOT) $(APT_GET) install -y radosgw
+	$(AS_ROOT) $(APT_GET) install -y --no-install-recommends ceph-mon ceph-osd
+	mkdir -p $(@D)
+	touch $@
+
 ## pytest runs the tests and, through nbval, the tutorial notebooks with their outputs.
 ## The extension is linked into the venv as `make lab` does (tests/house/test_lab_install.py).
-pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(LABEXT_LINKED)
+pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(RADOSGW_STAMP) $(LABEXT_LINKED)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 # What the fast tier leaves out (the markers are declared in pyproject.toml).
-FAST_MARKERS := not slow and not postgres and not browser and not labextension
+FAST_MARKERS := not slow and not postgres and not s3 and not browser and not labextension
 
-## The pytest tests of the fast tier: no PostgreSQL, chromium, built extension or slow test.
+## The pytest tests of the fast tier: no PostgreSQL, gateway, chromium, built extension or slow test.
 pytest-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests -m "$(FAST_MARKERS)"
 
@@ -130,7 +146,7 @@ screenshots: $(VENV)/.installed-test $(CHROMIUM_STAMP) $(LABEXT_BUILT)
 	DITTO_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/browser/test_panel.py
 
 ## Run every benchmark side by side with its anchor; tables go to benchmarks/RESULTS.md.
-bench: $(VENV)/.installed-bench
+bench: $(VENV)/.installed-bench $(RADOSGW_STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:

@@ -26,9 +26,11 @@ from ditto_jupyter.control.doctor import (
     unopened_blobs,
     unopened_store,
 )
+from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError, open_store
 from ditto_jupyter.core.blobs import BlobError, BlobStore
+from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.core.environment import DATA_DIR_ENV
 from ditto_jupyter.core.models import LeaseHolder
 from ditto_jupyter.core.private import private_dir
@@ -54,13 +56,21 @@ def open_runtime_service(
     default_backend: str = "local",
     lease_holder: LeaseHolder | None = None,
     lease_ttl_ms: int | None = None,
+    object_store: ObjectStoreSettings | None = None,
 ) -> RuntimeService:
     """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`;
     `lease_holder` and `lease_ttl_ms`: who holds its runtimes' leases, and for how long
-    between heartbeats (see `RuntimeService`)."""
+    between heartbeats (see `RuntimeService`); with `object_store`, its blob store is
+    replicated there (`control.replication`)."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     private_dir(root)
-    blobs = BlobStore(root / "blobs")
+    replication = Replication()
+    if object_store is None:
+        blobs = BlobStore(root / "blobs")
+    else:
+        replica = object_store.open(root / "blobs")
+        blobs = replica.store
+        replication = Replication(replica, durability=object_store.durability)
     providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
     providers.update(extra_providers or {})
     context = context_factory(blobs)
@@ -72,6 +82,7 @@ def open_runtime_service(
         default_backend=default_backend,
         lease_holder=lease_holder,
         lease_ttl_ms=lease_ttl_ms,
+        replication=replication,
     )
 
 

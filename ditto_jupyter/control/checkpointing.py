@@ -137,6 +137,7 @@ class Checkpointing:
         fresh: bool = False,
         automatic: AutoCheckpointCell | None = None,
         seal: bool = False,
+        pause: bool = False,
     ) -> tuple[RuntimeCheckpoint, SessionRecord]:
         """Checkpoint an idle live runtime and make it the head (checkpoint, pause, close).
 
@@ -145,6 +146,9 @@ class Checkpointing:
         `fresh`: a local workspace gets a new snapshot even when no cell ran. `seal` (a
         pause the server captures): the context is fenced before its capture and sealed
         before the store writes; SessionBusy, and nothing recorded, when a cell ran since.
+        With an object store, the blobs are uploaded before the records are written when
+        the deployment says so or for a `pause` (an upload that fails fails the
+        checkpoint, which is then not recorded), else queued for upload once they are.
         """
         parts = self.parts
         check_request(name, metadata, "")
@@ -170,10 +174,18 @@ class Checkpointing:
                     await self._seal(work, session)
                 manifests = parts.manifests_of(checkpoint)
                 parts.guard.hold(runtime_id, manifests)
+                uploaded = parts.replication.must_wait(pause=pause)
+                if uploaded:
+                    await parts.replication.upload(manifests)
+                checkpoint = checkpoint.model_copy(
+                    update={"replication": parts.replication.state_at_commit(uploaded=uploaded)}
+                )
                 with work.commit():
                     parts.store.put_checkpoint(checkpoint)
                     parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
                     parts.store.put_session(session)
+            if not uploaded:
+                parts.replication.upload_soon(checkpoint.checkpoint_id, manifests)
             try:
                 parts.blobs.mark_referenced(manifests)
             except BlobError as error:  # a hint only: garbage collection asks the store
@@ -290,6 +302,7 @@ class Checkpointing:
             await parts.guard.require_idle(session)
             checkpoint = parts.checkpoint(checkpoint_id)
             refuse_pruned(checkpoint)
+            await parts.make_local(checkpoint)
             unrestorable = await parts.context.restore(session, checkpoint.context_manifest_id)
             parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
         return checkpoint, unrestorable

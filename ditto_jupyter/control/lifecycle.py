@@ -207,6 +207,7 @@ class Lifecycle:
             live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
             if live and caller_runtime_id != source.session_id:
                 await parts.guard.require_idle(source)
+            await parts.make_local(checkpoint)
             async with parts.provider_work(child_id) as work:
                 backend = await self._materialise_backend(work, checkpoint, child_id)
                 child = checkpoint.session.model_copy(
@@ -260,6 +261,7 @@ class Lifecycle:
                 raise CheckpointNotFound(f"paused runtime {runtime_id} has no checkpoint")
             checkpoint = parts.checkpoint(head)
             merged = merged_metadata(session.metadata, metadata)
+            await parts.make_local(checkpoint)
             async with parts.provider_work(runtime_id) as work:
                 backend = await self._materialise_backend(work, checkpoint, runtime_id)
                 session = session.model_copy(
@@ -344,6 +346,7 @@ class Lifecycle:
                 precaptured,
                 fresh=True,
                 seal=True,
+                pause=True,  # the node may be gone when it resumes: in the object store first
             )
             await parts.context.stop(session)
             await parts.backend(session)  # attach first so release really frees it
@@ -444,6 +447,8 @@ class Lifecycle:
                         parts.store.set_head(runtime_id, lost.checkpoint_id)
                     parts.store.put_session(session)
                     parts.store.delete_binding(runtime_id)
+            if lost is not None:
+                parts.replication.upload_soon(lost.checkpoint_id, parts.manifests_of(lost))
             if lost is None:  # an empty workspace's snapshot, or the head's own
                 await parts.discard_new_ref(runtime_id, ref)
             if ref is None:  # gone, or not safely in a snapshot: never deleted
@@ -530,6 +535,7 @@ class Lifecycle:
         return RuntimeCheckpoint(
             checkpoint_id=new_checkpoint_id(),
             runtime_id=session.session_id,
+            replication=self.parts.replication.state_at_commit(uploaded=False),
             parent_checkpoint_id=head_id,
             session=session.model_copy(update={"handle_state": {}, "updated_at_ms": now_ms()}),
             backend_ref=ref,

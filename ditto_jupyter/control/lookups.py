@@ -7,9 +7,11 @@ name a range on the name index, a page a range on the runtime's creation-order i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.errors import CheckpointNotFound, InvalidRequest
-from ditto_jupyter.core.models import CheckpointListResult, RuntimeCheckpoint
+from ditto_jupyter.core.models import CheckpointListResult, CheckpointSummary, RuntimeCheckpoint
 
 #: How many runtimes an ambiguous name lists in its error.
 NAMED_RUNTIMES_SHOWN = 10
@@ -72,8 +74,10 @@ def checkpoint_page(
     limit: int | None = None,
     cursor: str | None = None,
     newest_first: bool = False,
+    summarise: Callable[[RuntimeCheckpoint], CheckpointSummary] | None = None,
 ) -> CheckpointListResult:
-    """One page of a runtime's checkpoints, oldest (or newest) first.
+    """One page of a runtime's checkpoints, oldest (or newest) first (each as
+    `summarise` makes it: its replication state now, under a service).
 
     With `limit`, at most that many, and `next_cursor` names the last one when more
     follow: pass it as `cursor` for the next page. Without, every checkpoint from
@@ -95,6 +99,6 @@ def checkpoint_page(
     more = limit is not None and len(page) > limit
     page = page[:limit]
     return CheckpointListResult(
-        checkpoints=[c.summary() for c in page],
+        checkpoints=[(summarise or RuntimeCheckpoint.summary)(c) for c in page],
         next_cursor=page[-1].checkpoint_id if more and page else None,
     )

@@ -1,15 +1,16 @@
 """What every part of RuntimeService works with, and the few steps they all take.
 
 `RuntimeParts` holds the store, the blob store, the backend manager, the context driver,
-the guard and the leftover log of one service. Checkpointing, lifecycle and housekeeping
-each get the same instance, so they share one set of operation slots and holds.
+the guard, the leftover log and the replication policy of one service. Checkpointing,
+lifecycle and housekeeping each get the same instance, so they share one set of operation
+slots and holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ditto_jupyter.backends.base import BackendLocator
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
@@ -23,6 +24,7 @@ from ditto_jupyter.control.leftovers import (
 )
 from ditto_jupyter.control.operation_guard import OperationGuard
 from ditto_jupyter.control.provider_work import ProviderWork, provider_work
+from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import CheckpointNotFound
@@ -46,6 +48,8 @@ class RuntimeParts:
     leftovers: LeftoverLog
     #: Ask for a garbage collection on the background thread (returns at once).
     request_collection: Callable[[], None]
+    #: When checkpoints reach the object store (nothing happens without one).
+    replication: Replication = field(default_factory=Replication)
 
     def provider_work(self, runtime_id: str) -> AbstractAsyncContextManager[ProviderWork]:
         """Provider work, then the store writes, or the work undone (see `provider_work`)."""
@@ -91,6 +95,10 @@ class RuntimeParts:
         if ref is not None and ref.provider_snapshot_id:
             manifests += self.backends.referenced_manifests(ref)
         return manifests
+
+    async def make_local(self, checkpoint: RuntimeCheckpoint) -> None:
+        """Fetch what this server lacks of a checkpoint's blobs before reading them."""
+        await self.replication.make_local(self.manifests_of(checkpoint))
 
     # ---- cleanups that may fail (logged, and what they leave recorded) ------------------
 

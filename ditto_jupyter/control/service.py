@@ -16,7 +16,8 @@ The door delegates; each job lives in a module of its own, over one shared `Runt
 - `lifecycle`: create, checkout, pause, resume, close, lost;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
 - `provider_work`: provider work first, then the store writes, or the work undone;
-- `leftovers`: cleanups that fail are logged, and what they leave behind recorded.
+- `leftovers`: cleanups that fail are logged, and what they leave behind recorded;
+- `replication`: when checkpoints reach an object store, and fetching them back.
 
 The reads (a runtime, its checkpoints, its workspace) are answered here, from the store.
 """
@@ -37,6 +38,7 @@ from ditto_jupyter.control.lifecycle import Lifecycle
 from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
 from ditto_jupyter.control.operation_guard import OperationGuard
 from ditto_jupyter.control.ownership import RuntimeOwnership
+from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobStore, GcReport
@@ -45,6 +47,7 @@ from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
     CheckpointListResult,
+    CheckpointSummary,
     ContextCapture,
     LeaseHolder,
     Leftover,
@@ -76,6 +79,7 @@ class RuntimeService:
         default_backend: str = "local",
         lease_holder: LeaseHolder | None = None,
         lease_ttl_ms: int | None = None,
+        replication: Replication | None = None,
     ) -> None:
         """`lease_holder` is who this service is to other processes on the same store
         (default: this process, no URL); `lease_ttl_ms` how long its leases last between
@@ -96,7 +100,11 @@ class RuntimeService:
             guard=self.guard,
             leftovers=LeftoverLog(store),
             request_collection=lambda: self.collector.request(),
+            replication=replication or Replication(),
         )
+        self.replication = self.parts.replication
+        self.replication.mark_replicated = self._mark_replicated
+        self.replication.start()
         self._checkpointing = Checkpointing(self.parts)
         self._lifecycle = Lifecycle(
             self.parts, self._checkpointing, default_backend=default_backend
@@ -238,8 +246,30 @@ class RuntimeService:
         `lookups.checkpoint_page`); without `limit`, every checkpoint."""
         self.guard.session(runtime_id)
         return checkpoint_page(
-            self.store, runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
+            self.store,
+            runtime_id,
+            limit=limit,
+            cursor=cursor,
+            newest_first=newest_first,
+            summarise=self.summary,
         )
+
+    def _mark_replicated(self, checkpoint_id: str) -> None:
+        """Record that a checkpoint's blobs are in the object store (the uploader's thread).
+
+        Read and written in one write transaction, so it never puts back an older copy of
+        a record another operation changed meanwhile (a prune, a delete-snapshot)."""
+        with self.store.transaction():
+            checkpoint = self.store.get_checkpoint(checkpoint_id)
+            if checkpoint is not None and checkpoint.replication != "replicated":
+                self.store.put_checkpoint(
+                    checkpoint.model_copy(update={"replication": "replicated"})
+                )
+
+    def summary(self, checkpoint: RuntimeCheckpoint) -> CheckpointSummary:
+        """A checkpoint's public listing, with where its bytes are now (`replication`)."""
+        manifests = self.parts.manifests_of(checkpoint)
+        return checkpoint.summary(self.replication.state(checkpoint, manifests))
 
     def head_checkpoint(self, runtime_id: str) -> RuntimeCheckpoint | None:
         """The runtime's current checkpoint, or None before its first one."""
@@ -422,9 +452,12 @@ class RuntimeService:
         """
         return self._housekeeping.gc(grace_seconds=grace_seconds)
 
-    def close_store(self) -> None:
-        """Stop background collection, let this service's leases run out (another may take
-        its runtimes over) and close the store (the service is unusable after)."""
+    def close_store(self, *, upload_timeout: float = 60.0) -> None:
+        """Upload what waits for the object store (for up to `upload_timeout` seconds; the
+        rest goes after the next start), stop background collection, let this service's
+        leases run out (another may take its runtimes over) and close the store (the
+        service is unusable after)."""
+        self.replication.close(upload_timeout)
         self.collector.stop(timeout=60)
         self.ownership.close()
         self.store.close()

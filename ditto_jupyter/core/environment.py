@@ -29,6 +29,21 @@ WORKSPACE_ENV: Final = "DITTO_WORKSPACE"
 #: The conversation a kernel's magics register their runtime under, when no server did.
 CONVERSATION_ID_ENV: Final = "DITTO_CONVERSATION_ID"
 
+# A server's blob store replicated to an S3-compatible object store (the server reads
+# these; its kernels never use them, and the credentials come from the AWS chain).
+#: The object store, as `s3://bucket/prefix`.
+BLOB_STORE_URL_ENV: Final = "DITTO_BLOB_STORE_URL"
+#: Its endpoint URL, for S3-compatible servers other than AWS (Ceph, MinIO...).
+BLOB_STORE_ENDPOINT_ENV: Final = "DITTO_BLOB_STORE_ENDPOINT"
+#: Its region (else the AWS chain's, else us-east-1).
+BLOB_STORE_REGION_ENV: Final = "DITTO_BLOB_STORE_REGION"
+#: The file holding the manifest signing secret every server of the deployment shares.
+BLOB_SECRET_FILE_ENV: Final = "DITTO_BLOB_SECRET_FILE"
+#: Bytes of chunk files the local cache keeps (replicated ones beyond it are evicted).
+BLOB_CACHE_BYTES_ENV: Final = "DITTO_BLOB_CACHE_BYTES"
+#: Where a checkpoint's bytes must be before it returns: `local` or `replicated`.
+CHECKPOINT_DURABILITY_ENV: Final = "DITTO_CHECKPOINT_DURABILITY"
+
 #: The variables that say which runtime a kernel serves (never in a pooled kernel's env).
 IDENTITY_ENV: Final = (RUNTIME_ID_ENV, RUNTIME_TOKEN_ENV, WORKSPACE_ENV)
 

@@ -5,7 +5,10 @@ Enabled by `jupyter-config/jupyter_server_config.d/ditto_jupyter.json`. Configur
 `data_dir` (SQLite store, blob store, workspaces), `store_url` (SQLAlchemy URL, for
 PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`, `pause_idle_after`
 (seconds of kernel idleness after which a runtime pauses; `idle_pauser.py`), `kernel_pool_size`
-(warm kernels per kernelspec for checkout and resume, see `kernel_pool`).
+(warm kernels per kernelspec for checkout and resume, see `kernel_pool`), and the object
+store the blob store is replicated to: `blob_store_url` (`s3://bucket/prefix`),
+`blob_store_endpoint`, `blob_store_region`, `blob_secret_file` (the signing secret all
+servers share), `blob_cache_bytes`, `checkpoint_durability` (`blob_store_traits`).
 
 IPython kernels the server starts load the magics (`--ext=ditto_jupyter`, trait
 `load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR`,
@@ -42,6 +45,7 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.environment import runtime_identity_env, server_env
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
+from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
@@ -63,7 +67,7 @@ PACKAGE_LOG = logging.getLogger("ditto_jupyter")
 CHILD_SESSION_ROUTE = r"/api/sessions/(?P<session_id>\w+(?:-\w+){5,})"
 
 
-class DittoJupyterApp(ExtensionApp):
+class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
     """Checkpoint, restore, branch and pause live Jupyter runtimes over REST."""
 
     name = "ditto_jupyter"
@@ -195,6 +199,7 @@ class DittoJupyterApp(ExtensionApp):
             default_backend=self.default_backend,
             lease_holder=this_process(url=serverapp.connection_url),
             lease_ttl_ms=round(self.lease_ttl * 1000),
+            object_store=self.object_store(),
         )
         assert serverapp.event_logger is not None
         events = RuntimeEvents(serverapp.event_logger)
@@ -242,6 +247,8 @@ class DittoJupyterApp(ExtensionApp):
         if self.idle_pauser is not None:
             self.idle_pauser.start()
         self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
+        if service.replication.enabled:
+            service.replication.check_soon()
 
     def _session_events(self, sessions: RuntimeSessions, tokens: RuntimeTokens) -> SessionEvents:
         """What the session hooks do: the kernel's variables, and keeping runtimes in step."""

@@ -230,7 +230,8 @@ async def _checkpoint_detail(
     runtime_id = req.path.get("runtime_id")
     checkpoint = await sessions.find_checkpoint(req.path["reference"], runtime_id, req.user)
     return CheckpointDetail(
-        checkpoint=checkpoint.summary(), context_manifest_id=checkpoint.context_manifest_id
+        checkpoint=sessions.service.summary(checkpoint),
+        context_manifest_id=checkpoint.context_manifest_id,
     )
 
 

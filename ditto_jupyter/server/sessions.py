@@ -284,7 +284,7 @@ class RuntimeSessions:
             )
         return RuntimeLineage(
             runtime_id=runtime_id,
-            head=head.summary() if head is not None else None,
+            head=self.service.summary(head) if head is not None else None,
             source=source,
             checkouts=[
                 CheckoutBranch(

@@ -55,8 +55,9 @@ class BulkWrite:
     threads at once; `put_manifest` and `commit` run after them, on one.
     """
 
-    def __init__(self, store: BlobStore) -> None:
+    def __init__(self, store: BlobStore, *, durable: bool | None = None) -> None:
         self._store = store
+        self._durable = store.durable if durable is None else durable
         self._lock = threading.Lock()
         self._batch: ChunkBatch | None = None
         self._inline: dict[str, bytes] = {}  # small chunks: name -> stored form
@@ -105,7 +106,7 @@ class BulkWrite:
                 return name, size
             self._staged[name] = size
             if self._batch is None:
-                self._batch = self._store.storage.batch(durable=self._store.durable)
+                self._batch = self._store.storage.batch(durable=self._durable)
             batch = self._batch
         try:
             batch.add(name, (tag, payload))
@@ -114,6 +115,29 @@ class BulkWrite:
                 self._staged.pop(name, None)
             raise
         return name, size
+
+    def put_stored(self, name: str, stored: bytes) -> None:
+        """Stage a chunk's stored form as it is (fetched from a replica and checked against
+        its name already), even when the catalogue lists it: the bytes are not here."""
+        self._store.chunk_file(name)  # refuses what is not a chunk id
+        with self._lock:
+            if self._aborted:
+                raise BlobError("this blob write was dropped; nothing more can be put in it")
+            if name in self._inline or name in self._staged:
+                return
+            if len(stored) < SMALL_OBJECT_LIMIT:
+                self._inline[name] = stored
+                return
+            self._staged[name] = len(stored)
+            if self._batch is None:
+                self._batch = self._store.storage.batch(durable=self._durable)
+            batch = self._batch
+        try:
+            batch.add(name, (stored,))
+        except BaseException:
+            with self._lock:
+                self._staged.pop(name, None)
+            raise
 
     def has_chunk(self, digest: str) -> bool:
         """Whether the chunk is stored, or staged by this write."""
@@ -148,7 +172,7 @@ class BulkWrite:
         index = self._store.index
         written = 0
         try:
-            with index.write(durable=self._store.durable) as conn:
+            with index.write(durable=self._durable) as conn:
                 if batch is not None:
                     batch.publish()
                 now = time.time()

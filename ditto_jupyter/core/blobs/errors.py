@@ -8,7 +8,10 @@ manifest whose signature fails. A failing disk is not damage:
 - any other OS or SQLite failure (EIO, a read-only remount, a lock held too long) is
   `BlobStoreUnavailable`, the control plane's `StoreUnavailable` (HTTP 503): the store
   could not be read or written, which is neither bad input nor a backend's fault
-  (`BackendError` is for providers: E2B, a workspace, a kernel).
+  (`BackendError` is for providers: E2B, a workspace, a kernel);
+- an object store that cannot be reached, refuses the credentials or has no such bucket
+  is `ObjectStoreUnavailable`, a `BlobStoreUnavailable` (HTTP 503) whose sentence names
+  which of those failed.
 
 Both are `BlobError`s too, so code that handles blob-store failures keeps handling them,
 and both are `DittoError`s, so every front end shows them as one line.
@@ -48,6 +51,17 @@ class BlobStorageFull(BlobError, StorageFull):
 
 class BlobStoreUnavailable(BlobError, StoreUnavailable):
     """The disk under the blob store failed a read or write (not a full disk, not damage)."""
+
+
+class ObjectStoreUnavailable(BlobStoreUnavailable):
+    """The object store holding the blob store's replica failed a request (unreachable,
+    credentials refused, no such bucket, or an error answer): nothing it was asked to keep
+    is counted as kept there."""
+
+
+class NotReplicated(BlobNotFound, StoreUnavailable):
+    """A manifest neither here nor in the object store: the server that wrote it has not
+    replicated it (yet). HTTP 503: it may be there later."""
 
 
 #: The errors of a failing disk under the store (not damage, not bad input): callers that

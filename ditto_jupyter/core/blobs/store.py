@@ -40,6 +40,8 @@ from ditto_jupyter.core.blobs.gc import GcReport, ReferenceCheck, collect
 from ditto_jupyter.core.blobs.index import INDEX_FILE, ObjectIndex, hex_of, key_of
 from ditto_jupyter.core.blobs.legacy import import_legacy_layout
 from ditto_jupyter.core.blobs.local_disk import LocalDiskChunks
+from ditto_jupyter.core.blobs.replica_ledger import open_ledger
+from ditto_jupyter.core.blobs.replicated_chunks import ReplicatedChunks
 from ditto_jupyter.core.blobs.storage import ChunkStorage
 from ditto_jupyter.core.private import private_dir
 
@@ -95,7 +97,7 @@ class BlobStore:
             private_dir(self.root)
         except OSError as exc:
             raise os_failure(exc, self.place, f"creating {self.root}") from None
-        self.storage: ChunkStorage = storage or LocalDiskChunks(self.root, place=self.place)
+        self.storage: ChunkStorage = storage or default_storage(self.root, self.place)
         self._secret = self._load_or_create_secret()
         self.index = _shared_index(self.root / INDEX_FILE)
         if self._legacy_manifests.is_dir():
@@ -146,9 +148,10 @@ class BlobStore:
 
     # ---- writing --------------------------------------------------------------------
 
-    def bulk_write(self) -> BulkWrite:
-        """A new bulk write: stage chunks and manifests, then `commit` them at once."""
-        return BulkWrite(self)
+    def bulk_write(self, *, durable: bool | None = None) -> BulkWrite:
+        """A new bulk write: stage chunks and manifests, then `commit` them at once;
+        `durable=False` skips the syncs (what it writes has a durable copy elsewhere)."""
+        return BulkWrite(self, durable=durable)
 
     def put_chunk(
         self, data: bytes | memoryview, digest: str | None = None, *, itemsize: int = 1
@@ -237,7 +240,7 @@ class BlobStore:
         )
         return bool(rows) and (not rows[0][0] or self.storage.exists(digest))
 
-    def _stored_chunk(self, digest: str) -> bytes:
+    def stored_chunk(self, digest: str) -> bytes:
         """A chunk's stored form (codec tag + payload), from the catalogue or the storage."""
         self.chunk_file(digest)
         rows = self.index.read("SELECT data FROM chunks WHERE digest = ?", (key_of(digest),))
@@ -247,7 +250,7 @@ class BlobStore:
 
     def get_chunk(self, digest: str) -> bytes:
         """Read one chunk and check its content against its name."""
-        return codec.decode(digest, self._stored_chunk(digest))
+        return codec.decode(digest, self.stored_chunk(digest))
 
     def read_chunk_into(self, digest: str, target: memoryview) -> None:
         """Read one chunk straight into `target` (exactly its size), checking its name.
@@ -268,7 +271,7 @@ class BlobStore:
                     return
                 stored = tag + handle.readall()  # the same file, not opened a second time
         except FileNotFoundError:  # not a file of its own: a small chunk, in the catalogue
-            stored = self._stored_chunk(digest)
+            stored = self.stored_chunk(digest)
         except OSError as exc:
             raise os_failure(exc, self.place, f"reading chunk {digest}") from None
         codec.decode_into(digest, stored, target)
@@ -304,7 +307,7 @@ class BlobStore:
             raise BlobNotFound(f"{manifest_id!r} is not a manifest id")
         return self._legacy_manifests / f"{manifest_id}.json"
 
-    def _document(self, manifest_id: str) -> bytes:
+    def manifest_document(self, manifest_id: str) -> bytes:
         """A manifest's stored document, from the index or the old layout's file."""
         key = key_of(manifest_id) if _is_id(manifest_id) else b""
         rows = self.index.read("SELECT document FROM manifests WHERE id = ?", (key,)) if key else []
@@ -322,14 +325,14 @@ class BlobStore:
     def has_manifest(self, manifest_id: str) -> bool:
         """Whether the manifest is stored."""
         try:
-            self._document(manifest_id)
+            self.manifest_document(manifest_id)
         except BlobNotFound:
             return False
         return True
 
     def get_manifest(self, manifest_id: str) -> dict[str, Any]:
         """Load a manifest, refusing it when its signature or id does not match."""
-        return self.verified_body(manifest_id, self._document(manifest_id))
+        return self.verified_body(manifest_id, self.manifest_document(manifest_id))
 
     def verified_body(self, manifest_id: str, document: bytes) -> dict[str, Any]:
         """The body of a stored manifest document, if its signature and id check."""
@@ -447,6 +450,15 @@ class BlobStore:
                     path.unlink()
             except FileNotFoundError:  # removed meanwhile by its writer
                 continue
+
+
+def default_storage(root: Path, place: str) -> ChunkStorage:
+    """The chunk storage of a store opened with none given: the local disk, seen through
+    the replica's ledger when its server replicates the store to an object store (so a
+    kernel's capture counts evicted chunks that are safe in the bucket as stored)."""
+    local = LocalDiskChunks(root, place=place)
+    ledger = open_ledger(root)
+    return local if ledger is None else ReplicatedChunks(local, ledger)
 
 
 _indexes: weakref.WeakValueDictionary[Path, ObjectIndex] = weakref.WeakValueDictionary()

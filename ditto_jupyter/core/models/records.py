@@ -7,7 +7,7 @@ is all that callers see of a runtime; backend placement and kernel handles stay 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -120,6 +120,9 @@ class RuntimeCheckpoint(StrictModel):
     `automatic` says which cell `%autocheckpoint` took it after (None: taken on request);
     `pruned` that a prune dropped its variables and workspace snapshot (its row is history
     only). Both are the system's own fields: metadata is the user's and decides nothing.
+    `replication` is where its bytes were durable when it was recorded, with a blob store
+    replicated to an object store (`control.replication`): `local` (this server's disk;
+    uploaded behind it) or `replicated` (in the bucket already); None without one.
     """
 
     checkpoint_id: str
@@ -135,9 +138,13 @@ class RuntimeCheckpoint(StrictModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     automatic: AutoCheckpointCell | None = None
     pruned: bool = False
+    replication: Literal["local", "replicated"] | None = None
 
-    def summary(self) -> CheckpointSummary:
-        """The public listing shape of this checkpoint."""
+    def summary(
+        self, replication: Literal["local", "replicated"] | None = None
+    ) -> CheckpointSummary:
+        """The public listing shape of this checkpoint (`replication`: its state now, when
+        the caller knows better than the record)."""
         return CheckpointSummary(
             checkpoint_id=self.checkpoint_id,
             runtime_id=self.runtime_id,
@@ -152,6 +159,7 @@ class RuntimeCheckpoint(StrictModel):
             unrestorable=self.unrestorable,
             automatic=self.automatic,
             pruned=self.pruned,
+            replication=replication or self.replication,
         )
 
 
@@ -172,6 +180,9 @@ class CheckpointSummary(StrictModel):
     automatic: AutoCheckpointCell | None = None
     #: A prune dropped its variables and workspace snapshot: it cannot be restored.
     pruned: bool = False
+    #: With an object store: `local` (on the server that took it, uploading) or
+    #: `replicated` (in the object store: any server can restore it); None without one.
+    replication: Literal["local", "replicated"] | None = None
 
 
 class BackendBinding(StrictModel):

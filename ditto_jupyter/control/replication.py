@@ -1,0 +1,262 @@
+"""When a checkpoint's blobs reach the object store, and waiting for what a resume needs.
+
+With a blob store replicated to an object store (`core.blobs.replica`), every checkpoint
+is written to the local disk first, at disk speed, and its record says where its bytes are
+durable (`RuntimeCheckpoint.replication`):
+
+- `local`: on this server's disk. The checkpoint returned then; an uploader thread puts
+  its blobs in the bucket behind it, in the order they were taken, and takes up again
+  after a restart what was queued (the ledger keeps the queue). Its record then says
+  `replicated`, for every server of the deployment to see (`mark_replicated`, which the
+  service binds to its store);
+- `replicated`: in the bucket before the record was written. Checkpoints are so when the
+  deployment says they must be (`durability="replicated"`), and a pause always is: it
+  returns only once everything the resume needs is in the object store, since the node
+  may be gone by the time the runtime is resumed. When the upload fails, nothing is
+  recorded and the runtime keeps running.
+
+Before a restore, a checkout or a resume reads a checkpoint, `make_local` fetches what this
+server lacks (another server took it, or the cache let it go), so the kernel, which never
+gets the object store's credentials, reads everything from the local disk.
+
+With no object store, every method does nothing and states are None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from ditto_jupyter.core.blobs import BlobError, BlobNotFound
+from ditto_jupyter.core.blobs.replica import BucketReplica, Transfer
+from ditto_jupyter.core.models import RuntimeCheckpoint
+
+#: What a checkpoint's `replication` says.
+ReplicationState = Literal["local", "replicated"]
+#: Manifests the uploader takes off the queue at a time.
+QUEUE_BATCH = 16
+#: Seconds the uploader waits after a failure, doubling up to the last.
+RETRY_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+_log = logging.getLogger(__name__)
+
+
+class Durability(str, enum.Enum):
+    """Where a checkpoint's bytes must be before it returns."""
+
+    LOCAL = "local"
+    REPLICATED = "replicated"
+
+
+class Replication:
+    """The replication policy of one service, and its uploader thread (see the module)."""
+
+    def __init__(
+        self, replica: BucketReplica | None = None, *, durability: Durability | str = "local"
+    ) -> None:
+        self.replica = replica
+        self.durability = Durability(durability)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.last_error: BaseException | None = None
+        #: Record that a checkpoint's blobs are all in the bucket (the service's store).
+        self.mark_replicated: Callable[[str], None] = lambda checkpoint_id: None
+
+    def start(self) -> None:
+        """Take up the uploads a stop or a crash cut short (once `mark_replicated` is set)."""
+        if self.replica is not None and self.replica.ledger.queued(1):
+            self._start()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether blobs are replicated at all."""
+        return self.replica is not None
+
+    @property
+    def where(self) -> str:
+        """The object store, for messages."""
+        return str(self.replica.location) if self.replica is not None else "nowhere"
+
+    def check_soon(self) -> None:
+        """Ask the object store for the bucket on a thread of its own; a failure is logged
+        (one line naming what failed), the server runs on: checkpoints stay local until it
+        answers, and a pause or a resume that needs it says why it cannot."""
+        replica = self.replica
+        if replica is None:
+            return
+
+        def check() -> None:
+            try:
+                replica.bucket.check()
+            except BlobError as error:
+                _log.error("ditto: the blob store's object store is not usable: %s", error)
+            else:
+                _log.info("ditto: blobs are replicated to %s", replica.location)
+
+        threading.Thread(target=check, name="ditto-replica-check", daemon=True).start()
+
+    # ---- checkpoints ------------------------------------------------------------------
+
+    def must_wait(self, *, pause: bool) -> bool:
+        """Whether a checkpoint uploads before its record is written (a pause always)."""
+        return self.enabled and (pause or self.durability is Durability.REPLICATED)
+
+    async def upload(self, manifests: Sequence[str]) -> Transfer:
+        """Put these manifests and all they list in the bucket now (ObjectStoreUnavailable
+        when it refuses: then nothing more is known to be there)."""
+        if self.replica is None or not manifests:
+            return Transfer()
+        return await asyncio.to_thread(self.replica.upload, list(manifests))
+
+    def upload_soon(self, checkpoint_id: str, manifests: Sequence[str]) -> None:
+        """Queue a checkpoint's manifests for the uploader; returns at once."""
+        if self.replica is None or not manifests:
+            return
+        self.replica.ledger.enqueue(checkpoint_id, manifests)
+        self._start()
+
+    def state_at_commit(self, *, uploaded: bool) -> ReplicationState | None:
+        """What a new checkpoint's record says."""
+        if not self.enabled:
+            return None
+        return "replicated" if uploaded else "local"
+
+    def state(
+        self, checkpoint: RuntimeCheckpoint, manifests: Sequence[str]
+    ) -> ReplicationState | None:
+        """Where a checkpoint's bytes are now, as far as this server knows."""
+        if self.replica is None:
+            return None
+        if checkpoint.replication == "replicated":
+            return "replicated"
+        try:
+            return "replicated" if self.replica.replicated(manifests) else "local"
+        except BlobError as error:  # a read that cannot answer says what the record says
+            _log.warning("ditto: could not read the replica ledger: %s", error)
+            return checkpoint.replication or "local"
+
+    async def make_local(self, manifests: Sequence[str]) -> Transfer:
+        """Fetch what this server lacks of these manifests (NotReplicated when the bucket
+        has not got one, ObjectStoreUnavailable when it refuses)."""
+        if self.replica is None or not manifests:
+            return Transfer()
+        return await asyncio.to_thread(self.replica.fetch, list(manifests))
+
+    # ---- the uploader -----------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            self._idle.clear()
+            self._wake.set()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="ditto-replication", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        replica = self.replica
+        assert replica is not None
+        failures = 0
+        while True:
+            with self._lock:
+                if self._stopping:
+                    self._idle.set()
+                    return
+                self._wake.clear()
+            try:
+                queued = replica.ledger.queued(QUEUE_BATCH)
+            except BlobError as error:
+                queued, failures = [], self._failed(error, failures)
+            if not queued:
+                with self._lock:
+                    if not self._wake.is_set():
+                        self._idle.set()
+                        self._thread = None
+                        return
+                continue
+            for upload in queued:
+                if self._stopping:
+                    break
+                try:
+                    replica.upload(upload.manifests)
+                    self._recorded(upload.checkpoint_id)
+                    replica.ledger.dequeue([upload.checkpoint_id])
+                    failures = 0
+                except BlobNotFound as error:  # collected since (its checkpoint went)
+                    _log.info(
+                        "ditto: not replicating checkpoint %s: %s", upload.checkpoint_id, error
+                    )
+                    replica.ledger.dequeue([upload.checkpoint_id])
+                except BlobError as error:  # the object store or the local disk: later
+                    failures = self._failed(error, failures)
+                    break
+
+    def _recorded(self, checkpoint_id: str) -> None:
+        """Mark a checkpoint's record replicated; a failure is logged (its state is then
+        read off the ledger on this server, and stays `local` on the others)."""
+        try:
+            self.mark_replicated(checkpoint_id)
+        except Exception as error:  # the store refused: the blobs are safe all the same
+            _log.warning(
+                "ditto: checkpoint %s is in %s, but its record could not say so: %s",
+                checkpoint_id,
+                self.where,
+                error,
+            )
+
+    def _failed(self, error: BaseException, failures: int) -> int:
+        """Log a failed upload (once per kind of failure) and wait before the next try."""
+        if failures == 0 or str(error) != str(self.last_error):
+            _log.warning(
+                "ditto: uploading checkpoints to %s failed (%s); they stay on this server's "
+                "disk, marked local, and are tried again",
+                self.where,
+                error,
+            )
+        self.last_error = error
+        delay = RETRY_DELAYS_S[min(failures, len(RETRY_DELAYS_S) - 1)]
+        self._wake.wait(delay)
+        return failures + 1
+
+    def pending(self) -> int:
+        """Checkpoints queued for upload (a few at most, unless the object store is down)."""
+        if self.replica is None:
+            return 0
+        return len(self.replica.ledger.queued(1_000_000))
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until the queue is empty (True) or `timeout` passes."""
+        if self.replica is None:
+            return True
+        return self._idle.wait(timeout) and not self.pending()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Upload what is queued for up to `timeout`, then stop the uploader and the
+        transfer threads. What is still queued is uploaded after the next start."""
+        if self.replica is None:
+            return
+        if not self.drain(timeout):
+            left = self.pending()
+            _log.warning(
+                "ditto: %d checkpoint manifest(s) not yet in %s at shutdown; they are "
+                "uploaded when this server starts again on this data directory",
+                left,
+                self.where,
+            )
+        with self._lock:
+            self._stopping = True
+            self._wake.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=30)
+        self.replica.close()

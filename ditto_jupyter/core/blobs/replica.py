@@ -1,0 +1,282 @@
+"""The blob store's copy in an object store: upload a manifest's closure, fetch it back.
+
+Bucket layout, under the replica's prefix:
+
+    chunks/<blake3 hex>      a chunk's stored form (codec tag + payload), as on local disk
+    manifests/<blake3 hex>   a manifest's signed document, as in the catalogue
+
+Every object is content-addressed and written create-only (`ObjectStore.put_new`), so
+uploads of the same object from several threads, retries or servers are harmless. A
+manifest is put only after every chunk and child manifest it lists: a manifest in the
+bucket vouches for its whole closure, which is what `replicated` means.
+
+`upload` reads a closure from the local store (what this server or its kernels wrote) and
+puts what the ledger does not know is there. `fetch` makes a closure local: manifests the
+local catalogue lacks are fetched and verified against the deployment's shared signing
+secret (a manifest the secret does not sign is refused, so a bucket writer cannot make a
+restore load anything), chunks with no local copy are fetched and checked against their
+names, and everything is recorded in the local store in one bulk write (without a sync:
+the bucket holds the durable copy). Both move chunks on a pool of threads.
+
+Nothing is deleted from the bucket here: reference counts are per data directory, and with
+several servers on one bucket only shared counts can say a chunk is garbage there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ditto_jupyter.core.blobs import codec
+from ditto_jupyter.core.blobs.errors import BlobError, BlobNotFound, NotReplicated
+from ditto_jupyter.core.blobs.index import key_of
+from ditto_jupyter.core.blobs.object_store import ObjectStore, ObjectStoreLocation
+from ditto_jupyter.core.blobs.replica_ledger import ObjectKind, ReplicaLedger
+from ditto_jupyter.core.blobs.replicated_chunks import ReplicatedChunks, chunk_key
+
+if TYPE_CHECKING:
+    from ditto_jupyter.core.blobs.bulk import BulkWrite
+    from ditto_jupyter.core.blobs.store import BlobStore
+
+#: Threads moving chunks to and from the bucket.
+WORKERS = 8
+_BATCH = 500
+_log = logging.getLogger(__name__)
+
+
+def manifest_key(manifest_id: str) -> str:
+    """The key of a manifest in the bucket."""
+    return f"manifests/{manifest_id}"
+
+
+@dataclass
+class Transfer:
+    """What one upload or fetch moved."""
+
+    chunks: int = 0
+    chunk_bytes: int = 0
+    manifests: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_chunk(self, size: int) -> None:
+        """Count one chunk moved (from any thread)."""
+        with self._lock:
+            self.chunks += 1
+            self.chunk_bytes += size
+
+
+@dataclass
+class _Closure:
+    """Manifests in upload order (children first) and every chunk they list."""
+
+    manifests: list[str] = field(default_factory=list)
+    chunks: dict[str, None] = field(default_factory=dict)
+    bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class BucketReplica:
+    """A blob store's replica in one bucket (see the module)."""
+
+    def __init__(self, store: BlobStore, *, workers: int = WORKERS) -> None:
+        storage = store.storage
+        if not isinstance(storage, ReplicatedChunks) or storage.bucket is None:
+            raise BlobError("a bucket replica needs a blob store on ReplicatedChunks storage")
+        self.store = store
+        self.storage: ReplicatedChunks = storage
+        self.bucket: ObjectStore = storage.bucket
+        self.ledger: ReplicaLedger = storage.ledger
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="ditto-replica")
+
+    @property
+    def location(self) -> ObjectStoreLocation:
+        """Where the replica lives."""
+        return self.bucket.location
+
+    def close(self) -> None:
+        """Stop the transfer threads (after the transfers in progress)."""
+        self._pool.shutdown(wait=True)
+
+    # ---- state ------------------------------------------------------------------------
+
+    def replicated(self, manifest_ids: Sequence[str]) -> bool:
+        """Whether this server knows every one of these manifests is in the bucket."""
+        wanted = set(manifest_ids)
+        return not wanted or self.ledger.known(ObjectKind.MANIFEST, wanted) == wanted
+
+    # ---- upload -----------------------------------------------------------------------
+
+    def upload(self, manifest_ids: Iterable[str]) -> Transfer:
+        """Put these manifests, with everything they list, in the bucket; what it took.
+
+        ObjectStoreUnavailable when the bucket refuses; what was put before that is
+        recorded as there, and nothing else.
+        """
+        moved = Transfer()
+        roots = list(dict.fromkeys(manifest_ids))
+        roots = [m for m in roots if m not in self.ledger.known(ObjectKind.MANIFEST, roots)]
+        if not roots:
+            return moved
+        closure = self._local_closure(roots)
+        chunks = list(closure.chunks)
+        needed = [c for c in chunks if c not in self.ledger.known(ObjectKind.CHUNK, chunks)]
+
+        def put_chunk(name: str) -> str:
+            stored = self.store.stored_chunk(name)
+            if self.bucket.put_new(chunk_key(name), stored):
+                moved.add_chunk(len(stored))
+            return name
+
+        self._run_all(put_chunk, needed, lambda done: self.ledger.record(ObjectKind.CHUNK, done))
+        for manifest_id in closure.manifests:
+            if self.bucket.put_new(
+                manifest_key(manifest_id), self.store.manifest_document(manifest_id)
+            ):
+                moved.manifests += 1
+            self.ledger.record(ObjectKind.MANIFEST, [manifest_id])
+        self.storage.cache.use(chunks)
+        return moved
+
+    def _local_closure(self, roots: Sequence[str]) -> _Closure:
+        """The closure of `roots` in the local store, less manifests known replicated."""
+        closure = _Closure()
+        seen: set[str] = set()
+
+        def visit(manifest_id: str) -> None:
+            if manifest_id in seen:
+                return
+            seen.add(manifest_id)
+            body = self.store.get_manifest(manifest_id)
+            children = list(dict.fromkeys(body.get("manifests", [])))
+            known = self.ledger.known(ObjectKind.MANIFEST, children) if children else set()
+            for child in children:
+                if child not in known:
+                    visit(child)
+            closure.chunks.update(dict.fromkeys(body.get("chunks", [])))
+            closure.manifests.append(manifest_id)
+
+        for root in roots:
+            visit(root)
+        return closure
+
+    # ---- fetch ------------------------------------------------------------------------
+
+    def fetch(self, manifest_ids: Iterable[str]) -> Transfer:
+        """Make these manifests and everything they list local; what was fetched.
+
+        BlobNotFound names a manifest or chunk the bucket does not have (never
+        replicated from the server that took it); ObjectStoreUnavailable when the
+        bucket refuses. Either way the local store is as it was before.
+        """
+        moved = Transfer()
+        roots = list(dict.fromkeys(manifest_ids))
+        if not roots:
+            return moved
+        closure = self._remote_closure(roots, moved)
+        chunks = list(closure.chunks)
+        missing = self._without_local_copy(chunks)
+        if missing or closure.bodies:
+            with self.store.bulk_write(durable=False) as bulk:
+
+                def get_chunk(name: str) -> str:
+                    stored = self.bucket.get(chunk_key(name))
+                    codec.decode(name, stored)  # refuses what does not match its name
+                    bulk.put_stored(name, stored)
+                    moved.add_chunk(len(stored))
+                    return name
+
+                self._run_all(get_chunk, missing, lambda done: None)
+                self._record_manifests(bulk, closure)
+                bulk.commit()
+            self.ledger.record(ObjectKind.CHUNK, missing)
+            self.ledger.record(ObjectKind.MANIFEST, closure.bodies)
+        self.storage.cache.use(chunks)
+        return moved
+
+    def _remote_closure(self, roots: Sequence[str], moved: Transfer) -> _Closure:
+        """The closure of `roots`: local manifests read here, the others fetched and
+        verified (kept in `bodies`, to record)."""
+        closure = _Closure()
+        seen: set[str] = set()
+
+        def visit(manifest_id: str) -> None:
+            if manifest_id in seen:
+                return
+            seen.add(manifest_id)
+            if self.store.has_manifest(manifest_id):
+                body = self.store.get_manifest(manifest_id)
+            else:
+                try:
+                    document = self.bucket.get(manifest_key(manifest_id))
+                except BlobNotFound:
+                    raise NotReplicated(
+                        f"manifest {manifest_id} is neither in this server's blob store nor "
+                        f"in the object store {self.location}: the server that wrote it has "
+                        "not replicated it (yet)"
+                    ) from None
+                body = self.store.verified_body(manifest_id, document)
+                closure.bodies[manifest_id] = body
+                moved.manifests += 1
+            for child in dict.fromkeys(body.get("manifests", [])):
+                visit(child)
+            closure.chunks.update(dict.fromkeys(body.get("chunks", [])))
+            closure.manifests.append(manifest_id)
+
+        for root in roots:
+            visit(root)
+        return closure
+
+    def _without_local_copy(self, chunks: Sequence[str]) -> list[str]:
+        """Those of `chunks` whose bytes are not on this machine (no row, or a file gone)."""
+        inline: set[str] = set()
+        in_files: set[str] = set()
+        for start in range(0, len(chunks), _BATCH):
+            batch = chunks[start : start + _BATCH]
+            marks = ",".join("?" * len(batch))
+            rows = self.store.index.read(
+                f"SELECT digest, data IS NULL FROM chunks WHERE digest IN ({marks})",
+                tuple(key_of(c) for c in batch),
+            )
+            for key, in_file in rows:
+                assert isinstance(key, bytes)
+                (in_files if in_file else inline).add(key.hex())
+        return [
+            c
+            for c in chunks
+            if c not in inline and not (c in in_files and self.storage.is_cached(c))
+        ]
+
+    @staticmethod
+    def _record_manifests(bulk: BulkWrite, closure: _Closure) -> None:
+        """Stage the fetched manifests, children before parents."""
+        for manifest_id in closure.manifests:
+            body = closure.bodies.get(manifest_id)
+            if body is not None:
+                bulk.put_manifest(body)
+
+    # ---- threads ----------------------------------------------------------------------
+
+    def _run_all(
+        self,
+        work: Callable[[str], str],
+        names: Sequence[str],
+        record: Callable[[list[str]], None],
+    ) -> None:
+        """Run `work` on every name on the pool; `record` the ones done, then raise the
+        first failure, if any."""
+        if not names:
+            return
+        futures: list[Future[str]] = [self._pool.submit(work, name) for name in names]
+        done: list[str] = []
+        failure: BaseException | None = None
+        for future in futures:
+            try:
+                done.append(future.result())
+            except BaseException as error:  # the others still finish: record them
+                failure = failure or error
+        record(done)
+        if failure is not None:
+            raise failure

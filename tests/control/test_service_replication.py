@@ -1,0 +1,243 @@
+"""RuntimeService with its blob store replicated to a real S3 server (Ceph's gateway).
+
+Two services on two data directories, sharing one checkpoint store (a SQLite file) and one
+bucket, stand for two servers of a deployment. A checkpoint is `local` until its blobs are
+in the bucket; with `replicated` durability, and for every pause, they are there before the
+record is written; a pause on one server resumes on the other; and a gateway that is
+stopped or refuses the credentials fails a pause with one sentence naming it, leaving the
+runtime running and nothing recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.blobs.errors import NotReplicated, ObjectStoreUnavailable
+from ditto_jupyter.core.blobs.replica import manifest_key
+from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
+from ditto_jupyter.core.errors import StoreUnavailable
+from ditto_jupyter.core.models import SessionLifecycleStatus
+from ditto_jupyter.wiring import open_runtime_service
+from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.support.ceph_gateway import CephGateway, S3Bucket, fetched_bytes
+
+pytest_plugins = ["tests.support.ceph_fixtures"]
+pytestmark = pytest.mark.s3
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@dataclass
+class Deployment:
+    """Servers of one deployment: one checkpoint store, one bucket, one signing secret."""
+
+    root: Path
+    bucket: S3Bucket
+    gateway: CephGateway
+    servers: list[RuntimeService] = field(default_factory=list)
+
+    def settings(self, durability: str = "local") -> ObjectStoreSettings:
+        return ObjectStoreSettings(
+            url=f"{self.bucket.url}/deployment",
+            secret_file=self.root / "signing-secret",
+            endpoint_url=self.bucket.endpoint,
+            cache_bytes=None,
+            durability=durability,
+        )
+
+    def server(self, name: str, durability: str = "local") -> RuntimeService:
+        service = open_runtime_service(
+            self.root / name,
+            context_factory=InMemoryContextCapture,
+            store_url=f"sqlite:///{self.root / 'shared.db'}",
+            object_store=self.settings(durability),
+        )
+        self.servers.append(service)
+        return service
+
+    def stop(self, service: RuntimeService) -> None:
+        service.close_store(upload_timeout=30)
+        self.servers.remove(service)
+
+
+@pytest.fixture
+def deployment(
+    tmp_path: Path, ceph_gateway: CephGateway, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Deployment]:
+    for name, value in s3_bucket.credentials_env().items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "signing-secret").write_text(secrets.token_hex(32) + "\n")
+    (tmp_path / "signing-secret").chmod(0o600)
+    found = Deployment(tmp_path, s3_bucket, ceph_gateway)
+    yield found
+    for service in list(found.servers):
+        found.stop(service)
+
+
+def ctx(service: RuntimeService) -> InMemoryContextCapture:
+    assert isinstance(service.context, InMemoryContextCapture)
+    return service.context
+
+
+async def fill(service: RuntimeService, runtime_id: str) -> None:
+    """A cell's worth of variables, and a file in the workspace."""
+    ctx(service).execute(runtime_id, x=41, rows=list(range(1000)))
+    backend = service.backends.get(runtime_id)
+    assert backend is not None
+    await backend.write_bytes("data/table.csv", b"a,b\n" * 50_000)
+
+
+def in_bucket(deployment: Deployment, service: RuntimeService, checkpoint_id: str) -> bool:
+    checkpoint = service.get_checkpoint(checkpoint_id)
+    replica = service.replication.replica
+    assert replica is not None
+    return all(
+        replica.bucket.exists(manifest_key(m)) for m in service.parts.manifests_of(checkpoint)
+    )
+
+
+def test_a_checkpoint_is_local_until_its_blobs_are_uploaded_behind_it(
+    deployment: Deployment,
+) -> None:
+    a = deployment.server("a")
+    runtime = run(a.create_runtime("nb.ipynb", "ana"))
+    run(fill(a, runtime.runtime_id))
+    with deployment.gateway.stopped():  # the upload behind it cannot happen yet
+        taken = run(a.checkpoint(runtime.runtime_id, "first"))
+        record = a.get_checkpoint(taken.checkpoint_id)
+        assert record.replication == "local"
+        listed = run(a.list_checkpoints(runtime.runtime_id)).checkpoints
+        assert [c.replication for c in listed] == ["local"]
+    assert a.replication.drain(timeout=60)
+    listed = run(a.list_checkpoints(runtime.runtime_id)).checkpoints
+    assert [c.replication for c in listed] == ["replicated"]
+    assert in_bucket(deployment, a, taken.checkpoint_id)
+    b = deployment.server("b")  # another server reads it off the shared record
+    assert b.get_checkpoint(taken.checkpoint_id).replication == "replicated"
+    assert [c.replication for c in run(b.list_checkpoints(runtime.runtime_id)).checkpoints] == [
+        "replicated"
+    ]
+
+
+def test_uploads_cut_short_are_taken_up_when_the_server_starts_again(
+    deployment: Deployment,
+) -> None:
+    a = deployment.server("a")
+    runtime = run(a.create_runtime("nb.ipynb", "ana"))
+    run(fill(a, runtime.runtime_id))
+    with deployment.gateway.stopped():
+        taken = run(a.checkpoint(runtime.runtime_id))
+        a.replication.close(timeout=0.5)  # stops with the upload still queued
+        deployment.servers.remove(a)
+        a.store.close()
+    again = deployment.server("a")
+    assert again.replication.drain(timeout=60)
+    assert again.get_checkpoint(taken.checkpoint_id).replication == "replicated"
+    assert in_bucket(deployment, again, taken.checkpoint_id)
+
+
+def test_replicated_durability_puts_the_blobs_in_the_bucket_before_the_record(
+    deployment: Deployment,
+) -> None:
+    a = deployment.server("a", durability="replicated")
+    runtime = run(a.create_runtime("nb.ipynb", "ana"))
+    run(fill(a, runtime.runtime_id))
+    taken = run(a.checkpoint(runtime.runtime_id))
+    assert a.get_checkpoint(taken.checkpoint_id).replication == "replicated"
+    assert in_bucket(deployment, a, taken.checkpoint_id)
+    ctx(a).execute(runtime.runtime_id, x=42)
+    with deployment.gateway.stopped(), pytest.raises(StoreUnavailable, match="cannot be reached"):
+        run(a.checkpoint(runtime.runtime_id, "refused"))
+    names = [c.name for c in run(a.list_checkpoints(runtime.runtime_id)).checkpoints]
+    assert names == [None]  # the refused checkpoint was not recorded
+    assert a.store.get_head(runtime.runtime_id) == taken.checkpoint_id
+
+
+def test_a_pause_on_one_server_resumes_on_another_and_on_its_own_from_the_cache(
+    deployment: Deployment,
+) -> None:
+    a = deployment.server("a")
+    runtime = run(a.create_runtime("nb.ipynb", "ana"))
+    rid = runtime.runtime_id
+    run(fill(a, rid))
+    paused = run(a.pause(rid))
+    assert a.get_checkpoint(paused.checkpoint_id).replication == "replicated"
+    assert in_bucket(deployment, a, paused.checkpoint_id)  # before pause returned
+    deployment.stop(a)  # the node goes away
+
+    b = deployment.server("b")
+    before = deployment.gateway.counters()
+    resumed = run(b.resume(rid))
+    assert resumed.runtime.status is SessionLifecycleStatus.IDLE
+    assert ctx(b).namespace(rid) == {"x": 41, "rows": list(range(1000))}
+    workspace = b.workspace_path(rid)
+    assert workspace is not None
+    assert (workspace / "data" / "table.csv").read_bytes() == b"a,b\n" * 50_000
+    assert fetched_bytes(before, deployment.gateway.counters()) > 0
+
+    ctx(b).execute(rid, x=43)
+    again = run(b.pause(rid))
+    before = deployment.gateway.counters()
+    run(b.resume(rid))  # the same server: everything is in its cache
+    after = deployment.gateway.counters()
+    assert ctx(b).namespace(rid)["x"] == 43
+    assert after["get"] == before["get"]
+    assert fetched_bytes(before, after) == 0
+    assert again.checkpoint_id == b.store.get_head(rid)
+
+
+def test_a_pause_the_object_store_refuses_leaves_the_runtime_running(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = deployment.server("a")
+    runtime = run(a.create_runtime("nb.ipynb", "ana"))
+    rid = runtime.runtime_id
+    run(fill(a, rid))
+    with deployment.gateway.stopped(), pytest.raises(ObjectStoreUnavailable) as stopped:
+        run(a.pause(rid))
+    assert "cannot be reached" in str(stopped.value)
+    assert a.store.get_session(rid) is not None
+    assert run(a.get_runtime(rid)).status is SessionLifecycleStatus.IDLE
+    assert a.store.get_head(rid) is None  # no pause checkpoint was recorded
+    assert ctx(a).namespace(rid)["x"] == 41  # the kernel runs on
+
+    wrong = secrets.token_hex(20)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", wrong)
+    refused_server = deployment.server("a-wrong-key")
+    other = run(refused_server.create_runtime("nb2.ipynb", "ana"))
+    with pytest.raises(ObjectStoreUnavailable) as refused:
+        run(refused_server.pause(other.runtime_id))
+    assert "refused the credentials" in str(refused.value) and wrong not in str(refused.value)
+    assert run(refused_server.get_runtime(other.runtime_id)).status is SessionLifecycleStatus.IDLE
+
+    paused = run(a.pause(rid))  # the gateway is back, with the right key
+    assert in_bucket(deployment, a, paused.checkpoint_id)
+
+
+def test_a_checkpoint_still_local_on_its_server_is_not_checked_out_elsewhere(
+    deployment: Deployment,
+) -> None:
+    a = deployment.server("a")
+    runtime = run(a.create_runtime("nb.ipynb", "ana"))
+    run(fill(a, runtime.runtime_id))
+    with deployment.gateway.stopped():
+        taken = run(a.checkpoint(runtime.runtime_id))
+        b = deployment.server("b")
+    with pytest.raises(NotReplicated, match="not replicated it"):
+        run(b.checkout(taken.checkpoint_id))
+    assert [s.session_id for s in b.sessions()] == [runtime.runtime_id]  # nothing was made
+    assert a.replication.drain(timeout=60)
+    child = run(b.checkout(taken.checkpoint_id))
+    assert ctx(b).namespace(child.runtime.runtime_id)["x"] == 41
