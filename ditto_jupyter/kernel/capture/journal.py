@@ -125,7 +125,6 @@ def shows_one_value(shell: Any, python: str, namespace: Mapping[str, object]) ->
 #: names nothing else cannot reach pyplot either.
 _SHOWN_ATOMS = frozenset({int, float, complex, bool, str, bytes, type(None)})
 _ATOMS = _SHOWN_ATOMS
-_UNBOUND = object()
 #: Builtin containers: showing one shows (and runs the display code of) every element.
 _SHOWN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _DISPLAY_METHODS = ("__repr__", "__str__", "_repr_html_", "_repr_pretty_", "_repr_mimebundle_")
@@ -164,6 +163,7 @@ class ChangeJournal:
         self.effects = CellEffects()
         self.serial = 0  # the entries so far; a capture remembers it as its mark
         self._entries: list[_Entry] = []
+        self._executing = False  # code of an execute request runs (pre_execute came)
         self._visible = False  # the execution under way is a cell (pre_run_cell came)
         self._current_before: Any = None
         self._taken: Any = None  # the last cell result journaled
@@ -182,6 +182,7 @@ class ChangeJournal:
         self.record(None)
 
     def _pre_execute(self) -> None:
+        self._executing = True  # code runs (an empty request fires post_execute alone)
         self._visible = False
 
     def _pre_run_cell(self, info: Any) -> None:
@@ -209,7 +210,9 @@ class ChangeJournal:
         except Exception:  # a cell we cannot read could have done anything
             touched = None
         figures: list[Any] = []
-        if touched is None or any(type(namespace.get(n, _UNBOUND)) not in _ATOMS for n in touched):
+        if touched is None or any(
+            type(namespace[n]) not in _ATOMS for n in touched if n in namespace
+        ):
             # a cell that named more than numbers and strings may have drawn on pyplot's
             # current figure without naming it (`df.plot()`, seaborn): it counts as reached
             figures = [f for f in (self._current_before, current_figure()) if f is not None]
@@ -217,9 +220,9 @@ class ChangeJournal:
         self.record(touched, figures)
 
     def _post_execute(self) -> None:
-        if not self._visible:  # a silent execute request with code: nothing showed it
+        if self._executing and not self._visible:  # silent code: nothing showed it
             self.anything()
-        self._visible = False
+        self._executing = self._visible = False
 
     # ---- reading ---------------------------------------------------------------------
 

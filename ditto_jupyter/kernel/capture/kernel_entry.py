@@ -21,6 +21,7 @@ from ditto_jupyter.core.models import ContextCapture
 from ditto_jupyter.kernel.capture.capturing import capture_with_snapshot
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
+from ditto_jupyter.kernel.capture.pickling import dumps_so_far
 from ditto_jupyter.kernel.capture.restoring import restore_namespace
 from ditto_jupyter.kernel.capture.rules import ipython_shell
 from ditto_jupyter.kernel.write_behind import flush_all
@@ -128,7 +129,8 @@ def collection_paused() -> Iterator[None]:
 
 
 def last_timing() -> dict[str, float]:
-    """Seconds the last kernel_capture / kernel_restore of this kernel took inside it."""
+    """Seconds the last kernel_capture / kernel_restore of this kernel took inside it, and
+    how many pickles the last capture made (`pickles`: streams, each value or pod one)."""
     return dict(_last_timing)
 
 
@@ -142,6 +144,7 @@ def kernel_capture(
     started = time.perf_counter()
     namespace = _user_namespace()
     flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
+    pickles = dumps_so_far()
     with collection_paused():
         result = capture_following(
             namespace,
@@ -150,6 +153,7 @@ def kernel_capture(
             runtime_id=runtime_id,
         )
     _last_timing["capture_s"] = time.perf_counter() - started
+    _last_timing["pickles"] = float(dumps_so_far() - pickles)
     shell = ipython_shell(namespace)
     if shell is not None:  # idle: the last finished cell is one before the next count
         result = result.model_copy(update={"execution_count": shell.execution_count - 1})

@@ -138,6 +138,17 @@ for _helper in PICKLED_HELPERS:
     _helper.__module__ = PICKLE_MODULE
 
 
+#: Every stream this process has pickled (`NamespacePickler.dump` calls): what a capture
+#: pickled is the difference around it (`kernel_entry.last_timing` reports it).
+_dumps = itertools.count()
+_dumped = 0
+
+
+def dumps_so_far() -> int:
+    """How many pickles (dump calls) this process's captures have made."""
+    return _dumped
+
+
 class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
     """cloudpickle, plus: notebook functions keep the live namespace as their globals, open
     files are refused (cloudpickle would copy a readable file's text), big buffers go out of
@@ -168,6 +179,11 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         self._figure_types = figure_types()
         self.probe_animated = False
         self.animated = False
+
+    def dump(self, obj: Any) -> None:
+        global _dumped
+        _dumped = next(_dumps) + 1
+        super().dump(obj)
 
     def _take_buffer(self, buffer: pickle.PickleBuffer) -> bool:
         try:
