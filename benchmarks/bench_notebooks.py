@@ -8,9 +8,12 @@ arguments it runs only those and prints the table without recording it.
 For each notebook (a public matplotlib or scikit-learn tutorial, cut into its cells), two
 ipykernel kernels run the same cells side by side, with MPLBACKEND=Agg:
 
-- ours: after every cell, `KernelContextDriver.capture` through `JupyterClientHost` (timed at
-  the caller, so with the kernel round trip; the in-kernel part beside it), the bytes it
-  reports written and the growth of its blob store on disk;
+- ours: after every cell, `RuntimeService.checkpoint` (the path of the server's REST
+  checkpoint: the capture through `KernelContextDriver` and `JupyterClientHost`, the
+  workspace snapshot, the store's records), timed at the caller, so with the kernel round
+  trip (the in-kernel capture beside it); the bytes it reports written and the growth of its
+  data directory on disk, every file (the blob store, its catalogue and the checkpoint
+  store, with their write-ahead logs, and the workspaces);
 - Kishu: `init_kishu()` in its test mode (benchmarks.kishu_harness), committing after every
   cell through its IPython hooks, timed inside the kernel; its store is its `.kishudb`.
 
@@ -19,7 +22,7 @@ last assigned (a cell that changes nothing), to measure what a checkpoint after 
 costs. At three cells (a third of the way, two thirds, the end) the whole namespace is
 fingerprinted live (benchmarks.state_fingerprint). After the last cell each engine goes back
 in place to the first third, the second, then the end, and checks out the two-thirds state
-into a fresh kernel (ours: `KernelContextDriver.restore` into a new session; Kishu:
+into a fresh kernel (ours: `RuntimeService.restore`, then `RuntimeService.checkout`; Kishu:
 `init_kishu` in a new kernel on the same store, then `checkout`). Each result is
 fingerprinted and compared with the live one; a restore is wrong when any value differs, is
 missing without being reported unrestorable, is there when it was not live, or when pyplot's
@@ -30,6 +33,8 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -57,10 +62,12 @@ from benchmarks.notebook_report import report  # noqa: E402
 from benchmarks.notebook_sources import NOTEBOOKS, NotebookSource, prepare  # noqa: E402
 from benchmarks.results_table import write_section  # noqa: E402
 from benchmarks.state_fingerprint import compare  # noqa: E402
-from ditto_jupyter.core.errors import BackendError  # noqa: E402
-from ditto_jupyter.core.models import SessionRecord  # noqa: E402
+from ditto_jupyter.control.service import RuntimeService  # noqa: E402
+from ditto_jupyter.core.blobs import BlobStore  # noqa: E402
+from ditto_jupyter.core.errors import BackendError, DittoError  # noqa: E402
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost  # noqa: E402
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver  # noqa: E402
+from ditto_jupyter.wiring import open_runtime_service  # noqa: E402
 
 WORK = ROOT / "benchmarks" / ".work" / "bench_notebooks"
 NOOP_EVERY = 3
@@ -157,19 +164,17 @@ class Bench:
         self.host = JupyterClientHost()
         self.in_kernel_timing = True
 
-    async def _session(self, context: KernelContextDriver, runtime_id: str, cwd: Path) -> str:
-        record = SessionRecord(session_id=runtime_id, conversation_id="bench", sender_id="b")
-        handle = await context.start(record, cwd)
-        return str(handle["kernel_id"])
+    def _service(self, data_dir: Path, cwd: Path) -> RuntimeService:
+        """The service of our engine on `data_dir`, its kernels running in `cwd`."""
+
+        def context(blobs: BlobStore) -> KernelContextDriver:
+            return KernelContextDriver(self.host, blobs.root, notebook_folder=lambda _: cwd)
+
+        return open_runtime_service(data_dir, context_factory=context)
 
     @staticmethod
-    def _record(kernel_id: str) -> SessionRecord:
-        return SessionRecord(
-            session_id=kernel_id,
-            conversation_id="bench",
-            sender_id="b",
-            handle_state={"kernel_id": kernel_id},
-        )
+    def _kernel(service: RuntimeService, runtime_id: str) -> str:
+        return str(service.session(runtime_id).handle_state["kernel_id"])
 
     async def _noop_source(self, kernel_id: str, cells: list[Cell], position: int) -> str:
         """Display the value assigned last that still exists (nothing, if none)."""
@@ -190,10 +195,11 @@ class Bench:
         result = NotebookRun(source, plan(sources))
         cells = result.cells
         targets = set(restore_targets(cells))
-        context = KernelContextDriver(self.host, work / "blobs")
-        ours_kernel = await self._session(context, f"{source.name}-ours", work)
-        record = self._record(ours_kernel)
-        base = tree_size(context.blob_root)
+        data_dir = work / "ours"
+        service = self._service(data_dir, work)
+        runtime_id = (await service.create_runtime("bench", runtime_id=source.name)).runtime_id
+        ours_kernel = self._kernel(service, runtime_id)
+        base = tree_size(data_dir)
         kishu = KishuNotebook(work / "kishu" / f"{source.name}.ipynb")
         kishu.create()
         kishu_kernel: str | None = await self._start_kishu(kishu, work, result.kishu)
@@ -206,7 +212,7 @@ class Bench:
             cells[position] = Cell(code, cell.noop)
             await self.host.execute(ours_kernel, code)  # a tutorial that fails is a bug here
             now = result.mark("cells", now)
-            await self._checkpoint(context, record, result.ours)
+            await self._checkpoint(service, runtime_id, data_dir, result.ours)
             now = result.mark("checkpoints", now)
             if position in targets:
                 result.ours.live[position] = await self._json(ours_kernel, SNAPSHOT)
@@ -216,24 +222,23 @@ class Bench:
                     kishu, kishu_kernel, code, position in targets, result.kishu
                 )
                 now = result.mark("Kishu cells", now)
-        result.ours.stored = tree_size(context.blob_root) - base
+        result.ours.stored = tree_size(data_dir) - base
         result.kishu.stored = kishu.db_size() - kishu_base
         result.unstable = await self._json(ours_kernel, UNSTABLE)
         result.pickle_cost = await self._json(ours_kernel, PICKLE_COST)
         now = result.mark("fingerprints", now)
         for position in sorted(targets):
-            await self._restore_ours(context, record, position, result.ours, "in place")
+            await self._restore_ours(service, runtime_id, position, result.ours)
         now = result.mark("restores", now)
         if kishu_kernel is not None:
             for position in sorted(targets):
                 await self._checkout_kishu(kishu_kernel, position, result.kishu, "in place")
             await self.host.shutdown_kernel(kishu_kernel)
         now = result.mark("Kishu restores", now)
-        await context.stop(record)
         branch = sorted(targets)[len(targets) // 2]
-        fresh = self._record(await self._session(context, f"{source.name}-fresh", work))
-        await self._restore_ours(context, fresh, branch, result.ours, "fresh kernel")
-        await context.stop(fresh)
+        await self._checkout_ours(service, branch, result.ours)
+        await service.close(runtime_id, discard=True)
+        service.close_store()
         now = result.mark("restores", now)
         if result.kishu.failed is None:
             fresh_kishu = await self._start_kishu(kishu, work, result.kishu)
@@ -245,32 +250,33 @@ class Bench:
         return result
 
     async def _checkpoint(
-        self, context: KernelContextDriver, record: SessionRecord, run: EngineRun
+        self, service: RuntimeService, runtime_id: str, data_dir: Path, run: EngineRun
     ) -> None:
-        before = tree_size(context.blob_root)
+        before = tree_size(data_dir)
         started = time.perf_counter()
         try:
-            captured = await context.capture(record)
-        except BackendError as error:  # reported, and the run goes on
+            result = await service.checkpoint(runtime_id)
+        except DittoError as error:  # reported, and the run goes on
             run.errors.append(f"cell {len(run.seconds) + 1}: checkpoint failed: {error}")
             run.seconds.append(time.perf_counter() - started)
             run.in_kernel.append(0.0)
             run.written.append(0)
-            run.growth.append(tree_size(context.blob_root) - before)
+            run.growth.append(tree_size(data_dir) - before)
             run.points.append("")
             return
         run.seconds.append(time.perf_counter() - started)
-        run.growth.append(tree_size(context.blob_root) - before)
-        run.written.append(captured.bytes_written)
-        run.points.append(captured.manifest_id)
-        run.lost_at[len(run.points) - 1] = {entry.name for entry in captured.unrestorable}
-        run.in_kernel.append(await self._in_kernel(record))
+        run.growth.append(tree_size(data_dir) - before)
+        checkpoint = service.get_checkpoint(result.checkpoint_id)
+        run.written.append(checkpoint.bytes_written)
+        run.points.append(checkpoint.checkpoint_id)
+        run.lost_at[len(run.points) - 1] = {entry.name for entry in checkpoint.unrestorable}
+        run.in_kernel.append(await self._in_kernel(self._kernel(service, runtime_id)))
 
-    async def _in_kernel(self, record: SessionRecord) -> float:
+    async def _in_kernel(self, kernel_id: str) -> float:
         if not self.in_kernel_timing:
             return float("nan")
         try:
-            timing = await self.host.call(record.handle_state["kernel_id"], LAST_TIMING, {})
+            timing = await self.host.call(kernel_id, LAST_TIMING, {})
         except BackendError:  # the capture no longer exposes it: caller-side time only
             self.in_kernel_timing = False
             return float("nan")
@@ -311,25 +317,35 @@ class Bench:
         return kernel_id
 
     async def _restore_ours(
-        self,
-        context: KernelContextDriver,
-        record: SessionRecord,
-        position: int,
-        run: EngineRun,
-        how: str,
+        self, service: RuntimeService, runtime_id: str, position: int, run: EngineRun
     ) -> None:
-        kernel_id = record.handle_state["kernel_id"]
-        outcome: dict[str, Any] = {"position": position, "how": how}
+        outcome: dict[str, Any] = {"position": position, "how": "in place"}
         started = time.perf_counter()
         try:
-            lost = await context.restore(record, run.points[position] or None)
-        except BackendError as error:
+            _, lost = await service.restore(runtime_id, run.points[position])
+        except DittoError as error:
             outcome.update(wrong=[f"restore failed: {error}"[:300]], declared=[], uncomparable=[])
         else:
             outcome["seconds"] = time.perf_counter() - started
             declared = {entry.name for entry in lost} | run.lost_at.get(position, set())
-            restored = await self._json(kernel_id, SNAPSHOT)
+            restored = await self._json(self._kernel(service, runtime_id), SNAPSHOT)
             outcome.update(compare(run.live[position], restored, declared))
+        run.restores.append(outcome)
+
+    async def _checkout_ours(self, service: RuntimeService, position: int, run: EngineRun) -> None:
+        """Check the state of `position` out into a new runtime (a fresh kernel), then close it."""
+        outcome: dict[str, Any] = {"position": position, "how": "fresh kernel"}
+        try:
+            child = await service.checkout(run.points[position])
+        except DittoError as error:
+            outcome.update(wrong=[f"checkout failed: {error}"[:300]], declared=[], uncomparable=[])
+        else:
+            declared = {entry.name for entry in child.unrestorable} | run.lost_at.get(
+                position, set()
+            )
+            restored = await self._json(self._kernel(service, child.runtime.runtime_id), SNAPSHOT)
+            outcome.update(compare(run.live[position], restored, declared))
+            await service.close(child.runtime.runtime_id, discard=True)
         run.restores.append(outcome)
 
     async def _checkout_kishu(
@@ -373,6 +389,9 @@ async def main() -> None:
         await bench.host.shutdown_all()
         shutil.rmtree(WORK, ignore_errors=True)
     load = f"{start_load} at the start, {_load()} at the end (2 cores)"
+    dump = os.environ.get("BENCH_NOTEBOOKS_DUMP")
+    if dump:  # the raw figures, to compare two runs (before and after a change) side by side
+        Path(dump).write_text(json.dumps([dataclasses.asdict(run) for run in runs], default=str))
     body = report(runs, time.perf_counter() - started, bench.in_kernel_timing, load)
     print(body)
     if len(chosen) < len(NOTEBOOKS):

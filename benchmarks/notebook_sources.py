@@ -63,19 +63,40 @@ SCIKIT_LEARN = Sdist(
 
 @dataclass(frozen=True)
 class NotebookSource:
-    """One tutorial: where it comes from and the short name the tables use."""
+    """One notebook: a tutorial, or a long session of several run one after another in one
+    kernel (a gallery folder worked through); where it comes from and its short name."""
 
     name: str
     sdist: Sdist
-    path: str  # inside the sdist
+    path: str  # inside the sdist: the one script, or the folder of a session's scripts
+    session: tuple[str, ...] = ()  # a session's scripts (file names in `path`), in order
 
     @property
-    def script(self) -> Path:
-        return WORK / self.sdist.top / self.path
+    def scripts(self) -> list[Path]:
+        folder = WORK / self.sdist.top / self.path
+        return [folder / name for name in self.session] if self.session else [folder]
+
+    @property
+    def members(self) -> list[str]:
+        """The archive members this notebook is made of."""
+        inside = [f"{self.path}/{name}" for name in self.session] if self.session else [self.path]
+        return [f"{self.sdist.top}/{member}" for member in inside]
 
     @property
     def origin(self) -> str:
-        return f"{self.sdist.package} {self.sdist.version} `{self.path}`"
+        where = f"{self.sdist.package} {self.sdist.version} `{self.path}`"
+        return f"{where}, {len(self.session)} examples in turn" if self.session else where
+
+
+def _scripts(names: str, prefix: str = "plot_") -> tuple[str, ...]:
+    """sphinx-gallery file names from their stems (`prefix` is added after any folder)."""
+    return tuple(
+        f"{folder}{prefix}{stem}.py"
+        for folder, stem in (
+            (name.rpartition("/")[0] + "/" if "/" in name else "", name.rpartition("/")[2])
+            for name in names.split()
+        )
+    )
 
 
 NOTEBOOKS = [
@@ -110,6 +131,72 @@ NOTEBOOKS = [
     ),
     NotebookSource(
         "skl-pipeline-display", SCIKIT_LEARN, "examples/miscellaneous/plot_pipeline_display.py"
+    ),
+    # Long sessions (issue 25): a gallery folder worked through in one kernel, 50+ cells, 100+
+    # variables, fitted models and every figure left open (the examples use n_jobs=1).
+    NotebookSource(
+        "skl-linear-models-session",
+        SCIKIT_LEARN,
+        "examples/linear_model",
+        _scripts(
+            "ard bayesian_ridge_curvefit lasso_and_elasticnet lasso_lars_ic logistic_path"
+            " multi_task_lasso_support nnls ols_ridge polynomial_interpolation"
+            " quantile_regression ridge_path theilsen huber_vs_ridge sgd_iris"
+        ),
+    ),
+    NotebookSource(
+        "skl-model-selection-session",
+        SCIKIT_LEARN,
+        "examples/model_selection",
+        _scripts(
+            "confusion_matrix cv_indices cv_predict det grid_search_digits likelihood_ratios"
+            " precision_recall roc_crossval underfitting_overfitting"
+            " successive_halving_iterations nested_cross_validation_iris"
+        ),
+    ),
+    NotebookSource(
+        "skl-gaussian-mixture-session",
+        SCIKIT_LEARN,
+        "examples",
+        _scripts(
+            "gaussian_process/gpr_noisy_targets gaussian_process/gpr_prior_posterior"
+            " gaussian_process/gpr_noisy gaussian_process/compare_gpr_krr mixture/gmm_selection"
+            " mixture/gmm_covariances mixture/gmm_pdf mixture/gmm mixture/gmm_init"
+            " covariance/covariance_estimation covariance/lw_vs_oas"
+        ),
+    ),
+    NotebookSource(
+        "skl-ensemble-session",
+        SCIKIT_LEARN,
+        "examples/ensemble",
+        _scripts(
+            "adaboost_multiclass isolation_forest monotonic_constraints voting_decision_regions"
+            " voting_regressor feature_transformation adaboost_regression"
+            " random_forest_regression_multioutput random_forest_embedding adaboost_twoclass"
+            " gradient_boosting_quantile"
+        ),
+    ),
+    NotebookSource(
+        "skl-clustering-session",
+        SCIKIT_LEARN,
+        "examples/cluster",
+        _scripts(
+            "affinity_propagation dbscan kmeans_digits mean_shift mini_batch_kmeans"
+            " segmentation_toy ward_structured_vs_unstructured"
+            " feature_agglomeration_vs_univariate_selection linkage_comparison hdbscan"
+        ),
+    ),
+    NotebookSource(
+        "mpl-statistics-session",
+        MATPLOTLIB,
+        "galleries/examples/statistics",
+        _scripts(
+            "boxplot boxplot_color boxplot_demo bxp confidence_ellipse curve_error_band"
+            " errorbar errorbar_features errorbar_limits_simple errorbars_and_boxes hist"
+            " histogram_bihistogram histogram_cumulative histogram_multihist"
+            " histogram_normalization psd_demo violinplot xcorr_acorr_demo",
+            prefix="",
+        ),
     ),
 ]
 
@@ -151,8 +238,9 @@ def unpack(sources: list[NotebookSource]) -> None:
     """Extract the chosen scripts from their archives (each archive read once)."""
     wanted: dict[Sdist, set[str]] = {}
     for source in sources:
-        if not source.script.exists():
-            wanted.setdefault(source.sdist, set()).add(f"{source.sdist.top}/{source.path}")
+        for script, member in zip(source.scripts, source.members, strict=True):
+            if not script.exists():
+                wanted.setdefault(source.sdist, set()).add(member)
     for sdist, members in wanted.items():
         with tarfile.open(fetch(sdist)) as archive:
             found = [m for m in archive.getmembers() if m.name in members]
@@ -194,7 +282,10 @@ def cells(script: Path) -> list[str]:
 def prepare(sources: list[NotebookSource]) -> dict[str, list[str]]:
     """Every notebook's cells, fetching and unpacking what is missing."""
     unpack(sources)
-    return {source.name: cells(source.script) for source in sources}
+    return {
+        source.name: [cell for script in source.scripts for cell in cells(script)]
+        for source in sources
+    }
 
 
 def clear() -> None:

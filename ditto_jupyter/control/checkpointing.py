@@ -8,9 +8,10 @@ transaction. When the store refuses, a snapshot taken for it is discarded.
 "No cell ran since the last checkpoint" is judged per kernel process: the kernel's handle,
 the process the capture reports (`kernel_process`, drawn when the kernel process starts)
 and its execution count (`run_mark`), never a count compared across kernels or across a
-restart of one kernel. Only then is a clean backend's last snapshot reused; with `fresh`
-(pause, close), a local workspace, which the kernel and its threads write directly, is
-snapshotted anew anyway.
+restart of one kernel. Only then is a clean remote backend's last snapshot reused. A local
+workspace is snapshotted anew every time (incrementally: unchanged files by their stat):
+the kernel, its threads and subprocesses, a terminal and JupyterLab's file editor all write
+it directly, and a cell run without history (nbval, some clients) leaves the count as is.
 
 A pause (`seal`) fences the context before it captures and seals it once the snapshot is
 taken, before the store writes: a cell that ran meanwhile gives the pause up (SessionBusy,
@@ -70,6 +71,7 @@ def run_mark(handle_state: Mapping[str, Any], capture: ContextCapture) -> dict[s
         "context": context,
         "process": capture.kernel_process,
         "execution_count": capture.execution_count,
+        "cells_run": capture.cells_run,
     }
 
 
@@ -134,7 +136,6 @@ class Checkpointing:
         metadata: dict[str, Any] | None,
         precaptured: ContextCapture | None,
         *,
-        fresh: bool = False,
         automatic: AutoCheckpointCell | None = None,
         seal: bool = False,
         pause: bool = False,
@@ -143,7 +144,7 @@ class Checkpointing:
 
         The caller holds the runtime's operation slot. When the store refuses the new
         records, a snapshot taken for them is discarded and the store is unchanged.
-        `fresh`: a local workspace gets a new snapshot even when no cell ran. `seal` (a
+        `seal` (a
         pause the server captures): the context is fenced before its capture and sealed
         before the store writes; SessionBusy, and nothing recorded, when a cell ran since.
         With an object store, the blobs are uploaded before the records are written when
@@ -163,7 +164,7 @@ class Checkpointing:
                 if fencing:
                     await parts.context.fence(session)
                 checkpoint, session = await self._take_checkpoint(
-                    session, name, metadata, precaptured, fresh=fresh, automatic=automatic
+                    session, name, metadata, precaptured, automatic=automatic
                 )
                 ref = checkpoint.backend_ref
                 work.undo_with(
@@ -251,14 +252,13 @@ class Checkpointing:
         metadata: dict[str, Any] | None,
         precaptured: ContextCapture | None,
         *,
-        fresh: bool,
         automatic: AutoCheckpointCell | None,
     ) -> tuple[RuntimeCheckpoint, SessionRecord]:
         """Capture context and backend; nothing is written to the store here.
 
-        The backend's last snapshot is reused only when it is clean and this same kernel
-        has run no cell since the last checkpoint; with `fresh`, a local workspace (which
-        the kernel and its threads write directly) is snapshotted anyway.
+        A remote backend's last snapshot is reused only when it is clean and this same
+        kernel process has run no cell since the last checkpoint; a local workspace is
+        snapshotted anew (see the module docstring).
         """
         parts = self.parts
         capture = precaptured or await parts.context.capture(session)
@@ -268,7 +268,7 @@ class Checkpointing:
         ref: BackendCheckpointRef | None = None
         if backend is not None:
             ran_code = mark is None or session.handle_state.get(_CHECKPOINTED_RUN) != mark
-            if ran_code or (fresh and backend.local_path is not None):
+            if ran_code or backend.local_path is not None:
                 backend.mark_dirty()  # running a cell counts as exec for dirty tracking
             ref = await parts.backends.checkpoint_backend(runtime_id=session.session_id)
         handle_state = without_bookkeeping(session.handle_state)

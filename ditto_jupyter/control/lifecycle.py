@@ -344,7 +344,6 @@ class Lifecycle:
                 name or PAUSE_CHECKPOINT_NAME,
                 metadata,
                 precaptured,
-                fresh=True,
                 seal=True,
                 pause=True,  # the node may be gone when it resumes: in the object store first
             )
@@ -377,7 +376,7 @@ class Lifecycle:
             if live and not discard:
                 try:
                     checkpoint, session = await self.checkpointing.checkpoint_live(
-                        runtime_id, CLOSE_CHECKPOINT_NAME, None, None, fresh=True
+                        runtime_id, CLOSE_CHECKPOINT_NAME, None, None
                     )
                 except Exception as error:
                     refused = close_refused(runtime_id, error)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import sys
 from typing import Any
 
 _FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
@@ -42,6 +43,9 @@ def dispatch_call(request_json: str) -> CallResult:
     if not isinstance(args, dict):
         raise TypeError("kernel call arguments must be a JSON object")
     module_name, _, name = function.partition(":")
+    journal = sys.modules.get("ditto_jupyter.kernel.capture.journal")
+    if journal is not None:  # code no cell showed runs: the change journal must know
+        journal.note_kernel_call(function)
     target = getattr(importlib.import_module(module_name), name)
     try:
         return CallResult(target(**args))

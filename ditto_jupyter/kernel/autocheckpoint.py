@@ -23,13 +23,10 @@ and for a cell that changed the workspace.
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import gc
 import hashlib
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,9 +40,12 @@ from ditto_jupyter.kernel.capture.capturing import (
     capture_with_snapshot,
     snapshot_namespace,
 )
-from ditto_jupyter.kernel.capture.cell_effects import CellEffects
 from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged, forget_chunks
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
+from ditto_jupyter.kernel.capture.journal import QUIET_MAGICS as QUIET_MAGICS
+from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
+from ditto_jupyter.kernel.capture.journal import only_quiet_magics as only_quiet_magics
+from ditto_jupyter.kernel.capture.kernel_entry import changes_since, collection_paused
 from ditto_jupyter.kernel.write_behind import WriteBehind
 
 if TYPE_CHECKING:
@@ -55,8 +55,6 @@ if TYPE_CHECKING:
 DEFAULT_KEEP = 50
 #: The name of the automatic checkpoint of cell `n`.
 NAME_PREFIX = "cell-"
-#: Our magics that change no variable of the kernel (they record, list, branch elsewhere).
-QUIET_MAGICS = frozenset({"autocheckpoint", "checkpoint", "checkpoints", "checkout", "runtimes"})
 #: The most UTF-8 bytes of a cell's source an automatic checkpoint records.
 MAX_SOURCE_BYTES = 64 * 1024
 
@@ -71,34 +69,6 @@ class MagicsHost(Protocol):
     def control(self) -> RuntimeControl: ...
 
     last_manifest: str | None
-
-
-def only_quiet_magics(python: str) -> bool:
-    """Whether a cell (as Python) is nothing but magics of ours that change no variable
-    (`QUIET_MAGICS`): it reaches nothing, and is no reason to look for unseen code."""
-    if "run_line_magic" not in python:  # no line magic at all (most cells): no parse
-        return False
-    try:
-        body = ast.parse(python).body
-    except SyntaxError:
-        return False
-
-    def quiet(statement: ast.stmt) -> bool:
-        call = statement.value if isinstance(statement, ast.Expr) else None
-        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
-            return False
-        shell = call.func.value
-        name = call.args[0] if call.args else None
-        return (
-            call.func.attr == "run_line_magic"
-            and isinstance(shell, ast.Call)
-            and isinstance(shell.func, ast.Name)
-            and shell.func.id == "get_ipython"
-            and isinstance(name, ast.Constant)
-            and name.value in QUIET_MAGICS
-        )
-
-    return bool(body) and all(quiet(statement) for statement in body)
 
 
 def checkpoint_name(execution_count: int) -> str:
@@ -135,25 +105,6 @@ def workspace_fingerprint(root: Path) -> bytes:
     return digest.digest()
 
 
-@contextlib.contextmanager
-def collection_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block (it runs at the next allocation after).
-
-    A capture allocates thousands of short-lived objects (pickler memos, manifests); each
-    700 of them would start a collection of the young generation, now and then of all
-    generations, which in a kernel with pandas loaded walks hundreds of thousands of objects
-    while the cell waits. Refcounting frees the temporaries as before; what survives is
-    looked at once, afterwards.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _stored_count(result: Any) -> int | None:
     """The execution count of a cell run with history; None for one run without."""
     info = getattr(result, "info", None)
@@ -182,7 +133,6 @@ class AutoCheckpointer:
         self._unstored = 0  # cells run without history (nbval) since the last stored one
         self._base: CaptureBase | None = None  # the last capture, for the next incremental one
         self._write_failed = False  # a write-behind failed: the next capture is whole
-        self.effects = CellEffects()
         self.writer = WriteBehind("ditto-autocheckpoint")
         self._undetached: NamespaceSnapshot | None = None  # the last one, maybe not copied
         shell.events.register("post_run_cell", self._count_cell)
@@ -203,7 +153,6 @@ class AutoCheckpointer:
         """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
         self.flush()
         self._base = None  # cells run while off are not followed: start afresh
-        self.effects.expect_unseen_code()  # nor is the code they define
         if self.enabled:
             self.shell.events.unregister("pre_run_cell", self._before_cell)
             self.shell.events.unregister("post_run_cell", self.after_cell)
@@ -250,7 +199,7 @@ class AutoCheckpointer:
         source = info.raw_cell if isinstance(info.raw_cell, str) else ""
         try:
             with collection_paused():
-                self._checkpoint_cell(count, source, failed=not result.success)
+                self._checkpoint_cell(count, source, result, failed=not result.success)
         except DittoError as error:
             print(f"ditto: autocheckpoint: {error.code}: {error.message}", file=sys.stderr)
         except Exception as error:  # the hook never turns a cell into a traceback
@@ -259,23 +208,23 @@ class AutoCheckpointer:
                 file=sys.stderr,
             )
 
-    def _checkpoint_cell(self, count: int, source: str, *, failed: bool) -> None:
+    def _checkpoint_cell(self, count: int, source: str, result: Any, *, failed: bool) -> None:
         base, self._base = self._base, None  # used once: a failure below leaves none
         control = self.host.control
         fingerprint = self._fingerprint(control)
         workspace_changed = self.sandbox_ran or fingerprint != self._last_fingerprint
         namespace = self.host.namespace
         blobs = open_blob_store(control.blob_root)
+        journal = self._journal(namespace)
         if base is not None and not base.usable():  # restored since: values changed in place
-            self.effects.expect_unseen_code()  # and notebook code no cell showed may be back
+            journal.effects.expect_unseen_code()  # and notebook code no cell showed may be back
             base = None
         if self._write_failed:
             base = None
-        # every cell is read, even one captured whole: what it defines is known later
-        # (a cell of our quiet magics reaches nothing: read as empty, so no "anything")
-        python = self._python_of(source)
-        read = "" if only_quiet_magics(python) else python
-        touched = self.effects.touched_by(read, namespace)
+        # every cell is journaled, even one captured whole: what it defines is known later
+        journal.take_cell(result)
+        touched, reached, foreign = changes_since(journal, base)
+        mark = journal.serial
         name = checkpoint_name(count)
         cell = automatic_cell(count, source, failed)
         if base is not None and touched is not None and not workspace_changed:
@@ -285,6 +234,8 @@ class AutoCheckpointer:
                 runtime_id=control.runtime_id,
                 base=base,
                 touched=touched,
+                figures_reached=reached,
+                mark=mark,
                 defer=True,
             )
             if snapshot.base is not None and snapshot.base.signature == base.signature:
@@ -296,6 +247,8 @@ class AutoCheckpointer:
                 self.skipped += 1
                 return
             self._base = snapshot.base
+            if snapshot.base is not None:
+                snapshot.base.foreign = foreign
             self._taken(name, fingerprint)
             self._undetached = snapshot
             self.writer.submit_when_idle(lambda: self._record_in_background(snapshot, name, cell))
@@ -310,7 +263,11 @@ class AutoCheckpointer:
             runtime_id=control.runtime_id,
             base=base,
             touched=touched,
+            figures_reached=reached,
+            mark=mark,
         )
+        if snapshot.base is not None:
+            snapshot.base.foreign = foreign
         if capture.manifest_id == previous and not workspace_changed:
             self._base = snapshot.base
             self.skipped += 1
@@ -373,18 +330,12 @@ class AutoCheckpointer:
                 snapshot.detach()
         self.writer.start_waiting()
 
-    def _python_of(self, source: str) -> str:
-        """The cell as Python (IPython's transformation: magics become calls): the one the
-        history stored for it, or the cell transformed again (a cell run without history)."""
-        history = getattr(self.shell, "history_manager", None)
-        raw = getattr(history, "input_hist_raw", None)
-        parsed = getattr(history, "input_hist_parsed", None)
-        if isinstance(raw, list) and isinstance(parsed, list) and len(raw) == len(parsed) > 0:
-            last = parsed[-1]
-            if raw[-1] == source.rstrip("\n") and isinstance(last, str):
-                return last
-        transformed = self.shell.transform_cell(source)
-        return transformed if isinstance(transformed, str) else source
+    def _journal(self, namespace: dict[str, Any]) -> ChangeJournal:
+        """The change journal of this kernel's shell (attached on first use)."""
+        journal = journal_of(namespace)
+        if journal is None:
+            raise RuntimeError("autocheckpoint runs only in the shell whose namespace it saves")
+        return journal
 
     def _prune(self) -> None:
         result = self.host.control.prune_automatic(self.keep)

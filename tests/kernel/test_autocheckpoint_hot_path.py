@@ -12,11 +12,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from ditto_jupyter.kernel.autocheckpoint import (
-    AutoCheckpointer,
     collection_paused,
     only_quiet_magics,
 )
 from ditto_jupyter.kernel.capture import open_blob_store
+from ditto_jupyter.kernel.capture.journal import cell_python
 from ditto_jupyter.kernel.write_behind import QUIET_S, WriteBehind
 
 
@@ -85,8 +85,7 @@ class _Shell:
 
 
 def _python_of(shell: _Shell, source: str) -> str:
-    host: Any = SimpleNamespace(namespace={}, control=None, last_manifest=None)
-    return AutoCheckpointer(host, shell)._python_of(source)
+    return cell_python(shell, source)
 
 
 def test_the_cell_as_python_comes_from_the_history_when_it_stored_this_cell() -> None:

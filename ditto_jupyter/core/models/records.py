@@ -98,6 +98,8 @@ class ContextCapture(StrictModel):
     bytes_written: int = Field(default=0, ge=0)
     unrestorable: list[UnrestorableValue] = Field(default_factory=list)
     execution_count: int | None = Field(default=None, ge=0)
+    #: Cells the kernel ran, with or without history (the execution count moves only with).
+    cells_run: int | None = Field(default=None, ge=0)
     #: The kernel process that was captured (drawn when it started; a restart draws anew).
     kernel_process: str | None = None
 

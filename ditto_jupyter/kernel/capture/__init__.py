@@ -12,15 +12,20 @@ kernel-namespace manifest (`manifest`):
   unchanged value pickles to the same bytes;
 - `manifest`: the manifest's format; a large namespace's components go in content-addressed
   parts, so a small change writes one part;
-- `pyplot_state`: pyplot's open figures, their numbers and the current one;
+- `pyplot_state`: pyplot's open figures, their numbers and the current one; `pods`: each
+  open figure pickled in a stream of its own, which other streams refer into, so an
+  unchanged figure is kept as stored; `figure_watch`: which figures changed since a capture
+  (matplotlib's stale marks);
 - `chunks`: out-of-band buffers stored as fixed-size chunks by BLAKE3 name, an XXH3 memo so
   an unchanged buffer is never re-hashed or re-written, and one filesystem sync per capture;
 - `capturing` / `restoring`: `capture_namespace` and `restore_namespace` (a restore checks
   everything before it touches the namespace, and patches big live arrays in place);
   `snapshot_namespace` is a capture's first half, which reads the live namespace, and can
   leave writing to another thread;
-- `cell_effects` / `incremental`: for `%autocheckpoint`, the names a cell's code can have
-  touched, and a capture that pickles only those (with their alias groups) again;
+- `cell_effects` / `journal` / `incremental` / `planning`: the names a cell's code can have
+  touched, the journal of everything that ran in the kernel since a capture, and a capture
+  that pickles only what may have changed (with its alias groups and pods) again, for
+  `%autocheckpoint`, `%checkpoint` and the server's captures alike;
 - `kernel_entry`: the functions a kernel host calls inside a kernel (`kernel_capture`,
   `kernel_restore`, `warm_up`, `last_timing`) and the kernel's own `open_blob_store`.
 
@@ -51,6 +56,7 @@ from ditto_jupyter.kernel.capture.manifest import (
 from ditto_jupyter.kernel.capture.pickling import LARGE_STREAM, OUT_OF_BAND_MIN
 from ditto_jupyter.kernel.capture.pickling import _live_namespace as _live_namespace
 from ditto_jupyter.kernel.capture.pickling import _make_function as _make_function
+from ditto_jupyter.kernel.capture.pickling import _pod_object as _pod_object
 from ditto_jupyter.kernel.capture.pickling import _set_function_state as _set_function_state
 from ditto_jupyter.kernel.capture.restoring import MMAP_MIN, restore_namespace
 from ditto_jupyter.kernel.capture.rules import IPYTHON_NAMES, is_state_name

@@ -20,18 +20,15 @@ import orjson
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
 from ditto_jupyter.core.models import ContextCapture, UnrestorableValue
-from ditto_jupyter.kernel.capture import pyplot_state
-from ditto_jupyter.kernel.capture.atoms import Atoms
+from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.chunks import (
     ChunkWriter,
     forget_chunks,
     knows_manifest,
     remember_manifest,
 )
-from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
+from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.manifest import (
-    BUFFER_BYTES,
-    BUFFER_PICKLE,
     MANIFEST_KIND,
     MANIFEST_VERSION,
     load_manifest,
@@ -39,20 +36,10 @@ from ditto_jupyter.kernel.capture.manifest import (
     split_into_parts,
     uses_parts,
 )
-from ditto_jupyter.kernel.capture.pickling import (
-    Pickled,
-    components,
-    continue_pickling,
-    identity_ids,
-    pickle_values,
-)
-from ditto_jupyter.kernel.capture.rules import (
-    failure_reason,
-    hidden_names,
-    ipython_shell,
-    is_state_name,
-    type_name,
-)
+from ditto_jupyter.kernel.capture.planning import PYPLOT, CapturePlan
+from ditto_jupyter.kernel.capture.pods import PodConflict, same_figures
+from ditto_jupyter.kernel.capture.rules import hidden_names, ipython_shell, is_state_name
+from ditto_jupyter.kernel.cell_runs import cells_run
 from ditto_jupyter.kernel.process_nonce import KERNEL_PROCESS
 
 
@@ -82,6 +69,8 @@ def capture_with_snapshot(
     runtime_id: str | None = None,
     base: CaptureBase | None = None,
     touched: set[str] | None = None,
+    figures_reached: list[Any] | None = None,
+    mark: int = 0,
 ) -> tuple[NamespaceSnapshot, ContextCapture]:
     """`snapshot_namespace` then `finish`, here and now; the snapshot (whose `base` the next
     incremental capture follows) and the capture. A chunk the memo knew but that was
@@ -94,11 +83,13 @@ def capture_with_snapshot(
             runtime_id=runtime_id,
             base=base,
             touched=touched,
+            figures_reached=figures_reached,
+            mark=mark,
         )
         return snapshot, snapshot.finish()
     except BlobNotFound:
         forget_chunks()
-        snapshot = snapshot_namespace(namespace, blobs, runtime_id=runtime_id)
+        snapshot = snapshot_namespace(namespace, blobs, runtime_id=runtime_id, mark=mark)
         return snapshot, snapshot.finish()
 
 
@@ -110,6 +101,8 @@ def snapshot_namespace(
     runtime_id: str | None = None,
     base: CaptureBase | None = None,
     touched: set[str] | None = None,
+    figures_reached: list[Any] | None = None,
+    mark: int = 0,
     defer: bool = False,
 ) -> NamespaceSnapshot:
     """The first half of a capture: everything that reads the live namespace.
@@ -144,90 +137,79 @@ def snapshot_namespace(
         else:
             values[name] = value
     records_pyplot = pyplot_state.owns_pyplot(namespace)
-    figures = pyplot_state.open_figures() if records_pyplot else []
-    if figures:
-        values[pyplot_state.PYPLOT_FIGURES] = figures
-
-    kept: list[dict[str, Any]] = []
-    kept_ids: list[set[int]] = []
-    kept_held: list[list[object]] = []
-    failed_before: dict[str, UnrestorableValue] = {}
-    recapture = set(values)
-    if base is not None and touched is not None and base.usable():
-        reuse = plan_reuse(base, values, touched, [pyplot_state.PYPLOT_FIGURES])
-        recapture, failed_before = reuse.recapture, reuse.unrestorable
-        kept_indexes = reuse.kept
-        while True:
-            attempt: list[UnrestorableValue] = []
-            chosen = {name: values[name] for name in values if name in recapture}
-            singles, partial, ids = _pickle_singles(namespace, chosen, attempt)
-            held, owners = _identity_objects({**singles, **partial}, ids)
-            reach = {name: found | owners.get(name, set()) for name, found in ids.items()}
-            back = pulled_back(base, kept_indexes, reach)
-            if not back:
-                break
-            kept_indexes = [i for i in kept_indexes if i not in back]
-            for i in back:
-                recapture.update(n for n in base.components[i]["names"] if n in values)
-        unrestorable.extend(attempt)
-        unrestorable.extend(failed_before.values())
-        kept = [base.components[i] for i in kept_indexes]
-        kept_ids = [base.ids[i] for i in kept_indexes]
-        kept_held = [base.held[i] for i in kept_indexes]
-    else:
-        singles, partial, ids = _pickle_singles(namespace, values, unrestorable)
-        held, owners = _identity_objects({**singles, **partial}, ids)
-    groups = components(list(ids), ids)
-    partial.clear()  # kept until grouped: their memos keep the objects whose ids they hold
+    open_figs = pyplot_state.open_figures() if records_pyplot else []
+    incremental = base is not None and touched is not None and base.usable()
+    if open_figs:  # the same figures open: the same value, so an unchanged list is kept
+        same = incremental and base is not None and same_figures(base.pyplot_figures, open_figs)
+        kept_list = base.values.get(PYPLOT) if same and base is not None else None
+        values[PYPLOT] = kept_list if kept_list is not None else open_figs
+    plan = CapturePlan(namespace, values, open_figs, watch_mark=figure_watch.now())
+    following = base if incremental else None
+    try:
+        plan.pickle(following, touched or set(), figures_reached or [])
+    except PodConflict:  # a list or dict shared across a pod's edge: no pods this time
+        plan = CapturePlan(namespace, values, open_figs, watch_mark=plan.watch_mark, pods=False)
+        plan.pickle(following, touched or set(), figures_reached or [])
+    unrestorable.extend(plan.unrestorable)
 
     writer = ChunkWriter(blobs, defer=defer)
-    new_components: list[dict[str, Any]] = []
-    new_ids: list[set[int]] = []
-    new_held: list[list[object]] = []
     try:
-        for group in groups:
-            for names, pickled in _group_pickles(namespace, group, values, singles, unrestorable):
-                new_components.append(_store_component(writer, names, values, pickled))
-                reached = (ids.get(name, set()) | owners.get(name, set()) for name in names)
-                new_ids.append(set().union(*reached))
-                new_held.append([obj for name in names for obj in held.get(name, ())])
+        stored_pods = [
+            plan.store_pod(writer, pod) if pod.component is None else pod.component
+            for pod in plan.pods
+        ]
+        new_components, new_ids, new_held, new_deps, new_figures = plan.store_groups(
+            writer, unrestorable
+        )
     except BaseException:
         writer.abort()  # what it staged goes; the chunks it took will not be written by it
         raise
-    singles.clear()  # release the pickles' memos (they keep temporaries alive)
+    plan.release()
 
     ordered = sorted(
         zip(
-            [*kept, *new_components],
-            [*kept_ids, *new_ids],
-            [*kept_held, *new_held],
+            [*plan.kept, *new_components],
+            [*plan.kept_ids, *new_ids],
+            [*plan.kept_held, *new_held],
+            [*plan.kept_deps, *new_deps],
+            [*plan.kept_figures, *new_figures],
             strict=True,
         ),
-        key=lambda triple: triple[0]["names"][0],
+        key=lambda entry: entry[0]["names"][0],
     )
-    stored_components = [component for component, _, _ in ordered]
+    variables = [entry[0] for entry in ordered]
     failed = sorted(unrestorable, key=lambda u: u.name)
     shell = ipython_shell(namespace)
     count = getattr(shell, "execution_count", None) if shell is not None else None
+    new_pods = [c for pod, c in zip(plan.pods, stored_pods, strict=True) if pod.pickled]
     snapshot = NamespaceSnapshot(
         blobs=blobs,
         writer=writer,
-        components=stored_components,
-        written=new_components,
+        components=[*stored_pods, *variables],
+        written=[*new_pods, *new_components],
         modules=modules,
         namespace_refs=sorted(namespace_refs),
         unrestorable=failed,
         runtime_id=runtime_id,
         records_pyplot=records_pyplot,
         execution_count=count if isinstance(count, int) else None,
+        cells_run=cells_run(shell) if shell is not None else None,
     )
+    for pod, component in zip(plan.pods, stored_pods, strict=True):
+        pod.component, pod.pickled = component, None
     snapshot.base = CaptureBase(
         values=values,
-        components=stored_components,
-        ids=[found for _, found, _ in ordered],
-        held=[objects for _, _, objects in ordered],
+        components=variables,
+        ids=[entry[1] for entry in ordered],
+        held=[entry[2] for entry in ordered],
         unrestorable={u.name: u for u in failed if u.name in values},
         signature=snapshot.signature(),
+        deps=[entry[3] for entry in ordered],
+        figures=[entry[4] for entry in ordered],
+        pods=plan.pods,
+        pyplot_figures=open_figs,
+        mark=mark,
+        watch_mark=plan.watch_mark,
     )
     return snapshot
 
@@ -246,6 +228,7 @@ class NamespaceSnapshot:
     runtime_id: str | None
     records_pyplot: bool
     execution_count: int | None
+    cells_run: int | None
     base: CaptureBase | None = None
 
     def signature(self) -> bytes:
@@ -327,143 +310,6 @@ class NamespaceSnapshot:
             bytes_written=writer.bytes_written + manifest_bytes,
             unrestorable=self.unrestorable,
             execution_count=self.execution_count,
+            cells_run=self.cells_run,
             kernel_process=KERNEL_PROCESS,
         )
-
-
-def _identity_objects(
-    pickles: dict[str, Pickled], ids: dict[str, set[int]]
-) -> tuple[dict[str, list[object]], dict[str, set[int]]]:
-    """For each name, the identity-bearing objects its pickle holds (an incremental capture
-    keeps them alive with the ids it remembers, so no id can be reused by a new object),
-    and the ids of the objects owning the memory of the numpy arrays among them: a view
-    (`g = f[10:20]`) pickles as a copy, so only this shows that writing through it changes
-    `f` (an incremental capture must then take `f` again too)."""
-    numpy = sys.modules.get("numpy")
-    ndarray = numpy.ndarray if numpy is not None else None
-    held: dict[str, list[object]] = {}
-    owners: dict[str, set[int]] = {}
-    for name, pickled in pickles.items():
-        objects = [entry[1] for oid in ids.get(name, ()) if (entry := pickled.memo.get(oid))]
-        held[name] = objects
-        found: set[int] = set()
-        if ndarray is not None:
-            for obj in objects:
-                if isinstance(obj, ndarray) and obj.base is not None:
-                    root = obj
-                    while isinstance(root, ndarray) and root.base is not None:
-                        root = root.base
-                    found.add(id(root))
-                    objects.append(root)
-        owners[name] = found
-    return held, owners
-
-
-#: The names whose pickle took big bytes objects out of band in this process's last capture:
-#: the next one does so in its first pass (pyplot's figures, every checkpoint).
-_EXTRACTED_LAST_TIME: set[str] = set()
-
-
-def _pickle_singles(
-    namespace: dict[str, object],
-    values: dict[str, object],
-    unrestorable: list[UnrestorableValue],
-) -> tuple[dict[str, Pickled], dict[str, Pickled], dict[str, set[int]]]:
-    """Pickle each value alone, but never an object again that an earlier pickle holds (the
-    axes of a figure pyplot holds): a value held by an earlier pickle belongs to its
-    component and is not pickled; a value that reaches such objects is pickled up to them
-    only, which is enough to group it with them (its component's pickle continues the
-    earlier one). pyplot's figures go first, as they hold most of a figure-heavy namespace.
-    Returns the complete pickles, the partial ones, and each name's identity-bearing object
-    ids (valid while the pickles are alive)."""
-    atoms = Atoms(namespace)
-    singles: dict[str, Pickled] = {}
-    partial: dict[str, Pickled] = {}
-    ids: dict[str, set[int]] = {}
-    reached: set[int] = set()  # the identity-bearing objects the pickles so far hold
-    for name in sorted(values, key=lambda n: n != pyplot_state.PYPLOT_FIGURES):
-        value = values[name]
-        if id(value) in reached:  # identity-bearing, held by an earlier pickle: one component
-            ids[name] = {id(value)}
-            continue
-        try:
-            extract = name in _EXTRACTED_LAST_TIME
-            pickled = pickle_values(namespace, [value], reached or None, extract=extract)
-        except Exception as error:
-            reason = failure_reason(error)
-            unrestorable.append(UnrestorableValue(name=name, type=type_name(value), reason=reason))
-            continue
-        ids[name] = identity_ids(pickled, atoms) | pickled.stopped
-        reached.update(ids[name])
-        if pickled.stopped:
-            partial[name] = pickled
-        else:
-            singles[name] = pickled
-    _EXTRACTED_LAST_TIME.difference_update(values)
-    _EXTRACTED_LAST_TIME.update(n for n, p in singles.items() if p.extracted)
-    return singles, partial, ids
-
-
-def _group_pickles(
-    namespace: dict[str, object],
-    group: list[str],
-    values: dict[str, object],
-    singles: dict[str, Pickled],
-    unrestorable: list[UnrestorableValue],
-) -> list[tuple[list[str], Pickled]]:
-    """The pickles that store one alias-connected group: one, continuing the pickle of its
-    first member pickled alone with the others (so nothing is pickled twice that the first
-    already holds); apart, when together they fail (e.g. recursion depth)."""
-    if len(group) == 1:
-        return [(group, singles[group[0]])]
-    first = next(name for name in group if name in singles)
-    rest = [name for name in group if name != first]
-    try:
-        together = continue_pickling(
-            namespace, singles[first], [values[first]], [values[n] for n in rest]
-        )
-    except Exception:
-        return _apart(namespace, group, values, singles, unrestorable)
-    return [([first, *rest], together)]
-
-
-def _apart(
-    namespace: dict[str, object],
-    group: list[str],
-    values: dict[str, object],
-    singles: dict[str, Pickled],
-    unrestorable: list[UnrestorableValue],
-) -> list[tuple[list[str], Pickled]]:
-    """Each name of a group that fails together as its own component (aliasing across them
-    is lost; each value is kept)."""
-    parts: list[tuple[list[str], Pickled]] = []
-    for name in group:
-        try:
-            pickled = singles.get(name) or pickle_values(namespace, [values[name]])
-        except Exception as error:
-            reason = failure_reason(error)
-            unrestorable.append(
-                UnrestorableValue(name=name, type=type_name(values[name]), reason=reason)
-            )
-            continue
-        parts.append(([name], pickled))
-    return parts
-
-
-def _store_component(
-    writer: ChunkWriter, names: list[str], values: dict[str, object], pickled: Pickled
-) -> dict[str, Any]:
-    buffers: list[dict[str, Any]] = []
-    for buffer in pickled.buffers:
-        raw = buffer.raw()
-        stored = writer.store(raw, itemsize=memoryview(buffer).itemsize)
-        buffers.append({"kind": BUFFER_PICKLE, "readonly": raw.readonly, **stored})
-    for kind, obj in pickled.extracted:
-        stored = writer.store(memoryview(obj))
-        buffers.append({"kind": kind, "readonly": kind == BUFFER_BYTES, **stored})
-    return {
-        "names": names,
-        "types": {name: type_name(values[name]) for name in names},
-        "stream": writer.store(memoryview(pickled.stream)),
-        "buffers": buffers,
-    }

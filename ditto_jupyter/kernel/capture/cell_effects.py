@@ -26,8 +26,9 @@ NAMESPACE_GETTERS = frozenset({"globals", "vars", "locals"})
 #: Bare names that run or import code we cannot see (`breakpoint` opens a debugger).
 CODE_RUNNERS = frozenset({"exec", "eval", "compile", "__import__", "importlib", "breakpoint"})
 #: The shell (every magic and `!cmd` becomes `get_ipython().run_*`), the builtins (bare or
-#: imported) that hold all of the above, and the namespace as a module.
-NAMESPACE_HOLDERS = frozenset({"get_ipython", "__builtins__", "builtins", "__main__"})
+#: imported) that hold all of the above, the namespace as a module, and the garbage
+#: collector (`gc.get_objects()` hands out every object).
+NAMESPACE_HOLDERS = frozenset({"get_ipython", "__builtins__", "builtins", "__main__", "gc"})
 #: Every bare name (or imported module) after which a cell can have touched anything.
 DYNAMIC_NAMES = NAMESPACE_GETTERS | CODE_RUNNERS | NAMESPACE_HOLDERS
 
@@ -43,10 +44,11 @@ DYNAMIC_ATTRIBUTES = NAMESPACE_ATTRIBUTES | SHELL_ATTRIBUTES
 ATTRIBUTE_BUILTINS = frozenset({"getattr", "setattr", "delattr"})
 
 #: Modules with "current object" state that code anywhere can change without naming the
-#: variable that holds the object: pyplot's current figure and axes (`plt.title()`,
-#: `df.plot()` and seaborn all draw on them), logging's loggers (`getLogger(name)`). While
-#: the module is imported, every variable holding an object of its package is touched.
-SHARED_STATE_MODULES = {"matplotlib.pyplot": "matplotlib", "logging": "logging"}
+#: variable that holds the object: logging's loggers (`getLogger(name)`). While the module
+#: is imported, every variable holding an object of its package is touched. pyplot's current
+#: figure (`plt.title()`, `df.plot()` and seaborn draw on it) is the journal's to follow,
+#: figure by figure (`journal`, `figure_watch`).
+SHARED_STATE_MODULES = {"logging": "logging"}
 #: How many elements of a list, tuple, dict or object array are looked at for such objects
 #: (`fig, axes = plt.subplots(2, 2)` keeps the axes in an object array).
 CONTAINER_SCAN_LIMIT = 1000
@@ -110,6 +112,11 @@ def _is_trusted_file(file: str) -> bool:
     """Whether a module file lives under the stdlib or site-packages (symlinks resolved)."""
     real = os.path.realpath(file)
     return any(real.startswith(root + os.sep) for root in _TRUSTED_ROOTS)
+
+
+def is_trusted_file_name(file: str) -> bool:
+    """Whether a code file (a coroutine's, a function's) is of the stdlib or site-packages."""
+    return _is_trusted_file(file)
 
 
 def _from_untrusted_module(module_name: object) -> bool:

@@ -51,6 +51,18 @@ class CaptureBase:
     unrestorable: dict[str, UnrestorableValue]
     signature: bytes
     generation: int = field(default_factory=current_generation)
+    #: Per component: the pods it refers to, and the figures it holds (watched).
+    deps: list[set[str]] = field(default_factory=list)
+    figures: list[list[Any]] = field(default_factory=list)
+    #: pyplot's figures as pods (`pods.Pod`, pyplot's order), and its open figures.
+    pods: list[Any] = field(default_factory=list)
+    pyplot_figures: list[tuple[int, Any]] = field(default_factory=list)
+    #: The change journal's serial and `figure_watch`'s when this capture was taken.
+    mark: int = 0
+    watch_mark: int = 0
+    #: Whether code ran behind the cells' back when it was taken (a thread, a task): the
+    #: next capture cannot follow it.
+    foreign: bool = False
 
     def usable(self) -> bool:
         """Whether no restore has happened since this capture."""
@@ -67,18 +79,27 @@ class Reuse:
 
 
 def plan_reuse(
-    base: CaptureBase, values: dict[str, object], touched: Iterable[str], always: Iterable[str]
+    base: CaptureBase,
+    values: dict[str, object],
+    touched: Iterable[str],
+    always: Iterable[str],
+    dirty_components: Iterable[int] = (),
 ) -> Reuse:
     """Which of `base`'s components stay: none with a member that is touched, new, rebound
-    or gone, or in `always`."""
+    or gone, or in `always`, nor any of `dirty_components` (by index)."""
     dirty = {name for name in touched if name in values or name in base.values}
     dirty.update(always)
     for name, value in values.items():
         if name not in base.values or base.values[name] is not value:
             dirty.add(name)
     dirty.update(name for name in base.values if name not in values)
+    dropped = set(dirty_components)
+    for i in dropped:
+        dirty.update(n for n in base.components[i]["names"] if n in values)
     kept = [
-        i for i, c in enumerate(base.components) if not any(name in dirty for name in c["names"])
+        i
+        for i, c in enumerate(base.components)
+        if i not in dropped and not any(name in dirty for name in c["names"])
     ]
     held = {name for i in kept for name in base.components[i]["names"]}
     unrestorable = {

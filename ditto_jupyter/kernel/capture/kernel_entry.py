@@ -2,17 +2,26 @@
 
 The kernel's own blob store is opened once per process and root, and reused by every later
 checkpoint and restore of that kernel, on every thread (each capture is a bulk write of it).
+Each capture follows the one before it (`capture_following`, the change journal), and runs
+with the garbage collector paused (`collection_paused`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.kernel.capture.capturing import capture_namespace
+from ditto_jupyter.core.models import ContextCapture
+from ditto_jupyter.kernel.capture.capturing import capture_with_snapshot
+from ditto_jupyter.kernel.capture.incremental import CaptureBase
+from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
+from ditto_jupyter.kernel.capture.pickling import dumps_so_far
 from ditto_jupyter.kernel.capture.restoring import restore_namespace
 from ditto_jupyter.kernel.capture.rules import ipython_shell
 from ditto_jupyter.kernel.write_behind import flush_all
@@ -50,27 +59,101 @@ def warm_up(blob_root: str) -> bool:
 
 
 _last_timing: dict[str, float] = {}
+#: The last capture of each namespace taken through `capture_following` (by id; the base
+#: holds the namespace's values, the namespace itself is checked to be the same dict).
+_bases: dict[int, tuple[dict[str, object], CaptureBase]] = {}
+
+
+def capture_following(
+    namespace: dict[str, object],
+    blobs: BlobStore,
+    *,
+    previous_manifest_id: str | None = None,
+    runtime_id: str | None = None,
+) -> ContextCapture:
+    """Capture `namespace`, following the last capture of it taken here: what the change
+    journal cannot vouch for is pickled again, the rest kept as stored (whole the first
+    time, after a restore, when code ran that no cell showed, outside IPython)."""
+    journal = journal_of(namespace)
+    held = _bases.pop(id(namespace), None)
+    base = held[1] if held is not None and held[0] is namespace else None
+    touched, reached, foreign = changes_since(journal, base)
+    mark = journal.serial if journal is not None else 0
+    snapshot, capture = capture_with_snapshot(
+        namespace,
+        blobs,
+        previous_manifest_id=previous_manifest_id,
+        runtime_id=runtime_id,
+        base=base,
+        touched=touched,
+        figures_reached=reached,
+        mark=mark,
+    )
+    if journal is not None and snapshot.base is not None:
+        snapshot.base.foreign = foreign
+        _bases[id(namespace)] = (namespace, snapshot.base)
+    return capture
+
+
+def changes_since(
+    journal: ChangeJournal | None, base: CaptureBase | None
+) -> tuple[set[str] | None, list[Any], bool]:
+    """What may have changed since `base` by the journal: the names (None: anything), the
+    figures pyplot made current, and whether code runs behind the cells' back now."""
+    if journal is None:
+        return None, [], False
+    foreign = journal.foreign_activity()
+    if base is None or not base.usable() or base.foreign or foreign:
+        return None, [], foreign
+    touched, reached = journal.since(base.mark)
+    return touched, reached, foreign
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (it runs at the next allocation after).
+
+    A capture allocates thousands of short-lived objects (pickler memos, manifests); each
+    700 of them would start a collection of the young generation, now and then of all
+    generations, which in a kernel with pandas loaded walks hundreds of thousands of objects
+    while the cell waits. Refcounting frees the temporaries as before; what survives is
+    looked at once, afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def last_timing() -> dict[str, float]:
-    """Seconds the last kernel_capture / kernel_restore of this kernel took inside it."""
+    """Seconds the last kernel_capture / kernel_restore of this kernel took inside it, and
+    how many pickles the last capture made (`pickles`: streams, each value or pod one)."""
     return dict(_last_timing)
 
 
 def kernel_capture(
     blob_root: str, previous_manifest_id: str | None = None, runtime_id: str | None = None
 ) -> dict[str, Any]:
-    """Capture this kernel's namespace for `runtime_id`; the ContextCapture as JSON."""
+    """Capture this kernel's namespace for `runtime_id`; the ContextCapture as JSON.
+
+    It follows the capture before it (`capture_following`): only what the cells since can
+    have changed is pickled again."""
     started = time.perf_counter()
     namespace = _user_namespace()
     flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
-    result = capture_namespace(
-        namespace,
-        open_blob_store(blob_root),
-        previous_manifest_id=previous_manifest_id,
-        runtime_id=runtime_id,
-    )
+    pickles = dumps_so_far()
+    with collection_paused():
+        result = capture_following(
+            namespace,
+            open_blob_store(blob_root),
+            previous_manifest_id=previous_manifest_id,
+            runtime_id=runtime_id,
+        )
     _last_timing["capture_s"] = time.perf_counter() - started
+    _last_timing["pickles"] = float(dumps_so_far() - pickles)
     shell = ipython_shell(namespace)
     if shell is not None:  # idle: the last finished cell is one before the next count
         result = result.model_copy(update={"execution_count": shell.execution_count - 1})

@@ -28,6 +28,7 @@ import cloudpickle
 from ditto_jupyter.core.blobs import CHUNK_SIZE
 from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.counters import Reducer, counter_reducers
+from ditto_jupyter.kernel.capture.figure_watch import figure_types
 from ditto_jupyter.kernel.capture.lazy_caches import cache_bases
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTEARRAY, BUFFER_BYTES
 
@@ -106,10 +107,46 @@ def _held_elsewhere() -> None:
     raise pickle.UnpicklingError("a pickle that stopped at objects held elsewhere is not stored")
 
 
+_pods_loaded = threading.local()
+
+
+def _pod_object(pod: str, index: int) -> Any:
+    """An object of a pod (a figure pickled in a stream of its own) that another stream
+    refers to: the pod's own unpickled object at that memo index (see `pods`)."""
+    memos = getattr(_pods_loaded, "memos", None)
+    memo = memos.get(pod) if memos is not None else None
+    if memo is None or index not in memo:
+        raise pickle.UnpicklingError(f"{pod} was not loaded before the values that refer to it")
+    return memo[index]
+
+
+@contextmanager
+def loading_pods(memos: dict[str, dict[int, Any]]) -> Iterator[None]:
+    """Streams unpickled inside this block resolve pod references through `memos` (each
+    pod's unpickler memo, by the pod's name), filled in as the pods load."""
+    previous = getattr(_pods_loaded, "memos", None)
+    _pods_loaded.memos = memos
+    try:
+        yield
+    finally:
+        _pods_loaded.memos = previous
+
+
 #: The helpers a pickled notebook function names (see PICKLE_MODULE).
-PICKLED_HELPERS = (_live_namespace, _make_function, _set_function_state)
+PICKLED_HELPERS = (_live_namespace, _make_function, _set_function_state, _pod_object)
 for _helper in PICKLED_HELPERS:
     _helper.__module__ = PICKLE_MODULE
+
+
+#: Every stream this process has pickled (`NamespacePickler.dump` calls): what a capture
+#: pickled is the difference around it (`kernel_entry.last_timing` reports it).
+_dumps = itertools.count()
+_dumped = 0
+
+
+def dumps_so_far() -> int:
+    """How many pickles (dump calls) this process's captures have made."""
+    return _dumped
 
 
 class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
@@ -132,6 +169,21 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         self._special: dict[type, Reducer | None] = {}
         self.stop_at = stop_at
         self.stopped: set[int] = set()
+        #: Objects held by pods pickled before (id -> (pod, memo index)): referred to, not
+        #: pickled again; `pods_used` are the pods this pickle referred to.
+        self.pod_refs: dict[int, tuple[str, int]] | None = None
+        self.pods_used: set[str] = set()
+        #: The matplotlib figures this pickle holds (they are watched for changes), and
+        #: whether one of its artists is animated (its changes are not passed up).
+        self.figures: list[Any] = []
+        self._figure_types = figure_types()
+        self.probe_animated = False
+        self.animated = False
+
+    def dump(self, obj: Any) -> None:
+        global _dumped
+        _dumped = next(_dumps) + 1
+        super().dump(obj)
 
     def _take_buffer(self, buffer: pickle.PickleBuffer) -> bool:
         try:
@@ -144,15 +196,26 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         return False
 
     def reducer_override(self, obj: Any) -> Any:
+        refs = self.pod_refs
+        if refs is not None:
+            hit = refs.get(id(obj))
+            if hit is not None:
+                self.pods_used.add(hit[0])
+                return (_pod_object, hit)
         if self.stop_at is not None and id(obj) in self.stop_at:
             self.stopped.add(id(obj))
             return (_held_elsewhere, ())
-        if type(obj) is types.FunctionType and obj.__globals__ is self.namespace:
+        kind = type(obj)
+        if kind is types.FunctionType and obj.__globals__ is self.namespace:
             return self._main_function_reduce(obj)
         if isinstance(obj, io.IOBase) and not isinstance(obj, (io.StringIO, io.BytesIO)):
             name = getattr(obj, "name", None)
             raise pickle.PicklingError(f"cannot pickle an open file ({name!r})")
-        kind = type(obj)
+        if kind in self._figure_types:
+            self.figures.append(obj)
+        if self.probe_animated and not self.animated:
+            attributes = getattr(obj, "__dict__", None)
+            self.animated = isinstance(attributes, dict) and attributes.get("_animated") is True
         special = self._special.get(kind, _UNKNOWN)
         if special is _UNKNOWN:
             special = self._special[kind] = self._special_reducer(kind)
@@ -259,6 +322,10 @@ class Pickled:
     #: Ids of the objects pickling stopped at (`stop_at`): when any, the stream is partial,
     #: good for grouping only.
     stopped: set[int] = field(default_factory=set)
+    #: The pods it refers to, the figures it holds, whether an artist of them is animated.
+    pods_used: set[str] = field(default_factory=set)
+    figures: list[Any] = field(default_factory=list)
+    animated: bool = False
 
 
 def _holds_big_bytes(memo: dict[int, Any]) -> bool:
@@ -304,6 +371,8 @@ def pickle_values(
     stop_at: set[int] | None = None,
     *,
     extract: bool = False,
+    pod_refs: dict[int, tuple[str, int]] | None = None,
+    probe_animated: bool = False,
 ) -> Pickled:
     """Pickle `values` as one stream, big buffers out of band (raises what pickling raises).
 
@@ -312,27 +381,39 @@ def pickle_values(
     grouping only (those objects and all they hold are in another pickle already).
     With `extract` (the same values needed it last time), big bytes objects are taken out of
     band in the one pass, instead of in a second pass once the first shows they are there.
+    With `pod_refs`, objects that pods pickled before hold are referred to (`_pod_object`);
+    the memo is always the one of the pickler that wrote the stream (a pod's index).
     """
     buffers: list[pickle.PickleBuffer] = []
     out = io.BytesIO()
     kind = ExtractingPickler if extract else NamespacePickler
     pickler = kind(out, namespace, buffers, stop_at)
+    pickler.pod_refs = pod_refs
+    pickler.probe_animated = probe_animated
     pickler.dump(values)
     stream = out.getvalue()
     memo = _flat_memo(values)
     if memo is None:
         memo = pickler.memo.copy()
-    if pickler.stopped:
-        return Pickled(stream, buffers, [], memo, stopped=pickler.stopped)
-    if isinstance(pickler, ExtractingPickler):
-        return Pickled(stream, buffers, pickler.extracted, memo, pickler, out)
-    if len(stream) > LARGE_STREAM and _holds_big_bytes(memo):
+    plain = not pickler.stopped and not isinstance(pickler, ExtractingPickler)
+    if plain and len(stream) > LARGE_STREAM and _holds_big_bytes(memo):
         buffers = []
         out = io.BytesIO()
-        extractor = ExtractingPickler(out, namespace, buffers)
-        extractor.dump(values)
-        return Pickled(out.getvalue(), buffers, extractor.extracted, memo, extractor, out)
-    return Pickled(stream, buffers, [], memo, pickler, out)
+        pickler = ExtractingPickler(out, namespace, buffers)
+        pickler.pod_refs = pod_refs
+        pickler.probe_animated = probe_animated
+        pickler.dump(values)
+        stream = out.getvalue()
+        memo = pickler.memo.copy()
+    extracted = pickler.extracted if isinstance(pickler, ExtractingPickler) else []
+    pickled = Pickled(stream, buffers, extracted, memo, pickler, out)
+    if pickler.stopped:
+        pickled.pickler = pickled.out = None
+        pickled.stopped = pickler.stopped
+    pickled.pods_used = set(pickler.pods_used)
+    pickled.figures = list(pickler.figures)
+    pickled.animated = pickler.animated
+    return pickled
 
 
 def continue_pickling(
@@ -362,8 +443,11 @@ def continue_pickling(
     stream = out.getvalue()
     large = not isinstance(pickler, ExtractingPickler) and len(stream) > LARGE_STREAM
     if large and _holds_big_bytes(pickler.memo.copy()):
-        return pickle_values(namespace, [*first_values, *values])
-    return Pickled(stream, buffers, extracted)
+        return pickle_values(namespace, [*first_values, *values], pod_refs=pickler.pod_refs)
+    together = Pickled(stream, buffers, extracted)
+    together.pods_used = set(pickler.pods_used)
+    together.figures = list(pickler.figures)
+    return together
 
 
 def identity_ids(pickled: Pickled, atoms: Atoms) -> set[int]:

@@ -36,6 +36,7 @@ from ditto_jupyter.kernel.capture.manifest import (
 from ditto_jupyter.kernel.capture.pickling import (
     NamespaceUnpickler,
     Pickled,
+    loading_pods,
     pickle_values,
     restoring_into,
 )
@@ -241,7 +242,8 @@ def restore_namespace(
     staged: dict[str, object] = {}
     figures_before = pyplot_state.managers()
     namespace_replaced()  # values change in place from here: no capture base holds
-    with restoring_into(namespace):
+    pods: dict[str, dict[int, Any]] = {}  # each loaded pod's memo, for the streams after it
+    with restoring_into(namespace), loading_pods(pods):
         for component, stream, buffers in planned:
             in_order: list[Any] = []
             extracted: list[Any] = []
@@ -249,7 +251,11 @@ def restore_namespace(
                 value = plan.apply()
                 (in_order if plan.stored["kind"] == BUFFER_PICKLE else extracted).append(value)
             try:
-                loaded = NamespaceUnpickler(stream, in_order, extracted).load_all(len(stream))
+                unpickler = NamespaceUnpickler(stream, in_order, extracted)
+                loaded = unpickler.load_all(len(stream))
+                if component.get("pod"):  # a figure pod: what later streams refer into
+                    pods[component["names"][0]] = unpickler.memo.copy()
+                    continue
             except Exception as error:  # e.g. a module missing in this kernel
                 for name in component["names"]:
                     unrestorable.append(

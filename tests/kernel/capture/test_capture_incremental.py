@@ -22,6 +22,7 @@ from ditto_jupyter.kernel.capture.capturing import snapshot_namespace
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
 from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged, forget_chunks
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
+from ditto_jupyter.kernel.capture.journal import current_figure
 
 ALIASING_CELLS = [
     "a = [1, 2]\nb = {'list': a}\nc = 'text'",
@@ -49,9 +50,29 @@ def blobs(tmp_path: Path) -> BlobStore:
     return BlobStore(tmp_path / "blobs", durable=False)
 
 
+FIGURE_CELLS = [
+    "import matplotlib.pyplot as plt\nfig, (ax, other) = plt.subplots(1, 2)",
+    "line, = ax.plot([1, 2, 3])",
+    "plt.figure(2)\nplt.hist(np.arange(20), bins=4)",  # a figure only pyplot holds
+    "total = 1 + 1",  # touches no figure: every pod is kept
+    "plt.title('drawn on the current figure')",  # pyplot's current figure, no name
+    "fig",  # shown, not changed
+    "line.set_ydata([3, 2, 1])",  # a setter: figure_watch sees it
+    "ax.lines[0].get_ydata()[0] = 9",  # written in place: the journal names `ax`
+    "plt.gcf().texts.append(plt.gcf().text(0.1, 0.1, 'hi'))",  # via pyplot's current figure
+    "axs = np.array([ax, other], dtype=object)",
+    "plt.figure(3)\nplt.plot([0, 1])\nplt.figure(1)",
+    "texts = fig.texts",  # a list a pod holds: this capture gives up pods
+    "del texts",
+    "plt.close(2)",
+    "other.set_xlim(0, 5)",
+]
+
+
 def walk(cells: list[str], blobs: BlobStore, setup: str = "") -> list[tuple[bytes, bytes, int]]:
     """Run the cells; after each, the incremental and the whole capture's signatures and
-    how many components the incremental one pickled."""
+    how many components the incremental one pickled (the figures the journal would say
+    pyplot made current around the cell are passed as reached, as the journal does)."""
     namespace: dict[str, object] = {"__name__": "__main__", "np": np}
     exec(setup, namespace)
     effects = CellEffects()
@@ -59,9 +80,18 @@ def walk(cells: list[str], blobs: BlobStore, setup: str = "") -> list[tuple[byte
     seen = []
     for cell in cells:
         code = textwrap.dedent(cell)
+        reached = [current_figure()]
         exec(code, namespace)
+        reached.append(current_figure())
         touched = effects.touched_by(code, namespace)
-        incremental = snapshot_namespace(namespace, blobs, base=base, touched=touched, defer=True)
+        incremental = snapshot_namespace(
+            namespace,
+            blobs,
+            base=base,
+            touched=touched,
+            figures_reached=[f for f in reached if f is not None],
+            defer=True,
+        )
         whole = snapshot_namespace(namespace, blobs)
         assert incremental.base is not None and whole.base is not None
         # the same state is the same manifest id, however it was captured (a cell that
@@ -78,8 +108,9 @@ def walk(cells: list[str], blobs: BlobStore, setup: str = "") -> list[tuple[byte
         (ALIASING_CELLS, ""),
         (KISHU_CELLS[:1] + [c.replace("50*2**20", "2**20") for c in KISHU_CELLS[1:]], ""),
         (MIXED_CELLS, "import pandas as pd"),
+        (FIGURE_CELLS, "import matplotlib\nmatplotlib.use('Agg')"),
     ],
-    ids=["aliasing", "kishu", "mixed"],
+    ids=["aliasing", "kishu", "mixed", "figures"],
 )
 def test_each_incremental_capture_says_what_a_whole_one_says(
     cells: list[str], setup: str, blobs: BlobStore

@@ -1,0 +1,367 @@
+"""What may have changed in a kernel since a capture: the change journal of one shell.
+
+A capture that follows another pickles again only what may have changed since (`incremental`).
+The journal says what that is, from everything that ran in the kernel in between:
+
+- every cell, read by `CellEffects` (the names its code can have touched; None: anything);
+- code no cell showed: a silent execute request with code, a user expression or a kernel
+  call that is not ditto's own, a comm message (a widget's callback): anything;
+- pyplot's current figure before and after each cell: `plt.title()`, `df.plot()` and
+  seaborn draw on it without naming it (`figure_watch` sees the rest: every matplotlib
+  setter marks its figure changed);
+- at capture time, code that may still run behind the cells' back: a thread that is not
+  the kernel's own or ditto's, a pending asyncio task running notebook code. Then the next
+  capture is whole too, since that code may run until then.
+
+So a value is kept only when nothing that ran could have reached it; where the journal
+cannot tell, the capture pickles. Outside IPython (a plain dict) there is no journal, and
+every capture is whole.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ditto_jupyter.kernel.capture.cell_effects import CellEffects
+
+#: Kernel calls that change no variable (their module's own bookkeeping aside), and
+#: calls that replace the namespace (a restore: the next capture is whole anyway).
+DITTO_CALL_PREFIX = "ditto_jupyter."
+#: Our magics that change no variable of the kernel (they record, list, branch elsewhere).
+QUIET_MAGICS = frozenset({"autocheckpoint", "checkpoint", "checkpoints", "checkout", "runtimes"})
+#: How many cells the journal remembers; a capture older than that is followed wholly.
+MAX_ENTRIES = 4096
+#: Modules whose threads belong to the kernel itself, and the prefix of ditto's own threads.
+_KERNEL_THREAD_MODULES = ("ipykernel", "IPython", "jupyter_client", "zmq", "tornado", "comm")
+_DITTO_THREAD_PREFIX = "ditto-"
+
+
+def cell_python(shell: Any, source: str) -> str:
+    """A cell as Python (IPython's transformation: magics become calls): the one the history
+    stored for it, or the cell transformed again (a cell run without history)."""
+    history = getattr(shell, "history_manager", None)
+    raw = getattr(history, "input_hist_raw", None)
+    parsed = getattr(history, "input_hist_parsed", None)
+    if isinstance(raw, list) and isinstance(parsed, list) and len(raw) == len(parsed) > 0:
+        last = parsed[-1]
+        if raw[-1] == source.rstrip("\n") and isinstance(last, str):
+            return last
+    transformed = shell.transform_cell(source)
+    return transformed if isinstance(transformed, str) else source
+
+
+def only_quiet_magics(python: str) -> bool:
+    """Whether a cell (as Python) is nothing but magics of ours that change no variable
+    (`QUIET_MAGICS`): it reaches nothing, and is no reason to look for unseen code."""
+    if "run_line_magic" not in python:  # no line magic at all (most cells): no parse
+        return False
+    try:
+        body = ast.parse(python).body
+    except SyntaxError:
+        return False
+
+    def quiet(statement: ast.stmt) -> bool:
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+            return False
+        shell = call.func.value
+        name = call.args[0] if call.args else None
+        return (
+            call.func.attr == "run_line_magic"
+            and isinstance(shell, ast.Call)
+            and isinstance(shell.func, ast.Name)
+            and shell.func.id == "get_ipython"
+            and isinstance(name, ast.Constant)
+            and name.value in QUIET_MAGICS
+        )
+
+    return bool(body) and all(quiet(statement) for statement in body)
+
+
+def shows_one_value(shell: Any, python: str, namespace: Mapping[str, object]) -> bool:
+    """Whether a cell only shows one variable (`fig`, `df`: a bare name) whose display runs
+    no notebook code: its class and every display formatter for it come from installed
+    packages or the standard library, it is no builtin container (whose display shows its
+    elements), and no class of the notebook defines a display method. Showing it then
+    changes nothing a checkpoint keeps (a library's display may fill a cache, as a
+    figure's repr fills its transforms, but the value means the same)."""
+    if not python or len(python) > 200:
+        return False
+    try:
+        body = ast.parse(python).body
+    except SyntaxError:
+        return False
+    if len(body) != 1 or not isinstance(body[0], ast.Expr):
+        return False
+    node = body[0].value
+    if not isinstance(node, ast.Name) or node.id not in namespace:
+        return False
+    value = namespace[node.id]
+    kind = type(value)
+    if kind in _SHOWN_ATOMS:
+        return True
+    if kind in _SHOWN_CONTAINERS or not _trusted_code(kind):
+        return False
+    if any(_displays_itself(other) for other in list(namespace.values())):
+        return False
+    formatter = getattr(shell, "display_formatter", None)
+    for each in getattr(formatter, "formatters", {}).values():
+        try:
+            printer = each.lookup(value)
+        except Exception:  # no printer registered for it: the default display
+            continue
+        if not _trusted_code(printer):
+            return False
+    return True
+
+
+#: Values a bare-name cell shows without running any code but the builtins'; a cell that
+#: names nothing else cannot reach pyplot either.
+_SHOWN_ATOMS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+_ATOMS = _SHOWN_ATOMS
+#: Builtin containers: showing one shows (and runs the display code of) every element.
+_SHOWN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
+_DISPLAY_METHODS = ("__repr__", "__str__", "_repr_html_", "_repr_pretty_", "_repr_mimebundle_")
+
+
+def _trusted_code(obj: object) -> bool:
+    """Whether a class or function comes from a module of the stdlib or site-packages."""
+    module_name = getattr(obj, "__module__", None)
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    from ditto_jupyter.kernel.capture.cell_effects import is_trusted_module
+
+    return module is not None and is_trusted_module(module)
+
+
+def _displays_itself(value: object) -> bool:
+    """Whether `value` is a class of the notebook with a display method of its own."""
+    return (
+        isinstance(value, type)
+        and getattr(value, "__module__", None) == "__main__"
+        and any(name in vars(value) for name in _DISPLAY_METHODS)
+    )
+
+
+@dataclass
+class _Entry:
+    serial: int
+    touched: set[str] | None  # None: anything
+    figures: list[Any] = field(default_factory=list)  # pyplot's current figure around it
+
+
+class ChangeJournal:
+    """The journal of one IPython shell (attach once; `journal_of` finds it)."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.effects = CellEffects()
+        self.serial = 0  # the entries so far; a capture remembers it as its mark
+        self._entries: list[_Entry] = []
+        self._executing = False  # code of an execute request runs (pre_execute came)
+        self._visible = False  # the execution under way is a cell (pre_run_cell came)
+        self._current_before: Any = None
+        self._taken: Any = None  # the last cell result journaled
+
+    # ---- recording -------------------------------------------------------------------
+
+    def record(self, touched: set[str] | None, figures: list[Any] | None = None) -> None:
+        """One more thing ran: the names it can have touched (None: anything)."""
+        self.serial += 1
+        self._entries.append(_Entry(self.serial, touched, figures or []))
+        if len(self._entries) > MAX_ENTRIES:
+            del self._entries[: len(self._entries) - MAX_ENTRIES]
+
+    def anything(self) -> None:
+        """Code ran that no cell showed: anything may have changed."""
+        self.record(None)
+
+    def _pre_execute(self) -> None:
+        self._executing = True  # code runs (an empty request fires post_execute alone)
+        self._visible = False
+
+    def _pre_run_cell(self, info: Any) -> None:
+        self._visible = True
+        self._current_before = current_figure()
+
+    def _post_run_cell(self, result: Any) -> None:
+        self.take_cell(result)
+
+    def take_cell(self, result: Any) -> None:
+        """Journal the cell `result` is of, once (the hook and `%autocheckpoint` both ask)."""
+        if self._taken is result:
+            return
+        self._taken = result
+        info = getattr(result, "info", None)
+        source = getattr(info, "raw_cell", None)
+        namespace = self.shell.user_ns
+        try:
+            python = cell_python(self.shell, source if isinstance(source, str) else "")
+            read = "" if only_quiet_magics(python) else python
+            if shows_one_value(self.shell, read, namespace):
+                touched: set[str] | None = set()
+            else:
+                touched = self.effects.touched_by(read, namespace)
+        except Exception:  # a cell we cannot read could have done anything
+            touched = None
+        figures: list[Any] = []
+        if touched is None or any(
+            type(namespace[n]) not in _ATOMS for n in touched if n in namespace
+        ):
+            # a cell that named more than numbers and strings may have drawn on pyplot's
+            # current figure without naming it (`df.plot()`, seaborn): it counts as reached
+            figures = [f for f in (self._current_before, current_figure()) if f is not None]
+        self._current_before = None
+        self.record(touched, figures)
+
+    def _post_execute(self) -> None:
+        if self._executing and not self._visible:  # silent code: nothing showed it
+            self.anything()
+        self._executing = self._visible = False
+
+    # ---- reading ---------------------------------------------------------------------
+
+    def since(self, mark: int) -> tuple[set[str] | None, list[Any]]:
+        """The names touched since `mark` (None: anything), and the figures pyplot made
+        current around the cells since then."""
+        if mark > self.serial or (self._entries and self._entries[0].serial > mark + 1):
+            return None, []
+        if mark < self.serial and not self._entries:
+            return None, []
+        touched: set[str] = set()
+        figures: list[Any] = []
+        for entry in self._entries:
+            if entry.serial <= mark:
+                continue
+            if entry.touched is None:
+                return None, []
+            touched |= entry.touched
+            figures.extend(entry.figures)
+        return touched, figures
+
+    @staticmethod
+    def foreign_activity() -> bool:
+        """Whether code may run behind the cells' back now (a thread that is not the
+        kernel's or ditto's, a pending task of notebook code): a capture taken now cannot
+        vouch for what changed since the one before, nor can the next one for what changed
+        since this one (a capture's base remembers it: `CaptureBase.foreign`)."""
+        return bool(foreign_threads()) or _notebook_tasks_pending()
+
+
+# ---- the kernel's journal -------------------------------------------------------------
+
+_journals: dict[int, ChangeJournal] = {}
+
+
+def journal_of(namespace: Mapping[str, object]) -> ChangeJournal | None:
+    """The journal of the running shell whose user namespace is `namespace`, attached on
+    first use (None outside IPython); it sees the cells from then on."""
+    shell = _shell_of(namespace)
+    if shell is None:
+        return None
+    journal = _journals.get(id(shell))
+    if journal is None or journal.shell is not shell:
+        journal = _journals[id(shell)] = ChangeJournal(shell)
+        _attach(shell, journal)
+    return journal
+
+
+def _shell_of(namespace: Mapping[str, object]) -> Any:
+    module = sys.modules.get("IPython")
+    if module is None:
+        return None
+    shell = module.get_ipython()
+    if shell is None or getattr(shell, "user_ns", None) is not namespace:
+        return None
+    return shell if hasattr(shell, "events") else None
+
+
+def _attach(shell: Any, journal: ChangeJournal) -> None:
+    """Register the hooks, and watch the ways code reaches the kernel without a cell."""
+    events = shell.events
+    events.register("pre_execute", journal._pre_execute)
+    events.register("pre_run_cell", journal._pre_run_cell)
+    events.register("post_run_cell", journal._post_run_cell)
+    events.register("post_execute", journal._post_execute)
+    original = shell.user_expressions
+
+    def user_expressions(expressions: dict[str, str]) -> Any:
+        if any(not _is_ditto_call(text) for text in (expressions or {}).values()):
+            journal.anything()
+        return original(expressions)
+
+    shell.user_expressions = user_expressions
+    kernel = getattr(shell, "kernel", None)
+    handlers = getattr(kernel, "shell_handlers", None)
+    if isinstance(handlers, dict) and "comm_msg" in handlers:
+        handle = handlers["comm_msg"]
+
+        def comm_msg(*args: Any, **kwargs: Any) -> Any:
+            journal.anything()  # a widget's callbacks run notebook code no cell showed
+            return handle(*args, **kwargs)
+
+        handlers["comm_msg"] = comm_msg
+
+
+def _is_ditto_call(expression: str) -> bool:
+    """Whether a user expression is a kernel call (`dispatch_call`, which journals a call
+    of anything but ditto's own functions itself)."""
+    return expression.startswith("__import__('ditto_jupyter.kernel'")
+
+
+def note_kernel_call(function: str) -> None:
+    """A kernel call is about to run `function` (`module:function`): anything but ditto's
+    own functions is code no cell showed."""
+    if function.startswith(DITTO_CALL_PREFIX):
+        return
+    for journal in _journals.values():
+        journal.anything()
+
+
+# ---- evidence at capture time ---------------------------------------------------------
+
+
+def current_figure() -> Any:
+    """pyplot's current figure (None when pyplot is not imported or holds none)."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return None
+    helpers = sys.modules.get("matplotlib._pylab_helpers")
+    manager = helpers.Gcf.get_active() if helpers is not None else None
+    return getattr(getattr(manager, "canvas", None), "figure", None)
+
+
+def foreign_threads() -> list[threading.Thread]:
+    """Live threads that are neither the kernel's own nor ditto's."""
+    found = []
+    for thread in threading.enumerate():
+        if thread is threading.main_thread() or thread.name.startswith(_DITTO_THREAD_PREFIX):
+            continue
+        target = getattr(thread, "_target", None)
+        module = str(getattr(target, "__module__", None) or type(thread).__module__)
+        if module.split(".")[0] in _KERNEL_THREAD_MODULES:
+            continue
+        found.append(thread)
+    return found
+
+
+def _notebook_tasks_pending() -> bool:
+    """Whether the kernel's event loop has a pending task running code of the notebook (a
+    coroutine whose code is not from an installed package or the standard library)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    from ditto_jupyter.kernel.capture.cell_effects import is_trusted_file_name
+
+    for task in asyncio.all_tasks(loop):
+        code = getattr(task.get_coro(), "cr_code", None)
+        if task.done() or code is None:
+            continue
+        if not is_trusted_file_name(code.co_filename):
+            return True
+    return False

@@ -1,0 +1,453 @@
+"""What one capture pickles, and how: pods first, then the variables, grouped by aliasing.
+
+`CapturePlan.pickle` decides, from the capture before (`incremental.CaptureBase`) and what
+may have changed since (the names the journal says were touched, the figures pyplot made
+current, the figures `figure_watch` saw change), which pods and which alias groups are
+kept as stored and which are pickled again, then pickles those: each figure pod alone,
+then each variable alone but never an object again that an earlier pickle holds (`stop_at`)
+or that a pod holds (a reference into it). Kept streams are neither pickled nor read.
+
+A pod pickled again moves its objects' memo indexes, so every stream that refers to it is
+pickled again too; a variable found to refer to a kept pod (it may have changed the pod's
+objects) makes that pod be pickled again, and the planning starts over (each round pickles
+more, so it ends).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ditto_jupyter.core.models import UnrestorableValue
+from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
+from ditto_jupyter.kernel.capture.atoms import Atoms
+from ditto_jupyter.kernel.capture.chunks import ChunkWriter
+from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
+from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTES, BUFFER_PICKLE
+from ditto_jupyter.kernel.capture.pickling import (
+    Pickled,
+    components,
+    continue_pickling,
+    identity_ids,
+    pickle_values,
+)
+from ditto_jupyter.kernel.capture.pods import (
+    Pod,
+    PodConflict,
+    index_pod,
+    library_containers,
+    pod_name,
+    shares_container,
+)
+from ditto_jupyter.kernel.capture.rules import failure_reason, type_name
+
+PYPLOT = pyplot_state.PYPLOT_FIGURES
+#: The most planning rounds (each pickles more pods again) before giving up on pods.
+MAX_ROUNDS = 8
+
+
+class CapturePlan:
+    """The pickles of one capture: its pods, its kept and its new variable components."""
+
+    def __init__(
+        self,
+        namespace: dict[str, object],
+        values: dict[str, object],
+        open_figures: list[tuple[int, Any]],
+        *,
+        watch_mark: int,
+        pods: bool = True,
+    ) -> None:
+        self.namespace = namespace
+        self.values = values
+        self.open_figures = open_figures
+        self.watch_mark = watch_mark
+        self.use_pods = pods and bool(open_figures)
+        self.atoms = Atoms(namespace)
+        self.pods: list[Pod] = []
+        self.unrestorable: list[UnrestorableValue] = []
+        self.kept: list[dict[str, Any]] = []
+        self.kept_ids: list[set[int]] = []
+        self.kept_held: list[list[object]] = []
+        self.kept_deps: list[set[str]] = []
+        self.kept_figures: list[list[Any]] = []
+        self.singles: dict[str, Pickled] = {}
+        self.partial: dict[str, Pickled] = {}
+        self.ids: dict[str, set[int]] = {}
+        self.held: dict[str, list[object]] = {}
+        self.owners: dict[str, set[int]] = {}
+        self.groups: list[list[str]] = []
+        self.refs: dict[int, tuple[str, int]] = {}
+
+    # ---- deciding and pickling ---------------------------------------------------------
+
+    def pickle(self, base: CaptureBase | None, touched: set[str], reached: list[Any]) -> None:
+        """Pickle what may have changed since `base` (None: everything)."""
+        forced: set[str] = set()
+        for _ in range(MAX_ROUNDS):
+            again = self._round(base, touched, reached, forced)
+            if not again:
+                return
+            forced |= again
+        raise PodConflict("the pods kept changing hands")  # then a capture without pods
+
+    def _round(
+        self, base: CaptureBase | None, touched: set[str], reached: list[Any], forced: set[str]
+    ) -> set[str]:
+        """One planning round; the kept pods found to need pickling again (empty: done)."""
+        self.pods, self.unrestorable = [], []
+        order = [(pod_name(n), f) for n, f in self.open_figures] if self.use_pods else []
+        names = {name for name, _ in order}
+        recapture = set(self.values)
+        dirty_pods = {name for name, _ in order}
+        kept: list[int] = []
+        failed_before: dict[str, UnrestorableValue] = {}
+        old_pods: dict[str, Pod] = {}
+        suspects: set[str] = set()  # values the cells since may have used to reach a pod
+        if base is not None:
+            dirty_pods, kept, recapture, failed_before, old_pods = self._decide(
+                base, touched, reached, order, forced
+            )
+            suspects = {
+                name
+                for name, value in self.values.items()
+                if name != PYPLOT
+                and (name in touched or name not in base.values or base.values[name] is not value)
+            }
+        self._pickle_pods(order, dirty_pods, old_pods)
+        self.refs = {k: v for pod in self.pods for k, v in pod.refs.items()}
+        while True:
+            chosen = {name: self.values[name] for name in self.values if name in recapture}
+            attempt: list[UnrestorableValue] = []
+            self._pickle_singles(chosen, attempt)
+            pickles = {**self.singles, **self.partial}
+            if self.use_pods and any(shares_container(f, self.pods) for f in self.ids.values()):
+                raise PodConflict("a builtin container is shared with a figure")
+            again = {
+                pod
+                for name, p in pickles.items()
+                if name in suspects
+                for pod in p.pods_used
+                if pod not in dirty_pods
+            } & names
+            if again:
+                return again
+            self.held, self.owners = _identity_objects(pickles, self.ids)
+            reach = {n: found | self.owners.get(n, set()) for n, found in self.ids.items()}
+            back = pulled_back(base, kept, reach) if base is not None else []
+            if not back:
+                break
+            assert base is not None
+            kept = [i for i in kept if i not in back]
+            for i in back:
+                recapture.update(n for n in base.components[i]["names"] if n in self.values)
+        self.unrestorable = [*attempt, *failed_before.values()]
+        if base is not None:
+            self.kept = [base.components[i] for i in kept]
+            self.kept_ids = [base.ids[i] for i in kept]
+            self.kept_held = [base.held[i] for i in kept]
+            self.kept_deps = [base.deps[i] for i in kept]
+            self.kept_figures = [base.figures[i] for i in kept]
+        self.groups = components(list(self.ids), self.ids)
+        self.partial.clear()  # kept until grouped: their memos keep the objects they name
+        return set()
+
+    def _decide(
+        self,
+        base: CaptureBase,
+        touched: set[str],
+        reached: list[Any],
+        order: list[tuple[str, Any]],
+        forced: set[str],
+    ) -> tuple[set[str], list[int], set[str], dict[str, UnrestorableValue], dict[str, Pod]]:
+        """Which pods and base components may have changed; the rest is kept."""
+        reached_ids = {id(figure) for figure in reached}
+
+        def changed(figure: Any) -> bool:
+            return id(figure) in reached_ids or figure_watch.changed_since(figure, base.watch_mark)
+
+        by_figure = {id(pod.figure): pod for pod in base.pods}
+        old_pods: dict[str, Pod] = {}
+        dirty_pods = set(forced)
+        position = {name: index for index, (name, _) in enumerate(order)}
+        for name, figure in order:
+            old = by_figure.get(id(figure))
+            if (
+                old is None
+                or old.name != name
+                or old.animated
+                or changed(figure)
+                # it must load after every pod it refers to (pyplot's order may have moved)
+                or any(position.get(dep, len(order)) >= position[name] for dep in old.deps)
+            ):
+                dirty_pods.add(name)
+            else:
+                old_pods[name] = old
+        pod_figures = {id(figure) for _, figure in order}
+        dirty_components = {
+            i
+            for i, figures in enumerate(base.figures)
+            if any(id(f) in pod_figures or changed(f) for f in figures)
+        }
+        names = {name for name, _ in order}
+        # the pods a touched, new, rebound or gone variable refers to: the cells may have
+        # changed their objects through it (pyplot's list is ours: opening a figure is not)
+        suspect = set(range(len(base.components))) - set(
+            plan_reuse(base, self.values, touched, []).kept
+        )
+        for i in suspect:
+            if base.components[i]["names"] != [PYPLOT]:
+                dirty_pods |= base.deps[i] & names
+        while True:  # pods referring to a pod pickled again are pickled again
+            more = {
+                name
+                for name, _ in order
+                if name not in dirty_pods
+                and (old := old_pods.get(name)) is not None
+                and old.deps & dirty_pods
+            }
+            if not more:
+                break
+            dirty_pods |= more
+        for name in dirty_pods:
+            old_pods.pop(name, None)
+        for i, deps in enumerate(base.deps):  # and so is every stream referring to one
+            if deps & dirty_pods or deps - names:
+                dirty_components.add(i)
+        reuse = plan_reuse(base, self.values, touched, [], dirty_components)
+        return dirty_pods, reuse.kept, reuse.recapture, reuse.unrestorable, old_pods
+
+    def _pickle_pods(
+        self, order: list[tuple[str, Any]], dirty: set[str], old_pods: dict[str, Pod]
+    ) -> None:
+        """Each pod in pyplot's order: kept as stored, or pickled referring to the pods
+        before it. A kept pod holding an object of one pickled now is pickled again."""
+        refs: dict[int, tuple[str, int]] = {}
+        pending = set(dirty)
+        library = library_containers() if pending else set()
+        for name, figure in order:
+            old = old_pods.get(name)
+            if name not in pending and old is not None:
+                pod = old
+            else:
+                try:
+                    pickled = pickle_values(
+                        self.namespace, [figure], pod_refs=dict(refs), probe_animated=True
+                    )
+                except Exception as error:  # an unpicklable figure: no pods this time
+                    raise PodConflict(f"figure {name} could not be pickled alone") from error
+                pod = Pod(name, figure, pickled)
+                index_pod(pod, self.atoms, library)
+                others = [*self.pods, *(p for n, p in old_pods.items() if n not in pending)]
+                if shares_container(pod.containers, [p for p in others if p.name != name]):
+                    raise PodConflict(f"{name} shares a builtin container with another figure")
+                for later_name, _ in order:  # kept pods holding this one's objects
+                    later = old_pods.get(later_name)
+                    if (
+                        later is not None
+                        and later_name not in pending
+                        and any(object_id in later.refs for object_id in pod.refs)
+                    ):
+                        pending.add(later_name)
+                _watch(pickled)
+            self.pods.append(pod)
+            refs.update(pod.refs)
+
+    def _pickle_singles(self, values: dict[str, object], unrestorable: list[Any]) -> None:
+        """Pickle each value alone, but never an object again that an earlier pickle holds
+        (the axes of a figure pyplot holds) or that a pod holds: a value held by an earlier
+        pickle belongs to its component and is not pickled; a value that reaches such
+        objects is pickled up to them only, which is enough to group it with them (its
+        component's pickle continues the earlier one). pyplot's list goes first."""
+        atoms = self.atoms
+        refs = self.refs or None
+        self.singles, self.partial, self.ids = {}, {}, {}
+        reached: set[int] = set()  # the identity-bearing objects the pickles so far hold
+        for name in sorted(values, key=lambda n: n != PYPLOT):
+            value = values[name]
+            if id(value) in reached:  # held by an earlier pickle: one component
+                self.ids[name] = {id(value)}
+                continue
+            try:
+                extract = name in _EXTRACTED_LAST_TIME
+                pickled = pickle_values(
+                    self.namespace, [value], reached or None, extract=extract, pod_refs=refs
+                )
+            except Exception as error:
+                reason = failure_reason(error)
+                unrestorable.append(
+                    UnrestorableValue(name=name, type=type_name(value), reason=reason)
+                )
+                continue
+            found = identity_ids(pickled, atoms) | pickled.stopped
+            if refs is not None:
+                found = {object_id for object_id in found if object_id not in refs}
+            self.ids[name] = found
+            reached.update(found)
+            _watch(pickled)
+            (self.partial if pickled.stopped else self.singles)[name] = pickled
+        _EXTRACTED_LAST_TIME.difference_update(values)
+        _EXTRACTED_LAST_TIME.update(n for n, p in self.singles.items() if p.extracted)
+
+    # ---- storing -----------------------------------------------------------------------
+
+    def store_pod(self, writer: ChunkWriter, pod: Pod) -> dict[str, Any]:
+        """The stored entry of a pod pickled now."""
+        assert pod.pickled is not None
+        component = store_component(writer, [pod.name], {pod.name: pod.figure}, pod.pickled)
+        component["pod"] = True
+        if pod.deps:
+            component["pods"] = sorted(pod.deps)
+        return component
+
+    def store_groups(
+        self, writer: ChunkWriter, unrestorable: list[UnrestorableValue]
+    ) -> tuple[
+        list[dict[str, Any]], list[set[int]], list[list[object]], list[set[str]], list[list[Any]]
+    ]:
+        """Store each new alias group; the entries and, per entry, its identity ids, the
+        objects it holds, the pods it refers to and the figures it holds."""
+        entries: list[dict[str, Any]] = []
+        ids: list[set[int]] = []
+        held: list[list[object]] = []
+        deps: list[set[str]] = []
+        figures: list[list[Any]] = []
+        for group in self.groups:
+            for names, pickled in _group_pickles(
+                self.namespace, group, self.values, self.singles, unrestorable
+            ):
+                component = store_component(writer, names, self.values, pickled)
+                used = set(pickled.pods_used).union(
+                    *(self.singles[n].pods_used for n in names if n in self.singles)
+                )
+                if used:
+                    component["pods"] = sorted(used)
+                entries.append(component)
+                reached = (self.ids.get(n, set()) | self.owners.get(n, set()) for n in names)
+                ids.append(set().union(*reached))
+                held.append([obj for n in names for obj in self.held.get(n, ())])
+                deps.append(used)
+                figures.append(_figures_of(pickled, names, self.singles))
+        return entries, ids, held, deps, figures
+
+    def release(self) -> None:
+        """Let go of the pickles (their memos keep temporaries alive)."""
+        self.singles.clear()
+        for pod in self.pods:
+            if pod.pickled is not None:
+                pod.pickled.pickler = pod.pickled.out = None
+                pod.pickled.memo = {}
+
+
+def _watch(pickled: Pickled) -> None:
+    for figure in pickled.figures:
+        figure_watch.watch(figure_watch.root_figure(figure))
+
+
+def _figures_of(pickled: Pickled, names: list[str], singles: dict[str, Pickled]) -> list[Any]:
+    """The figures a stored component holds in its own stream (watched for changes)."""
+    found = {id(f): f for f in pickled.figures}
+    for name in names:
+        single = singles.get(name)
+        if single is not None:
+            found.update((id(f), f) for f in single.figures)
+    return [figure_watch.root_figure(f) for f in found.values()]
+
+
+def _identity_objects(
+    pickles: dict[str, Pickled], ids: dict[str, set[int]]
+) -> tuple[dict[str, list[object]], dict[str, set[int]]]:
+    """For each name, the identity-bearing objects its pickle holds (an incremental capture
+    keeps them alive with the ids it remembers, so no id can be reused by a new object),
+    and the ids of the objects owning the memory of the numpy arrays among them: a view
+    (`g = f[10:20]`) pickles as a copy, so only this shows that writing through it changes
+    `f` (an incremental capture must then take `f` again too)."""
+    numpy = sys.modules.get("numpy")
+    ndarray = numpy.ndarray if numpy is not None else None
+    held: dict[str, list[object]] = {}
+    owners: dict[str, set[int]] = {}
+    for name, pickled in pickles.items():
+        objects = [entry[1] for oid in ids.get(name, ()) if (entry := pickled.memo.get(oid))]
+        held[name] = objects
+        found: set[int] = set()
+        if ndarray is not None:
+            for obj in objects:
+                if isinstance(obj, ndarray) and obj.base is not None:
+                    root = obj
+                    while isinstance(root, ndarray) and root.base is not None:
+                        root = root.base
+                    found.add(id(root))
+                    objects.append(root)
+        owners[name] = found
+    return held, owners
+
+
+#: The names whose pickle took big bytes objects out of band in this process's last capture:
+#: the next one does so in its first pass.
+_EXTRACTED_LAST_TIME: set[str] = set()
+
+
+def _group_pickles(
+    namespace: dict[str, object],
+    group: list[str],
+    values: dict[str, object],
+    singles: dict[str, Pickled],
+    unrestorable: list[UnrestorableValue],
+) -> list[tuple[list[str], Pickled]]:
+    """The pickles that store one alias-connected group: one, continuing the pickle of its
+    first member pickled alone with the others (so nothing is pickled twice that the first
+    already holds); apart, when together they fail (e.g. recursion depth)."""
+    if len(group) == 1:
+        return [(group, singles[group[0]])]
+    first = next(name for name in group if name in singles)
+    rest = [name for name in group if name != first]
+    try:
+        together = continue_pickling(
+            namespace, singles[first], [values[first]], [values[n] for n in rest]
+        )
+    except Exception:
+        return _apart(namespace, group, values, singles, unrestorable)
+    return [([first, *rest], together)]
+
+
+def _apart(
+    namespace: dict[str, object],
+    group: list[str],
+    values: dict[str, object],
+    singles: dict[str, Pickled],
+    unrestorable: list[UnrestorableValue],
+) -> list[tuple[list[str], Pickled]]:
+    """Each name of a group that fails together as its own component (aliasing across them
+    is lost; each value is kept)."""
+    parts: list[tuple[list[str], Pickled]] = []
+    for name in group:
+        try:
+            pickled = singles.get(name) or pickle_values(namespace, [values[name]])
+        except Exception as error:
+            reason = failure_reason(error)
+            unrestorable.append(
+                UnrestorableValue(name=name, type=type_name(values[name]), reason=reason)
+            )
+            continue
+        parts.append(([name], pickled))
+    return parts
+
+
+def store_component(
+    writer: ChunkWriter, names: list[str], values: dict[str, object], pickled: Pickled
+) -> dict[str, Any]:
+    """Store one pickle's stream and buffers; its manifest entry."""
+    buffers: list[dict[str, Any]] = []
+    for buffer in pickled.buffers:
+        raw = buffer.raw()
+        stored = writer.store(raw, itemsize=memoryview(buffer).itemsize)
+        buffers.append({"kind": BUFFER_PICKLE, "readonly": raw.readonly, **stored})
+    for kind, obj in pickled.extracted:
+        stored = writer.store(memoryview(obj))
+        buffers.append({"kind": kind, "readonly": kind == BUFFER_BYTES, **stored})
+    return {
+        "names": names,
+        "types": {name: type_name(values[name]) for name in names},
+        "stream": writer.store(memoryview(pickled.stream)),
+        "buffers": buffers,
+    }

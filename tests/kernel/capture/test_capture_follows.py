@@ -1,0 +1,138 @@
+"""A checkpoint costs what changed (issue 25), in a real kernel through the server's path.
+
+`KernelContextDriver.capture` calls `kernel_capture` in an ipykernel kernel; the kernel's
+change journal says what the cells since the last capture can have changed, and pyplot's
+open figures are pods kept as stored while matplotlib marks them unchanged. What a capture
+pickled is counted inside the kernel (`last_timing()["pickles"]`: pickler dumps), not timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from ditto_jupyter.core.models import ContextCapture, SessionRecord
+from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
+from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
+
+pytestmark = pytest.mark.slow
+T = TypeVar("T")
+LAST_TIMING = "ditto_jupyter.kernel.capture:last_timing"
+
+#: 200 values of the kinds notebooks hold, and 20 open figures (MPLBACKEND=Agg).
+NOTEBOOK = """
+import numpy as np
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+class Point:
+    def __init__(self, x):
+        self.x = x
+
+for i in range(50):
+    globals()[f"number_{i}"] = i * 1.5
+    globals()[f"items_{i}"] = [i, str(i), {"k": i}]
+    globals()[f"array_{i}"] = np.arange(i + 10)
+    globals()[f"point_{i}"] = Point(i)
+figures = []
+for i in range(20):
+    fig, ax = plt.subplots()
+    ax.plot(np.arange(10) * i, label=f"line {i}")
+    ax.set_title(f"figure {i}")
+    figures.append(fig)
+last_figure = fig
+del i, fig, ax
+"""
+
+
+class Kernel:
+    """One kernel with its capture, on the module's own event loop."""
+
+    def __init__(self, root: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.host = JupyterClientHost()
+        blobs = root / "blobs"
+        self.context = KernelContextDriver(self.host, blobs, notebook_folder=lambda _: root)
+        session = SessionRecord(session_id="follows", conversation_id="nb.ipynb", sender_id="t")
+        handle = self.run(self.context.start(session, root))
+        self.session = session.model_copy(update={"handle_state": handle})
+        self.kernel_id = str(handle["kernel_id"])
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    def cell(self, code: str) -> str:
+        return self.run(self.host.execute(self.kernel_id, code))
+
+    def capture(self) -> tuple[ContextCapture, int]:
+        """A checkpoint's capture, and how many pickles it made in the kernel."""
+        captured = self.run(self.context.capture(self.session))
+        timing = self.run(self.host.call(self.kernel_id, LAST_TIMING, {}))
+        assert isinstance(timing, dict)
+        return captured, int(timing["pickles"])
+
+    def close(self) -> None:
+        self.run(self.host.shutdown_all())
+        self.loop.close()
+
+
+@pytest.fixture
+def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kernel]:
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    started = Kernel(tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def test_a_no_op_checkpoint_of_200_values_and_20_open_figures_pickles_none(
+    kernel: Kernel,
+) -> None:
+    kernel.cell(NOTEBOOK)
+    assert kernel.cell("print(len(plt.get_fignums()))").strip() == "20"
+    first, pickled = kernel.capture()
+    assert pickled >= 200 + 20  # the first capture is whole: every value, every figure
+    again, pickled = kernel.capture()  # nothing ran since
+    assert pickled == 0
+    assert again.manifest_id == first.manifest_id and again.bytes_written == 0
+    kernel.cell("last_figure")  # shows a figure: its repr changes nothing kept
+    shown, pickled = kernel.capture()
+    assert pickled == 0
+    assert shown.manifest_id == first.manifest_id
+
+
+def test_a_cell_that_changes_one_figure_pickles_that_figure_and_what_refers_to_it(
+    kernel: Kernel,
+) -> None:
+    kernel.cell(NOTEBOOK)
+    kernel.capture()
+    kernel.cell("number_7 = -1.0")
+    _, pickled = kernel.capture()
+    assert pickled == 1  # `number_7` alone: no figure, no other value
+    kernel.cell("plt.title('the current figure, drawn on without a name')")
+    _, pickled = kernel.capture()
+    # the current figure's pod, and what refers into it: pyplot's list and `figures`
+    assert 1 <= pickled <= 4
+    kernel.cell("last_figure.axes[0].lines[0].set_ydata(range(10, 0, -1))")
+    _, pickled = kernel.capture()
+    assert 1 <= pickled <= 4  # that figure's pod and what refers into it, no other figure
+
+
+def test_what_no_cell_showed_makes_the_next_capture_whole(kernel: Kernel) -> None:
+    kernel.cell(NOTEBOOK)
+    kernel.capture()
+    kernel.run(kernel.host.call(kernel.kernel_id, "json:dumps", {"obj": 1}))  # not ditto's
+    _, pickled = kernel.capture()
+    assert pickled >= 200 + 20
+    kernel.cell("import threading, time")
+    kernel.cell("worker = threading.Thread(target=time.sleep, args=(30,), daemon=True)")
+    kernel.cell("worker.start()")
+    kernel.capture()  # whole: the thread may change anything while it runs
+    _, pickled = kernel.capture()
+    assert pickled >= 200 + 20  # still running, and it ran since the capture before
