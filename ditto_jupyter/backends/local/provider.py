@@ -16,6 +16,7 @@ import secrets
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -26,6 +27,7 @@ from ditto_jupyter.backends.local.snapshots import (
     load_index,
     materialise,
 )
+from ditto_jupyter.backends.local.trees import SnapshotTree
 from ditto_jupyter.backends.local.workspace import (
     DEFAULT_EXEC_TIMEOUT,
     DEFAULT_OUTPUT_LIMIT,
@@ -158,12 +160,11 @@ class LocalProvider:
             self, locator.backend_id, folder, index=index, last_manifest_id=manifest_id
         )
 
-    async def checkout(self, ref: BackendCheckpointRef, runtime_id: str) -> LocalBackend:
-        """A new workspace holding real copies of every file of the snapshot `ref`."""
+    def snapshot_body(self, ref: BackendCheckpointRef) -> dict[str, Any]:
+        """The manifest of the local snapshot `ref`, signature checked (UnsupportedBackend
+        for another kind or a deleted snapshot, BackendError when it is missing or refused)."""
         if ref.backend_kind != KIND:
-            raise UnsupportedBackend(
-                f"a {ref.backend_kind!r} snapshot cannot be checked out locally"
-            )
+            raise UnsupportedBackend(f"a {ref.backend_kind!r} snapshot is not a local snapshot")
         if not ref.provider_snapshot_id:
             raise UnsupportedBackend("the checkpoint's local snapshot has been deleted")
         try:
@@ -178,6 +179,15 @@ class LocalProvider:
             raise BackendError(f"local snapshot refused: {exc}") from None
         if body.get("kind") != MANIFEST_KIND:
             raise BackendError(f"manifest {ref.provider_snapshot_id} is not a workspace snapshot")
+        return body
+
+    def snapshot_tree(self, ref: BackendCheckpointRef) -> SnapshotTree:
+        """The files of the local snapshot `ref`, read from the blob store."""
+        return SnapshotTree(self.blobs, self.snapshot_body(ref))
+
+    async def checkout(self, ref: BackendCheckpointRef, runtime_id: str) -> LocalBackend:
+        """A new workspace holding real copies of every file of the snapshot `ref`."""
+        body = self.snapshot_body(ref)
         backend_id = f"local-{uuid.uuid4().hex}"
         folder = self.workspace_dir(backend_id)
         index = await asyncio.to_thread(

@@ -6,7 +6,8 @@ way as one created today. Step 1 creates the tables of the first release; step 2
 issue 15 needs (blob columns, name and blob indexes, byte-ordered id ranges on PostgreSQL);
 step 3 indexes a session's checkout origin and kernel, heads by checkpoint and checkpoints
 by parent; step 4 moves the system's `autocheckpoint` and `pruned` flags out of the users'
-metadata into columns and fields of their own; step 5 adds the table of leftovers.
+metadata into columns and fields of their own; step 5 adds the table of leftovers; step 6
+adds the column of a checkpoint's notebook document (no checkpoint held one before).
 """
 
 from __future__ import annotations
@@ -277,6 +278,16 @@ def _create_leftovers_v5(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX leftovers_by_created ON leftovers (created_at_ms)")
 
 
+# ---- step 6: a checkpoint's notebook document ----------------------------------------------
+
+
+def _add_document_column_v6(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE checkpoints ADD COLUMN document_manifest_id TEXT")
+    conn.exec_driver_sql(
+        "CREATE INDEX checkpoints_by_document ON checkpoints (document_manifest_id)"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
     Migration(
@@ -289,6 +300,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(4, "automatic and pruned flags out of user metadata", _move_system_flags_v4),
     Migration(5, "leftovers: resources a cleanup could not free", _create_leftovers_v5),
+    Migration(6, "the notebook document of a checkpoint", _add_document_column_v6),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

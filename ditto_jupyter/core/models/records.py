@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ditto_jupyter.core.models.documents import NO_DOCUMENT, CheckpointDocument, DocumentInfo
 from ditto_jupyter.core.models.fields import MAX_CELL_SOURCE_LENGTH, StrictModel, now_ms
 
 
@@ -118,6 +119,7 @@ class RuntimeCheckpoint(StrictModel):
     `automatic` says which cell `%autocheckpoint` took it after (None: taken on request);
     `pruned` that a prune dropped its variables and workspace snapshot (its row is history
     only). Both are the system's own fields: metadata is the user's and decides nothing.
+    `document` is the notebook as the user saw it (None: the checkpoint holds none).
     """
 
     checkpoint_id: str
@@ -133,6 +135,12 @@ class RuntimeCheckpoint(StrictModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     automatic: AutoCheckpointCell | None = None
     pruned: bool = False
+    document: CheckpointDocument | None = None
+
+    @property
+    def document_manifest_id(self) -> str | None:
+        """The blob-store manifest of the checkpoint's notebook document, if it holds one."""
+        return self.document.manifest_id if self.document is not None else None
 
     def summary(self) -> CheckpointSummary:
         """The public listing shape of this checkpoint."""
@@ -150,6 +158,7 @@ class RuntimeCheckpoint(StrictModel):
             unrestorable=self.unrestorable,
             automatic=self.automatic,
             pruned=self.pruned,
+            document=self.document.info() if self.document is not None else NO_DOCUMENT,
         )
 
 
@@ -170,6 +179,9 @@ class CheckpointSummary(StrictModel):
     automatic: AutoCheckpointCell | None = None
     #: A prune dropped its variables and workspace snapshot: it cannot be restored.
     pruned: bool = False
+    #: Where its notebook document came from and how many cells it has (`pending` while a
+    #: front end may still send the notebook as the user sees it).
+    document: DocumentInfo = NO_DOCUMENT
 
 
 class BackendBinding(StrictModel):

@@ -53,6 +53,7 @@ from ditto_jupyter.kernel.capture.rules import (
     is_state_name,
     type_name,
 )
+from ditto_jupyter.kernel.capture.summaries import add_digests, summaries_of
 
 
 def capture_namespace(
@@ -291,6 +292,7 @@ class NamespaceSnapshot:
                 writer.write_pending()
             listed: dict[str, None] = {}  # in component order: equal state, equal manifest id
             for component in self.components:
+                add_digests(component)  # summaries and digests: what the server compares
                 for stored in (component["stream"], *component["buffers"]):
                     listed.update(dict.fromkeys(stored["chunks"]))
             part_ids: list[str] = []
@@ -462,6 +464,7 @@ def _store_component(
     return {
         "names": names,
         "types": {name: type_name(values[name]) for name in names},
+        "summaries": summaries_of(names, values),
         "stream": writer.store(memoryview(pickled.stream)),
         "buffers": buffers,
     }
