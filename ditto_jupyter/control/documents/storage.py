@@ -25,7 +25,7 @@ stored records for comparing without loading their large values (`stored_cells`)
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,8 @@ PART_KIND = "notebook-document-part"
 VERSION = 1
 #: A value in a cell bigger than this (bytes of its JSON) is stored as chunks of its own.
 LARGE_VALUE = 4 * 1024
+#: Stored cell records kept in memory (they never change: a cell's chunks name its content).
+RECORD_CACHE = 8192
 #: Up to this many cells stay inline in the top manifest.
 INLINE_MAX = 16
 #: A part ends after about one cell in this many (chosen by the cell's id) ...
@@ -128,19 +130,23 @@ def _large_values(cell: dict[str, Any]) -> Iterator[tuple[Path, Any]]:
                         yield ["attachments", name, mime], value
 
 
-def _replaced(node: Any, path: Path, value: Any) -> Any:
+def replaced_at(node: Any, path: Path, value: Any) -> Any:
     """A copy of `node` with the value at `path` replaced (copies only along the path)."""
     if not path:
         return value
     head, rest = path[0], path[1:]
     if isinstance(node, dict):
         copy = dict(node)
-        copy[head] = _replaced(node[head], rest, value)
+        copy[head] = replaced_at(node[head], rest, value)
         return copy
     assert isinstance(node, list) and isinstance(head, int)
     copy_list = list(node)
-    copy_list[head] = _replaced(node[head], rest, value)
+    copy_list[head] = replaced_at(node[head], rest, value)
     return copy_list
+
+
+#: Stores (or only names) a byte string as chunks: (their names, the bytes they added).
+ChunkPut = Callable[[bytes], tuple[list[str], int]]
 
 
 def _put_bytes(bulk: BulkWrite, data: bytes) -> tuple[list[str], int]:
@@ -153,6 +159,53 @@ def _put_bytes(bulk: BulkWrite, data: bytes) -> tuple[list[str], int]:
         chunks.append(digest)
         written += added
     return chunks, written
+
+
+def _name_bytes(data: bytes) -> tuple[list[str], int]:
+    """The chunk names `data` would be stored under (nothing is stored)."""
+    view = memoryview(data)
+    names = [
+        BlobStore.digest(view[offset : offset + CHUNK_SIZE])
+        for offset in range(0, max(len(view), 1), CHUNK_SIZE)
+    ]
+    return names, 0
+
+
+def _stored_record(cell: dict[str, Any], put: ChunkPut) -> tuple[StoredCell, dict[str, Any], int]:
+    """A cell as stored (its chunks, its record without its large values) and the bytes
+    storing it added; `put` stores (or only names) each byte string."""
+    written = 0
+    stripped: Any = cell
+    large: list[dict[str, Any]] = []
+    large_chunks: list[str] = []
+    for path, value in list(_large_values(cell)):
+        chunks, added = put(_dumps(value))
+        written += added
+        large.append({"path": path, "chunks": chunks})
+        large_chunks += chunks
+        stripped = replaced_at(stripped, path, None)
+    record = {"cell": stripped, "large": large}
+    chunks, added = put(_dumps(record))
+    stored = StoredCell(tuple(chunks), tuple(dict.fromkeys(large_chunks)))
+    return stored, record, written + added
+
+
+@dataclass(frozen=True)
+class CellView:
+    """A cell as comparisons see it: its stored chunks (equal chunks, equal cell) and its
+    record (the cell, its large values named by their chunks, not loaded)."""
+
+    key: tuple[str, ...]
+    record: dict[str, Any]
+
+
+def cell_views(document: NotebookDocument) -> list[CellView]:
+    """The cells of a document that is not stored, as a stored copy would show them."""
+    views = []
+    for cell in document.cells:
+        stored, record, _ = _stored_record(cell, _name_bytes)
+        views.append(CellView(stored.chunks, record))
+    return views
 
 
 def _part_key(cell: dict[str, Any], stored: StoredCell) -> bytes:
@@ -189,6 +242,7 @@ class DocumentStore:
 
     def __init__(self, blobs: BlobStore) -> None:
         self.blobs = blobs
+        self._records: dict[tuple[str, ...], dict[str, Any]] = {}
 
     # ---- writing ----------------------------------------------------------------------
 
@@ -236,19 +290,8 @@ class DocumentStore:
         return SavedDocument(manifest_id=manifest_id, cells=len(cells), bytes_written=written)
 
     def _put_cell(self, bulk: BulkWrite, cell: dict[str, Any]) -> tuple[StoredCell, int]:
-        written = 0
-        stripped: Any = cell
-        large: list[dict[str, Any]] = []
-        large_chunks: list[str] = []
-        for path, value in list(_large_values(cell)):
-            chunks, added = _put_bytes(bulk, _dumps(value))
-            written += added
-            large.append({"path": path, "chunks": chunks})
-            large_chunks += chunks
-            stripped = _replaced(stripped, path, None)
-        chunks, added = _put_bytes(bulk, _dumps({"cell": stripped, "large": large}))
-        stored = StoredCell(tuple(chunks), tuple(dict.fromkeys(large_chunks)))
-        return stored, written + added
+        stored, _, written = _stored_record(cell, lambda data: _put_bytes(bulk, data))
+        return stored, written
 
     # ---- reading ----------------------------------------------------------------------
 
@@ -274,10 +317,17 @@ class DocumentStore:
 
     def stored_cell(self, cell: StoredCell) -> dict[str, Any]:
         """A cell's stored record: `{"cell": the cell without its large values, "large":
-        [{"path", "chunks"}]}` (compared as it is: equal large values, equal chunks)."""
+        [{"path", "chunks"}]}` (compared as it is: equal large values, equal chunks). It is
+        shared with later readers: never change it."""
+        cached = self._records.get(cell.chunks)
+        if cached is not None:
+            return cached
         record = orjson.loads(self.blobs.get_bytes(cell.chunks))
         if not isinstance(record, dict) or not isinstance(record.get("cell"), dict):
             raise BlobError(f"cell chunks {cell.chunks[0]} do not hold a stored cell")
+        if len(self._records) >= RECORD_CACHE:
+            self._records.clear()
+        self._records[cell.chunks] = record
         return record
 
     def cell(self, cell: StoredCell) -> dict[str, Any]:
@@ -285,11 +335,17 @@ class DocumentStore:
         record = self.stored_cell(cell)
         restored: Any = record["cell"]
         for value in record.get("large", []):
-            restored = _replaced(
+            restored = replaced_at(
                 restored, list(value["path"]), orjson.loads(self.blobs.get_bytes(value["chunks"]))
             )
         assert isinstance(restored, dict)
         return restored
+
+    def views(self, manifest_id: str) -> list[CellView]:
+        """The cells of a stored document as comparisons see them (large values unread)."""
+        return [
+            CellView(cell.chunks, self.stored_cell(cell)) for cell in self.load(manifest_id).cells
+        ]
 
     def document(self, manifest_id: str) -> dict[str, Any]:
         """The nbformat 4 document a manifest holds, exactly as it was stored."""

@@ -160,7 +160,9 @@ class RuntimeDiffRequest(StrictModel):
     )
 
     runtime_id: RequestId
-    from_: RequestId | None = Field(default=None, alias="from")
+    from_: RequestId | None = Field(
+        default=None, validation_alias="from", serialization_alias="from"
+    )
     to: RequestId | None = None
     document: NotebookDocument | None = None
 
@@ -177,7 +179,7 @@ class RuntimeDiffResult(StrictModel):
         serialize_by_alias=True,
     )
 
-    from_: DiffSide = Field(alias="from")
+    from_: DiffSide = Field(validation_alias="from", serialization_alias="from")
     to: DiffSide
     variables: VariablesDiff
     files: FilesDiff

@@ -107,6 +107,8 @@ class SelfDiffRequest(StrictModel):
 
     runtime_id: RequestId
     runtime_token: RequestText
-    from_: RequestId | None = Field(default=None, alias="from")
+    from_: RequestId | None = Field(
+        default=None, validation_alias="from", serialization_alias="from"
+    )
     to: RequestId | None = None
     capture: ContextCapture | None = None

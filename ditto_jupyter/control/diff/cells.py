@@ -1,0 +1,156 @@
+"""Cells added, removed and changed between two notebook documents.
+
+Cells are compared as stored (`documents.CellView`): equal chunks, equal cells, so the
+unchanged cells at the start and the end are matched without looking inside. The cells
+between are aligned by nbdime (`diff_notebooks`, the field's notebook diff: it pairs a cell
+with its edited self by similarity), with each large value (an image) standing as its chunk
+name, never loaded. A pair nbdime patches is a changed cell: a unified diff of its source
+when the source changed, and whether its outputs did.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from ditto_jupyter.control.documents.storage import CellView, replaced_at
+from ditto_jupyter.control.documents.validation import cell_source
+from ditto_jupyter.core.models import CellChange, CellEntry, CellsDiff
+
+#: Characters of a cell's source a comparison shows (the rest is cut, with "…").
+MAX_SOURCE_SHOWN = 16 * 1024
+
+
+def _cell_of(view: CellView) -> dict[str, Any]:
+    """The cell as nbdime sees it: each large value stands as its chunk name."""
+    cell: Any = view.record["cell"]
+    for value in view.record.get("large", []):
+        chunks = value.get("chunks") or [""]
+        cell = replaced_at(cell, list(value["path"]), f"<stored as {chunks[0][:16]}>")
+    assert isinstance(cell, dict)
+    return cell
+
+
+def _shown(source: str) -> str:
+    return source if len(source) <= MAX_SOURCE_SHOWN else source[:MAX_SOURCE_SHOWN] + "…"
+
+
+def cell_entry(index: int, view: CellView) -> CellEntry:
+    """What a comparison shows of one cell."""
+    cell = view.record["cell"]
+    count = cell.get("execution_count")
+    outputs = cell.get("outputs")
+    return CellEntry(
+        index=index,
+        cell_type=str(cell.get("cell_type", "")),
+        source=_shown(cell_source(cell)),
+        execution_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+        outputs=len(outputs) if isinstance(outputs, list) else 0,
+    )
+
+
+def _outputs_of(view: CellView) -> Any:
+    cell = _cell_of(view)
+    return cell.get("outputs", [])
+
+
+def _change(old_index: int, old: CellView, new_index: int, new: CellView) -> CellChange:
+    old_source, new_source = cell_source(old.record["cell"]), cell_source(new.record["cell"])
+    source_diff = None
+    if old_source != new_source:
+        lines = difflib.unified_diff(
+            old_source.splitlines(), new_source.splitlines(), "before", "after", lineterm=""
+        )
+        source_diff = _shown("\n".join(lines))
+    return CellChange(
+        index_old=old_index,
+        index_new=new_index,
+        source_diff=source_diff,
+        outputs_changed=_outputs_of(old) != _outputs_of(new),
+        old=cell_entry(old_index, old),
+        new=cell_entry(new_index, new),
+    )
+
+
+def _aligned(old: list[CellView], new: list[CellView]) -> list[tuple[int | None, int | None]]:
+    """Pairs (old index, new index) of the cells nbdime aligns: both set for a kept or
+    patched cell, one None for an added or removed one."""
+    from nbdime import diff_notebooks  # imported on first use: it takes a second to load
+
+    def notebook(views: list[CellView]) -> dict[str, Any]:
+        cells = [_cell_of(view) for view in views]
+        return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+
+    ops: list[dict[str, Any]] = []
+    for entry in diff_notebooks(notebook(old), notebook(new)):
+        if entry.get("key") == "cells" and entry.get("op") == "patch":
+            ops = list(entry.get("diff", []))
+    ops.sort(key=lambda op: (int(op["key"]), op["op"] != "addrange"))
+    pairs: list[tuple[int | None, int | None]] = []
+    i_old = i_new = 0
+    for op in ops:
+        key = int(op["key"])
+        while i_old < key:
+            pairs.append((i_old, i_new))
+            i_old, i_new = i_old + 1, i_new + 1
+        if op["op"] == "addrange":
+            for _ in op["valuelist"]:
+                pairs.append((None, i_new))
+                i_new += 1
+        elif op["op"] == "removerange":
+            for _ in range(int(op["length"])):
+                pairs.append((i_old, None))
+                i_old += 1
+        else:  # patch: the same cell, changed
+            pairs.append((i_old, i_new))
+            i_old, i_new = i_old + 1, i_new + 1
+    while i_old < len(old):
+        pairs.append((i_old, i_new))
+        i_old, i_new = i_old + 1, i_new + 1
+    return pairs
+
+
+def compare_cells(old: list[CellView] | None, new: list[CellView] | None) -> CellsDiff:
+    """What changed from the cells `old` to the cells `new` (None: that side holds no
+    document, so nothing is compared)."""
+    if old is None or new is None:
+        return CellsDiff(added=[], removed=[], changed=[], unchanged=0, available=False)
+    start = 0
+    while start < min(len(old), len(new)) and old[start].key == new[start].key:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end].key == new[-1 - end].key:
+        end += 1
+    middle_old, middle_new = old[start : len(old) - end], new[start : len(new) - end]
+    unchanged = start + end
+    added: list[CellEntry] = []
+    removed: list[CellEntry] = []
+    changed: list[CellChange] = []
+    if middle_old and middle_new:
+        pairs = _aligned(middle_old, middle_new)
+    else:
+        pairs = [(i, None) for i in range(len(middle_old))]
+        pairs += [(None, i) for i in range(len(middle_new))]
+    for i_old, i_new in pairs:
+        if i_old is None and i_new is not None:
+            added.append(cell_entry(start + i_new, middle_new[i_new]))
+        elif i_new is None and i_old is not None:
+            removed.append(cell_entry(start + i_old, middle_old[i_old]))
+        elif i_old is not None and i_new is not None:
+            before, after = middle_old[i_old], middle_new[i_new]
+            if before.key == after.key:
+                unchanged += 1
+            else:
+                changed.append(_change(start + i_old, before, start + i_new, after))
+    return CellsDiff(
+        added=added, removed=removed, changed=changed, unchanged=unchanged, available=True
+    )
+
+
+def changed_cell_count(old: list[CellView] | None, new: list[CellView] | None) -> int | None:
+    """How many cells differ between two documents (added, removed or changed); None when
+    either side holds no document."""
+    if old is None or new is None:
+        return None
+    diff = compare_cells(old, new)
+    return len(diff.added) + len(diff.removed) + len(diff.changed)
