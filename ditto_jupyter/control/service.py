@@ -34,7 +34,7 @@ from ditto_jupyter.control.checkpoint_documents import CheckpointDocuments, Docu
 from ditto_jupyter.control.checkpointing import Checkpointing
 from ditto_jupyter.control.collector import BackgroundCollector
 from ditto_jupyter.control.context_driver import ContextDriver
-from ditto_jupyter.control.diff import Comparisons, LiveNotebook
+from ditto_jupyter.control.diff.comparisons import Comparisons, LiveNotebook
 from ditto_jupyter.control.housekeeping import Housekeeping
 from ditto_jupyter.control.leftovers import LeftoverLog
 from ditto_jupyter.control.lifecycle import Lifecycle

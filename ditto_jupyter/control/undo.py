@@ -2,10 +2,10 @@
 
 With `%autocheckpoint` on, a runtime's head is the automatic checkpoint of the last cell
 that ran (or changed something), and that checkpoint's parent is the state just before it
-(`%autocheckpoint on` takes a checkpoint of the state it starts from when the head does
-not hold it). Undo makes the parent the head again, with its variables AND its workspace
+(the cell that turned `%autocheckpoint on` is checkpointed too, so the first cell after it
+can be undone). Undo makes the parent the head again, with its variables AND its workspace
 files, and names the cell it undid. Nothing to undo (no checkpoint, a head not taken by
-`%autocheckpoint`, no earlier checkpoint) is a `Conflict`.
+`%autocheckpoint`, no earlier checkpoint, or one a prune thinned) is a `Conflict`.
 
 Files come back in place (`InPlaceRestorer`: the local workspace; an E2B sandbox cannot,
 so undo there is `UnsupportedBackend` before anything changes). Safely: a snapshot of the
@@ -25,7 +25,6 @@ import logging
 
 from ditto_jupyter.backends.base import InPlaceRestorer
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
-from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
 from ditto_jupyter.control.checkpointing import new_checkpoint_id
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.errors import Conflict, UnsupportedBackend
@@ -78,8 +77,13 @@ class Undo:
         head_id = parts.store.get_head(runtime_id)
         head = parts.checkpoint(head_id) if head_id is not None else None
         target = parts.checkpoint(undo_target(runtime_id, head))
-        refuse_pruned(target)
-        assert head is not None
+        assert head is not None and head.automatic is not None
+        if target.pruned:
+            raise Conflict(
+                f"the checkpoint before cell {head.automatic.execution_count} "
+                f"({target.name or target.checkpoint_id[:12]}) was pruned by %autocheckpoint "
+                "--keep: there is nothing to go back to"
+            )
         return head, target
 
     async def undo(self, runtime_id: str) -> RuntimeUndoResult:

@@ -56,7 +56,9 @@ DEFAULT_KEEP = 50
 #: The name of the automatic checkpoint of cell `n`.
 NAME_PREFIX = "cell-"
 #: Our magics that change no variable of the kernel (they record, list, branch elsewhere).
-QUIET_MAGICS = frozenset({"autocheckpoint", "checkpoint", "checkpoints", "checkout", "runtimes"})
+QUIET_MAGICS = frozenset(
+    {"autocheckpoint", "checkpoint", "checkpoints", "checkout", "diff", "runtimes"}
+)
 #: The most UTF-8 bytes of a cell's source an automatic checkpoint records.
 MAX_SOURCE_BYTES = 64 * 1024
 
@@ -185,6 +187,7 @@ class AutoCheckpointer:
         self.effects = CellEffects()
         self.writer = WriteBehind("ditto-autocheckpoint")
         self._undetached: NamespaceSnapshot | None = None  # the last one, maybe not copied
+        self._undone = False  # `%undo` ran in this cell: its state is a checkpoint already
         shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
@@ -245,6 +248,10 @@ class AutoCheckpointer:
         """
         info = getattr(result, "info", None)
         if info is None or not self.enabled:  # turned off during the cell (%pause)
+            return
+        if self._undone:  # back at the head's checkpoint: nothing new to record
+            self._undone = False
+            self._last_fingerprint = self._fingerprint(self.host.control)
             return
         count = self.cell_number(result)
         source = info.raw_cell if isinstance(info.raw_cell, str) else ""
@@ -357,6 +364,12 @@ class AutoCheckpointer:
                 else f"{type(error).__name__}: {error}"
             )
             print(f"ditto: autocheckpoint {name} was not recorded: {detail}", file=sys.stderr)
+
+    def undone(self) -> None:
+        """`%undo` made the checkpoint before the last cell the head again (variables and
+        files): the cell running it records nothing, and the next cell is captured whole."""
+        self._undone = self.enabled  # only the hook of this very cell reads it
+        self._base = None
 
     def flush(self) -> None:
         """Wait until every automatic checkpoint taken so far is recorded."""

@@ -1,5 +1,5 @@
 """IPython magics: %checkpoint, %restore, %checkout, %pause, %resume, %runtimes,
-%checkpoints, %autocheckpoint and %%sandbox.
+%checkpoints, %autocheckpoint and %%sandbox (%diff and %undo are `history_magics`).
 
 Thin over `RuntimeControl` (the server's REST API, or an in-process RuntimeService when
 no server started this kernel). The kernel captures and restores its own namespace here,
@@ -49,6 +49,8 @@ from ditto_jupyter.core.models import (
 )
 from ditto_jupyter.kernel.autocheckpoint import DEFAULT_KEEP, AutoCheckpointer
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
+from ditto_jupyter.kernel.history_magics import HistoryMagics
+from ditto_jupyter.kernel.local_control import control_from_environment
 from ditto_jupyter.kernel.runtime_budget import (
     HISTORY_HEADERS,
     history_rows,
@@ -57,7 +59,7 @@ from ditto_jupyter.kernel.runtime_budget import (
     runtime_budgets,
     view_title,
 )
-from ditto_jupyter.kernel.runtime_control import RuntimeControl, control_from_environment
+from ditto_jupyter.kernel.runtime_control import RuntimeControl
 from ditto_jupyter.kernel.this_kernel import KernelControl, install
 from ditto_jupyter.worker.shared_budget import SharedTokenBudget
 
@@ -272,6 +274,10 @@ class DittoMagics(Magics):
             print(f"ditto: {error.code}: {error.message}", file=sys.stderr)
         return None
 
+    def guard(self, action: Callable[[], T]) -> T | None:
+        """Run the body of a magic of another topic (`history_magics`) as `_guard` does."""
+        return self._guard(action)
+
     def _args(self, magic: Callable[..., Any], line: str) -> argparse.Namespace:
         # `parser` is attached to the function at runtime by IPython's @magic_arguments.
         parser: argparse.ArgumentParser = magic.parser  # type: ignore[attr-defined]
@@ -369,9 +375,8 @@ class DittoMagics(Magics):
             )
             hint = control.connection_hint(result.kernel_id)
             extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
-            extra += [f"connect: {hint}"] if hint else []
             lost = unrestorable_line(result.unrestorable)
-            extra += [lost] if lost else []
+            extra += [e for e in (result.notebook_note, hint and f"connect: {hint}", lost) if e]
             print("; ".join([text, *extra]))
 
         self._guard(run)
@@ -590,4 +595,5 @@ def load_ipython_extension(
 
     `budget_view` makes the live view `%budget` shows (the package root passes the widget).
     """
-    shell.register_magics(DittoMagics(shell, budget_view=budget_view))
+    magics = DittoMagics(shell, budget_view=budget_view)
+    shell.register_magics(magics, HistoryMagics(shell, magics))

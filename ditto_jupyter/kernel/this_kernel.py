@@ -86,7 +86,7 @@ def control() -> RuntimeControl:
     if _installed is not None:
         return _installed.control
     # Imported here: adoption and `workspace()` with its variable set need none of it.
-    from ditto_jupyter.kernel.runtime_control import server_control_from_environment
+    from ditto_jupyter.kernel.server_control import server_control_from_environment
 
     server = server_control_from_environment()
     if server is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ditto_jupyter.control.diff import LiveNotebook
+from ditto_jupyter.control.diff.comparisons import LiveNotebook
 from ditto_jupyter.core.models import (
     LIVE,
     ContextCapture,

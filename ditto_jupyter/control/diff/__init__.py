@@ -5,11 +5,8 @@
 - `files`: workspace entries added, removed and changed, with text diffs of small files;
 - `cells`: notebook cells added, removed and changed, aligned by nbdime;
 - `comparisons`: `Comparisons`, the service's part: a checkpoint or the live runtime as a
-  side, the comparison of two, the contents of one.
+  side, the comparison of two, the contents of one;
+- `report`: a comparison as plain text (`%diff`'s text form, `ditto diff`).
+
+Importing the package loads none of them (the CLI reads `report` only).
 """
-
-from __future__ import annotations
-
-from ditto_jupyter.control.diff.comparisons import Comparisons, LiveNotebook, Side
-
-__all__ = ["Comparisons", "LiveNotebook", "Side"]
