@@ -365,6 +365,13 @@ class AutoCheckpointer:
             )
             print(f"ditto: autocheckpoint {name} was not recorded: {detail}", file=sys.stderr)
 
+    def restored_elsewhere(self) -> None:
+        """A host restored this kernel from outside (a restore or undo over REST): the next
+        capture is whole, and the workspace as it is now is the last one checkpointed."""
+        self._base = None
+        if self.enabled:
+            self._last_fingerprint = self._fingerprint(self.host.control)
+
     def undone(self) -> None:
         """`%undo` made the checkpoint before the last cell the head again (variables and
         files): the cell running it records nothing, and the next cell is captured whole."""

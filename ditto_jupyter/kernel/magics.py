@@ -223,6 +223,7 @@ class DittoMagics(Magics):
         self._budget_view_factory = budget_view
         self._budget_views: dict[str, Any] = {}  # one live view per budget, shown again
         self.autocheckpointer = AutoCheckpointer(self, shell)
+        self.kernel_control.on_restore.append(self.autocheckpointer.restored_elsewhere)
 
     # ---- plumbing -----------------------------------------------------------------------
 

@@ -11,24 +11,51 @@ when the source changed, and whether its outputs did.
 from __future__ import annotations
 
 import difflib
+import logging
 from typing import Any
 
 from ditto_jupyter.control.documents.storage import CellView, replaced_at
 from ditto_jupyter.control.documents.validation import cell_source
 from ditto_jupyter.core.models import CellChange, CellEntry, CellsDiff
 
+_log = logging.getLogger(__name__)
+
 #: Characters of a cell's source a comparison shows (the rest is cut, with "…").
 MAX_SOURCE_SHOWN = 16 * 1024
 
 
+def _text(value: Any) -> Any:
+    """nbformat's multiline strings (a list of lines) as one string, as nbdime wants them."""
+    if isinstance(value, list) and all(isinstance(line, str) for line in value):
+        return "".join(value)
+    return value
+
+
 def _cell_of(view: CellView) -> dict[str, Any]:
-    """The cell as nbdime sees it: each large value stands as its chunk name."""
+    """The cell as nbdime sees it: each large value stands as its chunk name, and every
+    multiline string is one string (as nbformat holds them in memory)."""
     cell: Any = view.record["cell"]
     for value in view.record.get("large", []):
         chunks = value.get("chunks") or [""]
         cell = replaced_at(cell, list(value["path"]), f"<stored as {chunks[0][:16]}>")
     assert isinstance(cell, dict)
-    return cell
+    shown: dict[str, Any] = {**cell, "source": cell_source(cell)}
+    outputs = shown.get("outputs")
+    if isinstance(outputs, list):
+        shown["outputs"] = [_output_of(output) for output in outputs]
+    return shown
+
+
+def _output_of(output: Any) -> Any:
+    if not isinstance(output, dict):
+        return output
+    output = dict(output)
+    if "text" in output:
+        output["text"] = _text(output["text"])
+    data = output.get("data")
+    if isinstance(data, dict):
+        output["data"] = {mime: _text(value) for mime, value in data.items()}
+    return output
 
 
 def _shown(source: str) -> str:
@@ -72,6 +99,19 @@ def _change(old_index: int, old: CellView, new_index: int, new: CellView) -> Cel
     )
 
 
+def _by_position(old: list[CellView], new: list[CellView]) -> list[tuple[int | None, int | None]]:
+    """Cells aligned as a plain sequence of their chunk names (when nbdime cannot)."""
+    pairs: list[tuple[int | None, int | None]] = []
+    matcher = difflib.SequenceMatcher(a=[v.key for v in old], b=[v.key for v in new])
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            pairs += list(zip(range(i1, i2), range(j1, j2), strict=True))
+        else:
+            pairs += [(i, None) for i in range(i1, i2)]
+            pairs += [(None, j) for j in range(j1, j2)]
+    return pairs
+
+
 def _aligned(old: list[CellView], new: list[CellView]) -> list[tuple[int | None, int | None]]:
     """Pairs (old index, new index) of the cells nbdime aligns: both set for a kept or
     patched cell, one None for an added or removed one."""
@@ -82,7 +122,12 @@ def _aligned(old: list[CellView], new: list[CellView]) -> list[tuple[int | None,
         return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
 
     ops: list[dict[str, Any]] = []
-    for entry in diff_notebooks(notebook(old), notebook(new)):
+    try:
+        found = diff_notebooks(notebook(old), notebook(new))
+    except Exception as error:  # a cell nbdime does not take (its own asserts): align plainly
+        _log.warning("ditto: nbdime could not align the cells (%s); aligned them in order", error)
+        return _by_position(old, new)
+    for entry in found:
         if entry.get("key") == "cells" and entry.get("op") == "patch":
             ops = list(entry.get("diff", []))
     ops.sort(key=lambda op: (int(op["key"]), op["op"] != "addrange"))

@@ -53,7 +53,12 @@ from ditto_jupyter.kernel.capture.rules import (
     is_state_name,
     type_name,
 )
-from ditto_jupyter.kernel.capture.summaries import add_digests, summaries_of
+from ditto_jupyter.kernel.capture.summaries import (
+    add_digests,
+    group_digests,
+    own_digests,
+    summaries_of,
+)
 
 
 def capture_namespace(
@@ -178,6 +183,7 @@ def snapshot_namespace(
         singles, partial, ids = _pickle_singles(namespace, values, unrestorable)
         held, owners = _identity_objects({**singles, **partial}, ids)
     groups = components(list(ids), ids)
+    own = own_digests({**singles, **partial}, [n for g in groups if len(g) > 1 for n in g])
     partial.clear()  # kept until grouped: their memos keep the objects whose ids they hold
 
     writer = ChunkWriter(blobs, defer=defer)
@@ -187,7 +193,8 @@ def snapshot_namespace(
     try:
         for group in groups:
             for names, pickled in _group_pickles(namespace, group, values, singles, unrestorable):
-                new_components.append(_store_component(writer, names, values, pickled))
+                component = _store_component(writer, names, values, pickled)
+                new_components.append(group_digests(component, own))
                 reached = (ids.get(name, set()) | owners.get(name, set()) for name in names)
                 new_ids.append(set().union(*reached))
                 new_held.append([obj for name in names for obj in held.get(name, ())])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.kernel import this_kernel
 from ditto_jupyter.kernel.capture.capturing import capture_namespace
 from ditto_jupyter.kernel.capture.restoring import restore_namespace
 from ditto_jupyter.kernel.capture.rules import ipython_shell
@@ -83,4 +84,5 @@ def kernel_restore(blob_root: str, manifest_id: str | None) -> list[dict[str, An
     flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
     lost = restore_namespace(_user_namespace(), open_blob_store(blob_root), manifest_id)
     _last_timing["restore_s"] = time.perf_counter() - started
+    this_kernel.restored(manifest_id)  # `%autocheckpoint` follows the kernel's new state
     return [entry.model_dump(mode="json") for entry in lost]

@@ -5,19 +5,30 @@ here, never by unpickling them (`core.namespace_manifest`). A summary is short a
 without running the value's own code: shape and dtype for numpy arrays, shape and columns
 for pandas data frames, length and dtype for series, length for built-in containers, the
 repr of short built-in scalars and strings; other objects get none (their type says what
-they are). A digest is a hash of the component's chunk names (`component_digest`): the
-variables pickled together (aliases) share it, and a component kept from the previous
-capture keeps its summaries and digests, so unchanged values keep theirs.
+they are). A variable pickled alone has the digest of its component's chunk names
+(`component_digest`). Variables pickled together because they share objects (a value and
+the notebook function it refers to) each get a digest of their own pickle as first taken
+alone (stopped at objects an earlier pickle holds) and of the component's big buffers: an
+edit of one is not an edit of the others, while a change to a shared big array changes
+them all. A component kept from the previous capture keeps its summaries and digests, so
+unchanged values keep theirs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 import types
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from ditto_jupyter.core.namespace_manifest import component_digest
+
+if TYPE_CHECKING:
+    from ditto_jupyter.kernel.capture.pickling import Pickled
 
 _log = logging.getLogger(__name__)
 
@@ -103,9 +114,42 @@ def summaries_of(names: list[str], values: dict[str, object]) -> dict[str, str]:
     return {name: describe(values[name]) for name in names if name in values}
 
 
+def own_digests(pickles: dict[str, Pickled], names: Iterable[str]) -> dict[str, str]:
+    """Digests of the streams of `names` as each was first pickled alone (only those
+    that are pickled with others need one; a name whose value an earlier pickle holds
+    whole has none)."""
+    found: dict[str, str] = {}
+    for name in names:
+        pickled = pickles.get(name)
+        if pickled is not None:
+            found[name] = hashlib.blake2b(pickled.stream, digest_size=16).hexdigest()
+    return found
+
+
+def group_digests(component: dict[str, Any], own: dict[str, str]) -> dict[str, Any]:
+    """A component of several variables with a digest for each: its own pickle's and the
+    component's big buffers' fingerprints (the component's digest for a name with none)."""
+    names = component["names"]
+    if len(names) < 2:
+        return component
+    buffers = [[b.get("kind"), b["size"], b["fps"]] for b in component["buffers"]]
+    digests: dict[str, str | None] = {}
+    for name in names:
+        alone = own.get(name)
+        if alone is None:
+            digests[name] = None
+        else:
+            document = orjson.dumps([alone, buffers])
+            digests[name] = hashlib.blake2b(document, digest_size=16).hexdigest()
+    component["pending_digests"] = digests
+    return component
+
+
 def add_digests(component: dict[str, Any]) -> None:
     """Give a component whose chunks are named its variables' digests (once: a component
     kept from an earlier capture has them already)."""
-    if "digests" not in component:
-        digest = component_digest(component)
-        component["digests"] = dict.fromkeys(component["names"], digest)
+    if "digests" in component:
+        return
+    whole = component_digest(component)
+    own = component.pop("pending_digests", None) or {}
+    component["digests"] = {name: own.get(name) or whole for name in component["names"]}
