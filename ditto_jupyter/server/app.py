@@ -110,6 +110,15 @@ class DittoJupyterApp(ExtensionApp):
         "kernel start-up (0 turns the pool off). Refilled in the background.",
     )
 
+    document_wait_seconds = Float(
+        10.0,
+        min=0.0,
+        config=True,
+        help="Seconds a checkpoint taken without a document (a magic, %autocheckpoint, the "
+        "CLI) waits for the JupyterLab that has the notebook open to send it as the user "
+        "sees it; meanwhile, and after, it holds the saved file (0: never wait).",
+    )
+
     @default("data_dir")
     def _default_data_dir(self) -> str:
         return str(default_data_dir())
@@ -188,6 +197,7 @@ class DittoJupyterApp(ExtensionApp):
             RuntimeBudgets(self.data_dir),
             pool=pool,
         )
+        sessions.documents.wait_seconds = self.document_wait_seconds  # issue 23
         self.host, self.service, self.runtime_sessions = host, service, sessions
         self.kernel_pool = pool
         self.settings["ditto_runtime_sessions"] = sessions
@@ -221,6 +231,8 @@ class DittoJupyterApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Stop the idle pauser and the pooled kernels; close kernel clients and the store."""
+        if self.runtime_sessions is not None:
+            self.runtime_sessions.documents.close()  # issue 23: pending documents' timers
         if self.idle_pauser is not None:
             self.idle_pauser.stop()
         if self.kernel_pool is not None:

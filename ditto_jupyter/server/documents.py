@@ -25,6 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_server.utils import ensure_async
+from nbformat.v4.rwbase import strip_transient
 from pydantic import ValidationError
 from tornado.web import HTTPError
 
@@ -73,8 +74,11 @@ class SessionDocuments:
             _log.warning("ditto: cannot read notebook %s for a checkpoint: %s", path, error)
             return None
         try:
-            return NotebookDocument.model_validate(dict(model["content"]), strict=False)
-        except (ValidationError, KeyError, TypeError) as error:
+            # the contents manager marks cells trusted or not as it reads them: that is
+            # the server's view of the file, not part of the notebook (nbformat strips it)
+            content = strip_transient(model["content"])
+            return NotebookDocument.model_validate(dict(content), strict=False)
+        except (ValidationError, KeyError, TypeError, AttributeError) as error:
             _log.warning("ditto: notebook %s is not an nbformat 4 document: %s", path, error)
             return None
 
