@@ -58,9 +58,35 @@ class RecordedVariable:
     reason: str | None = None
 
 
+#: Parts read (signature checked) and kept: a part's id is the hash of its content, so a
+#: part two checkpoints share is read once (and, in a server, once for many comparisons).
+PART_CACHE = 4096
+_parts: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+
+def _part_components(blobs: BlobStore, part_id: str, manifest_id: str) -> list[dict[str, Any]]:
+    key = (str(blobs.root), part_id)
+    found = _parts.get(key)
+    if found is None:
+        part = blobs.get_manifest(part_id)
+        if part.get("kind") != NAMESPACE_PART_KIND:
+            raise BlobError(f"manifest {part_id} is not a part of kernel-namespace {manifest_id}")
+        found = part["components"]
+        if len(_parts) >= PART_CACHE:
+            _parts.clear()
+        _parts[key] = found
+    return found
+
+
+def forget_parts() -> None:
+    """Drop the parts read so far (what a process that just started holds: none)."""
+    _parts.clear()
+
+
 def load_namespace(blobs: BlobStore, manifest_id: str) -> dict[str, Any]:
     """A kernel-namespace manifest with its parts' components in `"components"` (every
-    signature checked); BlobError when it is not one."""
+    signature checked when it is read); BlobError when it is not one. What it returns is
+    shared with later readers: never change it."""
     body = blobs.get_manifest(manifest_id)
     if body.get("kind") != NAMESPACE_MANIFEST_KIND or body.get("version") != NAMESPACE_VERSION:
         raise BlobError(f"manifest {manifest_id} is not a kernel-namespace manifest")
@@ -69,10 +95,7 @@ def load_namespace(blobs: BlobStore, manifest_id: str) -> dict[str, Any]:
         return body
     components = list(body.get("components", []))
     for part_id in part_ids:
-        part = blobs.get_manifest(part_id)
-        if part.get("kind") != NAMESPACE_PART_KIND:
-            raise BlobError(f"manifest {part_id} is not a part of kernel-namespace {manifest_id}")
-        components.extend(part["components"])
+        components.extend(_part_components(blobs, part_id, manifest_id))
     return {**body, "components": components}
 
 

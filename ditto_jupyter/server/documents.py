@@ -76,7 +76,7 @@ class SessionDocuments:
         try:
             # the contents manager marks cells trusted or not as it reads them: that is
             # the server's view of the file, not part of the notebook (nbformat strips it)
-            content = strip_transient(model["content"])
+            content = strip_transient(model["content"])  # type: ignore[no-untyped-call]
             return NotebookDocument.model_validate(dict(content), strict=False)
         except (ValidationError, KeyError, TypeError, AttributeError) as error:
             _log.warning("ditto: notebook %s is not an nbformat 4 document: %s", path, error)

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ from ditto_jupyter.core.models import BackendCheckpointRef
 from ditto_jupyter.core.private import PRIVATE_DIR_MODE, private_dir
 
 _STATE_DIR = ".state"
+#: Snapshot trees kept in memory for comparisons (a panel compares neighbours in turn).
+TREE_CACHE = 4
 _ID_PATTERN = re.compile(r"^local-[0-9a-f]{32}$")
 _log = logging.getLogger(__name__)
 
@@ -67,6 +70,8 @@ class LocalProvider:
         self.exec_timeout = exec_timeout
         self.output_limit = output_limit
         (self.root / _STATE_DIR).mkdir(exist_ok=True)
+        self._trees: dict[str, SnapshotTree] = {}  # snapshots read lately, for comparisons
+        self._trees_lock = threading.Lock()
 
     @property
     def kind(self) -> str:
@@ -182,8 +187,18 @@ class LocalProvider:
         return body
 
     def snapshot_tree(self, ref: BackendCheckpointRef) -> SnapshotTree:
-        """The files of the local snapshot `ref`, read from the blob store."""
-        return SnapshotTree(self.blobs, self.snapshot_body(ref))
+        """The files of the local snapshot `ref`, read from the blob store (the last few
+        read are kept: a snapshot's id is the hash of its content)."""
+        key = str(ref.provider_snapshot_id)
+        with self._trees_lock:
+            tree = self._trees.get(key)
+        if tree is None:
+            tree = SnapshotTree(self.blobs, self.snapshot_body(ref))
+            with self._trees_lock:
+                while len(self._trees) >= TREE_CACHE:
+                    self._trees.pop(next(iter(self._trees)))
+                self._trees[key] = tree
+        return tree
 
     async def checkout(self, ref: BackendCheckpointRef, runtime_id: str) -> LocalBackend:
         """A new workspace holding real copies of every file of the snapshot `ref`."""

@@ -20,18 +20,19 @@ from ditto_jupyter.core.blobs import BlobStore
 
 
 def tree_entries(body: dict[str, Any]) -> dict[str, TreeEntry]:
-    """The entries of a workspace manifest, by path."""
+    """The entries of a (signature-checked) workspace manifest, by path."""
     entries: dict[str, TreeEntry] = {}
     for raw in body.get("dirs", []):
-        path = str(raw["path"])
-        entries[path] = TreeEntry(path, "dir", None, int(raw["mode"]), ())
+        entries[raw["path"]] = TreeEntry(raw["path"], "dir", None, raw["mode"], ())
     for raw in body.get("symlinks", []):
-        path = str(raw["path"])
-        entries[path] = TreeEntry(path, "symlink", None, 0, (str(raw["target"]),))
-    for raw in body.get("files", []):
-        path = str(raw["path"])
-        chunks = tuple(str(c) for c in raw["chunks"])
-        entries[path] = TreeEntry(path, "file", int(raw["size"]), int(raw["mode"]), chunks)
+        entries[raw["path"]] = TreeEntry(raw["path"], "symlink", None, 0, (raw["target"],))
+    entry = TreeEntry
+    entries.update(
+        {
+            raw["path"]: entry(raw["path"], "file", raw["size"], raw["mode"], tuple(raw["chunks"]))
+            for raw in body.get("files", [])
+        }
+    )
     return entries
 
 

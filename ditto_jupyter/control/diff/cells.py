@@ -2,10 +2,12 @@
 
 Cells are compared as stored (`documents.CellView`): equal chunks, equal cells, so the
 unchanged cells at the start and the end are matched without looking inside. The cells
-between are aligned by nbdime (`diff_notebooks`, the field's notebook diff: it pairs a cell
-with its edited self by similarity), with each large value (an image) standing as its chunk
-name, never loaded. A pair nbdime patches is a changed cell: a unified diff of its source
-when the source changed, and whether its outputs did.
+between are paired by their ids when every cell has one (nbformat 4.5, as JupyterLab
+writes: a cell keeps its id when edited, moved or run), else aligned by nbdime
+(`diff_notebooks`, the field's notebook diff: it pairs a cell with its edited self by
+similarity), with each large value (an image) standing as its chunk name, never loaded.
+A pair whose chunks differ is a changed cell: a unified diff of its source when the source
+changed, and whether its outputs did.
 """
 
 from __future__ import annotations
@@ -112,14 +114,49 @@ def _by_position(old: list[CellView], new: list[CellView]) -> list[tuple[int | N
     return pairs
 
 
-def _aligned(old: list[CellView], new: list[CellView]) -> list[tuple[int | None, int | None]]:
-    """Pairs (old index, new index) of the cells nbdime aligns: both set for a kept or
-    patched cell, one None for an added or removed one."""
-    from nbdime import diff_notebooks  # imported on first use: it takes a second to load
+def _cell_ids(views: list[CellView]) -> list[str] | None:
+    """Each cell's id (nbformat 4.5), or None unless every cell has a distinct one."""
+    ids = [view.record["cell"].get("id") for view in views]
+    if all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids):
+        return [str(i) for i in ids]
+    return None
 
-    def notebook(views: list[CellView]) -> dict[str, Any]:
+
+def _by_id(old_ids: list[str], new_ids: list[str]) -> list[tuple[int | None, int | None]]:
+    """Cells aligned by their ids: a cell keeps its id when it is edited, moved or run."""
+    where = {cell_id: index for index, cell_id in enumerate(old_ids)}
+    pairs: list[tuple[int | None, int | None]] = []
+    kept = set()
+    for index, cell_id in enumerate(new_ids):
+        found = where.get(cell_id)
+        pairs.append((found, index))
+        if found is not None:
+            kept.add(found)
+    pairs += [(index, None) for index in range(len(old_ids)) if index not in kept]
+    return pairs
+
+
+def _aligned(old: list[CellView], new: list[CellView]) -> list[tuple[int | None, int | None]]:
+    """Pairs (old index, new index) of the same cells: by their ids when every cell has
+    one (JupyterLab's notebooks), else as nbdime aligns them (by similarity); both set for
+    a kept or changed cell, one None for an added or removed one."""
+    old_ids, new_ids = _cell_ids(old), _cell_ids(new)
+    if old_ids is not None and new_ids is not None:
+        return _by_id(old_ids, new_ids)
+    return _nbdime_aligned(old, new)
+
+
+def _nbdime_aligned(
+    old: list[CellView], new: list[CellView]
+) -> list[tuple[int | None, int | None]]:
+    """Cells aligned by nbdime's notebook diff (a cell paired with its edited self)."""
+    from nbdime import diff_notebooks  # imported on first use: it takes a second to load
+    from nbformat import from_dict  # nbdime reads cells and outputs by attribute
+
+    def notebook(views: list[CellView]) -> Any:
         cells = [_cell_of(view) for view in views]
-        return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+        made = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+        return from_dict(made)  # type: ignore[no-untyped-call]
 
     ops: list[dict[str, Any]] = []
     try:

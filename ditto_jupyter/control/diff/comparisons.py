@@ -12,8 +12,11 @@ snapshot, no document) makes that part of the comparison unavailable, never an e
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ditto_jupyter.backends.base import FileTree
@@ -67,6 +70,21 @@ class LiveNotebook:
 
     document: NotebookDocument
     label: str
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block: reading two big manifests allocates
+    hundreds of thousands of objects that all live until the answer is made, and each
+    collection would walk them all again (a comparison took 5x longer). Refcounting frees
+    what goes; the next collection looks at the rest once."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def checkpoint_label(checkpoint: RuntimeCheckpoint) -> str:
@@ -209,14 +227,15 @@ class Comparisons:
             return self.checkpoint_side(resolved[ref])
 
         def compare() -> RuntimeDiffResult:
-            before, after = side(from_ref), side(to_ref)
-            return RuntimeDiffResult(
-                from_=before.wire(),
-                to=after.wire(),
-                variables=compare_variables(before.variables, after.variables),
-                files=compare_files(before.files, after.files),
-                cells=compare_cells(before.cells, after.cells),
-            )
+            with collection_paused():
+                before, after = side(from_ref), side(to_ref)
+                return RuntimeDiffResult(
+                    from_=before.wire(),
+                    to=after.wire(),
+                    variables=compare_variables(before.variables, after.variables),
+                    files=compare_files(before.files, after.files),
+                    cells=compare_cells(before.cells, after.cells),
+                )
 
         return await asyncio.to_thread(compare)
 
