@@ -6,6 +6,8 @@
     ditto checkpoint RUNTIME [--name NAME] [-m KEY=VALUE ...]
     ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME]
     ditto restore RUNTIME CHECKPOINT
+    ditto diff [A [B]] [--runtime RUNTIME]
+    ditto undo RUNTIME
     ditto pause RUNTIME [--name NAME] | resume RUNTIME | close RUNTIME [--discard]
     ditto delete-snapshot CHECKPOINT [--runtime RUNTIME]
     ditto doctor [--data-dir DIR] [--store-url URL]
@@ -13,6 +15,12 @@
 
 `ditto checkpoints` lists every checkpoint (fetched page by page); with `--limit` it shows
 one page and says how to get the next (`--cursor`).
+
+`ditto diff A B` compares two checkpoints (B may be `live`: the runtime's kernel, files and
+saved notebook now): variables, files (with text diffs of small files) and cells; `ditto
+diff A` compares A with its parent, `ditto diff --runtime RUNTIME` the head with `live`.
+`ditto undo RUNTIME` rolls a runtime back to just before the last cell `%autocheckpoint`
+recorded (variables and workspace files).
 
 CHECKPOINT is a full id, a unique id prefix (the 12 characters `ditto checkpoints` prints
 will do) or a name: within RUNTIME when one is given (`--runtime RUNTIME`, restore's
@@ -139,6 +147,8 @@ def render(command: str, result: Any, out: TextIO) -> None:
             print(f"  kernel {result['kernel_id']}", file=out)
         if result.get("notebook_path"):
             print(f"  notebook {result['notebook_path']}", file=out)
+        if result.get("notebook_note"):
+            print(f"  {result['notebook_note']}", file=out)
         _not_restored(result, out)
     elif command == "restore":
         print(
@@ -165,6 +175,19 @@ def render(command: str, result: Any, out: TextIO) -> None:
     elif command == "budget":
         for line in budget_lines(result):
             print(line, file=out)
+    elif command == "diff":
+        from ditto_jupyter.control.diff.report import diff_text
+        from ditto_jupyter.core.models import RuntimeDiffResult
+
+        print(diff_text(RuntimeDiffResult.model_validate(result, strict=False)), file=out)
+    elif command == "undo":
+        cell = result["undone_cell"]
+        print(
+            f"undid cell {cell['execution_count']} of {_runtime_line(result['runtime'])}: back "
+            f"at checkpoint {result['checkpoint_id']}",
+            file=out,
+        )
+        _not_restored(result, out)
     elif command == "delete-snapshot":
         state = "deleted" if result["deleted"] else "already deleted"
         print(f"snapshot of checkpoint {result['checkpoint_id']}: {state}", file=out)
@@ -332,6 +355,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("restore", "restore a checkpoint into an idle runtime, in place")
     p.add_argument("runtime")
     p.add_argument("checkpoint", help="checkpoint id, unique id prefix or name in RUNTIME")
+    p = command("diff", "compare two checkpoints, or a checkpoint and the live runtime")
+    p.add_argument("a", nargs="?", metavar="A", help=_CHECKPOINT_HELP + " (default: the head)")
+    p.add_argument(
+        "b", nargs="?", metavar="B", help="another checkpoint, or live (default: A's parent)"
+    )
+    p.add_argument("--runtime", help=_RUNTIME_HELP)
+    p = command("undo", "roll a runtime back to just before its last cell (%autocheckpoint)")
+    p.add_argument("runtime")
     p = command("pause", "snapshot a runtime and free its kernel")
     p.add_argument("runtime")
     p.add_argument("--name")
@@ -358,6 +389,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("budget", "show the token budget a runtime counts against (%budget)")
     p.add_argument("runtime")
     return parser
+
+
+def diff_body(args: argparse.Namespace, client: RuntimeClient) -> dict[str, Any]:
+    """The body of `ditto diff`: A and B resolved to full ids (B `live` as it is), A's
+    parent when B is not given, the head and `live` when neither is."""
+    if args.a is None:
+        if args.runtime is None:
+            raise UsageError("ditto diff needs a checkpoint A, or --runtime RUNTIME")
+        return {"runtime_id": args.runtime, "from": None, "to": "live"}
+    detail = client.checkpoint_detail(args.a, args.runtime)["checkpoint"]
+    runtime_id = str(detail["runtime_id"])
+    if args.b is None:
+        parent = detail.get("parent_checkpoint_id")
+        if parent is None:
+            raise UsageError(f"checkpoint {args.a} has no parent: give B (a checkpoint, or live)")
+        return {"runtime_id": runtime_id, "from": parent, "to": detail["checkpoint_id"]}
+    other = args.b if args.b == "live" else client.resolve_checkpoint_id(args.b, runtime_id)
+    return {"runtime_id": runtime_id, "from": detail["checkpoint_id"], "to": other}
 
 
 def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
@@ -410,6 +459,10 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
         return client.post("close", {"runtime_id": args.runtime, "discard": args.discard})
     if command == "budget":
         return client.get(api_path(args.runtime, "budget"))
+    if command == "diff":
+        return client.post("diff", diff_body(args, client))
+    if command == "undo":
+        return client.post("undo", {"runtime_id": args.runtime})
     if command == "delete-snapshot":
         checkpoint_id = client.resolve_checkpoint_id(args.checkpoint, args.runtime)
         return client.post("checkpoint/delete-snapshot", {"checkpoint_id": checkpoint_id})

@@ -4,6 +4,11 @@ A backend is a local workspace directory or an E2B sandbox. Paths are relative t
 backend's root (for local workspaces, not the kernel's cwd). A `BackendProvider` creates
 backends, checks a snapshot out into a new backend, deletes snapshots and re-attaches to
 a live backend after a process restart. Backend ids never leave the control plane.
+
+Two capabilities only some backends have (the local workspace has both, E2B neither):
+reading a snapshot's or the live backend's files as a `FileTree` (`SnapshotReader`,
+`LiveTreeReader`: what comparing two points in time needs), and bringing a snapshot's
+files back into the live backend itself (`InPlaceRestorer`: what undo needs).
 """
 
 from __future__ import annotations
@@ -75,6 +80,61 @@ class ResourceLeftBehind(BackendError):
     def __init__(self, message: str, left_behind: LeftBehind) -> None:
         super().__init__(message)
         self.left_behind = left_behind
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One entry of a backend's file tree: its kind, size, mode, and what it holds (a file's
+    chunk names, which are hashes of its bytes; a symlink's target; nothing for a folder)."""
+
+    path: str
+    kind: FileKind
+    size: int | None
+    mode: int
+    content: tuple[str, ...]
+
+
+class FileTree(Protocol):
+    """A backend's files at one point in time (a snapshot, or the live files)."""
+
+    @property
+    def entries(self) -> dict[str, TreeEntry]:
+        """Every entry by path (relative, POSIX)."""
+        ...
+
+    def read(self, path: str, limit: int) -> bytes | None:
+        """A file's bytes when it holds at most `limit` of them (None otherwise)."""
+        ...
+
+
+@runtime_checkable
+class SnapshotReader(Protocol):
+    """A provider whose snapshots can be read file by file."""
+
+    def snapshot_tree(self, ref: BackendCheckpointRef) -> FileTree:
+        """The files a snapshot holds (BackendError when it cannot be read)."""
+        ...
+
+
+@runtime_checkable
+class LiveTreeReader(Protocol):
+    """A backend whose live files can be read file by file, without a snapshot."""
+
+    async def live_tree(self) -> FileTree:
+        """The files as they are now (nothing is stored)."""
+        ...
+
+
+@runtime_checkable
+class InPlaceRestorer(Protocol):
+    """A backend that can bring a snapshot's files back into itself."""
+
+    async def restore_snapshot(self, ref: BackendCheckpointRef) -> None:
+        """Make the files exactly the snapshot's: files added since are removed, changed
+        ones written back (each replaced in one rename), unchanged ones left alone. A
+        failure part way leaves some files changed: a caller takes a snapshot first and
+        restores that one to undo the attempt."""
+        ...
 
 
 @runtime_checkable

@@ -16,7 +16,17 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ditto_jupyter.backends.base import Backend, BackendLocator, ExecResult, FileStat, SearchMatch
+from ditto_jupyter.backends.base import (
+    Backend,
+    BackendLocator,
+    ExecResult,
+    FileStat,
+    FileTree,
+    InPlaceRestorer,
+    LiveTreeReader,
+    SearchMatch,
+)
+from ditto_jupyter.core.errors import UnsupportedBackend
 from ditto_jupyter.core.models import BackendCheckpointRef
 
 
@@ -150,6 +160,31 @@ class DirtyTrackingBackend:
             self._last_ref = ref
             self._clean_generation = started_at
             return ref
+
+    async def live_tree(self) -> FileTree | None:
+        """The live files as a tree, when the backend can read them so (None: it cannot)."""
+        inner = self._inner
+        return await inner.live_tree() if isinstance(inner, LiveTreeReader) else None
+
+    async def restore_snapshot(self, ref: BackendCheckpointRef) -> None:
+        """Bring the snapshot `ref` back into the backend itself; then clean, with `ref` as
+        its last snapshot. UnsupportedBackend when the backend cannot; a failure part way
+        leaves it dirty (its files are neither `ref`'s nor what they were)."""
+        inner = self._inner
+        if not isinstance(inner, InPlaceRestorer):
+            raise UnsupportedBackend(
+                f"a {self.kind} backend cannot bring a snapshot's files back in place; "
+                "check the checkpoint out into a new runtime instead"
+            )
+        async with self._checkpoint_lock:
+            self._generation += 1
+            try:
+                await inner.restore_snapshot(ref)
+            except BaseException:
+                self._generation += 1
+                raise
+            self._last_ref = ref
+            self._clean_generation = self._generation
 
     async def release(self) -> bool:
         """Delegate: free the live instance."""

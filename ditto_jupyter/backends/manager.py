@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ditto_jupyter.backends.base import BackendLocator, BackendProvider
+from ditto_jupyter.backends.base import BackendLocator, BackendProvider, FileTree, SnapshotReader
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.core.errors import InvalidRequest, UnsupportedBackend
 from ditto_jupyter.core.models import BackendCheckpointRef
@@ -218,6 +218,14 @@ class BackendManager:
         for backend in self._backends.values():
             backend.forget_snapshot(ref.provider_snapshot_id)
         return deleted
+
+    def snapshot_tree(self, ref: BackendCheckpointRef) -> FileTree | None:
+        """The files of a snapshot, when its provider can read them so and it still exists
+        (None: an E2B snapshot, a deleted one)."""
+        provider = self._providers.get(ref.backend_kind)
+        if not isinstance(provider, SnapshotReader) or not ref.provider_snapshot_id:
+            return None
+        return provider.snapshot_tree(ref)
 
     def referenced_manifests(self, ref: BackendCheckpointRef) -> list[str]:
         """Blob-store manifests a backend snapshot keeps alive (for blob gc)."""

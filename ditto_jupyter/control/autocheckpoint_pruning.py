@@ -3,11 +3,12 @@
 An automatic checkpoint is named `cell-<execution count>` and records the cell it followed
 in its `automatic` field (`AutoCheckpointCell`: execution count, source, failed). Pruning
 keeps the newest N of a runtime's automatic checkpoints whole and thins the older ones: the
-row stays (the tree's lineage, the name, the cell), its variables (namespace manifest) and
-workspace snapshot go, so their chunks become garbage for gc, and its `pruned` field is
-set. Checkpoints taken on request are never touched. A checkpoint stays whole, whatever its
-age, while it is a runtime's head (a checkout child starts with its source's checkpoint as
-head), a checkout's source, or the parent of another runtime's checkpoint.
+row stays (the tree's lineage, the name, the cell), its variables (namespace manifest),
+workspace snapshot and notebook document go, so their chunks become garbage for gc (cells
+other checkpoints hold stay), and its `pruned` field is set. Checkpoints taken on request
+are never touched. A checkpoint stays whole, whatever its age, while it is a runtime's head
+(a checkout child starts with its source's checkpoint as head), a checkout's source, or the
+parent of another runtime's checkpoint.
 
 Both flags are fields of the record that only the system writes (`automatic` comes from the
 kernel's own `%autocheckpoint` hook, `pruned` from a prune): a user's metadata, whatever
@@ -32,7 +33,7 @@ def is_pruned(checkpoint: RuntimeCheckpoint | CheckpointSummary) -> bool:
 
 
 def thinned(checkpoint: RuntimeCheckpoint) -> RuntimeCheckpoint:
-    """The checkpoint as a prune leaves it: no variables, no workspace snapshot, pruned."""
+    """The checkpoint as a prune leaves it: no variables, workspace snapshot or document."""
     ref = checkpoint.backend_ref
     if ref is not None:
         ref = ref.model_copy(update={"provider_snapshot_id": None})
@@ -42,6 +43,7 @@ def thinned(checkpoint: RuntimeCheckpoint) -> RuntimeCheckpoint:
             "backend_ref": ref,
             "unrestorable": [],
             "pruned": True,
+            "document": None,
         }
     )
 

@@ -28,12 +28,13 @@ from typing import Any
 from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
 from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
-from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError
+from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore
 from ditto_jupyter.core.errors import InvalidRequest, SessionBusy
 from ditto_jupyter.core.limits import MAX_NAME_LENGTH, metadata_problem
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     BackendCheckpointRef,
+    CheckpointDocument,
     ContextCapture,
     RuntimeCheckpoint,
     RuntimeCheckpointResult,
@@ -102,6 +103,38 @@ def merged_metadata(base: Mapping[str, Any], extra: Mapping[str, Any] | None) ->
     return merged
 
 
+def check_self_capture(blobs: BlobStore, runtime_id: str, capture: ContextCapture) -> None:
+    """Refuse a kernel's own capture unless it can become this runtime's checkpoint.
+
+    Its manifest must be in this blob store with a valid signature, of the
+    kernel-namespace kind (so a resume can restore it), and captured for `runtime_id`.
+    A restored manifest (a checkout child's first head, a resumed runtime's) names the
+    runtime it was captured for; new captures name the runtime that made them.
+    Manifests written before the runtime was named stay restorable but are refused here.
+    """
+    manifest_id = capture.manifest_id
+    try:
+        body = blobs.get_manifest(manifest_id)
+    except (BlobError, OSError) as error:
+        raise InvalidRequest(
+            f"capture.manifest_id {manifest_id!r} is not a valid manifest of this "
+            f"server's store ({error})"
+        ) from None
+    kind = body.get("kind")
+    if kind != NAMESPACE_MANIFEST_KIND:
+        raise InvalidRequest(
+            f"capture.manifest_id {manifest_id!r} is a {kind!r} manifest, not a "
+            f"{NAMESPACE_MANIFEST_KIND!r} capture of a kernel"
+        )
+    captured_for = body.get("runtime_id")
+    if captured_for != runtime_id:
+        whose = f"runtime {captured_for}" if captured_for else "no runtime"
+        raise InvalidRequest(
+            f"capture.manifest_id {manifest_id!r} was captured for {whose}, not for "
+            f"runtime {runtime_id}"
+        )
+
+
 class Checkpointing:
     """Checkpoint a live runtime; restore a checkpoint into one in place."""
 
@@ -116,12 +149,13 @@ class Checkpointing:
         *,
         precaptured: ContextCapture | None = None,
         automatic: AutoCheckpointCell | None = None,
+        document: CheckpointDocument | None = None,
     ) -> RuntimeCheckpointResult:
         """Capture an idle runtime (see `RuntimeService.checkpoint`)."""
         async with self.parts.guard.operation(runtime_id):
             previous = self.parts.store.get_head(runtime_id)
             checkpoint, session = await self.checkpoint_live(
-                runtime_id, name, metadata, precaptured, automatic=automatic
+                runtime_id, name, metadata, precaptured, automatic=automatic, document=document
             )
         return RuntimeCheckpointResult(
             checkpoint_id=checkpoint.checkpoint_id,
@@ -139,17 +173,19 @@ class Checkpointing:
         automatic: AutoCheckpointCell | None = None,
         seal: bool = False,
         pause: bool = False,
+        document: CheckpointDocument | None = None,
     ) -> tuple[RuntimeCheckpoint, SessionRecord]:
         """Checkpoint an idle live runtime and make it the head (checkpoint, pause, close).
 
         The caller holds the runtime's operation slot. When the store refuses the new
         records, a snapshot taken for them is discarded and the store is unchanged.
-        `seal` (a
-        pause the server captures): the context is fenced before its capture and sealed
-        before the store writes; SessionBusy, and nothing recorded, when a cell ran since.
+        `seal` (a pause the server captures): the context is fenced before its capture and
+        sealed before the store writes; SessionBusy, and nothing recorded, when a cell ran
+        since.
         With an object store, the blobs are uploaded before the records are written when
         the deployment says so or for a `pause` (an upload that fails fails the
         checkpoint, which is then not recorded), else queued for upload once they are.
+        `document` is the notebook stored for it already (`checkpoint_documents`), if any.
         """
         parts = self.parts
         check_request(name, metadata, "")
@@ -157,7 +193,7 @@ class Checkpointing:
         if precaptured is None:
             await parts.guard.require_idle(session)
         else:
-            self._check_self_capture(runtime_id, precaptured)
+            check_self_capture(self.parts.blobs, runtime_id, precaptured)
         fencing = seal and precaptured is None
         try:
             async with parts.provider_work(runtime_id) as work:
@@ -166,6 +202,7 @@ class Checkpointing:
                 checkpoint, session = await self._take_checkpoint(
                     session, name, metadata, precaptured, automatic=automatic
                 )
+                checkpoint = checkpoint.model_copy(update={"document": document})
                 ref = checkpoint.backend_ref
                 work.undo_with(
                     f"discarding the snapshot of a checkpoint of runtime {runtime_id}",
@@ -213,37 +250,6 @@ class Checkpointing:
             f"letting the kernel of runtime {session.session_id} run cells again",
             lambda: parts.context.unseal(session),
         )
-
-    def _check_self_capture(self, runtime_id: str, capture: ContextCapture) -> None:
-        """Refuse a kernel's own capture unless it can become this runtime's checkpoint.
-
-        Its manifest must be in this blob store with a valid signature, of the
-        kernel-namespace kind (so a resume can restore it), and captured for `runtime_id`.
-        A restored manifest (a checkout child's first head, a resumed runtime's) names the
-        runtime it was captured for; new captures name the runtime that made them.
-        Manifests written before the runtime was named stay restorable but are refused here.
-        """
-        manifest_id = capture.manifest_id
-        try:
-            body = self.parts.blobs.get_manifest(manifest_id)
-        except (BlobError, OSError) as error:
-            raise InvalidRequest(
-                f"capture.manifest_id {manifest_id!r} is not a valid manifest of this "
-                f"server's store ({error})"
-            ) from None
-        kind = body.get("kind")
-        if kind != NAMESPACE_MANIFEST_KIND:
-            raise InvalidRequest(
-                f"capture.manifest_id {manifest_id!r} is a {kind!r} manifest, not a "
-                f"{NAMESPACE_MANIFEST_KIND!r} capture of a kernel"
-            )
-        captured_for = body.get("runtime_id")
-        if captured_for != runtime_id:
-            whose = f"runtime {captured_for}" if captured_for else "no runtime"
-            raise InvalidRequest(
-                f"capture.manifest_id {manifest_id!r} was captured for {whose}, not for "
-                f"runtime {runtime_id}"
-            )
 
     async def _take_checkpoint(
         self,

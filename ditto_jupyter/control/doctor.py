@@ -170,8 +170,8 @@ def check_manifests(blobs: BlobStore, bad_chunks: set[str]) -> tuple[int, list[F
 def check_checkpoints(
     store: CheckpointStore, blobs: BlobStore, backends: BackendManager, bad: set[str]
 ) -> tuple[int, list[Finding]]:
-    """Checkpoints checked, and every one whose namespace or workspace manifest is gone or
-    damaged (`bad`: manifests the manifest check found a problem with)."""
+    """Checkpoints checked, and every one whose namespace, workspace or document manifest is
+    gone or damaged (`bad`: manifests the manifest check found a problem with)."""
     checkpoints = store.list_checkpoints()
     findings: list[Finding] = []
     for checkpoint in checkpoints:
@@ -181,6 +181,8 @@ def check_checkpoints(
         ref = checkpoint.backend_ref
         if ref is not None and ref.provider_snapshot_id:
             wanted += [("workspace", m) for m in backends.referenced_manifests(ref)]
+        if checkpoint.document_manifest_id:
+            wanted.append(("document", checkpoint.document_manifest_id))
         for what, manifest_id in wanted:
             if manifest_id in bad:
                 problem = f"its {what} manifest {manifest_id} is damaged"

@@ -89,8 +89,11 @@ class RuntimeParts:
         )
 
     def manifests_of(self, checkpoint: RuntimeCheckpoint) -> list[str]:
-        """The blob-store manifests a checkpoint keeps alive."""
+        """The blob-store manifests a checkpoint keeps alive: its variables, its files, its
+        notebook document."""
         manifests = [checkpoint.context_manifest_id] if checkpoint.context_manifest_id else []
+        if checkpoint.document_manifest_id:
+            manifests.append(checkpoint.document_manifest_id)
         ref = checkpoint.backend_ref
         if ref is not None and ref.provider_snapshot_id:
             manifests += self.backends.referenced_manifests(ref)

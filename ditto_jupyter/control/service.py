@@ -15,6 +15,9 @@ The door delegates; each job lives in a module of its own, over one shared `Runt
 - `checkpointing`: checkpoint and restore;
 - `lifecycle`: create, checkout, pause, resume, close, lost;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
+- `checkpoint_documents`: a checkpoint's notebook document, stored, answered, read;
+- `diff`: what a checkpoint holds, and what changed between two points in time;
+- `undo`: back to just before the last cell `%autocheckpoint` recorded, files included;
 - `provider_work`: provider work first, then the store writes, or the work undone;
 - `leftovers`: cleanups that fail are logged, and what they leave behind recorded;
 - `replication`: when checkpoints reach an object store, and fetching them back.
@@ -29,9 +32,11 @@ from typing import Any
 
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.backends.manager import BackendManager
+from ditto_jupyter.control.checkpoint_documents import CheckpointDocuments, DocumentToRecord
 from ditto_jupyter.control.checkpointing import Checkpointing
 from ditto_jupyter.control.collector import BackgroundCollector
 from ditto_jupyter.control.context_driver import ContextDriver
+from ditto_jupyter.control.diff.comparisons import Comparisons, LiveNotebook
 from ditto_jupyter.control.housekeeping import Housekeeping
 from ditto_jupyter.control.leftovers import LeftoverLog
 from ditto_jupyter.control.lifecycle import Lifecycle
@@ -41,25 +46,31 @@ from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import CheckpointStore
+from ditto_jupyter.control.undo import Undo
 from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobStore, GcReport
 from ditto_jupyter.core.errors import UnsupportedBackend
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
+    CheckpointContents,
+    CheckpointDocumentResult,
     CheckpointListResult,
     CheckpointSummary,
     ContextCapture,
     LeaseHolder,
     Leftover,
+    NotebookDocument,
     RuntimeCheckoutResult,
     RuntimeCheckpoint,
     RuntimeCheckpointResult,
     RuntimeCheckpointSnapshotDeleteResult,
     RuntimeCloseResult,
+    RuntimeDiffResult,
     RuntimeListResult,
     RuntimePauseResult,
     RuntimeRecord,
     RuntimeResumeResult,
+    RuntimeUndoResult,
     SessionRecord,
     UnrestorableValue,
     now_ms,
@@ -110,6 +121,9 @@ class RuntimeService:
             self.parts, self._checkpointing, default_backend=default_backend
         )
         self._housekeeping = Housekeeping(self.parts)
+        self._documents = CheckpointDocuments(self.parts)
+        self._comparisons = Comparisons(self.parts, self._documents)
+        self._undo = Undo(self.parts)
 
     def has_operation_in_flight(self, runtime_id: str) -> bool:
         """Whether a control operation on this runtime is running now."""
@@ -221,6 +235,7 @@ class RuntimeService:
         *,
         precaptured: ContextCapture | None = None,
         automatic: AutoCheckpointCell | None = None,
+        document: DocumentToRecord | None = None,
     ) -> RuntimeCheckpointResult:
         """Capture an idle runtime: its context, its backend, and its session record.
 
@@ -229,10 +244,57 @@ class RuntimeService:
         asked again and the busy check does not apply). It must be a kernel-namespace
         manifest of this blob store captured for this runtime (InvalidRequest otherwise).
         `automatic` is the cell `%autocheckpoint` took it after (a prune may thin it).
+        `document` is the notebook the checkpoint holds, and where it came from (None:
+        no document; a front end may still send one while it is awaited).
         """
+        stored = await self._documents.save_for(document)
         return await self._checkpointing.checkpoint(
-            runtime_id, name, metadata, precaptured=precaptured, automatic=automatic
+            runtime_id,
+            name,
+            metadata,
+            precaptured=precaptured,
+            automatic=automatic,
+            document=stored,
         )
+
+    async def record_document(
+        self, runtime_id: str, checkpoint_id: str, document: NotebookDocument
+    ) -> CheckpointDocumentResult:
+        """A front end's document for a checkpoint that awaits one (once, in time; else
+        Conflict)."""
+        return await self._documents.answer(runtime_id, checkpoint_id, document)
+
+    def checkpoint_document(self, checkpoint_id: str) -> dict[str, Any]:
+        """The nbformat 4 document a checkpoint holds (CheckpointNotFound when none)."""
+        return self._documents.document(self.parts.checkpoint(checkpoint_id))
+
+    def checkpoint_contents(self, checkpoint_id: str) -> CheckpointContents:
+        """What a checkpoint holds: its variables (as the kernel described them), files and
+        document; nothing is unpickled."""
+        return self._comparisons.contents(self.parts.checkpoint(checkpoint_id))
+
+    async def diff(
+        self,
+        runtime_id: str,
+        from_ref: str | None = None,
+        to_ref: str | None = None,
+        *,
+        capture: ContextCapture | None = None,
+        notebook: LiveNotebook | None = None,
+    ) -> RuntimeDiffResult:
+        """What changed between two checkpoints of a runtime (references as `resolve`
+        takes them), or a checkpoint and the live runtime (`"live"`, the default `to`;
+        `from` defaults to the head). The live variables come from `capture` (a magic's
+        own, not recorded) or from a capture of the idle kernel that is not recorded; the
+        live notebook is `notebook` (None: its cells are not compared)."""
+        return await self._comparisons.diff(
+            runtime_id, from_ref, to_ref, capture=capture, notebook=notebook
+        )
+
+    def changed_cells(self, checkpoint_id: str, document: NotebookDocument | None) -> int | None:
+        """How many cells of a checkpoint's document differ from `document` (None when
+        either is missing)."""
+        return self._comparisons.changed_cells(self.parts.checkpoint(checkpoint_id), document)
 
     async def list_checkpoints(
         self,
@@ -331,6 +393,27 @@ class RuntimeService:
         `ditto_jupyter.kernel` and then calls `record_restore`.
         """
         return await self._checkpointing.restore(runtime_id, checkpoint_id)
+
+    async def undo(self, runtime_id: str) -> RuntimeUndoResult:
+        """Back to just before the last cell `%autocheckpoint` recorded: the head's parent
+        becomes the head, with its variables and workspace files (see `undo`). Conflict
+        when there is nothing to undo; UnsupportedBackend when the files cannot come back
+        in place (E2B)."""
+        return await self._undo.undo(runtime_id)
+
+    def undo_plan(self, runtime_id: str) -> tuple[RuntimeCheckpoint, RuntimeCheckpoint]:
+        """(the head undo would undo, the checkpoint it would go back to), or Conflict:
+        for a kernel that restores its own variables first (`%undo`)."""
+        self.guard.session(runtime_id)
+        return self._undo.plan(runtime_id)
+
+    async def record_undo(
+        self, runtime_id: str, checkpoint_id: str, undone_checkpoint_id: str
+    ) -> RuntimeUndoResult:
+        """A kernel restored `checkpoint_id`'s variables itself (`%undo`): bring the files
+        back and make it the head (Conflict unless the head is still `undone_checkpoint_id`
+        and `checkpoint_id` its parent)."""
+        return await self._undo.record_undo(runtime_id, checkpoint_id, undone_checkpoint_id)
 
     def record_restore(self, runtime_id: str, checkpoint_id: str) -> None:
         """Make a checkpoint the head of a runtime that restored it itself.

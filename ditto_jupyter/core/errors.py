@@ -99,6 +99,14 @@ class StorageFull(DittoError):
     http_status = 507
 
 
+class Conflict(DittoError):
+    """The request does not fit what is recorded: nothing to undo, a checkpoint's document
+    already recorded or no longer awaited."""
+
+    code = "Conflict"
+    http_status = 409
+
+
 class StoreUnavailable(DittoError):
     """The checkpoint store or blob store could not be read or written (not bad input)."""
 
@@ -114,6 +122,7 @@ ERROR_TYPES: tuple[type[DittoError], ...] = (
     RuntimePaused,
     RuntimeNotPaused,
     RuntimeClosed,
+    Conflict,
     UnsupportedBackend,
     BackendError,
     RateLimited,

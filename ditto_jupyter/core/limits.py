@@ -19,6 +19,8 @@ import orjson
 
 #: Bytes of one request body.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+#: Bytes of a request body that may carry a notebook document (images and all).
+MAX_DOCUMENT_BODY_BYTES = 64 * 1024 * 1024
 #: Characters of an id in a request: runtime, checkpoint, conversation (a notebook path), sender.
 MAX_ID_LENGTH = 4096
 #: Characters of a checkpoint name.
@@ -37,6 +39,7 @@ MAX_METADATA_BYTES = 64 * 1024
 #: Each limit with what it bounds, for the documentation (docs/rest.md).
 LIMITS: tuple[tuple[str, int, str], ...] = (
     ("request body", MAX_BODY_BYTES, "bytes"),
+    ("request body carrying a notebook document", MAX_DOCUMENT_BODY_BYTES, "bytes"),
     ("an id (runtime, checkpoint, conversation, sender)", MAX_ID_LENGTH, "characters"),
     ("a checkpoint name", MAX_NAME_LENGTH, "characters"),
     ("metadata nesting (every request's JSON nesting)", MAX_METADATA_DEPTH, "levels"),

@@ -135,6 +135,7 @@ class AutoCheckpointer:
         self._write_failed = False  # a write-behind failed: the next capture is whole
         self.writer = WriteBehind("ditto-autocheckpoint")
         self._undetached: NamespaceSnapshot | None = None  # the last one, maybe not copied
+        self._undone = False  # `%undo` ran in this cell: its state is a checkpoint already
         shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
@@ -194,6 +195,10 @@ class AutoCheckpointer:
         """
         info = getattr(result, "info", None)
         if info is None or not self.enabled:  # turned off during the cell (%pause)
+            return
+        if self._undone:  # back at the head's checkpoint: nothing new to record
+            self._undone = False
+            self._last_fingerprint = self._fingerprint(self.host.control)
             return
         count = self.cell_number(result)
         source = info.raw_cell if isinstance(info.raw_cell, str) else ""
@@ -314,6 +319,19 @@ class AutoCheckpointer:
                 else f"{type(error).__name__}: {error}"
             )
             print(f"ditto: autocheckpoint {name} was not recorded: {detail}", file=sys.stderr)
+
+    def restored_elsewhere(self) -> None:
+        """A host restored this kernel from outside (a restore or undo over REST): the next
+        capture is whole, and the workspace as it is now is the last one checkpointed."""
+        self._base = None
+        if self.enabled:
+            self._last_fingerprint = self._fingerprint(self.host.control)
+
+    def undone(self) -> None:
+        """`%undo` made the checkpoint before the last cell the head again (variables and
+        files): the cell running it records nothing, and the next cell is captured whole."""
+        self._undone = self.enabled  # only the hook of this very cell reads it
+        self._base = None
 
     def flush(self) -> None:
         """Wait until every automatic checkpoint taken so far is recorded."""

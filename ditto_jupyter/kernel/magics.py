@@ -1,5 +1,5 @@
 """IPython magics: %checkpoint, %restore, %checkout, %pause, %resume, %runtimes,
-%checkpoints, %autocheckpoint and %%sandbox.
+%checkpoints, %autocheckpoint and %%sandbox (%diff and %undo are `history_magics`).
 
 Thin over `RuntimeControl` (the server's REST API, or an in-process RuntimeService when
 no server started this kernel). The kernel captures and restores its own namespace here,
@@ -24,7 +24,6 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
-import html
 import os
 import shlex
 import sys
@@ -38,7 +37,6 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.budget_registry import RuntimeBudget
 from ditto_jupyter.core.environment import CONVERSATION_ID_ENV
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
@@ -50,6 +48,9 @@ from ditto_jupyter.core.models import (
 from ditto_jupyter.kernel import pause_fence
 from ditto_jupyter.kernel.autocheckpoint import DEFAULT_KEEP, AutoCheckpointer
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
+from ditto_jupyter.kernel.history_magics import HistoryMagics
+from ditto_jupyter.kernel.local_control import control_from_environment
+from ditto_jupyter.kernel.magic_results import SandboxResult, TableResult
 from ditto_jupyter.kernel.runtime_budget import (
     HISTORY_HEADERS,
     history_rows,
@@ -58,7 +59,7 @@ from ditto_jupyter.kernel.runtime_budget import (
     runtime_budgets,
     view_title,
 )
-from ditto_jupyter.kernel.runtime_control import RuntimeControl, control_from_environment
+from ditto_jupyter.kernel.runtime_control import RuntimeControl
 from ditto_jupyter.kernel.this_kernel import KernelControl, install
 from ditto_jupyter.worker.shared_budget import SharedTokenBudget
 
@@ -82,59 +83,6 @@ _argument = cast(Callable[..., _MagicDecorator], argument)
 
 #: What every `%checkpoint` line says a checkpoint holds, and what it does not.
 CHECKPOINT_HOLDS = "variables + workspace (not the notebook's folder)"
-
-
-class TableResult:
-    """A listing (runtimes, checkpoints) as text and as an HTML table."""
-
-    def __init__(self, headers: list[str], rows: list[list[str]], data: Any = None) -> None:
-        self.headers = headers
-        self.rows = rows
-        self.data = data
-
-    def __repr__(self) -> str:
-        widths = [
-            max(len(str(c)) for c in col) for col in zip(self.headers, *self.rows, strict=False)
-        ]
-        lines = [self.headers, *self.rows]
-        return "\n".join(
-            "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-            for line in lines
-        )
-
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
-            for row in self.rows
-        )
-        return f"<table class='ditto-table'><tr>{head}</tr>{body}</table>"
-
-
-class SandboxResult:
-    """What %%sandbox returns: the command's exit status (its output is already streamed)."""
-
-    def __init__(self, result: ExecResult) -> None:
-        self.result = result
-
-    @property
-    def exit_code(self) -> int:
-        return self.result.exit_code
-
-    def __repr__(self) -> str:
-        return "timed out" if self.result.timed_out else f"exit {self.result.exit_code}"
-
-    def _repr_html_(self) -> str:
-        rows = [
-            ("exit code", str(self.result.exit_code)),
-            ("truncated", str(self.result.truncated)),
-        ]
-        cells = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-            for k, v in rows
-        )
-        return f"<table class='ditto-result'>{cells}</table>"
 
 
 def human_bytes(count: int) -> str:
@@ -222,6 +170,7 @@ class DittoMagics(Magics):
         self._budget_view_factory = budget_view
         self._budget_views: dict[str, Any] = {}  # one live view per budget, shown again
         self.autocheckpointer = AutoCheckpointer(self, shell)
+        self.kernel_control.on_restore.append(self.autocheckpointer.restored_elsewhere)
 
     # ---- plumbing -----------------------------------------------------------------------
 
@@ -272,6 +221,10 @@ class DittoMagics(Magics):
         except DittoError as error:
             print(f"ditto: {error.code}: {error.message}", file=sys.stderr)
         return None
+
+    def guard(self, action: Callable[[], T]) -> T | None:
+        """Run the body of a magic of another topic (`history_magics`) as `_guard` does."""
+        return self._guard(action)
 
     def _args(self, magic: Callable[..., Any], line: str) -> argparse.Namespace:
         # `parser` is attached to the function at runtime by IPython's @magic_arguments.
@@ -370,9 +323,8 @@ class DittoMagics(Magics):
             )
             hint = control.connection_hint(result.kernel_id)
             extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
-            extra += [f"connect: {hint}"] if hint else []
             lost = unrestorable_line(result.unrestorable)
-            extra += [lost] if lost else []
+            extra += [e for e in (result.notebook_note, hint and f"connect: {hint}", lost) if e]
             print("; ".join([text, *extra]))
 
         self._guard(run)
@@ -592,4 +544,5 @@ def load_ipython_extension(
 
     `budget_view` makes the live view `%budget` shows (the package root passes the widget).
     """
-    shell.register_magics(DittoMagics(shell, budget_view=budget_view))
+    magics = DittoMagics(shell, budget_view=budget_view)
+    shell.register_magics(magics, HistoryMagics(shell, magics))

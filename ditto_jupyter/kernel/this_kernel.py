@@ -41,6 +41,8 @@ class KernelControl:
         self.notebook_folder = notebook_folder or Path.cwd()
         #: The namespace manifest of this kernel's head, as far as this kernel knows.
         self.last_manifest: str | None = None
+        #: Called when a host restored this kernel from outside (restore, undo, checkout).
+        self.on_restore: list[Callable[[], None]] = []
 
     @property
     def control(self) -> RuntimeControl:
@@ -86,7 +88,7 @@ def control() -> RuntimeControl:
     if _installed is not None:
         return _installed.control
     # Imported here: adoption and `workspace()` with its variable set need none of it.
-    from ditto_jupyter.kernel.runtime_control import server_control_from_environment
+    from ditto_jupyter.kernel.server_control import server_control_from_environment
 
     server = server_control_from_environment()
     if server is None:
@@ -100,6 +102,17 @@ def control() -> RuntimeControl:
 def runtime_id() -> str | None:
     """The runtime this kernel's magics serve (None when no magics are loaded)."""
     return _installed.control.runtime_id if _installed is not None else None
+
+
+def restored(manifest_id: str | None) -> None:
+    """A host restored this kernel's namespace from `manifest_id` (a restore or an undo
+    asked over REST, a checkout or resume): the head is that manifest now, as far as this
+    kernel knows, and whoever follows the kernel's state (`%autocheckpoint`) is told."""
+    if _installed is None:
+        return
+    _installed.last_manifest = manifest_id
+    for listener in list(_installed.on_restore):
+        listener()
 
 
 def adopt(notebook_folder: Path) -> None:

@@ -125,6 +125,15 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
         "as soon as its process is gone.",
     )
 
+    document_wait_seconds = Float(
+        10.0,
+        min=0.0,
+        config=True,
+        help="Seconds a checkpoint taken without a document (a magic, %autocheckpoint, the "
+        "CLI) waits for the JupyterLab that has the notebook open to send it as the user "
+        "sees it; meanwhile, and after, it holds the saved file (0: never wait).",
+    )
+
     @default("data_dir")
     def _default_data_dir(self) -> str:
         return str(default_data_dir())
@@ -213,6 +222,7 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
             RuntimeBudgets(self.data_dir),
             pool=pool,
         )
+        sessions.documents.wait_seconds = self.document_wait_seconds  # issue 23
         self.host, self.service, self.runtime_sessions = host, service, sessions
         self.kernel_pool = pool
         self.settings["ditto_runtime_sessions"] = sessions
@@ -293,6 +303,8 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
         kernel clients and the store (this server's leases run out)."""
         if self.watcher is not None:
             await self.watcher.stop()
+        if self.runtime_sessions is not None:
+            self.runtime_sessions.documents.close()  # pending documents' timers
         if self.idle_pauser is not None:
             self.idle_pauser.stop()
         if self.hooks is not None:

@@ -42,6 +42,8 @@ class OperationEvent:
     ok: bool = False
     error: str | None = None
     reason: str | None = None
+    #: checkpoint and document events: `pending`, or where the checkpoint's document came from
+    document: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def data(self, duration_ms: float) -> dict[str, Any]:
@@ -61,6 +63,7 @@ class OperationEvent:
             "ok": self.ok,
             "error": self.error,
             "reason": self.reason,
+            "document": self.document,
         }
 
 

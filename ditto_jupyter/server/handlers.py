@@ -77,10 +77,10 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def parse_body(raw: bytes, model: type[M]) -> M:
+def parse_body(raw: bytes, model: type[M], limit: int = MAX_BODY_BYTES) -> M:
     """Validate a request body with `model`; InvalidRequest names what is wrong."""
-    if len(raw) > MAX_BODY_BYTES:
-        raise InvalidRequest(f"the request body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}")
+    if len(raw) > limit:
+        raise InvalidRequest(f"the request body is {len(raw)} bytes; the limit is {limit}")
     if not raw.strip():
         raise InvalidRequest("the request body is empty; send a JSON object")
     try:
@@ -208,7 +208,9 @@ class RouteHandler(DittoAPIHandler):
         """Run the route's call and write its result, or its error with the code's status."""
         spec = self.specs[self.request.method or ""]
         try:
-            body = None if spec.request is None else parse_body(self.request.body, spec.request)
+            body = None
+            if spec.request is not None:
+                body = parse_body(self.request.body, spec.request, spec.body_limit)
             query = None
             if spec.query is not None:
                 query = parse_query(self.request.query_arguments, spec.query)

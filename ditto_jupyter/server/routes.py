@@ -24,27 +24,29 @@ Listing a runtime's checkpoints takes query parameters (`limit`, `cursor`, `orde
 pages.
 The side panel also reads `GET /api/v1/runtimes/{runtime_id}/lineage` (head, checkout
 origin, checkouts made from the runtime) to draw a checkpoint tree with its branches.
+A checkpoint holds the notebook too (issue 23): `POST .../checkpoint/document` is a front
+end's answer to a checkpoint awaiting its document, `GET .../checkpoints/{reference}/document`
+and `.../contents` read what a checkpoint holds, `POST .../diff` (and `self/diff`, a kernel's
+`%diff`) compares two points in time, `POST .../undo` (and `self/undo`, `%undo`) goes back to
+just before the last cell `%autocheckpoint` recorded. Routes whose body may carry a notebook
+take bodies up to `MAX_DOCUMENT_BODY_BYTES`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
 from ditto_jupyter.core.errors import (
-    ERROR_TYPES,
     BackendError,
     CheckpointNotFound,
-    DittoError,
     InvalidRequest,
     RuntimeClosed,
     RuntimeNotFound,
     RuntimePaused,
 )
+from ditto_jupyter.core.limits import MAX_DOCUMENT_BODY_BYTES
 from ditto_jupyter.core.models import (
     AutoCheckpointPruneResult,
     CheckpointDetail,
@@ -77,65 +79,17 @@ from ditto_jupyter.core.models import (
     SelfPruneRequest,
     SelfRestoreRequest,
 )
+from ditto_jupyter.server.notebook_routes import NOTEBOOK_ROUTES
+from ditto_jupyter.server.route_spec import (
+    API_PREFIX,
+    OPERATION_ERRORS,
+    PATH_PARAMETERS,
+    RouteRequest,
+    RouteSpec,
+)
 from ditto_jupyter.server.sessions import RuntimeSessions
 
-#: The prefix of every route of the API, below the server's base_url.
-API_PREFIX = "/api/v1/runtimes"
-
-#: What each path parameter of the table names (shown in the OpenAPI document).
-PATH_PARAMETERS: dict[str, str] = {
-    "runtime_id": "The runtime id (the Jupyter session id).",
-    "reference": "A checkpoint id, unique id prefix, or name.",
-}
-
-#: Every error an operation on a runtime can answer.
-OPERATION_ERRORS: tuple[type[DittoError], ...] = ERROR_TYPES
-
-Body = TypeVar("Body")
-
-
-@dataclass(frozen=True)
-class RouteRequest(Generic[Body]):
-    """A request as a call sees it: the validated body, the path parameters, the user, and
-    the validated query parameters (None for a route without any)."""
-
-    body: Body
-    path: Mapping[str, str]
-    user: str
-    query: BaseModel | None = None
-
-
-@dataclass(frozen=True)
-class RouteSpec(Generic[Body]):
-    """One route: how it is reached, what it takes and answers, and what it does."""
-
-    method: Literal["GET", "POST"]
-    path: str
-    summary: str
-    operation_id: str
-    request: type[Body] | None
-    response: type[BaseModel]
-    errors: tuple[type[DittoError], ...]
-    call: Callable[[RuntimeSessions, RouteRequest[Body]], Awaitable[BaseModel]]
-    #: GET routes of collections and runtimes also answer with a trailing slash.
-    trailing_slash: bool = False
-    #: The model query parameters are validated with (None: the route takes none).
-    query: type[BaseModel] | None = None
-
-    @property
-    def parameters(self) -> list[str]:
-        """The path parameters, in the order the path names them."""
-        return re.findall(r"\{(\w+)\}", self.path)
-
-    def pattern(self) -> str:
-        """The tornado URL pattern (relative to base_url) of this route."""
-        parts = re.split(r"(\{\w+\})", self.path)
-        regex = "".join(
-            f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("{") else re.escape(part)
-            for part in parts
-        )
-        return regex + ("/?" if self.trailing_slash else "")
-
+__all__ = ["API_PREFIX", "PATH_PARAMETERS", "ROUTES", "RouteRequest", "RouteSpec"]
 
 # ---- calls that do more than one call of the session mapping ---------------------------
 
@@ -251,8 +205,13 @@ _TABLE = (
         RuntimeCheckpointResult,
         OPERATION_ERRORS,
         lambda sessions, req: sessions.checkpoint(
-            req.body.runtime_id, req.body.name, req.body.metadata, req.user
+            req.body.runtime_id,
+            req.body.name,
+            req.body.metadata,
+            req.user,
+            document=req.body.document,
         ),
+        body_limit=MAX_DOCUMENT_BODY_BYTES,
     ),
     RouteSpec(
         "POST",
@@ -318,9 +277,10 @@ _TABLE = (
         RuntimeRestoreRequest,
         RuntimeRestoreResult,
         OPERATION_ERRORS,
-        lambda sessions, req: sessions.restore(
-            req.body.runtime_id, req.body.checkpoint_id, req.user
+        lambda sessions, req: sessions.changes.restore(
+            req.body.runtime_id, req.body.checkpoint_id, req.user, req.body.document
         ),
+        body_limit=MAX_DOCUMENT_BODY_BYTES,
     ),
     RouteSpec(
         "POST",
@@ -469,4 +429,4 @@ _TABLE = (
 )
 
 #: Every route of the API, in the order of the OpenAPI document.
-ROUTES: tuple[RouteSpec[Any], ...] = _TABLE
+ROUTES: tuple[RouteSpec[Any], ...] = (*_TABLE, *NOTEBOOK_ROUTES)

@@ -10,7 +10,8 @@ does not know is `RuntimeNotFound`.
 
 The REST routes (`routes.py`) talk to this mapping only, never to the service behind it.
 The runtime work itself is RuntimeService's; this module adds the Jupyter side around it:
-checkout copies the notebook beside the original and saves a Jupyter session for the child
+checkout writes the child's notebook beside the original (from the checkpoint's document,
+`documents`; comparisons and undo are `changes`) and saves a Jupyter session for the child
 (so it opens like any other), pause and close drop the Jupyter session row of the stopped
 kernel, resume saves a new row with the same id for the new kernel. A `self/...` route
 first proves that its caller is the runtime's own kernel (`check_runtime_token`). Every
@@ -36,7 +37,7 @@ from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.budget_registry import RuntimeBudgets
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import DamagedRecord
-from ditto_jupyter.core.errors import DittoError, InvalidRequest, RuntimeNotFound
+from ditto_jupyter.core.errors import DittoError, RuntimeNotFound
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
@@ -45,6 +46,7 @@ from ditto_jupyter.core.models import (
     CheckoutOrigin,
     CheckpointListResult,
     ContextCapture,
+    NotebookDocument,
     RuntimeBudgetResult,
     RuntimeCheckoutResult,
     RuntimeCheckpoint,
@@ -59,6 +61,8 @@ from ditto_jupyter.core.models import (
     RuntimeResumeResult,
     RuntimeWorkspace,
 )
+from ditto_jupyter.server.changes import SessionChanges
+from ditto_jupyter.server.documents import SessionDocuments
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.jupyter_hooks import forget_session_row
 from ditto_jupyter.server.kernel_pool import KernelPool
@@ -114,6 +118,8 @@ class RuntimeSessions:
         self._register_lock = asyncio.Lock()
         #: Told (runtime id, kernel id) of every kernel a runtime gets (the kernel watcher).
         self.kernel_listeners: list[Callable[[str, str], None]] = []
+        self.documents = SessionDocuments(self)  # the checkpoints' notebooks (issue 23)
+        self.changes = SessionChanges(self)  # diff, undo, cells a restore leaves different
 
     def check_runtime_token(self, runtime_id: str, runtime_token: str) -> None:
         """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token."""
@@ -341,14 +347,24 @@ class RuntimeSessions:
         *,
         precaptured: ContextCapture | None = None,
         automatic: AutoCheckpointCell | None = None,
+        document: NotebookDocument | None = None,
     ) -> RuntimeCheckpointResult:
         with self.events.operation("checkpoint", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
+            record = await self.documents.for_checkpoint(runtime_id, document)
             result = await self.service.checkpoint(
-                runtime_id, name, metadata, precaptured=precaptured, automatic=automatic
+                runtime_id,
+                name,
+                metadata,
+                precaptured=precaptured,
+                automatic=automatic,
+                document=record,
             )
             event.checkpoint_id = result.checkpoint_id
             event.status = result.runtime.status.value
+            event.document = "pending" if record.awaiting_until_ms else record.origin
+        if record.awaiting_until_ms is not None:
+            self.documents.awaiting(runtime_id, result.checkpoint_id)
         return result
 
     async def prune_automatic(
@@ -373,7 +389,8 @@ class RuntimeSessions:
         *,
         caller_runtime_id: str | None = None,
     ) -> RuntimeCheckoutResult:
-        """Branch a new runtime, copy its notebook beside the original, open it as a session.
+        """Branch a new runtime, write its notebook beside the original (from the
+        checkpoint's document, else a copy of today's file), open it as a session.
 
         `caller_runtime_id` is the runtime whose kernel asks from a magic (busy with it).
         """
@@ -383,7 +400,9 @@ class RuntimeSessions:
             event.source_runtime_id = checkpoint.runtime_id
             source_path = checkpoint.session.conversation_id
             target = conversation_id or sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
-            copied = await self._copy_notebook(source_path, target)
+            copied, written_from, note = await self.documents.write_child_notebook(
+                checkpoint, target
+            )
             try:
                 result = await self.service.checkout(
                     checkpoint_id,
@@ -405,7 +424,13 @@ class RuntimeSessions:
             if kernel_id is not None:
                 await self._save_jupyter_session(result.runtime.runtime_id, target, kernel_id)
             notebook = target if await self._is_file(target) else None
-            return result.model_copy(update={"notebook_path": notebook})
+            return result.model_copy(
+                update={
+                    "notebook_path": notebook,
+                    "notebook_source": written_from,
+                    "notebook_note": note,
+                }
+            )
 
     def _refill_pool(self) -> None:
         """Top the warm kernel pool up once this operation's answer has gone out."""
@@ -417,23 +442,6 @@ class RuntimeSessions:
             return bool(await ensure_async(self.contents_manager.file_exists(path)))
         except HTTPError:
             return False
-
-    async def _copy_notebook(self, source: str, target: str) -> bool:
-        """Copy notebook `source` to `target` when the source exists and the target does not.
-
-        A conversation id that is not a notebook path (no `.ipynb`) gets no copy.
-        """
-        if not target.endswith(".ipynb") or not source.endswith(".ipynb"):
-            return False
-        if not await self._is_file(source) or await self._is_file(target):
-            return False
-        try:
-            await ensure_async(self.contents_manager.copy(source, target))
-        except HTTPError as error:
-            raise InvalidRequest(
-                f"cannot copy notebook {source!r} to {target!r}: {error.log_message}"
-            ) from error
-        return True
 
     async def restore(self, runtime_id: str, reference: str, user: str) -> RuntimeRestoreResult:
         """Restore a checkpoint (id, id prefix or name) into the runtime's idle kernel."""

@@ -16,7 +16,8 @@ from ditto_jupyter.core.environment import RUNTIME_ID_ENV, WORKSPACE_ENV
 from ditto_jupyter.core.errors import InvalidRequest
 from ditto_jupyter.kernel import this_kernel
 from ditto_jupyter.kernel.adoption import adopt_runtime
-from ditto_jupyter.kernel.runtime_control import LocalControl, RuntimeControl
+from ditto_jupyter.kernel.local_control import LocalControl
+from ditto_jupyter.kernel.runtime_control import RuntimeControl
 from ditto_jupyter.kernel.this_kernel import KernelControl
 from ditto_jupyter.kernel.workspace import workspace
 

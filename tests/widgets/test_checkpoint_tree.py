@@ -18,8 +18,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from ditto_jupyter.core.errors import RuntimeNotFound
 from ditto_jupyter.core.models import AutoCheckpointCell
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
+from ditto_jupyter.kernel.local_control import LocalControl
 from ditto_jupyter.kernel.magics import DittoMagics
-from ditto_jupyter.kernel.runtime_control import LocalControl
 from ditto_jupyter.widgets import CheckpointTree
 from tests.fakes.forwarding_control import ForwardingControl
 

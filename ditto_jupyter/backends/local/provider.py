@@ -14,8 +14,10 @@ import os
 import re
 import secrets
 import shutil
+import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -26,6 +28,7 @@ from ditto_jupyter.backends.local.snapshots import (
     load_index,
     materialise,
 )
+from ditto_jupyter.backends.local.trees import SnapshotTree
 from ditto_jupyter.backends.local.workspace import (
     DEFAULT_EXEC_TIMEOUT,
     DEFAULT_OUTPUT_LIMIT,
@@ -39,6 +42,8 @@ from ditto_jupyter.core.models import BackendCheckpointRef
 from ditto_jupyter.core.private import PRIVATE_DIR_MODE, private_dir
 
 _STATE_DIR = ".state"
+#: Snapshot trees kept in memory for comparisons (a panel compares neighbours in turn).
+TREE_CACHE = 4
 _ID_PATTERN = re.compile(r"^local-[0-9a-f]{32}$")
 _log = logging.getLogger(__name__)
 
@@ -65,6 +70,8 @@ class LocalProvider:
         self.exec_timeout = exec_timeout
         self.output_limit = output_limit
         (self.root / _STATE_DIR).mkdir(exist_ok=True)
+        self._trees: dict[str, SnapshotTree] = {}  # snapshots read lately, for comparisons
+        self._trees_lock = threading.Lock()
 
     @property
     def kind(self) -> str:
@@ -158,12 +165,11 @@ class LocalProvider:
             self, locator.backend_id, folder, index=index, last_manifest_id=manifest_id
         )
 
-    async def checkout(self, ref: BackendCheckpointRef, runtime_id: str) -> LocalBackend:
-        """A new workspace holding real copies of every file of the snapshot `ref`."""
+    def snapshot_body(self, ref: BackendCheckpointRef) -> dict[str, Any]:
+        """The manifest of the local snapshot `ref`, signature checked (UnsupportedBackend
+        for another kind or a deleted snapshot, BackendError when it is missing or refused)."""
         if ref.backend_kind != KIND:
-            raise UnsupportedBackend(
-                f"a {ref.backend_kind!r} snapshot cannot be checked out locally"
-            )
+            raise UnsupportedBackend(f"a {ref.backend_kind!r} snapshot is not a local snapshot")
         if not ref.provider_snapshot_id:
             raise UnsupportedBackend("the checkpoint's local snapshot has been deleted")
         try:
@@ -178,6 +184,25 @@ class LocalProvider:
             raise BackendError(f"local snapshot refused: {exc}") from None
         if body.get("kind") != MANIFEST_KIND:
             raise BackendError(f"manifest {ref.provider_snapshot_id} is not a workspace snapshot")
+        return body
+
+    def snapshot_tree(self, ref: BackendCheckpointRef) -> SnapshotTree:
+        """The files of the local snapshot `ref`, read from the blob store (the last few
+        read are kept: a snapshot's id is the hash of its content)."""
+        key = str(ref.provider_snapshot_id)
+        with self._trees_lock:
+            tree = self._trees.get(key)
+        if tree is None:
+            tree = SnapshotTree(self.blobs, self.snapshot_body(ref))
+            with self._trees_lock:
+                while len(self._trees) >= TREE_CACHE:
+                    self._trees.pop(next(iter(self._trees)))
+                self._trees[key] = tree
+        return tree
+
+    async def checkout(self, ref: BackendCheckpointRef, runtime_id: str) -> LocalBackend:
+        """A new workspace holding real copies of every file of the snapshot `ref`."""
+        body = self.snapshot_body(ref)
         backend_id = f"local-{uuid.uuid4().hex}"
         folder = self.workspace_dir(backend_id)
         index = await asyncio.to_thread(

@@ -179,6 +179,11 @@ def _touch_clock(marker: Path) -> int:
     return os.stat(marker).st_ctime_ns
 
 
+def touch_clock(marker: Path) -> int:
+    """The filesystem's current time, from the marker file (the clock a file index uses)."""
+    return _touch_clock(marker)
+
+
 def scan_workspace(
     root: str,
     blobs: ChunkSink,

@@ -3,7 +3,9 @@
 A `LocalBackend` is a workspace directory (`DITTO_WORKSPACE` in the runtime's kernels).
 Every path it is given is relative to that directory and confined to it: absolute paths,
 `..` components and symlinks that resolve outside are refused with `InvalidRequest`. I/O
-failures raise `BackendError`. `exec` waits for the command's output pipes to close: a
+failures raise `BackendError`. Its live files can be read as a tree without a snapshot
+(`live_tree`, for comparisons) and a snapshot brought back into it (`restore_snapshot`,
+for undo: `in_place`). `exec` waits for the command's output pipes to close: a
 background job that keeps stdout open holds the call until the timeout, which then kills
 the whole process group. `checkpoint()` snapshots the workspace (`snapshots`) through one
 bulk write of the blob store (`core.blobs.bulk`: one sync, then the chunks and the manifest
@@ -33,8 +35,10 @@ from ditto_jupyter.backends.base import (
     FileStat,
     SearchMatch,
 )
+from ditto_jupyter.backends.local.in_place import restore_in_place
 from ditto_jupyter.backends.local.paths import inside
 from ditto_jupyter.backends.local.snapshots import FileIndex, SnapshotStats, scan_workspace
+from ditto_jupyter.backends.local.trees import LiveTree, scan_live
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound, BulkWrite
 from ditto_jupyter.core.blobs.errors import DISK_FAILURES
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
@@ -449,6 +453,37 @@ class LocalBackend:
             self._index,
             verify_chunks=verify_chunks,
         )
+
+    async def live_tree(self) -> LiveTree:
+        """The workspace's files as they are now, named as a snapshot names them (files the
+        index vouches for are not read); nothing is stored, and the index is unchanged."""
+        root = self._live_root()
+        marker = self._provider.clock_marker(self._backend_id).with_suffix(".live")
+        try:
+            return await asyncio.to_thread(scan_live, root, marker, self._index)
+        except OSError as exc:
+            raise self._provider.failure(exc, f"reading workspace {self._backend_id}") from exc
+
+    async def restore_snapshot(self, ref: BackendCheckpointRef) -> None:
+        """Make the workspace exactly the snapshot `ref` (see `in_place`)."""
+        root = self._live_root()
+        body = self._provider.snapshot_body(ref)
+        marker = self._provider.clock_marker(self._backend_id)
+        what = f"bringing workspace {self._backend_id} back to snapshot {ref.provider_snapshot_id}"
+        try:
+            index = await asyncio.to_thread(
+                restore_in_place, self._provider.blobs, root, body, self._index, marker
+            )
+        except DISK_FAILURES:
+            raise
+        except OSError as exc:
+            raise self._provider.failure(exc, what) from exc
+        except (BlobError, KeyError, TypeError, ValueError) as exc:
+            raise BackendError(f"{what} failed: {exc}") from exc
+        self._index = index
+        if ref.provider_snapshot_id:
+            self._last_manifest_id = ref.provider_snapshot_id
+            self._provider.save_state(self._backend_id, ref.provider_snapshot_id)
 
     async def release(self) -> bool:
         """Delete the workspace directory; True when it existed and was removed."""

@@ -180,8 +180,8 @@ class CheckpointStore(Protocol):
         ...
 
     def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
-        """Which of these blob ids some checkpoint names, as its context manifest or as its
-        backend snapshot."""
+        """Which of these blob ids some checkpoint names, as its context manifest, its
+        backend snapshot or its notebook document."""
         ...
 
     def prune_candidates(self, runtime_id: str, keep: int) -> PruneCandidates:
@@ -388,6 +388,23 @@ def blob_ids_of_record(data: str) -> tuple[str | None, str | None]:
         context_match.group(1).decode() if context_match else None,
         snapshot_match.group(1).decode() if snapshot_match else None,
     )
+
+
+_DOCUMENT = re.compile(rb'"document"\s*:\s*\{[^{}]*"manifest_id"\s*:\s*"([^"\\]+)"')
+
+
+def document_id_of_record(data: str) -> str | None:
+    """The notebook-document manifest a stored checkpoint record names (a damaged record
+    is searched as text, as `blob_ids_of_record` does)."""
+    raw = data.encode("utf-8", "surrogatepass")
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        match = _DOCUMENT.search(raw)
+        return match.group(1).decode() if match else None
+    document = record.get("document") if isinstance(record, dict) else None
+    found = document.get("manifest_id") if isinstance(document, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def prefix_end(prefix: str) -> str | None:

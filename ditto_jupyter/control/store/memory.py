@@ -18,6 +18,7 @@ from ditto_jupyter.control.store.interface import (
     blob_ids_of_record,
     damaged_of,
     dangling,
+    document_id_of_record,
     kernel_id_of,
     lease_free_for,
     load_model,
@@ -335,12 +336,12 @@ class MemoryCheckpointStore:
         )
 
     def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
-        """Which of these blob ids some checkpoint names, as its context manifest or as its
-        backend snapshot."""
+        """Which of these blob ids some checkpoint names, as its context manifest, its
+        backend snapshot or its notebook document."""
         named = {
             blob
             for row in self._view().checkpoints.values()
-            for blob in blob_ids_of_record(row.data)
+            for blob in (*blob_ids_of_record(row.data), document_id_of_record(row.data))
             if blob is not None
         }
         return named.intersection(manifest_ids)

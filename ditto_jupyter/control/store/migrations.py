@@ -9,6 +9,7 @@ by parent; step 4 moves the system's `autocheckpoint` and `pruned` flags out of 
 metadata into columns and fields of their own; step 5 adds the table of leftovers; step 6
 the table of leases, where every runtime live at the time gets a lease that has already run
 out (no server of this version runs it yet), so the first server to look may take it over.
+Step 7 adds the column of a checkpoint's notebook document (no checkpoint held one before).
 """
 
 from __future__ import annotations
@@ -303,6 +304,16 @@ def _create_leases_v6(conn: Connection) -> None:
     )
 
 
+# ---- step 7: a checkpoint's notebook document ----------------------------------------------
+
+
+def _add_document_column_v7(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE checkpoints ADD COLUMN document_manifest_id TEXT")
+    conn.exec_driver_sql(
+        "CREATE INDEX checkpoints_by_document ON checkpoints (document_manifest_id)"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
     Migration(
@@ -316,6 +327,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "automatic and pruned flags out of user metadata", _move_system_flags_v4),
     Migration(5, "leftovers: resources a cleanup could not free", _create_leftovers_v5),
     Migration(6, "leases: which server holds a live runtime", _create_leases_v6),
+    Migration(7, "the notebook document of a checkpoint", _add_document_column_v7),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

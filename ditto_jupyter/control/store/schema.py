@@ -66,6 +66,8 @@ CHECKPOINTS = sa.Table(
     # runtime's whole automatic checkpoints off `checkpoints_automatic`.
     sa.Column("automatic", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("pruned", sa.Boolean, nullable=False, server_default=sa.false()),
+    # The notebook document the checkpoint holds (schema 6): kept alive like the others.
+    sa.Column("document_manifest_id", sa.Text, nullable=True),
     sa.Index("checkpoints_by_runtime", "runtime_id", "created_at_ms", "seq"),
     sa.Index("checkpoints_by_created", "created_at_ms", "seq"),
     sa.Index("checkpoints_by_name", "name", "runtime_id", "created_at_ms", "seq"),
@@ -73,6 +75,7 @@ CHECKPOINTS = sa.Table(
     sa.Index("checkpoints_by_snapshot", "backend_snapshot_id"),
     sa.Index("checkpoints_by_parent", "parent_checkpoint_id"),
     sa.Index("checkpoints_automatic", "runtime_id", "automatic", "pruned", "created_at_ms", "seq"),
+    sa.Index("checkpoints_by_document", "document_manifest_id"),
     # PostgreSQL also has checkpoints_by_id_bytes on (checkpoint_id COLLATE "C"): id-prefix
     # ranges compare bytes there, as SQLite does, whatever the database's locale.
 )

@@ -161,6 +161,7 @@ class SqlCheckpointStore(SqlLeases):
             "backend_snapshot_id": backend_snapshot_id,
             "automatic": checkpoint.automatic is not None,
             "pruned": checkpoint.pruned,
+            "document_manifest_id": checkpoint.document_manifest_id,
         }
         with self._write(refs_of_checkpoint(checkpoint)) as conn:
             conn.execute(self._upserts["checkpoints"], row)
@@ -287,15 +288,19 @@ class SqlCheckpointStore(SqlLeases):
         return self._select_checkpoints(CHECKPOINTS.c.backend_snapshot_id == snapshot_id)
 
     def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
-        """Which of these blob ids some checkpoint names, as its context manifest or as its
-        backend snapshot."""
+        """Which of these blob ids some checkpoint names, as its context manifest, its
+        backend snapshot or its notebook document."""
         ids = list(dict.fromkeys(manifest_ids))
         if not ids:
             return set()
         col = CHECKPOINTS.c
         found: set[str] = set()
         with self._read() as conn:
-            for column in (col.context_manifest_id, col.backend_snapshot_id):
+            for column in (
+                col.context_manifest_id,
+                col.backend_snapshot_id,
+                col.document_manifest_id,
+            ):
                 query = sa.select(column).where(column.in_(ids)).distinct()
                 found.update(str(value) for (value,) in conn.execute(query))
         return found

@@ -8,7 +8,9 @@
 - `workspaces`: a runtime's files and the shell commands run there;
 - `budgets`: a runtime's token budget;
 - `lineage`: where a runtime comes from and what was checked out of it;
-- `leases`: which process holds a live runtime, and until when.
+- `leases`: which process holds a live runtime, and until when;
+- `documents`: the notebook document a checkpoint holds, and where it came from;
+- `comparisons`: what a checkpoint holds, and what changed between two points in time.
 
 Requests refuse unknown fields and wrong types (strict), so a front end that validates a
 body with them answers 400 `InvalidRequest` naming the field. Every name is importable from
@@ -20,6 +22,34 @@ from __future__ import annotations
 from ditto_jupyter.core.models.budgets import (
     BudgetFigures,
     RuntimeBudgetResult,
+)
+from ditto_jupyter.core.models.comparisons import (
+    LIVE,
+    CellChange,
+    CellEntry,
+    CellsDiff,
+    CheckpointContents,
+    DiffSide,
+    DocumentHeld,
+    FileChange,
+    FileEntry,
+    FilesDiff,
+    FilesHeld,
+    RuntimeDiffRequest,
+    RuntimeDiffResult,
+    Variable,
+    VariableChange,
+    VariablesDiff,
+)
+from ditto_jupyter.core.models.documents import (
+    NO_DOCUMENT,
+    CheckpointDocument,
+    CheckpointDocumentRequest,
+    CheckpointDocumentResult,
+    DocumentInfo,
+    DocumentOrigin,
+    DocumentSource,
+    NotebookDocument,
 )
 from ditto_jupyter.core.models.fields import (
     MAX_CELL_SOURCE_LENGTH,
@@ -36,9 +66,11 @@ from ditto_jupyter.core.models.fields import (
 from ditto_jupyter.core.models.kernel_routes import (
     SelfCheckoutRequest,
     SelfCheckpointRequest,
+    SelfDiffRequest,
     SelfPauseRequest,
     SelfPruneRequest,
     SelfRestoreRequest,
+    SelfUndoRequest,
 )
 from ditto_jupyter.core.models.leases import RUNTIME_LEASE, Lease, LeaseHolder
 from ditto_jupyter.core.models.lineage import (
@@ -79,6 +111,8 @@ from ditto_jupyter.core.models.runtime_operations import (
     RuntimeRestoreResult,
     RuntimeResumeRequest,
     RuntimeResumeResult,
+    RuntimeUndoRequest,
+    RuntimeUndoResult,
 )
 from ditto_jupyter.core.models.workspaces import (
     ExecRequest,
@@ -87,28 +121,47 @@ from ditto_jupyter.core.models.workspaces import (
 )
 
 __all__ = [
+    "LIVE",
     "MAX_CELL_SOURCE_LENGTH",
     "MAX_PAGE",
+    "NO_DOCUMENT",
     "RUNTIME_LEASE",
     "AutoCheckpointCell",
     "AutoCheckpointPruneResult",
     "BackendBinding",
     "BackendCheckpointRef",
     "BudgetFigures",
+    "CellChange",
+    "CellEntry",
+    "CellsDiff",
     "CheckoutBranch",
     "CheckoutOrigin",
+    "CheckpointContents",
     "CheckpointDetail",
+    "CheckpointDocument",
+    "CheckpointDocumentRequest",
+    "CheckpointDocumentResult",
     "CheckpointListQuery",
     "CheckpointListResult",
     "CheckpointName",
     "CheckpointSummary",
     "ContextCapture",
+    "DiffSide",
+    "DocumentHeld",
+    "DocumentInfo",
+    "DocumentOrigin",
+    "DocumentSource",
     "ErrorBody",
     "ExecRequest",
     "ExecResponse",
+    "FileChange",
+    "FileEntry",
+    "FilesDiff",
+    "FilesHeld",
     "Lease",
     "LeaseHolder",
     "Leftover",
+    "NotebookDocument",
     "RequestId",
     "RequestMetadata",
     "RequestText",
@@ -122,6 +175,8 @@ __all__ = [
     "RuntimeCheckpointSnapshotDeleteResult",
     "RuntimeCloseRequest",
     "RuntimeCloseResult",
+    "RuntimeDiffRequest",
+    "RuntimeDiffResult",
     "RuntimeLineage",
     "RuntimeListResult",
     "RuntimePauseRequest",
@@ -131,16 +186,23 @@ __all__ = [
     "RuntimeRestoreResult",
     "RuntimeResumeRequest",
     "RuntimeResumeResult",
+    "RuntimeUndoRequest",
+    "RuntimeUndoResult",
     "RuntimeWorkspace",
     "SelfCheckoutRequest",
     "SelfCheckpointRequest",
+    "SelfDiffRequest",
     "SelfPauseRequest",
     "SelfPruneRequest",
     "SelfRestoreRequest",
+    "SelfUndoRequest",
     "SessionLifecycleStatus",
     "SessionRecord",
     "ShellCommand",
     "StrictModel",
     "UnrestorableValue",
+    "Variable",
+    "VariableChange",
+    "VariablesDiff",
     "now_ms",
 ]

@@ -4,7 +4,7 @@ Each carries the kernel's runtime token, proof that it is that runtime's kernel.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from ditto_jupyter.core.models.fields import (
     CheckpointName,
@@ -78,3 +78,37 @@ class SelfCheckoutRequest(StrictModel):
     conversation_id: RequestText | None = None
     sender_id: RequestText | None = None
     metadata: RequestMetadata | None = None
+
+
+class SelfUndoRequest(StrictModel):
+    """POST /api/v1/runtimes/self/undo: a kernel has restored its variables to
+    `checkpoint_id`, the parent of `undone_checkpoint_id` (its head, the last cell's
+    automatic checkpoint): the server brings the workspace files back to that checkpoint and
+    makes it the head."""
+
+    runtime_id: RequestId
+    runtime_token: RequestText
+    checkpoint_id: RequestId
+    undone_checkpoint_id: RequestId
+
+
+class SelfDiffRequest(StrictModel):
+    """POST /api/v1/runtimes/self/diff: a kernel compares (`%diff`); `"live"` means its own
+    `capture` (taken by the magic, not recorded), its workspace and its saved notebook."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+    runtime_id: RequestId
+    runtime_token: RequestText
+    from_: RequestId | None = Field(
+        default=None, validation_alias="from", serialization_alias="from"
+    )
+    to: RequestId | None = None
+    capture: ContextCapture | None = None

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from ditto_jupyter.core.models.documents import NO_DOCUMENT, CheckpointDocument, DocumentInfo
 from ditto_jupyter.core.models.fields import MAX_CELL_SOURCE_LENGTH, StrictModel, now_ms
 
 
@@ -125,6 +126,7 @@ class RuntimeCheckpoint(StrictModel):
     `replication` is where its bytes were durable when it was recorded, with a blob store
     replicated to an object store (`control.replication`): `local` (this server's disk;
     uploaded behind it) or `replicated` (in the bucket already); None without one.
+    `document` is the notebook as the user saw it (None: the checkpoint holds none).
     """
 
     checkpoint_id: str
@@ -141,6 +143,12 @@ class RuntimeCheckpoint(StrictModel):
     automatic: AutoCheckpointCell | None = None
     pruned: bool = False
     replication: Literal["local", "replicated"] | None = None
+    document: CheckpointDocument | None = None
+
+    @property
+    def document_manifest_id(self) -> str | None:
+        """The blob-store manifest of the checkpoint's notebook document, if it holds one."""
+        return self.document.manifest_id if self.document is not None else None
 
     def summary(
         self, replication: Literal["local", "replicated"] | None = None
@@ -162,6 +170,7 @@ class RuntimeCheckpoint(StrictModel):
             automatic=self.automatic,
             pruned=self.pruned,
             replication=replication or self.replication,
+            document=self.document.info() if self.document is not None else NO_DOCUMENT,
         )
 
 
@@ -185,6 +194,9 @@ class CheckpointSummary(StrictModel):
     #: With an object store: `local` (on the server that took it, uploading) or
     #: `replicated` (in the object store: any server can restore it); None without one.
     replication: Literal["local", "replicated"] | None = None
+    #: Where its notebook document came from and how many cells it has (`pending` while a
+    #: front end may still send the notebook as the user sees it).
+    document: DocumentInfo = NO_DOCUMENT
 
 
 class BackendBinding(StrictModel):

@@ -1,5 +1,5 @@
 """Requests and answers of the runtime operations: checkpoint, delete-snapshot, checkout,
-restore, pause, resume, close, pruning, and the runtime and checkpoint listings.
+restore, undo, pause, resume, close, pruning, and the runtime and checkpoint listings.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ditto_jupyter.core.models.documents import NotebookDocument
 from ditto_jupyter.core.models.fields import (
     MAX_PAGE,
     CheckpointName,
@@ -16,15 +17,26 @@ from ditto_jupyter.core.models.fields import (
     RequestText,
     StrictModel,
 )
-from ditto_jupyter.core.models.records import CheckpointSummary, RuntimeRecord, UnrestorableValue
+from ditto_jupyter.core.models.records import (
+    AutoCheckpointCell,
+    CheckpointSummary,
+    RuntimeRecord,
+    UnrestorableValue,
+)
 
 
 class RuntimeCheckpointRequest(StrictModel):
-    """POST /api/v1/runtimes/checkpoint."""
+    """POST /api/v1/runtimes/checkpoint.
+
+    `document` is the notebook as the user sees it (unsaved edits included); without it,
+    the checkpoint holds the document a front end sends while it is pending, else the saved
+    file, else none.
+    """
 
     runtime_id: RequestId
     name: CheckpointName | None = None
     metadata: RequestMetadata | None = None
+    document: NotebookDocument | None = None
 
 
 class RuntimeCheckpointSnapshotDeleteRequest(StrictModel):
@@ -72,10 +84,21 @@ class RuntimeCloseRequest(StrictModel):
 
 
 class RuntimeRestoreRequest(StrictModel):
-    """POST /api/v1/runtimes/restore: a checkpoint by id, prefix or name."""
+    """POST /api/v1/runtimes/restore: a checkpoint by id, prefix or name.
+
+    `document` is the open notebook: the answer says how many of its cells differ from the
+    checkpoint's document (the restore never touches the notebook).
+    """
 
     runtime_id: RequestId
     checkpoint_id: RequestId
+    document: NotebookDocument | None = None
+
+
+class RuntimeUndoRequest(StrictModel):
+    """POST /api/v1/runtimes/undo: roll back the last cell `%autocheckpoint` recorded."""
+
+    runtime_id: RequestId
 
 
 class RuntimeCheckpointResult(StrictModel):
@@ -123,6 +146,11 @@ class RuntimeCheckoutResult(StrictModel):
     unrestorable: list[UnrestorableValue]
     kernel_id: str | None = None
     notebook_path: str | None = None
+    #: `checkpoint`: the child's notebook was written from the checkpoint's document;
+    #: `current_file`: the checkpoint holds none, so today's file was copied (see
+    #: `notebook_note`); None: no notebook was written.
+    notebook_source: Literal["checkpoint", "current_file"] | None = None
+    notebook_note: str | None = None
 
 
 class RuntimePauseResult(StrictModel):
@@ -155,10 +183,25 @@ class RuntimeCloseResult(StrictModel):
 
 
 class RuntimeRestoreResult(StrictModel):
-    """Result of a restore: the runtime, the checkpoint restored, what it could not keep."""
+    """Result of a restore: the runtime, the checkpoint restored, what it could not keep.
+
+    `cells_changed`: how many cells of the checkpoint's document differ from the document
+    the request carried (None when either is missing).
+    """
 
     runtime: RuntimeRecord
     checkpoint_id: str
+    unrestorable: list[UnrestorableValue]
+    cells_changed: int | None = None
+
+
+class RuntimeUndoResult(StrictModel):
+    """Result of undo: the runtime, the checkpoint it is back at (the state just before the
+    cell), the cell undone, and what the kernel does not hold."""
+
+    runtime: RuntimeRecord
+    checkpoint_id: str
+    undone_cell: AutoCheckpointCell
     unrestorable: list[UnrestorableValue]
 
 

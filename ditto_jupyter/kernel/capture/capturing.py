@@ -39,6 +39,7 @@ from ditto_jupyter.kernel.capture.manifest import (
 from ditto_jupyter.kernel.capture.planning import PYPLOT, CapturePlan
 from ditto_jupyter.kernel.capture.pods import PodConflict, same_figures
 from ditto_jupyter.kernel.capture.rules import hidden_names, ipython_shell, is_state_name
+from ditto_jupyter.kernel.capture.summaries import add_digests
 from ditto_jupyter.kernel.cell_runs import cells_run
 from ditto_jupyter.kernel.process_nonce import KERNEL_PROCESS
 
@@ -275,6 +276,7 @@ class NamespaceSnapshot:
                 writer.write_pending()
             listed: dict[str, None] = {}  # in component order: equal state, equal manifest id
             for component in self.components:
+                add_digests(component)  # summaries and digests: what the server compares
                 for stored in (component["stream"], *component["buffers"]):
                     listed.update(dict.fromkeys(stored["chunks"]))
             part_ids: list[str] = []

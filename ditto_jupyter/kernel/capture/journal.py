@@ -34,7 +34,9 @@ from ditto_jupyter.kernel.capture.cell_effects import CellEffects
 #: calls that replace the namespace (a restore: the next capture is whole anyway).
 DITTO_CALL_PREFIX = "ditto_jupyter."
 #: Our magics that change no variable of the kernel (they record, list, branch elsewhere).
-QUIET_MAGICS = frozenset({"autocheckpoint", "checkpoint", "checkpoints", "checkout", "runtimes"})
+QUIET_MAGICS = frozenset(
+    {"autocheckpoint", "checkpoint", "checkpoints", "checkout", "diff", "runtimes"}
+)
 #: How many cells the journal remembers; a capture older than that is followed wholly.
 MAX_ENTRIES = 4096
 #: Modules whose threads belong to the kernel itself, and the prefix of ditto's own threads.

@@ -18,6 +18,7 @@ from typing import Any
 
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.models import ContextCapture
+from ditto_jupyter.kernel import this_kernel
 from ditto_jupyter.kernel.capture.capturing import capture_with_snapshot
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
@@ -166,4 +167,5 @@ def kernel_restore(blob_root: str, manifest_id: str | None) -> list[dict[str, An
     flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
     lost = restore_namespace(_user_namespace(), open_blob_store(blob_root), manifest_id)
     _last_timing["restore_s"] = time.perf_counter() - started
+    this_kernel.restored(manifest_id)  # `%autocheckpoint` follows the kernel's new state
     return [entry.model_dump(mode="json") for entry in lost]

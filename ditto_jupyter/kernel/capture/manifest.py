@@ -3,12 +3,15 @@
 One checkpoint is one signed blob-store manifest:
 
     {"kind": "kernel-namespace", "version": 1, "runtime_id": ..., "chunk_size": ...,
-     "components": [{"names", "types", "stream": STORED, "buffers": [STORED + kind, readonly]}],
+     "components": [{"names", "types", "summaries", "digests", "stream": STORED,
+                     "buffers": [STORED + kind, readonly]}],
      "parts": [part manifest id], "manifests": [part manifest id],
      "modules": {name: module}, "namespace_refs": [name], "unrestorable": [...],
      "chunks": [every chunk id the components listed here reference]}
 
-where STORED is `{"size", "chunks", "fps"}`: the chunk ids of one byte string and the
+where `summaries` and `digests` map each name to its short description and to a hash of the
+component's chunk names (`summaries`; what the server lists and compares without
+unpickling), and STORED is `{"size", "chunks", "fps"}`: the chunk ids of one byte string and the
 XXH3-128 fingerprints of those chunks (what the chunk memo learns from). `runtime_id` is the
 runtime the capture was made for: the server accepts a kernel's own capture as a new
 checkpoint only for that runtime. Manifests written before it lack it and restore as ever.
@@ -33,10 +36,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore
+from ditto_jupyter.core.namespace_manifest import NAMESPACE_PART_KIND, NAMESPACE_VERSION
 
 MANIFEST_KIND = NAMESPACE_MANIFEST_KIND
-MANIFEST_VERSION = 1
-PART_KIND = "kernel-namespace-part"
+MANIFEST_VERSION = NAMESPACE_VERSION
+PART_KIND = NAMESPACE_PART_KIND
 #: Up to this many components stay inline in the manifest.
 INLINE_MAX = 16
 #: A component referencing more chunks than this is big: it gets a part of its own.

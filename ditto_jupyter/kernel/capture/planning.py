@@ -40,6 +40,7 @@ from ditto_jupyter.kernel.capture.pods import (
     shares_container,
 )
 from ditto_jupyter.kernel.capture.rules import failure_reason, type_name
+from ditto_jupyter.kernel.capture.summaries import group_digests, own_digests, summaries_of
 
 PYPLOT = pyplot_state.PYPLOT_FIGURES
 #: The most planning rounds (each pickles more pods again) before giving up on pods.
@@ -73,6 +74,8 @@ class CapturePlan:
         self.kept_figures: list[list[Any]] = []
         self.singles: dict[str, Pickled] = {}
         self.partial: dict[str, Pickled] = {}
+        #: Digests of the names pickled with others, each as first pickled alone.
+        self.own_digests: dict[str, str] = {}
         self.ids: dict[str, set[int]] = {}
         self.held: dict[str, list[object]] = {}
         self.owners: dict[str, set[int]] = {}
@@ -149,6 +152,8 @@ class CapturePlan:
             self.kept_deps = [base.deps[i] for i in kept]
             self.kept_figures = [base.figures[i] for i in kept]
         self.groups = components(list(self.ids), self.ids)
+        together = [n for group in self.groups if len(group) > 1 for n in group]
+        self.own_digests = own_digests({**self.singles, **self.partial}, together)
         self.partial.clear()  # kept until grouped: their memos keep the objects they name
         return set()
 
@@ -316,7 +321,9 @@ class CapturePlan:
             for names, pickled in _group_pickles(
                 self.namespace, group, self.values, self.singles, unrestorable
             ):
-                component = store_component(writer, names, self.values, pickled)
+                component = group_digests(
+                    store_component(writer, names, self.values, pickled), self.own_digests
+                )
                 used = set(pickled.pods_used).union(
                     *(self.singles[n].pods_used for n in names if n in self.singles)
                 )
@@ -448,6 +455,7 @@ def store_component(
     return {
         "names": names,
         "types": {name: type_name(values[name]) for name in names},
+        "summaries": summaries_of(names, values),
         "stream": writer.store(memoryview(pickled.stream)),
         "buffers": buffers,
     }

@@ -24,11 +24,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ditto_jupyter.core.namespace_manifest import POD_NAME_PREFIX
 from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.pickling import Pickled
 
 #: The component name of the pod of pyplot's figure number N.
-POD_PREFIX = "<pyplot figure "
+POD_PREFIX = POD_NAME_PREFIX
 #: Exact types the pickler never asks its reducer about: a pod cannot lend them out.
 BUILTIN_CONTAINERS = frozenset({dict, list, set, bytearray})
 

@@ -1,0 +1,186 @@
+"""What a checkpoint holds, and what changed between two points in time.
+
+Everything here is read from what the kernel recorded at capture time (each variable's
+type, summary, size and digest), from the workspace manifests and from the stored
+documents: answering never unpickles a value.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from ditto_jupyter.core.models.documents import NotebookDocument
+from ditto_jupyter.core.models.fields import RequestId, StrictModel
+
+#: `from` / `to` of a comparison that names the runtime's live kernel and notebook.
+LIVE = "live"
+
+
+class Variable(StrictModel):
+    """One variable of a checkpoint as the kernel described it when it captured it.
+
+    `type` is the qualified type name; `summary` a short description (shape and dtype of
+    an array, shape and columns of a data frame, length of a container, the repr of a short
+    scalar or string); `size` the bytes its pickle took (None when unknown); `kept` false
+    when the checkpoint could not keep it, with the `reason`.
+    """
+
+    name: str
+    type: str
+    summary: str
+    size: int | None
+    kept: bool
+    reason: str | None = None
+
+
+class FilesHeld(StrictModel):
+    """How many files a checkpoint's workspace snapshot holds, and their bytes (None when
+    the backend cannot say: an E2B snapshot, a deleted or pruned one)."""
+
+    count: int | None
+    bytes: int | None
+
+
+class DocumentHeld(StrictModel):
+    """The notebook document a checkpoint holds: how many cells."""
+
+    cells: int
+
+
+class CheckpointContents(StrictModel):
+    """GET .../checkpoints/{reference}/contents: what a checkpoint holds."""
+
+    checkpoint_id: str
+    variables: list[Variable]
+    files: FilesHeld
+    document: DocumentHeld | None
+
+
+class DiffSide(StrictModel):
+    """One side of a comparison: a checkpoint (its id), or the live runtime (id null)."""
+
+    checkpoint_id: str | None
+    label: str
+
+
+class VariableChange(StrictModel):
+    """A variable both sides hold, changed: its old and new description."""
+
+    name: str
+    old: Variable
+    new: Variable
+
+
+class VariablesDiff(StrictModel):
+    """Variables added, removed and changed; `available` false when a side holds none to
+    compare (a pruned checkpoint)."""
+
+    added: list[Variable]
+    removed: list[Variable]
+    changed: list[VariableChange]
+    unchanged: int
+    available: bool = True
+
+
+class FileEntry(StrictModel):
+    """One entry of a workspace: a file, a folder or a symbolic link."""
+
+    path: str
+    size: int | None
+    kind: Literal["file", "dir", "symlink"]
+
+
+class FileChange(StrictModel):
+    """A path both sides hold, changed; `text_diff` a unified diff for small text files."""
+
+    path: str
+    old: FileEntry
+    new: FileEntry
+    text_diff: str | None
+
+
+class FilesDiff(StrictModel):
+    """Workspace entries added, removed and changed; `available` false when a side's files
+    cannot be read here (an E2B snapshot, a deleted or pruned snapshot)."""
+
+    added: list[FileEntry]
+    removed: list[FileEntry]
+    changed: list[FileChange]
+    unchanged: int
+    available: bool = True
+
+
+class CellEntry(StrictModel):
+    """One cell of a notebook document: where it is, what it is, how many outputs."""
+
+    index: int
+    cell_type: str
+    source: str
+    execution_count: int | None
+    outputs: int
+
+
+class CellChange(StrictModel):
+    """A cell both documents hold, changed: a unified diff of its source (None when the
+    source is the same) and whether its outputs changed."""
+
+    index_old: int
+    index_new: int
+    source_diff: str | None
+    outputs_changed: bool
+    old: CellEntry
+    new: CellEntry
+
+
+class CellsDiff(StrictModel):
+    """Cells added, removed and changed (aligned by nbdime); `available` false when a side
+    holds no document."""
+
+    added: list[CellEntry]
+    removed: list[CellEntry]
+    changed: list[CellChange]
+    unchanged: int
+    available: bool
+
+
+class RuntimeDiffRequest(StrictModel):
+    """POST /api/v1/runtimes/diff: compare two checkpoints, or a checkpoint and the live
+    runtime (`"live"`). `from` defaults to the head, `to` to `"live"`; `document` is the
+    live notebook as the user sees it (else the saved file stands for it)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+    runtime_id: RequestId
+    from_: RequestId | None = Field(
+        default=None, validation_alias="from", serialization_alias="from"
+    )
+    to: RequestId | None = None
+    document: NotebookDocument | None = None
+
+
+class RuntimeDiffResult(StrictModel):
+    """What changed from `from` to `to`: variables, files and cells."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+    from_: DiffSide = Field(validation_alias="from", serialization_alias="from")
+    to: DiffSide
+    variables: VariablesDiff
+    files: FilesDiff
+    cells: CellsDiff

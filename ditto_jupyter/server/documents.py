@@ -1,0 +1,190 @@
+"""The notebook documents of the server's checkpoints: which document a checkpoint holds,
+the front end's answer, and the checkout child's notebook written from it.
+
+Which document a checkpoint holds (the mechanism of issue 23, as `notebook-api.md` says):
+
+- the request's own `document` (the side panel and the toolbar send the notebook as the
+  user sees it, unsaved edits included): recorded as it is, final;
+- otherwise (a magic, `%autocheckpoint`, the CLI, a script): the saved file, read through
+  the contents manager, recorded at once, and the checkpoint *awaits* a front end for
+  `wait_seconds`: its event says `document: "pending"`, and the JupyterLab that has the
+  notebook open answers with the notebook as it sees it (`POST .../checkpoint/document`),
+  which replaces the saved file once. When no answer comes, the saved file stays (or no
+  document, for a runtime with no notebook file) and a `document` event says so.
+
+Checkout writes the child's notebook from the checkpoint's document through the contents
+manager (so the child shows exactly the cells as they were: sources, outputs, execution
+counts); a checkpoint with no document falls back to a copy of today's file, and the
+answer says so (`notebook_source`, `notebook_note`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Literal
+
+from jupyter_server.utils import ensure_async
+from nbformat.v4.rwbase import strip_transient
+from pydantic import ValidationError
+from tornado.web import HTTPError
+
+from ditto_jupyter.control.checkpoint_documents import DocumentToRecord
+from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.models import (
+    CheckpointContents,
+    CheckpointDocumentResult,
+    NotebookDocument,
+    RuntimeCheckpoint,
+    now_ms,
+)
+
+if TYPE_CHECKING:
+    from ditto_jupyter.server.sessions import RuntimeSessions
+
+_log = logging.getLogger(__name__)
+
+#: How long a checkpoint waits for a front end's document by default (seconds).
+DEFAULT_WAIT_SECONDS = 10.0
+
+NotebookSource = Literal["checkpoint", "current_file"]
+
+
+class SessionDocuments:
+    """The document side of the session mapping's checkpoints and checkouts."""
+
+    def __init__(self, sessions: RuntimeSessions, wait_seconds: float = DEFAULT_WAIT_SECONDS):
+        self.sessions = sessions
+        self.wait_seconds = wait_seconds
+        self._waits: set[asyncio.TimerHandle] = set()
+
+    # ---- reading the saved notebook -----------------------------------------------------
+
+    async def saved_document(self, path: str) -> NotebookDocument | None:
+        """The notebook file at `path` as the contents manager reads it (None when there
+        is none, or it is not an nbformat 4 notebook)."""
+        if not path.endswith(".ipynb"):
+            return None
+        contents: Any = self.sessions.contents_manager
+        try:
+            if not await ensure_async(contents.file_exists(path)):
+                return None
+            model = await ensure_async(contents.get(path, content=True, type="notebook"))
+        except HTTPError as error:
+            _log.warning("ditto: cannot read notebook %s for a checkpoint: %s", path, error)
+            return None
+        try:
+            # the contents manager marks cells trusted or not as it reads them: that is
+            # the server's view of the file, not part of the notebook (nbformat strips it)
+            content = strip_transient(model["content"])  # type: ignore[no-untyped-call]
+            return NotebookDocument.model_validate(dict(content), strict=False)
+        except (ValidationError, KeyError, TypeError, AttributeError) as error:
+            _log.warning("ditto: notebook %s is not an nbformat 4 document: %s", path, error)
+            return None
+
+    async def for_checkpoint(
+        self, runtime_id: str, document: NotebookDocument | None
+    ) -> DocumentToRecord:
+        """The document a new checkpoint of `runtime_id` holds (see the module)."""
+        if document is not None:
+            return DocumentToRecord(document, "request")
+        session = self.sessions.service.find_session(runtime_id)
+        saved = await self.saved_document(session.conversation_id) if session else None
+        until = now_ms() + int(self.wait_seconds * 1000) if self.wait_seconds > 0 else None
+        return DocumentToRecord(saved, "saved_file" if saved else "none", until)
+
+    def awaiting(self, runtime_id: str, checkpoint_id: str) -> None:
+        """A checkpoint awaits a front end's document: when the wait ends unanswered, a
+        `document` event says what it holds."""
+        loop = asyncio.get_running_loop()
+
+        def ended() -> None:
+            self._waits.discard(handle)
+            self._wait_ended(runtime_id, checkpoint_id)
+
+        handle = loop.call_later(self.wait_seconds + 0.05, ended)
+        self._waits.add(handle)
+
+    def _wait_ended(self, runtime_id: str, checkpoint_id: str) -> None:
+        checkpoint = self.sessions.service.store.get_checkpoint(checkpoint_id)
+        document = checkpoint.document if checkpoint is not None else None
+        if document is None or document.origin == "front_end":
+            return  # answered (that answer had its event), or gone
+        with self.sessions.events.operation("document", runtime_id) as event:
+            event.checkpoint_id = checkpoint_id
+            event.document = document.origin
+
+    def close(self) -> None:
+        """Cancel the waits still running (the server stops)."""
+        for handle in self._waits:
+            handle.cancel()
+        self._waits.clear()
+
+    # ---- answers and reads --------------------------------------------------------------
+
+    async def record(
+        self, runtime_id: str, checkpoint_id: str, document: NotebookDocument, user: str
+    ) -> CheckpointDocumentResult:
+        """A front end's answer to a pending checkpoint: its document, recorded once."""
+        sessions = self.sessions
+        with sessions.events.operation("document", runtime_id) as event:
+            await sessions.ensure_runtime(runtime_id, user)
+            event.checkpoint_id = checkpoint_id
+            result = await sessions.service.record_document(runtime_id, checkpoint_id, document)
+            event.document = result.document.source
+        return result
+
+    async def document(self, runtime_id: str, reference: str, user: str) -> NotebookDocument:
+        """The notebook document a checkpoint (id, prefix or name) holds."""
+        checkpoint = await self.sessions.find_checkpoint(reference, runtime_id, user)
+        found = self.sessions.service.checkpoint_document(checkpoint.checkpoint_id)
+        return NotebookDocument.model_validate(found, strict=False)
+
+    async def contents(self, runtime_id: str, reference: str, user: str) -> CheckpointContents:
+        """What a checkpoint (id, prefix or name) holds."""
+        checkpoint = await self.sessions.find_checkpoint(reference, runtime_id, user)
+        return self.sessions.service.checkpoint_contents(checkpoint.checkpoint_id)
+
+    # ---- the checkout child's notebook --------------------------------------------------
+
+    async def _is_file(self, path: str) -> bool:
+        try:
+            return bool(await ensure_async(self.sessions.contents_manager.file_exists(path)))
+        except HTTPError:
+            return False
+
+    async def write_child_notebook(
+        self, checkpoint: RuntimeCheckpoint, target: str
+    ) -> tuple[bool, NotebookSource | None, str | None]:
+        """Write a checkout child's notebook at `target` (when it is a notebook path that
+        does not exist yet): from the checkpoint's document, else a copy of today's file.
+
+        Returns (written, how, a note for the answer); InvalidRequest when writing fails.
+        """
+        source = checkpoint.session.conversation_id
+        if not target.endswith(".ipynb") or await self._is_file(target):
+            return False, None, None
+        contents: Any = self.sessions.contents_manager
+        if checkpoint.document_manifest_id is not None:
+            document = self.sessions.service.checkpoint_document(checkpoint.checkpoint_id)
+            model = {"type": "notebook", "format": "json", "content": document}
+            try:
+                await ensure_async(contents.save(model, target))
+            except HTTPError as error:
+                raise InvalidRequest(
+                    f"cannot write the notebook {target!r}: {error.log_message}"
+                ) from error
+            return True, "checkpoint", None
+        if not source.endswith(".ipynb") or not await self._is_file(source):
+            return False, None, None
+        try:
+            await ensure_async(contents.copy(source, target))
+        except HTTPError as error:
+            raise InvalidRequest(
+                f"cannot copy notebook {source!r} to {target!r}: {error.log_message}"
+            ) from error
+        note = (
+            f"checkpoint {checkpoint.checkpoint_id[:12]} holds no notebook document, so "
+            f"the child's notebook is a copy of {source} as it is now, not as it was"
+        )
+        return True, "current_file", note
