@@ -289,9 +289,7 @@ export class RuntimeActions {
       const cell = result.undone_cell;
       const source = cell.source.trim().split('\n')[0] ?? '';
       const shown = source.length > 60 ? `${source.slice(0, 60)}…` : source;
-      return cell.execution_count !== null
-        ? trans.__('Undid cell [%1]: %2', cell.execution_count, shown)
-        : trans.__('Undid the last cell: %1', shown);
+      return trans.__('Undid cell [%1]: %2', cell.execution_count, shown);
     });
   }
 

@@ -116,15 +116,16 @@ export interface IVariable {
 export interface ICheckpointContents {
   checkpoint_id: string;
   variables: IVariable[];
-  files: { count: number; bytes: number };
+  /** Null when the backend cannot say (an E2B snapshot, a deleted or pruned one). */
+  files: { count: number | null; bytes: number | null };
   document: { cells: number } | null;
 }
 
 /** A workspace file in a comparison. */
 export interface IDiffFile {
   path: string;
-  size: number;
-  kind: string;
+  size: number | null;
+  kind: 'file' | 'dir' | 'symlink';
 }
 
 /** A cell in a comparison. */
@@ -152,12 +153,16 @@ export interface IDiffResult {
     removed: IVariable[];
     changed: { name: string; old: IVariable; new: IVariable }[];
     unchanged: number;
+    /** False when a side holds no variables to compare (a pruned checkpoint). */
+    available?: boolean;
   };
   files: {
     added: IDiffFile[];
     removed: IDiffFile[];
     changed: { path: string; old: IDiffFile; new: IDiffFile; text_diff: string | null }[];
     unchanged: number;
+    /** False when a side's files cannot be read (an E2B snapshot, a deleted snapshot). */
+    available?: boolean;
   };
   cells: {
     added: IDiffCell[];
@@ -183,7 +188,7 @@ export const LIVE = 'live';
 export interface IUndoResult {
   runtime: IRuntimeRecord;
   checkpoint_id: string;
-  undone_cell: { execution_count: number | null; source: string };
+  undone_cell: { execution_count: number; source: string; failed?: boolean };
   unrestorable: IUnrestorableValue[];
 }
 
@@ -212,7 +217,7 @@ export interface ICheckoutResult {
   notebook_path: string | null;
   unrestorable?: IUnrestorableValue[];
   /** "checkpoint": written from its document; "current_file": it had none, today's file was copied. */
-  notebook_source?: 'checkpoint' | 'current_file';
+  notebook_source?: 'checkpoint' | 'current_file' | null;
   /** With "current_file": the sentence saying so. */
   notebook_note?: string | null;
 }

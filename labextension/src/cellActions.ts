@@ -12,7 +12,7 @@
  */
 
 import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
-import { INotebookTracker } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { RuntimeApi, errorText } from './api';
@@ -30,6 +30,8 @@ export interface ICellActionsOptions {
   notebooks: INotebookTracker | null;
   /** Opens the Compare view of two points of a runtime. */
   compare: (runtimeId: string, from: string, to: string) => Promise<void>;
+  /** Brings a notebook's tab to the front. */
+  reveal: (panel: NotebookPanel) => void;
 }
 
 /** The notebook side of a restore: say what differs, show it, bring the cells back. */
@@ -63,7 +65,8 @@ export class CellActions {
       return;
     }
     state.setRestoreNotice(runtimeId, { checkpointId, cellsChanged: count });
-    Notification.warning(this.noticeText(count, checkpointId), {
+    this.dismissNotification(runtimeId);
+    const id = Notification.warning(this.noticeText(count, checkpointId), {
       autoClose: false,
       actions: [
         {
@@ -78,6 +81,7 @@ export class CellActions {
         }
       ]
     });
+    this._notifications.set(runtimeId, id);
   }
 
   /** "7 cells changed since this checkpoint" (naming it). */
@@ -144,6 +148,8 @@ export class CellActions {
     }
     replaceCells(panel, stored);
     state.setRestoreNotice(runtimeId, null);
+    this.dismissNotification(runtimeId);
+    this.options.reveal(panel);
     Notification.success(
       trans._n(
         'Brought back the %1 cell of %2. File > Revert Notebook to Checkpoint brings back the cells you had.',
@@ -153,6 +159,15 @@ export class CellActions {
       ),
       { autoClose: 8000 }
     );
+  }
+
+  /** Close the notification of a runtime's last restore notice, if it is still shown. */
+  private dismissNotification(runtimeId: string): void {
+    const id = this._notifications.get(runtimeId);
+    if (id !== undefined) {
+      Notification.dismiss(id);
+      this._notifications.delete(runtimeId);
+    }
   }
 
   private openDocument(runtimeId: string): INotebookDocument | null {
@@ -187,4 +202,6 @@ export class CellActions {
     const known = this.options.state.cache.checkpoint(checkpointId);
     return known ? checkpointLabel(known) : shortId(checkpointId);
   }
+
+  private _notifications = new Map<string, string>();
 }

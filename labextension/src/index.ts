@@ -112,7 +112,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       state,
       trans,
       notebooks,
-      compare: (runtimeId, from, to) => actions.compare(runtimeId, from, to)
+      compare: (runtimeId, from, to) => actions.compare(runtimeId, from, to),
+      reveal: panel => app.shell.activateById(panel.id)
     });
     registerCommands(app, { state, actions, cellActions, notebooks, trans, palette });
 

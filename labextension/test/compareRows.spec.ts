@@ -112,6 +112,34 @@ describe('compareRows', () => {
     ]);
   });
 
+  it('says when a side holds no variables or no readable files to compare', () => {
+    const diff = emptyDiff(d => {
+      d.variables.available = false;
+      d.files.available = false;
+    });
+    expect(text(compareRows(diff, { expanded: new Set() })).slice(0, 4)).toEqual([
+      '# Variables: not compared',
+      '  One side holds no variables to compare (its checkpoint was pruned).',
+      '# Files: not compared',
+      "  One side's files cannot be read here (an E2B snapshot, or a deleted or pruned snapshot)."
+    ]);
+  });
+
+  it('shows a folder and a link as such, and a file of unknown size without one', () => {
+    const diff = emptyDiff(d => {
+      d.files.added.push(
+        { path: 'data', size: null, kind: 'dir' },
+        { path: 'latest', size: null, kind: 'symlink' },
+        { path: 'blob', size: null, kind: 'file' }
+      );
+    });
+    expect(text(compareRows(diff, { expanded: new Set() })).slice(3, 6)).toEqual([
+      'added data folder',
+      'added latest link',
+      'added blob '
+    ]);
+  });
+
   it('names a changed type and a value that could not be kept', () => {
     const diff = emptyDiff(d => {
       d.variables.changed.push({

@@ -7,7 +7,7 @@
  * cells becomes its rows in a few milliseconds and the view draws only those on screen.
  */
 
-import { IDiffCell, IDiffResult, IVariable } from '../apiTypes';
+import { IDiffCell, IDiffFile, IDiffResult, IVariable } from '../apiTypes';
 import { Translate, formatBytes, untranslated } from '../format';
 
 /** What happened to an item between the two sides. */
@@ -200,13 +200,24 @@ function variableRows(
   t: Translate
 ): void {
   const v = diff.variables;
+  const available = v.available !== false;
   rows.push({
     kind: 'section',
     key: 's:variables',
     section: 'variables',
     title: t('Variables'),
-    counts: counts(t, v.added.length, v.removed.length, v.changed.length, v.unchanged)
+    counts: available
+      ? counts(t, v.added.length, v.removed.length, v.changed.length, v.unchanged)
+      : t('not compared')
   });
+  if (!available) {
+    rows.push({
+      kind: 'note',
+      key: 'n:variables-unavailable',
+      text: t('One side holds no variables to compare (its checkpoint was pruned).')
+    });
+    return;
+  }
   const notKept = (variable: IVariable): string | null =>
     variable.kept ? null : t('not kept: %1', variable.reason ?? t('unknown reason'));
   let shown = 0;
@@ -269,13 +280,26 @@ function fileRows(
   t: Translate
 ): void {
   const f = diff.files;
+  const available = f.available !== false;
   rows.push({
     kind: 'section',
     key: 's:files',
     section: 'files',
     title: t('Files'),
-    counts: counts(t, f.added.length, f.removed.length, f.changed.length, f.unchanged)
+    counts: available
+      ? counts(t, f.added.length, f.removed.length, f.changed.length, f.unchanged)
+      : t('not compared')
   });
+  if (!available) {
+    rows.push({
+      kind: 'note',
+      key: 'n:files-unavailable',
+      text: t(
+        "One side's files cannot be read here (an E2B snapshot, or a deleted or pruned snapshot)."
+      )
+    });
+    return;
+  }
   let shown = 0;
   for (const file of f.added) {
     if (shows(file.path)) {
@@ -285,7 +309,7 @@ function fileRows(
         key: `f+:${file.path}`,
         change: 'added',
         path: file.path,
-        sizes: formatBytes(file.size),
+        sizes: sizeText(file, t),
         expandable: false,
         expanded: false
       });
@@ -299,7 +323,7 @@ function fileRows(
         key: `f-:${file.path}`,
         change: 'removed',
         path: file.path,
-        sizes: formatBytes(file.size),
+        sizes: sizeText(file, t),
         expandable: false,
         expanded: false
       });
@@ -317,7 +341,7 @@ function fileRows(
       key,
       change: 'changed',
       path: file.path,
-      sizes: `${formatBytes(file.old.size)} → ${formatBytes(file.new.size)}`,
+      sizes: `${sizeText(file.old, t)} → ${sizeText(file.new, t)}`,
       expandable: file.text_diff !== null,
       expanded: open
     });
@@ -425,6 +449,17 @@ function cellRows(
   if (shown === 0) {
     rows.push(emptyNote('cells', items.length, t));
   }
+}
+
+/** A file's size, a folder as "folder", a link as "link". */
+function sizeText(file: IDiffFile, t: Translate): string {
+  if (file.kind === 'dir') {
+    return t('folder');
+  }
+  if (file.kind === 'symlink') {
+    return t('link');
+  }
+  return file.size === null ? '' : formatBytes(file.size);
 }
 
 function pushLines(

@@ -64,14 +64,7 @@ export function HoldsSection(
             <dt>{trans.__('Variables')}</dt>
             <dd>{contents.variables.length}</dd>
             <dt>{trans.__('Files')}</dt>
-            <dd>
-              {trans._n(
-                '%1 file, %2',
-                '%1 files, %2',
-                contents.files.count,
-                formatBytes(contents.files.bytes)
-              )}
-            </dd>
+            <dd>{filesText(contents.files, trans)}</dd>
             <dt>{trans.__('Notebook')}</dt>
             <dd>{documentText(contents, checkpoint, trans)}</dd>
           </dl>
@@ -82,6 +75,14 @@ export function HoldsSection(
       ) : null}
     </div>
   );
+}
+
+function filesText(files: ICheckpointContents['files'], trans: TranslationBundle): string {
+  if (files.count === null) {
+    return trans.__('unknown (the snapshot cannot be read here)');
+  }
+  const bytes = files.bytes === null ? '' : `, ${formatBytes(files.bytes)}`;
+  return trans._n('%1 file', '%1 files', files.count) + bytes;
 }
 
 function documentText(
