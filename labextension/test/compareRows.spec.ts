@@ -50,7 +50,7 @@ const scenario = emptyDiff(diff => {
     new: { path: 'notes.md', size: 8, kind: 'file' },
     text_diff: '--- a/notes.md\n+++ b/notes.md\n@@ -1 +1,2 @@\n one\n+two\n'
   });
-  diff.cells.added.push(cell(2, 'b.append(3)'), cell(3, "c = 'new'"));
+  diff.cells.added.push(cell(2, 'b.append(3)'), cell(3, "c = 'new'"), cell(4, ''));
   diff.cells.changed.push({
     index_old: 1,
     index_new: 1,
@@ -75,12 +75,13 @@ describe('compareRows', () => {
       '  hunk @@ -1 +1,2 @@',
       '  context  one',
       '  add +two',
-      '# Cells: 2 added · 0 removed · 1 changed · 1 unchanged',
+      '# Cells: 3 added · 0 removed · 1 changed · 1 unchanged',
       'changed cell 2 b (outputs)',
       'added cell 3 b.append(3) [open]',
       '  add +b.append(3)',
       "added cell 4 c = 'new' [open]",
-      "  add +c = 'new'"
+      "  add +c = 'new'",
+      'added cell 5 (empty)'
     ]);
   });
 

@@ -81,10 +81,14 @@ export function expandableKeys(diff: IDiffResult): string[] {
     }
   }
   for (const cell of diff.cells.added) {
-    keys.push(addedCellKey(cell));
+    if (cell.source) {
+      keys.push(addedCellKey(cell));
+    }
   }
   for (const cell of diff.cells.removed) {
-    keys.push(removedCellKey(cell));
+    if (cell.source) {
+      keys.push(removedCellKey(cell));
+    }
   }
   for (const cell of diff.cells.changed) {
     if (cell.source_diff) {
@@ -424,18 +428,19 @@ function cellRows(
       shown += 1;
       const key = change === 'added' ? addedCellKey(cell) : removedCellKey(cell);
       const open = expanded.has(key);
+      const empty = cell.source === '';
       rows.push({
         kind: 'cell',
         key,
         change,
         label: t('cell %1', cell.index + 1),
         cellType: cell.cell_type,
-        preview: firstLine(cell.source),
+        preview: empty ? t('(empty)') : firstLine(cell.source),
         outputsChanged: false,
-        expandable: true,
-        expanded: open
+        expandable: !empty,
+        expanded: open && !empty
       });
-      if (open) {
+      if (open && !empty) {
         const sign = change === 'added' ? '+' : '-';
         const tone: LineTone = change === 'added' ? 'add' : 'del';
         pushLines(

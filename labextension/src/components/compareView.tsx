@@ -109,7 +109,7 @@ function CompareView(props: ICompareViewProps): JSX.Element {
             <input
               className="jp-DittoCompare-filter jp-mod-styled"
               type="search"
-              placeholder={trans.__('Filter by name, path or source')}
+              placeholder={trans.__('Filter by name or path')}
               aria-label={trans.__('Filter the changes')}
               value={filter}
               onChange={event => setFilter(event.currentTarget.value)}
