@@ -27,7 +27,12 @@ a `git commit` in a terminal until the commit shows in the history. jupyterlab-g
 benchmarks/.work/anchor (pip --target; never into the environment, where its server
 extension would load into every Jupyter server) and loaded only into the anchor's lab.
 
-Run from the repo root: `.venv/bin/python -m benchmarks.bench_panel` (about 10 minutes).
+The Compare view (issue 23): a comparison of 1,000 variables, 10,000 files and 200 cells,
+drawn by the panel (benchmarks/panel_compare.py says how), in a JupyterLab of its own.
+
+Run from the repo root: `.venv/bin/python -m benchmarks.bench_panel` (both, about 12
+minutes), `... bench_panel tree` (the tree and its anchor) or `... bench_panel compare`
+(the Compare view, about 2 minutes); each writes its own section of RESULTS.md.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ if str(REPO) not in sys.path:
 
 from playwright.sync_api import Page, sync_playwright  # noqa: E402
 
+from benchmarks.panel_compare import compare_table, measure_compare  # noqa: E402
 from benchmarks.results_table import markdown_table, write_section  # noqa: E402
 from ditto_jupyter.core.blobs import BlobStore  # noqa: E402
 from ditto_jupyter.core.models import (  # noqa: E402
@@ -350,7 +356,45 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def run_compare() -> None:
+    """The Compare view's section: a JupyterLab with one notebook, the large comparison."""
+    base = WORK / "panel-compare"
+    shutil.rmtree(base, ignore_errors=True)
+    server = LabServer(base)
+    server.root_dir.mkdir(parents=True, exist_ok=True)
+    server.write_notebook("focus.ipynb")
+    with server, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            lab = Lab(page, server)
+            lab.open("focus.ipynb")
+            runtime_id = page.evaluate(
+                "window.jupyterapp.shell.currentWidget.sessionContext.session.id"
+            )
+            measure_compare(page, str(runtime_id), 1)  # warm up: code and styles loaded
+            samples = measure_compare(page, str(runtime_id), REPEAT)
+            page.close()
+        finally:
+            browser.close()
+    body = compare_table(samples, markdown_table)
+    write_section("bench_panel_compare", "The Compare view in the browser (bench_panel.py)", body)
+    print(body)
+
+
 def main() -> None:
+    modes = sys.argv[1:] or ["tree", "compare"]
+    unknown = set(modes) - {"tree", "compare"}
+    if unknown:
+        raise SystemExit(f"bench_panel: unknown part {sorted(unknown)}; the parts: tree, compare")
+    if "tree" in modes:
+        run_tree()
+    if "compare" in modes:
+        run_compare()
+
+
+def run_tree() -> None:
+    """The tree's section: 100 runtimes of 50 checkpoints, beside jupyterlab-git."""
     server = prepare_ditto()  # before Playwright: its sync API runs an event loop
     with sync_playwright() as playwright:
         browser = launch_chromium(playwright)

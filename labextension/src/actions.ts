@@ -2,7 +2,9 @@
  * The runtime operations as the user meets them: dialogs first (a name, a confirmation),
  * progress while they run, one-sentence notifications carrying the server's error code,
  * and the notebook side of the result (open the checkout's notebook, reattach a resumed
- * runtime's notebook to its new kernel).
+ * runtime's notebook to its new kernel). A checkpoint, a restore and a live comparison
+ * carry the open notebook's document (unsaved edits included); the cells themselves are
+ * changed only by "bring the cells back" (cellActions.ts).
  */
 
 import { Dialog, InputDialog, Notification, showDialog } from '@jupyterlab/apputils';
@@ -12,8 +14,10 @@ import { Session } from '@jupyterlab/services';
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { DittoApiError, RuntimeApi, errorText } from './api';
-import { IUnrestorableValue } from './apiTypes';
+import { INotebookDocument, IUnrestorableValue, LIVE } from './apiTypes';
+import { CompareTab } from './compare/compareTab';
 import { checkpointLabel, shortId } from './format';
+import { runtimeDocument } from './notebookDocuments';
 import { reattachNotebook } from './reattach';
 import { PanelState } from './state/panelState';
 
@@ -39,6 +43,21 @@ export interface IActionsOptions {
   notebooks: INotebookTracker | null;
   sessions: Session.IManager;
   confirmations: () => IConfirmations;
+  compareTab: CompareTab;
+  /**
+   * Called after a restore in place succeeded, with the server's count of the
+   * checkpoint's cells that differ from the open notebook's (null: unknown).
+   */
+  afterRestore?: (runtimeId: string, checkpointId: string, cellsChanged: number | null) => void;
+}
+
+/** Whether a request was refused for its size (a notebook document over the body limit). */
+export function refusedForSize(error: unknown): boolean {
+  return (
+    error instanceof DittoApiError &&
+    error.status === 400 &&
+    /request body|too large|limit/i.test(error.message)
+  );
 }
 
 /** Runs the operations of the panel, the toolbar and the palette. */
@@ -71,9 +90,22 @@ export class RuntimeActions {
     }
     const name = (answer.value ?? '').trim() || undefined;
     await this.run(runtimeId, trans.__('Checkpointing…'), async () => {
-      const result = await this.call(runtimeId, () => this.api.checkpoint(runtimeId, name));
+      // The notebook as the user sees it now, read after the name dialog closed.
+      const document = this.document(runtimeId);
+      let result;
+      let note = '';
+      try {
+        result = await this.call(runtimeId, () => this.api.checkpoint(runtimeId, name, document));
+      } catch (error) {
+        if (!document || !refusedForSize(error)) {
+          throw error;
+        }
+        // Too large to send: the server records the saved file instead.
+        result = await this.call(runtimeId, () => this.api.checkpoint(runtimeId, name));
+        note = ` ${trans.__('The notebook was too large to send (%1); the checkpoint holds its saved file.', errorText(error))}`;
+      }
       await this.state.cache.noteCheckpoint(runtimeId, result.checkpoint_id, true);
-      return trans.__('Checkpoint %1 taken.', name ?? shortId(result.checkpoint_id));
+      return trans.__('Checkpoint %1 taken.', name ?? shortId(result.checkpoint_id)) + note;
     });
   }
 
@@ -85,7 +117,7 @@ export class RuntimeActions {
       const confirmed = await this.confirm(
         trans.__('Restore checkpoint?'),
         trans.__(
-          "The kernel's variables are replaced by those of %1. Workspace files are not changed.",
+          "The kernel's variables are replaced by those of %1. Workspace files and the notebook's cells are not changed.",
           label
         ),
         trans.__('Restore')
@@ -94,12 +126,29 @@ export class RuntimeActions {
         return;
       }
     }
-    await this.run(runtimeId, trans.__('Restoring %1…', label), async () => {
-      const result = await this.call(runtimeId, () => this.api.restore(runtimeId, checkpointId));
+    let cellsChanged: number | null = null;
+    const restored = await this.run(runtimeId, trans.__('Restoring %1…', label), async () => {
+      const document = this.document(runtimeId);
+      let result;
+      try {
+        result = await this.call(runtimeId, () =>
+          this.api.restore(runtimeId, checkpointId, document)
+        );
+      } catch (error) {
+        if (!document || !refusedForSize(error)) {
+          throw error;
+        }
+        result = await this.call(runtimeId, () => this.api.restore(runtimeId, checkpointId));
+      }
       await this.state.cache.noteHead(runtimeId, result.checkpoint_id);
       this.warnUnrestorable(result.unrestorable);
+      cellsChanged = result.cells_changed ?? null;
       return trans.__('Restored %1.', label);
     });
+    if (restored) {
+      this.state.setRestoreNotice(runtimeId, null);
+      this.options.afterRestore?.(runtimeId, checkpointId, cellsChanged);
+    }
   }
 
   /** Check out a checkpoint into a new runtime and open its notebook on the new kernel. */
@@ -113,6 +162,17 @@ export class RuntimeActions {
       await this.state.cache.refreshRuntime(childId);
       this.state.cache.noteCheckout(result.source_runtime_id, childId, checkpointId);
       this.warnUnrestorable(result.unrestorable ?? []);
+      if (result.notebook_source === 'current_file') {
+        // The checkpoint held no notebook: its child's is a copy of today's file.
+        Notification.warning(
+          result.notebook_note ||
+            trans.__(
+              '%1 holds no notebook document: the new notebook is a copy of the current file, whose cells may not be the ones its kernel ran.',
+              label
+            ),
+          { autoClose: false }
+        );
+      }
       if (result.notebook_path && this.options.docManager) {
         this.options.docManager.openOrReveal(result.notebook_path);
         return trans.__('Checked out %1 into %2.', label, result.notebook_path);
@@ -199,6 +259,40 @@ export class RuntimeActions {
     });
   }
 
+  /**
+   * Compare two points of a runtime (checkpoint ids, or `LIVE` for the live kernel and
+   * the open notebook) in the Compare tab.
+   */
+  async compare(runtimeId: string, from: string, to: string): Promise<void> {
+    const trans = this.trans;
+    const side = (reference: string): string =>
+      reference === LIVE ? trans.__('live') : this.label(reference);
+    const title = trans.__('%1 → %2', side(from), side(to));
+    const tab = this.options.compareTab;
+    tab.show({ status: 'loading', title });
+    const live = from === LIVE || to === LIVE;
+    try {
+      const diff = await this.api.diff(runtimeId, from, to, live ? this.document(runtimeId) : null);
+      tab.show({ status: 'loaded', title, diff });
+    } catch (error) {
+      tab.show({ status: 'failed', title, error: errorText(error) });
+    }
+  }
+
+  /** Roll the runtime back to just before its last cell, and name that cell. */
+  async undo(runtimeId: string): Promise<void> {
+    const trans = this.trans;
+    await this.run(runtimeId, trans.__('Undoing the last cell…'), async () => {
+      const result = await this.call(runtimeId, () => this.api.undo(runtimeId));
+      await this.state.cache.noteHead(runtimeId, result.checkpoint_id);
+      this.warnUnrestorable(result.unrestorable ?? []);
+      const cell = result.undone_cell;
+      const source = cell.source.trim().split('\n')[0] ?? '';
+      const shown = source.length > 60 ? `${source.slice(0, 60)}…` : source;
+      return trans.__('Undid cell [%1]: %2', cell.execution_count, shown);
+    });
+  }
+
   /** Reattach every open notebook of a resumed runtime to its new kernel. */
   private async reattach(runtimeId: string, path: string, kernelId: string): Promise<void> {
     const panels: NotebookPanel[] = [];
@@ -270,12 +364,13 @@ export class RuntimeActions {
   /**
    * Run an operation with progress: the runtime's progress bar in the panel and a
    * pending notification, then a short success note or the error's one sentence.
+   * True when it succeeded.
    */
   private async run(
     runtimeId: string | null,
     pending: string,
     work: () => Promise<string>
-  ): Promise<void> {
+  ): Promise<boolean> {
     if (runtimeId) {
       this.state.setPending(runtimeId, pending);
     }
@@ -283,8 +378,10 @@ export class RuntimeActions {
     try {
       const message = await work();
       Notification.update({ id, message, type: 'success', autoClose: 4000 });
+      return true;
     } catch (error) {
       Notification.update({ id, message: errorText(error), type: 'error', autoClose: false });
+      return false;
     } finally {
       if (runtimeId) {
         this.state.setPending(runtimeId, null);
@@ -316,6 +413,12 @@ export class RuntimeActions {
       ]
     });
     return result.button.accept;
+  }
+
+  /** The document of the runtime's open notebook, as the user sees it (null: not open). */
+  document(runtimeId: string): INotebookDocument | null {
+    const path = this.state.runtime(runtimeId)?.conversation_id;
+    return runtimeDocument(this.options.notebooks, runtimeId, path);
   }
 
   private label(checkpointId: string): string {

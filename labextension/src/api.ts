@@ -11,16 +11,20 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import {
   ICheckoutResult,
+  ICheckpointContents,
   ICheckpointDetail,
   ICheckpointPage,
   ICheckpointResult,
   ICloseResult,
   IDeleteSnapshotResult,
+  IDiffResult,
+  INotebookDocument,
   IPauseResult,
   IRestoreResult,
   IResumeResult,
   IRuntimeLineage,
-  IRuntimeRecord
+  IRuntimeRecord,
+  IUndoResult
 } from './apiTypes';
 
 /** The prefix of every route, below the server's base_url. */
@@ -96,19 +100,84 @@ export class RuntimeApi {
     return this.request('GET', `${enc(runtimeId)}/lineage`);
   }
 
-  checkpoint(runtimeId: string, name?: string): Promise<ICheckpointResult> {
+  /** What a checkpoint holds: its variables, its files' count and bytes, its cells. */
+  contents(runtimeId: string, reference: string): Promise<ICheckpointContents> {
+    return this.request('GET', `${enc(runtimeId)}/checkpoints/${enc(reference)}/contents`);
+  }
+
+  /** The checkpoint's stored notebook document (CheckpointNotFound when it holds none). */
+  document(runtimeId: string, reference: string): Promise<INotebookDocument> {
+    return this.request('GET', `${enc(runtimeId)}/checkpoints/${enc(reference)}/document`);
+  }
+
+  /**
+   * Checkpoint a runtime; `document` is the notebook as the user sees it (unsaved edits
+   * included), which the checkpoint then holds.
+   */
+  checkpoint(
+    runtimeId: string,
+    name?: string,
+    document?: INotebookDocument | null
+  ): Promise<ICheckpointResult> {
     const body: Record<string, unknown> = { runtime_id: runtimeId };
     if (name) {
       body.name = name;
     }
+    if (document) {
+      body.document = document;
+    }
     return this.request('POST', 'checkpoint', body);
   }
 
-  restore(runtimeId: string, checkpointId: string): Promise<IRestoreResult> {
-    return this.request('POST', 'restore', {
+  /** Answer a checkpoint event whose document is pending with the open notebook's. */
+  submitDocument(
+    runtimeId: string,
+    checkpointId: string,
+    document: INotebookDocument
+  ): Promise<unknown> {
+    return this.request('POST', 'checkpoint/document', {
       runtime_id: runtimeId,
-      checkpoint_id: checkpointId
+      checkpoint_id: checkpointId,
+      document
     });
+  }
+
+  /**
+   * Restore a checkpoint in place; with `document` (the open notebook's), the answer
+   * says how many of the checkpoint's cells differ from it.
+   */
+  restore(
+    runtimeId: string,
+    checkpointId: string,
+    document?: INotebookDocument | null
+  ): Promise<IRestoreResult> {
+    const body: Record<string, unknown> = { runtime_id: runtimeId, checkpoint_id: checkpointId };
+    if (document) {
+      body.document = document;
+    }
+    return this.request('POST', 'restore', body);
+  }
+
+  /**
+   * Compare two points of a runtime: checkpoint references or `LIVE`; a live side is
+   * compared with `document` (the open notebook's) when it is given.
+   */
+  diff(
+    runtimeId: string,
+    from: string,
+    to: string,
+    document?: INotebookDocument | null
+  ): Promise<IDiffResult> {
+    const body: Record<string, unknown> = { runtime_id: runtimeId, from, to };
+    if (document) {
+      body.document = document;
+    }
+    return this.request('POST', 'diff', body);
+  }
+
+  /** Roll the runtime back to just before its last cell (with %autocheckpoint on). */
+  undo(runtimeId: string): Promise<IUndoResult> {
+    return this.request('POST', 'undo', { runtime_id: runtimeId });
   }
 
   checkout(checkpointId: string): Promise<ICheckoutResult> {

@@ -23,6 +23,16 @@ export interface IUnrestorableValue {
   reason: string;
 }
 
+/** Where a checkpoint's notebook document came from (issue 23). */
+export type DocumentSource = 'front_end' | 'saved_file' | 'request' | 'none' | 'pending';
+
+/** What a checkpoint summary says of its notebook document. */
+export interface ICheckpointDocumentInfo {
+  source: DocumentSource;
+  /** Cells of the stored document; null while pending or when there is none. */
+  cells: number | null;
+}
+
 /** One row of a runtime's checkpoint listing. */
 export interface ICheckpointSummary {
   checkpoint_id: string;
@@ -34,6 +44,8 @@ export interface ICheckpointSummary {
   bytes_written: number;
   has_provider_snapshot: boolean;
   unrestorable: IUnrestorableValue[];
+  /** Absent from servers older than issue 23. */
+  document?: ICheckpointDocumentInfo;
 }
 
 /** GET /api/v1/runtimes/{runtime_id}/checkpoints (a page when the server pages). */
@@ -65,6 +77,121 @@ export interface IRuntimeLineage {
   checkouts: ICheckoutBranch[];
 }
 
+/**
+ * A notebook document: nbformat 4 JSON, as JupyterLab's model gives it (`toJSON()`) and
+ * as the server stores it. Only the parts the panel reads are typed.
+ */
+export interface INotebookDocument {
+  cells: INotebookCell[];
+  metadata: Record<string, unknown>;
+  nbformat: number;
+  nbformat_minor: number;
+}
+
+/** One cell of a notebook document. */
+export interface INotebookCell {
+  cell_type: string;
+  source: string | string[];
+  id?: string;
+  metadata?: Record<string, unknown>;
+  execution_count?: number | null;
+  outputs?: unknown[];
+  attachments?: unknown;
+}
+
+/** A variable of a checkpoint, as the kernel described it at capture time. */
+export interface IVariable {
+  name: string;
+  /** The qualified type name. */
+  type: string;
+  /** Shape and dtype, shape and columns, a length, or a short repr. */
+  summary: string;
+  size: number | null;
+  /** False: it could not be kept (see `reason`). */
+  kept: boolean;
+  reason?: string | null;
+}
+
+/** GET .../checkpoints/{reference}/contents. */
+export interface ICheckpointContents {
+  checkpoint_id: string;
+  variables: IVariable[];
+  /** Null when the backend cannot say (an E2B snapshot, a deleted or pruned one). */
+  files: { count: number | null; bytes: number | null };
+  document: { cells: number } | null;
+}
+
+/** A workspace file in a comparison. */
+export interface IDiffFile {
+  path: string;
+  size: number | null;
+  kind: 'file' | 'dir' | 'symlink';
+}
+
+/** A cell in a comparison. */
+export interface IDiffCell {
+  index: number;
+  cell_type: string;
+  source: string;
+  execution_count: number | null;
+  /** How many outputs it has. */
+  outputs: number;
+}
+
+/** One side of a comparison: a checkpoint, or the live kernel (checkpoint_id null). */
+export interface IDiffSide {
+  checkpoint_id: string | null;
+  label: string;
+}
+
+/** POST /api/v1/runtimes/diff. */
+export interface IDiffResult {
+  from: IDiffSide;
+  to: IDiffSide;
+  variables: {
+    added: IVariable[];
+    removed: IVariable[];
+    changed: { name: string; old: IVariable; new: IVariable }[];
+    unchanged: number;
+    /** False when a side holds no variables to compare (a pruned checkpoint). */
+    available?: boolean;
+  };
+  files: {
+    added: IDiffFile[];
+    removed: IDiffFile[];
+    changed: { path: string; old: IDiffFile; new: IDiffFile; text_diff: string | null }[];
+    unchanged: number;
+    /** False when a side's files cannot be read (an E2B snapshot, a deleted snapshot). */
+    available?: boolean;
+  };
+  cells: {
+    added: IDiffCell[];
+    removed: IDiffCell[];
+    changed: {
+      index_old: number;
+      index_new: number;
+      source_diff: string | null;
+      outputs_changed: boolean;
+      old: IDiffCell;
+      new: IDiffCell;
+    }[];
+    unchanged: number;
+    /** False when either side holds no document. */
+    available: boolean;
+  };
+}
+
+/** The live kernel (and the live document) as a side of a comparison. */
+export const LIVE = 'live';
+
+/** POST /api/v1/runtimes/undo. */
+export interface IUndoResult {
+  runtime: IRuntimeRecord;
+  checkpoint_id: string;
+  undone_cell: { execution_count: number; source: string; failed?: boolean };
+  unrestorable: IUnrestorableValue[];
+}
+
 export interface ICheckpointResult {
   checkpoint_id: string;
   runtime: IRuntimeRecord;
@@ -75,6 +202,11 @@ export interface IRestoreResult {
   runtime: IRuntimeRecord;
   checkpoint_id: string;
   unrestorable: IUnrestorableValue[];
+  /**
+   * Cells of the checkpoint's document that differ from the document the request carried;
+   * null (or absent, from older servers) when unknown.
+   */
+  cells_changed?: number | null;
 }
 
 export interface ICheckoutResult {
@@ -84,6 +216,10 @@ export interface ICheckoutResult {
   kernel_id: string | null;
   notebook_path: string | null;
   unrestorable?: IUnrestorableValue[];
+  /** "checkpoint": written from its document; "current_file": it had none, today's file was copied. */
+  notebook_source?: 'checkpoint' | 'current_file' | null;
+  /** With "current_file": the sentence saying so. */
+  notebook_note?: string | null;
 }
 
 export interface IPauseResult {
@@ -124,7 +260,9 @@ export type RuntimeAction =
   | 'pause'
   | 'resume'
   | 'close'
-  | 'lost';
+  | 'lost'
+  | 'undo'
+  | 'document';
 
 /** One runtime event from /api/events/subscribe. */
 export interface IRuntimeEvent {
@@ -139,6 +277,11 @@ export interface IRuntimeEvent {
   error?: string | null;
   /** Why a runtime paused (pause events): the idle pauser, or someone asked. */
   reason?: 'idle' | 'asked' | null;
+  /**
+   * Checkpoint events: "pending" while the server waits for the front end's document
+   * (answer with POST checkpoint/document), else where the recorded one came from.
+   */
+  document?: DocumentSource | null;
 }
 
 /** Whether a message from the event stream is a runtime event. */

@@ -8,5 +8,10 @@ export const CommandIDs = {
   pause: 'ditto:pause',
   resume: 'ditto:resume',
   close: 'ditto:close',
-  deleteSnapshot: 'ditto:delete-snapshot'
+  deleteSnapshot: 'ditto:delete-snapshot',
+  pickForCompare: 'ditto:pick-for-compare',
+  compare: 'ditto:compare',
+  undoCell: 'ditto:undo-cell',
+  showCellChanges: 'ditto:show-cell-changes',
+  bringCellsBack: 'ditto:bring-cells-back'
 } as const;

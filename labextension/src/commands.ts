@@ -4,7 +4,8 @@
  *
  * Arguments are optional: `runtimeId` defaults to the runtime of the notebook in focus
  * (else the pinned one), `checkpointId` to the checkpoint selected in the panel (a right
- * click selects the row first).
+ * click selects the row first). Labels say "Runtime", so none reads like one of
+ * JupyterLab's file checkpoints (File > Save and Create Checkpoint).
  */
 
 import { JupyterFrontEnd } from '@jupyterlab/application';
@@ -15,7 +16,9 @@ import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { RuntimeActions } from './actions';
 import { IRuntimeRecord } from './apiTypes';
+import { CellActions } from './cellActions';
 import { CommandIDs } from './commandIds';
+import { compareSides } from './state/compareSides';
 import { PanelState } from './state/panelState';
 import { runtimeOfNotebook } from './toolbar';
 
@@ -23,6 +26,7 @@ import { runtimeOfNotebook } from './toolbar';
 export interface ICommandsOptions {
   state: PanelState;
   actions: RuntimeActions;
+  cellActions: CellActions;
   notebooks: INotebookTracker | null;
   trans: TranslationBundle;
   palette: ICommandPalette | null;
@@ -32,7 +36,7 @@ const PALETTE_CATEGORY = 'Runtimes';
 
 /** Register the commands, their palette entries and the checkpoint context menu. */
 export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions): void {
-  const { state, actions, notebooks, trans, palette } = options;
+  const { state, actions, cellActions, notebooks, trans, palette } = options;
   const { commands } = app;
 
   const runtimeIdOf = (args: ReadonlyPartialJSONObject): string | null => {
@@ -77,7 +81,9 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
 
   commands.addCommand(CommandIDs.checkpoint, {
     label: trans.__('Checkpoint Runtime…'),
-    caption: trans.__('Save the variables and workspace of the runtime as a checkpoint'),
+    caption: trans.__(
+      'Save the variables, workspace files and notebook of the runtime as a checkpoint'
+    ),
     isEnabled: args => {
       const runtime = runtimeOf(args);
       // A notebook whose session the server has not registered yet can checkpoint too.
@@ -90,7 +96,7 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
   });
 
   commands.addCommand(CommandIDs.restore, {
-    label: trans.__('Restore Checkpoint…'),
+    label: trans.__('Restore Runtime Checkpoint…'),
     caption: trans.__("Replace the kernel's variables with the checkpoint's"),
     isEnabled: args => {
       const checkpointId = checkpointIdOf(args);
@@ -109,8 +115,8 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
   });
 
   commands.addCommand(CommandIDs.checkout, {
-    label: trans.__('Check Out Checkpoint'),
-    caption: trans.__('Start a new runtime from the checkpoint and open its notebook'),
+    label: trans.__('Check Out Runtime Checkpoint'),
+    caption: trans.__('Start a new runtime from the checkpoint and open its notebook as it was'),
     isEnabled: args => checkpointIdOf(args) !== null,
     execute: args => {
       const checkpointId = checkpointIdOf(args);
@@ -119,7 +125,7 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
   });
 
   commands.addCommand(CommandIDs.deleteSnapshot, {
-    label: trans.__('Delete Checkpoint Snapshot…'),
+    label: trans.__('Delete Runtime Checkpoint Snapshot…'),
     caption: trans.__("Delete the checkpoint's workspace snapshot; the checkpoint stays"),
     isEnabled: args => {
       const checkpointId = checkpointIdOf(args);
@@ -131,6 +137,91 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
     execute: args => {
       const checkpointId = checkpointIdOf(args);
       return checkpointId ? actions.deleteSnapshot(checkpointId) : undefined;
+    }
+  });
+
+  commands.addCommand(CommandIDs.pickForCompare, {
+    label: args => {
+      const checkpointId = checkpointIdOf(args);
+      const runtimeId = checkpointId ? state.cache.checkpoint(checkpointId)?.runtime_id : null;
+      return runtimeId && checkpointId && state.pickIndex(runtimeId, checkpointId) > 0
+        ? trans.__('Unpick Runtime Checkpoint for Compare')
+        : trans.__('Pick Runtime Checkpoint for Compare');
+    },
+    caption: trans.__('Pick two checkpoints (or one and the live kernel), then Compare'),
+    isEnabled: args => {
+      const checkpointId = checkpointIdOf(args);
+      return checkpointId !== null && state.cache.checkpoint(checkpointId) !== undefined;
+    },
+    execute: args => {
+      const checkpointId = checkpointIdOf(args);
+      const runtimeId = checkpointId ? state.cache.checkpoint(checkpointId)?.runtime_id : null;
+      if (checkpointId && runtimeId) {
+        state.togglePick(runtimeId, checkpointId);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.compare, {
+    label: trans.__('Compare Runtime Checkpoints'),
+    caption: trans.__(
+      'What changed between two checkpoints, or a checkpoint and the live kernel: variables, files, cells'
+    ),
+    isEnabled: args => compareSides(state, args, checkpointIdOf(args)) !== null,
+    execute: args => {
+      const sides = compareSides(state, args, checkpointIdOf(args));
+      return sides ? actions.compare(sides.runtimeId, sides.from, sides.to) : undefined;
+    }
+  });
+
+  commands.addCommand(CommandIDs.undoCell, {
+    label: trans.__('Undo Last Cell in Runtime'),
+    caption: trans.__(
+      "Roll the runtime's variables and files back to just before its last cell (with %autocheckpoint on)"
+    ),
+    isEnabled: args => {
+      const runtime = runtimeOf(args);
+      return runtime ? live(runtime) : runtimeIdOf(args) !== null;
+    },
+    execute: args => {
+      const runtimeId = runtimeIdOf(args);
+      return runtimeId ? actions.undo(runtimeId) : undefined;
+    }
+  });
+
+  // After a restore: the notice's two actions.
+  const noticeOf = (
+    args: ReadonlyPartialJSONObject
+  ): { runtimeId: string; checkpointId: string } | null => {
+    const runtimeId = runtimeIdOf(args);
+    const checkpointId =
+      typeof args.checkpointId === 'string'
+        ? args.checkpointId
+        : runtimeId
+          ? (state.restoreNotice(runtimeId)?.checkpointId ?? null)
+          : null;
+    return runtimeId && checkpointId ? { runtimeId, checkpointId } : null;
+  };
+
+  commands.addCommand(CommandIDs.showCellChanges, {
+    label: trans.__('Show Changes Since Runtime Checkpoint'),
+    caption: trans.__('Compare the restored checkpoint with the notebook and kernel as they are'),
+    isEnabled: args => noticeOf(args) !== null,
+    execute: args => {
+      const target = noticeOf(args);
+      return target ? cellActions.showChanges(target.runtimeId, target.checkpointId) : undefined;
+    }
+  });
+
+  commands.addCommand(CommandIDs.bringCellsBack, {
+    label: trans.__("Bring Back Runtime Checkpoint's Cells…"),
+    caption: trans.__(
+      "Replace the notebook's cells with the checkpoint's (a file checkpoint is taken first)"
+    ),
+    isEnabled: args => noticeOf(args) !== null,
+    execute: args => {
+      const target = noticeOf(args);
+      return target ? cellActions.bringCellsBack(target.runtimeId, target.checkpointId) : undefined;
     }
   });
 
@@ -174,6 +265,10 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
     CommandIDs.restore,
     CommandIDs.checkout,
     CommandIDs.deleteSnapshot,
+    CommandIDs.compare,
+    CommandIDs.undoCell,
+    CommandIDs.showCellChanges,
+    CommandIDs.bringCellsBack,
     CommandIDs.pause,
     CommandIDs.resume,
     CommandIDs.close
@@ -184,9 +279,16 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
 
   // A checkpoint's context menu: its own actions, then its runtime's; a runtime's
   // header: the runtime's. The panel sets the menu's target as the menu opens.
-  const checkpointActions = [CommandIDs.restore, CommandIDs.checkout, CommandIDs.deleteSnapshot];
+  const checkpointActions = [
+    CommandIDs.restore,
+    CommandIDs.checkout,
+    CommandIDs.pickForCompare,
+    CommandIDs.compare,
+    CommandIDs.deleteSnapshot
+  ];
   const runtimeActions = [
     CommandIDs.checkpoint,
+    CommandIDs.undoCell,
     CommandIDs.pause,
     CommandIDs.resume,
     CommandIDs.close

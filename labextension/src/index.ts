@@ -1,7 +1,8 @@
 /**
  * ditto-jupyter's JupyterLab extension: the "Runtimes" side panel, its commands (palette,
- * context menu, shortcut), the notebook toolbar's Checkpoint button and runtime state,
- * all kept live by the server's runtime events.
+ * context menu, shortcuts), the notebook toolbar's Runtime checkpoint and Runtime undo
+ * buttons and runtime state, the Compare tab, all kept live by the server's runtime
+ * events; and the open notebooks' documents for the checkpoints taken inside a kernel.
  */
 
 import {
@@ -18,11 +19,16 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { IConfirmations, RuntimeActions } from './actions';
 import { RuntimeApi } from './api';
+import { CellActions } from './cellActions';
 import { registerCommands } from './commands';
+import { CompareTab } from './compare/compareTab';
 import { RuntimesPanel } from './components/panel';
 import { isRuntimeEvent } from './apiTypes';
+import { runtimeDocument } from './notebookDocuments';
 import { installResumeOnRun } from './resumeOnRun';
+import { CheckpointInfo } from './state/checkpointInfo';
 import { PanelState } from './state/panelState';
+import { answerPendingDocument } from './state/pendingDocuments';
 import { applyRuntimeEvent } from './state/runtimeEvents';
 import { ServerCache } from './state/serverCache';
 import { NotebookToolbarExtension } from './toolbar';
@@ -59,7 +65,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const trans = (translator ?? nullTranslator).load('ditto_jupyter');
     const api = new RuntimeApi(app.serviceManager.serverSettings);
     const cache = new ServerCache(api);
-    const state = new PanelState(cache);
+    const info = new CheckpointInfo(api);
+    const state = new PanelState(cache, info);
     let confirmations: IConfirmations = {
       confirmRestore: true,
       confirmClose: true,
@@ -87,6 +94,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         .catch(reason => console.error('ditto-jupyter: cannot load settings', reason));
     }
 
+    let cellActions: CellActions | null = null;
     const actions = new RuntimeActions({
       api,
       state,
@@ -94,9 +102,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
       docManager,
       notebooks,
       sessions: app.serviceManager.sessions,
-      confirmations: () => confirmations
+      confirmations: () => confirmations,
+      compareTab: new CompareTab(app.shell, trans),
+      afterRestore: (runtimeId, checkpointId, cellsChanged) =>
+        void cellActions?.afterRestore(runtimeId, checkpointId, cellsChanged)
     });
-    registerCommands(app, { state, actions, notebooks, trans, palette });
+    cellActions = new CellActions({
+      api,
+      state,
+      trans,
+      notebooks,
+      compare: (runtimeId, from, to) => actions.compare(runtimeId, from, to),
+      reveal: panel => app.shell.activateById(panel.id)
+    });
+    registerCommands(app, { state, actions, cellActions, notebooks, trans, palette });
 
     const panel = new RuntimesPanel(state, app.commands, trans);
     app.shell.add(panel, 'right', { rank: 650 });
@@ -155,7 +174,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // Live: runtime events from the server, and Jupyter's own session list.
     app.serviceManager.events.stream.connect((_, event) => {
       if (isRuntimeEvent(event)) {
-        void applyRuntimeEvent(cache, event);
+        // A checkpoint taken in a kernel waits for the document of its open notebook.
+        void answerPendingDocument(api, runtimeId => runtimeDocument(notebooks, runtimeId), event);
+        void applyRuntimeEvent(cache, event, info);
         if (event.action === 'pause' && event.ok) {
           // Notebooks of the paused runtime drop their session of the stopped kernel now,
           // not at JupyterLab's next poll, so a cell run there resumes it.

@@ -1,6 +1,8 @@
 /**
- * The notebook toolbar's part: a Checkpoint button, and the runtime's state at a glance
- * (its head checkpoint, or "paused" with a Resume button where the user is looking).
+ * The notebook toolbar's part: the Runtime checkpoint and Runtime undo buttons, and the
+ * runtime's state at a glance (its head checkpoint, or "paused" with a Resume button where
+ * the user is looking). The labels say "Runtime": JupyterLab's own toolbar has a file
+ * checkpoint (Save and create checkpoint) and cell-editing undo.
  */
 
 import { ReactWidget, ToolbarButton, UseSignal } from '@jupyterlab/apputils';
@@ -14,7 +16,7 @@ import * as React from 'react';
 import { IRuntimeRecord } from './apiTypes';
 import { CommandIDs } from './commandIds';
 import { checkpointLabel } from './format';
-import { checkpointIcon } from './icons';
+import { checkpointIcon, undoCellIcon } from './icons';
 import { PanelState } from './state/panelState';
 
 /** The runtime of a notebook: its session's, else (paused, no session) by its path. */
@@ -91,7 +93,7 @@ class RuntimeStateItem extends ReactWidget {
   }
 }
 
-/** Adds the Checkpoint button and the state item to every notebook's toolbar. */
+/** Adds the two buttons and the state item to every notebook's toolbar. */
 export class NotebookToolbarExtension implements DocumentRegistry.IWidgetExtension<
   NotebookPanel,
   INotebookModel
@@ -104,19 +106,32 @@ export class NotebookToolbarExtension implements DocumentRegistry.IWidgetExtensi
 
   createNew(panel: NotebookPanel): IDisposable {
     const { state, commands, trans } = this;
+    const runtimeArgs = (): { runtimeId?: string } => {
+      const runtimeId = panel.sessionContext.session?.id;
+      return runtimeId ? { runtimeId } : {};
+    };
     const button = new ToolbarButton({
       icon: checkpointIcon,
-      tooltip: trans.__('Checkpoint this runtime'),
-      label: trans.__('Checkpoint'),
-      onClick: () => {
-        const runtimeId = panel.sessionContext.session?.id;
-        void commands.execute(CommandIDs.checkpoint, runtimeId ? { runtimeId } : {});
-      }
+      tooltip: trans.__(
+        "Checkpoint this notebook's runtime: variables, workspace files and the notebook (Ctrl+Alt+C)"
+      ),
+      label: trans.__('Runtime checkpoint'),
+      onClick: () => void commands.execute(CommandIDs.checkpoint, runtimeArgs())
     });
     button.addClass('jp-DittoToolbarCheckpoint');
+    const undo = new ToolbarButton({
+      icon: undoCellIcon,
+      tooltip: trans.__(
+        "Undo the last cell in this notebook's runtime: its variables and files go back to just before it ran (Ctrl+Alt+Z; needs %autocheckpoint)"
+      ),
+      label: trans.__('Runtime undo'),
+      onClick: () => void commands.execute(CommandIDs.undoCell, runtimeArgs())
+    });
+    undo.addClass('jp-DittoToolbarUndo');
     const stateItem = new RuntimeStateItem(state, panel, commands, trans);
     panel.toolbar.insertItem(10, 'dittoCheckpoint', button);
-    panel.toolbar.insertItem(11, 'dittoState', stateItem);
+    panel.toolbar.insertItem(11, 'dittoUndoCell', undo);
+    panel.toolbar.insertItem(12, 'dittoState', stateItem);
     const onSession = (): void => {
       const id = panel.sessionContext.session?.id;
       if (id && !state.runtime(id)) {
@@ -131,6 +146,7 @@ export class NotebookToolbarExtension implements DocumentRegistry.IWidgetExtensi
     return new DisposableDelegate(() => {
       panel.sessionContext.sessionChanged.disconnect(onSession);
       button.dispose();
+      undo.dispose();
       stateItem.dispose();
     });
   }

@@ -14,6 +14,7 @@ import {
   ICheckpointDetail,
   ICheckpointPage,
   ICheckpointSummary,
+  DocumentSource,
   IRuntimeLineage,
   IRuntimeRecord,
   RuntimeStatus
@@ -126,6 +127,11 @@ export class FakeRuntimeServer implements RuntimeReader {
       conversation_id: `${childId}.ipynb`,
       status: 'idle'
     });
+  }
+
+  /** The checkpoint's document is recorded (or pending): its summary says where from. */
+  setDocument(checkpointId: string, source: DocumentSource, cells: number | null): void {
+    this._checkpoint(checkpointId).document = { source, cells };
   }
 
   deleteSnapshot(checkpointId: string): void {

@@ -179,6 +179,38 @@ describe('runtime events', () => {
     expect(cache.checkoutsOf('r1', 'c1').map(c => c.runtime_id)).toEqual(['r4']);
   });
 
+  it('a recorded document shows in the checkpoint and drops what its details held', async () => {
+    const { server, cache } = await setUp();
+    server.takeCheckpoint('r1', 'c2');
+    server.setDocument('c2', 'pending', null);
+    await applyRuntimeEvent(
+      cache,
+      event('checkpoint', 'r1', { checkpoint_id: 'c2', document: 'pending' })
+    );
+    expect(cache.checkpoint('c2')?.document).toEqual({ source: 'pending', cells: null });
+    const forgotten: string[] = [];
+    server.setDocument('c2', 'front_end', 3);
+    server.requests.length = 0;
+    await applyRuntimeEvent(
+      cache,
+      event('document', 'r1', { checkpoint_id: 'c2', document: 'front_end' }),
+      { forget: id => forgotten.push(id) }
+    );
+    expect(cache.checkpoint('c2')?.document).toEqual({ source: 'front_end', cells: 3 });
+    expect(headOf(cache, 'r1')).toBe('c2');
+    expect(forgotten).toEqual(['c2']);
+    expect(server.requests).toEqual(['GET checkpoint r1/c2']);
+  });
+
+  it('an undo moves the head to the checkpoint before the last cell', async () => {
+    const { server, cache } = await setUp();
+    server.takeCheckpoint('r1', 'cell-2');
+    await applyRuntimeEvent(cache, event('checkpoint', 'r1', { checkpoint_id: 'cell-2' }));
+    server.restore('r1', 'c1');
+    await applyRuntimeEvent(cache, event('undo', 'r1', { checkpoint_id: 'c1' }));
+    expect(headOf(cache, 'r1')).toBe('c1');
+  });
+
   it('a deleted snapshot shows in the checkpoint, in the tree and as the head', async () => {
     const { server, cache } = await setUp();
     server.deleteSnapshot('c1');

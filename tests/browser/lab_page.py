@@ -7,7 +7,9 @@ names what it waits for, so a failure says which step of the scenario broke.
 from __future__ import annotations
 
 import re
+import time
 
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.lab_server import LabServer
@@ -61,6 +63,20 @@ class Lab:
 
     def cells(self) -> Locator:
         return self.notebook().locator(".jp-Notebook .jp-Cell")
+
+    def cell_contents(self) -> list[dict[str, object]]:
+        """The current notebook's cells as its model holds them (unsaved edits included):
+        type, source, execution count and outputs of each, in order."""
+        cells: list[dict[str, object]] = self.page.evaluate(
+            """() => window.jupyterapp.shell.currentWidget.context.model.toJSON().cells.map(
+                c => ({cell_type: c.cell_type, source: c.source,
+                       execution_count: c.execution_count ?? null, outputs: c.outputs ?? []}))"""
+        )
+        return cells
+
+    def cell_sources(self) -> list[str]:
+        """The sources of the current notebook's cells, in order."""
+        return [str(cell["source"]) for cell in self.cell_contents()]
 
     def select_tab(self, name: str) -> None:
         self.page.locator("#jp-main-dock-panel .lm-TabBar-tab", has_text=name).first.click()
@@ -143,14 +159,33 @@ class Lab:
         dialog.locator(".jp-Dialog-footer button.jp-mod-accept").click()
         expect(dialog).to_have_count(0)
 
+    def menu(self, *labels: str) -> None:
+        """Open a menu of the menu bar and click through its items, e.g. ("File", "Save")."""
+        self.page.locator(".lm-MenuBar-itemLabel", has_text=labels[0]).click()
+        for label in labels[1:]:
+            self.page.locator(
+                ".lm-Menu:visible .lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(label)}$")
+            ).click()
+
     def notification(self, text: str | re.Pattern[str]) -> Locator:
         return self.page.locator(".Toastify__toast", has_text=text)
 
     def dismiss_notifications(self) -> None:
-        """Close every notification on screen and wait until they are gone."""
-        for close in self.page.locator(".Toastify__toast .jp-Notification-Toast-Close").all():
-            close.click()
-        expect(self.page.locator(".Toastify__toast")).to_have_count(0, timeout=STEP_MS)
+        """Close every notification on screen and wait until they are gone.
+
+        One at a time, the oldest first, each click forced: a toast sliding in or out is
+        never "stable", and one may close by itself (auto-close) between two clicks.
+        """
+        toasts = self.page.locator(".Toastify__toast")
+        deadline = time.monotonic() + STEP_MS / 1000
+        while toasts.count() > 0 and time.monotonic() < deadline:
+            try:
+                toasts.first.locator(".jp-Notification-Toast-Close").click(
+                    force=True, timeout=2_000
+                )
+            except PlaywrightError:
+                continue  # it went away by itself meanwhile: look again
+        expect(toasts).to_have_count(0, timeout=STEP_MS)
 
     def toolbar_state(self) -> Locator:
         return self.notebook().locator(".jp-DittoToolbarState")

@@ -92,14 +92,25 @@ def test_panel_scenario(page: Page, lab_server: LabServer, tmp_path: Path) -> No
     expect(tree).to_have_attribute("aria-activedescendant", first.get_attribute("id") or "")
     first.click(button="right")
     menu = page.locator(".lm-Menu")
-    for label in ("Restore Checkpoint…", "Check Out Checkpoint", "Delete Checkpoint Snapshot…"):
+    for label in (
+        "Restore Runtime Checkpoint…",
+        "Check Out Runtime Checkpoint",
+        "Pick Runtime Checkpoint for Compare",
+        "Delete Runtime Checkpoint Snapshot…",
+    ):
         expect(menu.get_by_text(label, exact=True)).to_be_visible()
     page.keyboard.press("Escape")
     expect(menu).to_have_count(0)
     page.keyboard.press("Control+Shift+c")
     palette = page.locator(".lm-CommandPalette")
     palette.locator("input").fill("runtime")
-    for label in ("Checkpoint Runtime…", "Pause Runtime", "Close Runtime…"):
+    for label in (
+        "Checkpoint Runtime…",
+        "Undo Last Cell in Runtime",
+        "Compare Runtime Checkpoints",
+        "Pause Runtime",
+        "Close Runtime…",
+    ):
         expect(palette.get_by_text(label, exact=True)).to_be_visible()
     page.keyboard.press("Escape")
 

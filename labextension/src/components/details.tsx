@@ -1,15 +1,18 @@
 /**
  * The details of the selected checkpoint: its metadata, whether its snapshot still exists,
- * the values it could not keep, the checkouts made from it, and its actions.
+ * the values it could not keep, what it holds (variables, files, notebook), what changed
+ * since its parent, the checkouts made from it, and its actions (Compare among them).
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
+import { LIVE } from '../apiTypes';
 import { CommandIDs } from '../commandIds';
 import { baseName, checkpointLabel, formatBytes, shortId } from '../format';
 import { PanelState } from '../state/panelState';
+import { ChangesSection, HoldsSection } from './checkpointContents';
 
 /** Props of `CheckpointDetails`. */
 export interface ICheckpointDetailsProps {
@@ -34,16 +37,29 @@ export function CheckpointDetails(props: ICheckpointDetailsProps): JSX.Element |
     ? JSON.stringify(checkpoint.metadata, null, 2)
     : null;
   const args = { runtimeId, checkpointId };
-  const button = (command: string, label: string, warn = false): JSX.Element => (
+  const button = (
+    command: string,
+    label: string,
+    warn = false,
+    commandArgs: Record<string, string> = args,
+    pressed?: boolean
+  ): JSX.Element => (
     <button
       className={`jp-DittoButton jp-mod-styled${warn ? ' jp-DittoButton-danger' : ''}`}
       aria-label={`${label} ${checkpointLabel(checkpoint)}`}
-      disabled={!commands.isEnabled(command, args)}
-      onClick={() => void commands.execute(command, args)}
+      aria-pressed={pressed}
+      title={commands.caption(command, commandArgs) || undefined}
+      disabled={!commands.isEnabled(command, commandArgs)}
+      onClick={() => void commands.execute(command, commandArgs)}
     >
       {label}
     </button>
   );
+  const live = runtime?.status === 'idle' || runtime?.status === 'busy';
+  const picked = state.pickIndex(runtimeId, checkpointId) > 0;
+  const parentId = checkpoint.parent_checkpoint_id;
+  const info = state.info;
+  const retry = (): void => info.forget(checkpointId);
   return (
     <section
       className="jp-DittoDetails"
@@ -93,6 +109,27 @@ export function CheckpointDetails(props: ICheckpointDetailsProps): JSX.Element |
           </ul>
         </div>
       ) : null}
+      <HoldsSection
+        loaded={info.contents(runtimeId, checkpointId)}
+        checkpoint={checkpoint}
+        trans={trans}
+        onRetry={retry}
+      />
+      {parentId ? (
+        <ChangesSection
+          loaded={info.changes(runtimeId, checkpointId, parentId)}
+          parentId={parentId}
+          trans={trans}
+          onRetry={retry}
+          onShowAll={() =>
+            void commands.execute(CommandIDs.compare, {
+              runtimeId,
+              from: parentId,
+              to: checkpointId
+            })
+          }
+        />
+      ) : null}
       {checkouts.length > 0 ? (
         <div className="jp-DittoDetails-checkouts">
           <div className="jp-DittoDetails-subtitle">{trans.__('Checked out to')}</div>
@@ -121,6 +158,20 @@ export function CheckpointDetails(props: ICheckpointDetailsProps): JSX.Element |
           ? button(CommandIDs.restore, trans.__('Restore'), true)
           : null}
         {button(CommandIDs.checkout, trans.__('Check out'))}
+        {live
+          ? button(CommandIDs.compare, trans.__('Compare with live'), false, {
+              runtimeId,
+              from: checkpointId,
+              to: LIVE
+            })
+          : null}
+        {button(
+          CommandIDs.pickForCompare,
+          picked ? trans.__('Unpick') : trans.__('Pick for compare'),
+          false,
+          args,
+          picked
+        )}
         {checkpoint.has_provider_snapshot
           ? button(CommandIDs.deleteSnapshot, trans.__('Delete snapshot'), true)
           : null}

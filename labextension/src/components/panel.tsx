@@ -1,6 +1,8 @@
 /**
  * The "Runtimes" side panel: every runtime with its status, notebook and last change, the
- * one of the notebook in focus pinned on top; each opens into its checkpoint tree.
+ * one of the notebook in focus pinned on top; each opens into its checkpoint tree, with
+ * the checkpoints picked for Compare above it and, after a restore whose checkpoint's
+ * cells differ from the notebook's, a notice offering to show or bring them back.
  */
 
 import { ReactWidget, UseSignal } from '@jupyterlab/apputils';
@@ -10,9 +12,9 @@ import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
-import { IRuntimeRecord } from '../apiTypes';
+import { IRuntimeRecord, LIVE } from '../apiTypes';
 import { CommandIDs } from '../commandIds';
-import { baseName, formatAge } from '../format';
+import { baseName, checkpointLabel, formatAge, shortId } from '../format';
 import { runtimesIcon } from '../icons';
 import { PanelState } from '../state/panelState';
 import { CheckpointDetails } from './details';
@@ -220,8 +222,10 @@ function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
           <span className="jp-DittoProgress-label">{pending}</span>
         </div>
       ) : null}
+      <RestoreNotice {...props} />
       {expanded ? (
         <div id={treeId}>
+          <ComparePicks {...props} />
           <CheckpointTree state={state} runtimeId={id} trans={trans} now={now} />
           {selection && selection.runtimeId === id ? (
             <CheckpointDetails
@@ -235,5 +239,112 @@ function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
         </div>
       ) : null}
     </li>
+  );
+}
+
+/** The label of a checkpoint the cache may not hold. */
+function labelOf(state: PanelState, checkpointId: string): string {
+  const known = state.cache.checkpoint(checkpointId);
+  return known ? checkpointLabel(known) : shortId(checkpointId);
+}
+
+/** After a restore: how many cells differ, and the two actions. */
+function RestoreNotice(props: IRuntimeItemProps): JSX.Element | null {
+  const { state, commands, trans, runtime } = props;
+  const id = runtime.runtime_id;
+  const notice = state.restoreNotice(id);
+  if (!notice) {
+    return null;
+  }
+  const args = { runtimeId: id, checkpointId: notice.checkpointId };
+  const label = labelOf(state, notice.checkpointId);
+  return (
+    <div className="jp-DittoNotice" role="status" aria-label={trans.__('After the restore')}>
+      <span className="jp-DittoNotice-text">
+        {trans._n(
+          '%1 cell changed since checkpoint %2.',
+          '%1 cells changed since checkpoint %2.',
+          notice.cellsChanged,
+          label
+        )}{' '}
+        {trans.__('The notebook was left as it is.')}
+      </span>
+      <span className="jp-DittoNotice-actions">
+        <button
+          className="jp-DittoButton jp-mod-styled"
+          aria-label={trans.__('Show the changes since %1', label)}
+          onClick={() => void commands.execute(CommandIDs.showCellChanges, args)}
+        >
+          {trans.__('Show changes')}
+        </button>
+        <button
+          className="jp-DittoButton jp-mod-styled jp-DittoButton-danger"
+          aria-label={trans.__('Bring the cells of %1 back', label)}
+          onClick={() => void commands.execute(CommandIDs.bringCellsBack, args)}
+        >
+          {trans.__('Bring cells back')}
+        </button>
+        <button
+          className="jp-DittoIconButton jp-DittoNotice-dismiss"
+          aria-label={trans.__('Dismiss')}
+          title={trans.__('Dismiss')}
+          onClick={() => state.setRestoreNotice(id, null)}
+        >
+          ×
+        </button>
+      </span>
+    </div>
+  );
+}
+
+/** The checkpoints picked for Compare in this runtime, and Compare. */
+function ComparePicks(props: IRuntimeItemProps): JSX.Element | null {
+  const { state, commands, trans, runtime } = props;
+  const picks = state.picks;
+  if (!picks || picks.runtimeId !== runtime.runtime_id) {
+    return null;
+  }
+  const [a, b] = picks.checkpointIds;
+  const live = runtime.status === 'idle' || runtime.status === 'busy';
+  const compareArgs = b ? {} : { runtimeId: runtime.runtime_id, from: a, to: LIVE };
+  const canCompare = b !== undefined || live;
+  return (
+    <div className="jp-DittoPicks" role="group" aria-label={trans.__('Picked for compare')}>
+      <span className="jp-DittoPicks-text">
+        <span className="jp-DittoBadge jp-mod-pick">A</span> {labelOf(state, a)}
+        {b ? (
+          <>
+            {'  '}
+            <span className="jp-DittoBadge jp-mod-pick">B</span> {labelOf(state, b)}
+          </>
+        ) : (
+          <span className="jp-DittoPicks-hint">
+            {' '}
+            {trans.__('Ctrl+click a second checkpoint, or compare with live')}
+          </span>
+        )}
+      </span>
+      <span className="jp-DittoPicks-actions">
+        <button
+          className="jp-DittoButton jp-mod-styled jp-DittoButton-primary"
+          aria-label={
+            b
+              ? trans.__('Compare %1 and %2', labelOf(state, a), labelOf(state, b))
+              : trans.__('Compare %1 with live', labelOf(state, a))
+          }
+          disabled={!canCompare}
+          onClick={() => void commands.execute(CommandIDs.compare, compareArgs)}
+        >
+          {b ? trans.__('Compare') : trans.__('Compare with live')}
+        </button>
+        <button
+          className="jp-DittoButton jp-mod-styled"
+          aria-label={trans.__('Clear the checkpoints picked for compare')}
+          onClick={() => state.clearPicks()}
+        >
+          {trans.__('Clear')}
+        </button>
+      </span>
+    </div>
   );
 }

@@ -4,7 +4,8 @@
  * Only the rows in view are in the DOM (plus a margin), so a runtime with thousands of
  * checkpoints scrolls like one with ten; the next page loads when the end comes near.
  * Keyboard: the tree takes focus; arrows, Home, End, PageUp and PageDown move the
- * selection, the context-menu key opens the checkpoint's actions.
+ * selection, Space picks the selected checkpoint for Compare (as Ctrl+click or Cmd+click
+ * does), the context-menu key opens the checkpoint's actions.
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
@@ -92,6 +93,9 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
     if (event.key in moves) {
       event.preventDefault();
       select(moves[event.key]);
+    } else if (event.key === ' ' && selectedId) {
+      event.preventDefault();
+      state.togglePick(runtimeId, selectedId);
     }
   };
 
@@ -173,13 +177,19 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
                   count={rows.length}
                   head={row.id === headId}
                   selected={row.id === selectedId}
+                  pick={state.pickIndex(runtimeId, row.id)}
                   checkouts={state.cache.checkoutsOf(runtimeId, row.id).length}
                   fromOrigin={
                     source !== null && checkpoint.parent_checkpoint_id === source.checkpoint_id
                   }
                   trans={trans}
                   now={now}
-                  onSelect={() => state.select({ runtimeId, checkpointId: row.id })}
+                  onSelect={event => {
+                    if (event.ctrlKey || event.metaKey) {
+                      state.togglePick(runtimeId, row.id);
+                    }
+                    state.select({ runtimeId, checkpointId: row.id });
+                  }}
                   onMenu={() => {
                     state.select({ runtimeId, checkpointId: row.id });
                     state.setMenuTarget({ runtimeId, checkpointId: row.id });
@@ -211,16 +221,18 @@ interface ICheckpointRowProps {
   count: number;
   head: boolean;
   selected: boolean;
+  /** Its place among the checkpoints picked for Compare (1 or 2), or 0. */
+  pick: number;
   checkouts: number;
   fromOrigin: boolean;
   trans: TranslationBundle;
   now: number;
-  onSelect: () => void;
+  onSelect: (event: React.MouseEvent) => void;
   onMenu: () => void;
 }
 
 function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
-  const { checkpoint, index, head, selected, checkouts, trans, now } = props;
+  const { checkpoint, index, head, selected, pick, checkouts, trans, now } = props;
   const label = checkpointLabel(checkpoint);
   const lost = checkpoint.unrestorable.length;
   const age = formatAge(checkpoint.created_at_ms, now, (m, ...a) => trans.__(m, ...a));
@@ -234,6 +246,9 @@ function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
   if (lost > 0) {
     parts.push(trans._n('%1 value not kept', '%1 values not kept', lost));
   }
+  if (pick > 0) {
+    parts.push(trans.__('picked for compare (%1)', pick));
+  }
   return (
     <div
       id={rowDomId(checkpoint.checkpoint_id)}
@@ -243,7 +258,7 @@ function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
       aria-setsize={props.count}
       aria-selected={selected}
       aria-label={parts.join(', ')}
-      className={`jp-DittoCheckpoint${selected ? ' jp-mod-selected' : ''}${head ? ' jp-mod-head' : ''}`}
+      className={`jp-DittoCheckpoint${selected ? ' jp-mod-selected' : ''}${head ? ' jp-mod-head' : ''}${pick > 0 ? ' jp-mod-picked' : ''}`}
       data-checkpoint-id={checkpoint.checkpoint_id}
       data-runtime-id={checkpoint.runtime_id}
       style={{ top: index * ROW_HEIGHT, height: ROW_HEIGHT }}
@@ -258,6 +273,14 @@ function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
         {label}
       </span>
       {head ? <span className="jp-DittoBadge jp-mod-head">{trans.__('head')}</span> : null}
+      {pick > 0 ? (
+        <span
+          className="jp-DittoBadge jp-mod-pick"
+          title={trans.__('Picked for compare (%1 of 2)', pick)}
+        >
+          {pick === 1 ? 'A' : 'B'}
+        </span>
+      ) : null}
       {props.fromOrigin ? (
         <span className="jp-DittoBadge" title={trans.__('Its parent is in the source runtime')}>
           {trans.__('branch')}

@@ -4,7 +4,8 @@
  * What the user sees beyond the server's records: which runtime is pinned on top (the one
  * of the notebook in focus), which trees are open, the selection, the context menu's
  * target, the operations in flight, and the busy or idle that JupyterLab sees of a live
- * runtime's kernel. Until the panel is first shown, only what the toolbars ask for (their
+ * runtime's kernel, the checkpoints picked for Compare, and what a restore left to say about
+ * the notebook's cells. Until the panel is first shown, only what the toolbars ask for (their
  * own runtimes) is loaded, so a JupyterLab whose panel stays closed never lists every
  * runtime.
  */
@@ -13,12 +14,28 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { IRuntimeRecord } from '../apiTypes';
 import { ITreeLayout, layoutTree } from '../tree/layout';
+import { CheckpointInfo } from './checkpointInfo';
 import { ServerCache } from './serverCache';
 
 /** A checkpoint picked in a tree. */
 export interface ISelection {
   runtimeId: string;
   checkpointId: string;
+}
+
+/**
+ * What the panel says after a restore in place whose checkpoint's cells differ from the
+ * open notebook's: how many, with the actions "show the changes" and "bring the cells back".
+ */
+export interface IRestoreNotice {
+  checkpointId: string;
+  cellsChanged: number;
+}
+
+/** The checkpoints picked for Compare: at most two, of one runtime, in the order picked. */
+export interface IComparePicks {
+  runtimeId: string;
+  checkpointIds: string[];
 }
 
 /** What a context menu was opened on: a runtime, and a checkpoint of it. */
@@ -29,8 +46,12 @@ export interface IMenuTarget {
 
 /** The state of the Runtimes panel and the notebook toolbars. */
 export class PanelState {
-  constructor(readonly cache: ServerCache) {
+  constructor(
+    readonly cache: ServerCache,
+    readonly info: CheckpointInfo
+  ) {
     cache.changed.connect(() => this._onCacheChanged());
+    info.changed.connect(() => this._emit());
   }
 
   /** Emitted after any change, of the view or of the cache below it. */
@@ -124,6 +145,58 @@ export class PanelState {
       this._pending.delete(runtimeId);
     } else {
       this._pending.set(runtimeId, label);
+    }
+    this._emit();
+  }
+
+  /** The checkpoints picked for Compare (none: null). */
+  get picks(): IComparePicks | null {
+    return this._picks;
+  }
+
+  /** Whether a checkpoint is picked for Compare: its place (1 or 2), else 0. */
+  pickIndex(runtimeId: string, checkpointId: string): number {
+    if (this._picks?.runtimeId !== runtimeId) {
+      return 0;
+    }
+    return this._picks.checkpointIds.indexOf(checkpointId) + 1;
+  }
+
+  /**
+   * Pick a checkpoint for Compare, or unpick it. A pick in another runtime starts over;
+   * a third pick replaces the older of the two.
+   */
+  togglePick(runtimeId: string, checkpointId: string): void {
+    const current = this._picks?.runtimeId === runtimeId ? this._picks.checkpointIds : [];
+    let next: string[];
+    if (current.includes(checkpointId)) {
+      next = current.filter(id => id !== checkpointId);
+    } else {
+      next = [...current, checkpointId].slice(-2);
+    }
+    this._picks = next.length > 0 ? { runtimeId, checkpointIds: next } : null;
+    this._emit();
+  }
+
+  clearPicks(): void {
+    if (this._picks !== null) {
+      this._picks = null;
+      this._emit();
+    }
+  }
+
+  /** What the last restore of a runtime left to say about its notebook's cells. */
+  restoreNotice(runtimeId: string): IRestoreNotice | undefined {
+    return this._notices.get(runtimeId);
+  }
+
+  setRestoreNotice(runtimeId: string, notice: IRestoreNotice | null): void {
+    if (notice === null) {
+      if (!this._notices.delete(runtimeId)) {
+        return;
+      }
+    } else {
+      this._notices.set(runtimeId, notice);
     }
     this._emit();
   }
@@ -248,6 +321,8 @@ export class PanelState {
   private _pending = new Map<string, string>();
   private _kernelStatus = new Map<string, 'idle' | 'busy'>();
   private _selection: ISelection | null = null;
+  private _picks: IComparePicks | null = null;
+  private _notices = new Map<string, IRestoreNotice>();
   private _menuTarget: IMenuTarget | null = null;
   private _pinnedId: string | null = null;
   private _focusId: string | null = null;

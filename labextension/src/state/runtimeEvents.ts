@@ -9,10 +9,18 @@
  */
 
 import { IRuntimeEvent } from '../apiTypes';
+import type { CheckpointInfo } from './checkpointInfo';
 import { ServerCache } from './serverCache';
 
-/** Apply one runtime event to the cache. */
-export async function applyRuntimeEvent(cache: ServerCache, event: IRuntimeEvent): Promise<void> {
+/**
+ * Apply one runtime event to the cache (and drop what the details hold of a checkpoint
+ * whose pending document was just recorded).
+ */
+export async function applyRuntimeEvent(
+  cache: ServerCache,
+  event: IRuntimeEvent,
+  info?: Pick<CheckpointInfo, 'forget'>
+): Promise<void> {
   if (!event.ok) {
     return; // a failed operation left the store as it was
   }
@@ -28,6 +36,8 @@ export async function applyRuntimeEvent(cache: ServerCache, event: IRuntimeEvent
       ]);
       break;
     case 'restore':
+    case 'undo':
+      // An undo is a restore of the checkpoint from before the last cell.
       await cache.refreshRuntime(runtimeId);
       if (checkpointId) {
         await cache.noteHead(runtimeId, checkpointId);
@@ -38,6 +48,13 @@ export async function applyRuntimeEvent(cache: ServerCache, event: IRuntimeEvent
       await cache.refreshRuntime(runtimeId);
       if (event.source_runtime_id && checkpointId) {
         cache.noteCheckout(event.source_runtime_id, runtimeId, checkpointId);
+      }
+      break;
+    case 'document':
+      // A pending document was recorded: the checkpoint's summary now says where from.
+      if (checkpointId) {
+        info?.forget(checkpointId);
+        await cache.noteCheckpoint(runtimeId, checkpointId, false);
       }
       break;
     case 'delete-snapshot':

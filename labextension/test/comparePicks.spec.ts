@@ -1,0 +1,112 @@
+/**
+ * Picking checkpoints for Compare (state/panelState.ts) and which two points a Compare
+ * then compares (state/compareSides.ts); and the notice a restore leaves.
+ */
+
+import { LIVE } from '../src/apiTypes';
+import { CheckpointInfo } from '../src/state/checkpointInfo';
+import { compareSides } from '../src/state/compareSides';
+import { PanelState } from '../src/state/panelState';
+import { ServerCache } from '../src/state/serverCache';
+import { FakeRuntimeServer } from './fakeRuntimeServer';
+
+/** r1 with checkpoints c1 (older) and c2, r2 with c3; both trees loaded. */
+async function setUp(): Promise<{ server: FakeRuntimeServer; state: PanelState }> {
+  const server = new FakeRuntimeServer();
+  server.addRuntime('r1');
+  server.takeCheckpoint('r1', 'c1');
+  server.takeCheckpoint('r1', 'c2');
+  server.addRuntime('r2');
+  server.takeCheckpoint('r2', 'c3');
+  const cache = new ServerCache(server);
+  const info = new CheckpointInfo({
+    contents: () => Promise.reject(new Error('not used')),
+    diff: () => Promise.reject(new Error('not used'))
+  });
+  const state = new PanelState(cache, info);
+  await cache.refresh();
+  await cache.loadTree('r1');
+  await cache.loadTree('r2');
+  return { server, state };
+}
+
+describe('picking checkpoints for Compare', () => {
+  it('keeps at most two picks of one runtime, in the order picked', async () => {
+    const { state } = await setUp();
+    state.togglePick('r1', 'c2');
+    state.togglePick('r1', 'c1');
+    expect(state.pickIndex('r1', 'c2')).toBe(1);
+    expect(state.pickIndex('r1', 'c1')).toBe(2);
+    state.togglePick('r1', 'c2'); // unpick
+    expect(state.picks).toEqual({ runtimeId: 'r1', checkpointIds: ['c1'] });
+    state.togglePick('r2', 'c3'); // another runtime starts over
+    expect(state.picks).toEqual({ runtimeId: 'r2', checkpointIds: ['c3'] });
+    expect(state.pickIndex('r1', 'c1')).toBe(0);
+    state.clearPicks();
+    expect(state.picks).toBeNull();
+  });
+
+  it('a third pick replaces the older of the two', async () => {
+    const { server, state } = await setUp();
+    server.takeCheckpoint('r1', 'c4');
+    await state.cache.loadTree('r1');
+    state.togglePick('r1', 'c1');
+    state.togglePick('r1', 'c2');
+    state.togglePick('r1', 'c4');
+    expect(state.picks?.checkpointIds).toEqual(['c2', 'c4']);
+  });
+});
+
+describe('compareSides', () => {
+  it('compares two picks older first, whichever was picked first', async () => {
+    const { state } = await setUp();
+    state.togglePick('r1', 'c2');
+    state.togglePick('r1', 'c1');
+    expect(compareSides(state, {}, null)).toEqual({ runtimeId: 'r1', from: 'c1', to: 'c2' });
+  });
+
+  it('compares one pick, else the selected checkpoint, with the live kernel', async () => {
+    const { state } = await setUp();
+    expect(compareSides(state, {}, 'c1')).toEqual({ runtimeId: 'r1', from: 'c1', to: LIVE });
+    state.togglePick('r1', 'c2');
+    expect(compareSides(state, {}, 'c1')).toEqual({ runtimeId: 'r1', from: 'c2', to: LIVE });
+  });
+
+  it('compares nothing with live for a runtime that is not live', async () => {
+    const { server, state } = await setUp();
+    server.setStatus('r1', 'paused');
+    await state.cache.refreshRuntime('r1');
+    expect(compareSides(state, {}, 'c1')).toBeNull();
+    expect(compareSides(state, {}, null)).toBeNull();
+  });
+
+  it('takes the sides a button names', async () => {
+    const { state } = await setUp();
+    state.togglePick('r2', 'c3');
+    expect(compareSides(state, { from: 'c1', to: 'c2' }, null)).toEqual({
+      runtimeId: 'r1',
+      from: 'c1',
+      to: 'c2'
+    });
+    expect(compareSides(state, { runtimeId: 'r1', from: 'c2' }, null)).toEqual({
+      runtimeId: 'r1',
+      from: 'c2',
+      to: LIVE
+    });
+  });
+});
+
+describe('the notice after a restore', () => {
+  it('is kept per runtime until dismissed', async () => {
+    const { state } = await setUp();
+    let changes = 0;
+    state.changed.connect(() => (changes += 1));
+    state.setRestoreNotice('r1', { checkpointId: 'c1', cellsChanged: 7 });
+    expect(state.restoreNotice('r1')).toEqual({ checkpointId: 'c1', cellsChanged: 7 });
+    expect(state.restoreNotice('r2')).toBeUndefined();
+    state.setRestoreNotice('r1', null);
+    state.setRestoreNotice('r1', null); // nothing left to dismiss: no change
+    expect(state.restoreNotice('r1')).toBeUndefined();
+    expect(changes).toBe(2);
+  });
+});
