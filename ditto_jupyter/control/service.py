@@ -48,7 +48,8 @@ from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.control.undo import Undo
 from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobStore, GcReport
-from ditto_jupyter.core.errors import UnsupportedBackend
+from ditto_jupyter.core.errors import InvalidRequest, UnsupportedBackend
+from ditto_jupyter.core.limits import MAX_ID_LENGTH
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
@@ -189,13 +190,32 @@ class RuntimeService:
 
     def update_handle(self, runtime_id: str, **handle: Any) -> None:
         """Record a live runtime's new context handle (a kernel switched outside us)."""
-        self.guard.refuse_in_flight(runtime_id)
-        self.guard.claim(runtime_id)
-        session = self.guard.live_session(runtime_id)
+        session = self._live_to_update(runtime_id)
         handle_state = {**session.handle_state, **handle}
         self.store.put_session(
             session.model_copy(update={"handle_state": handle_state, "updated_at_ms": now_ms()})
         )
+
+    def update_conversation(self, runtime_id: str, conversation_id: str) -> None:
+        """Record a live runtime's new notebook path (set after its session began, or a
+        rename); InvalidRequest for a path over the id limit."""
+        if not conversation_id or len(conversation_id) > MAX_ID_LENGTH:
+            raise InvalidRequest(
+                f"a notebook path must be 1 to {MAX_ID_LENGTH} characters, not "
+                f"{len(conversation_id)}"
+            )
+        session = self._live_to_update(runtime_id)
+        self.store.put_session(
+            session.model_copy(
+                update={"conversation_id": conversation_id, "updated_at_ms": now_ms()}
+            )
+        )
+
+    def _live_to_update(self, runtime_id: str) -> SessionRecord:
+        """A live runtime no operation is working on, held by this service."""
+        self.guard.refuse_in_flight(runtime_id)
+        self.guard.claim(runtime_id)
+        return self.guard.live_session(runtime_id)
 
     def workspace_path(self, runtime_id: str) -> Path | None:
         """The local workspace directory of a live runtime, if it has one."""

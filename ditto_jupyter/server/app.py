@@ -275,6 +275,7 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
             runtime_env=runtime_env,
             created=created,
             kernel_switched=sessions.kernel_switched,
+            path_changed=sessions.path_changed,
         )
 
     def initialize_handlers(self) -> None:

@@ -129,7 +129,12 @@ class IdlePauser:
                 self.sender,
                 reason="idle",
             )
-        except SessionBusy:  # it started running code, or an operation began: next time
+        except SessionBusy as busy:  # it started running code, or an operation began
+            self.log.info(
+                "ditto_jupyter: idle pause of runtime %s given up, tried again later: %s",
+                runtime_id,
+                busy,
+            )
             return False
         except Exception as error:  # DittoError or worse: leave the kernel be, say why
             if kernel_id in self.kernel_manager:

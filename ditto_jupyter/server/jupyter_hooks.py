@@ -16,7 +16,9 @@ On the session manager:
 - `create_session`: a new Jupyter session is registered as a runtime as soon as it
   exists. jupyter-server has no event or callback for a new session.
 - `update_session` again: a session switched to another kernel (JupyterLab's kernel
-  picker) updates its runtime's kernel. No callback for that either.
+  picker) updates its runtime's kernel, and a new path (JupyterLab creates a session under
+  a random path, then sets the notebook's; a rename) its runtime's notebook. No callback
+  for either.
 - `forget_session_row`: drops a session's row once the extension stopped its kernel
   (pause, close). `delete_session` would shut the kernel down a second time; this is the
   statement the manager itself runs for a kernel that was culled.
@@ -81,6 +83,9 @@ class SessionEvents:
     created: Callable[[dict[str, Any]], Awaitable[None]]
     #: A session switched to another kernel (session id, kernel id).
     kernel_switched: Callable[[str, str], Awaitable[None]]
+    #: A session's notebook path changed (session id, path): JupyterLab starts a session
+    #: under a random path and sets the notebook's right after; a rename moves it too.
+    path_changed: Callable[[str, str], Awaitable[None]]
 
 
 @dataclass
@@ -193,6 +198,9 @@ class JupyterHooks:
                     await _reported(
                         "a kernel switch", events.kernel_switched(session_id, kernel_id)
                     )
+                path = kwargs.get("path")
+                if path:
+                    await _reported("a new notebook path", events.path_changed(session_id, path))
 
             return update_session
 

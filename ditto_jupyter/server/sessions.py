@@ -206,6 +206,14 @@ class RuntimeSessions:
             self.host.warm_up(kernel_id, self.service.workspace_path(runtime_id))
         self._kernel_started(runtime_id, kernel_id)
 
+    async def path_changed(self, runtime_id: str, path: str) -> None:
+        """A Jupyter session's notebook path changed: its live runtime's notebook follows."""
+        known = self.service.find_session(runtime_id)
+        if known is None or known.status.value in ("paused", "closed"):
+            return
+        if known.conversation_id != path:
+            self.service.update_conversation(runtime_id, path)
+
     async def register_existing(self, user: str) -> None:
         """At start: register the Jupyter sessions that exist already (a session database
         kept on disk), and follow the kernels they switched to meanwhile."""

@@ -51,6 +51,9 @@ def make_data_dir(root: Path) -> tuple[str, list[RuntimeCheckpoint]]:
             ctx.execute(rid, x=n, text="y" * 2000)
             asyncio.run(service.checkpoint(rid))
         ctx.execute(rids[0], x=7)
+        first_workspace = service.workspace_path(rids[0])
+        assert first_workspace is not None
+        (first_workspace / "more.txt").write_text("a file the third checkpoint adds")
         asyncio.run(service.checkpoint(rids[0]))
         return rids[0], service.store.list_checkpoints()
     finally:

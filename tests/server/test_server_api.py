@@ -295,6 +295,11 @@ class ServiceSpy:
         "get_checkpoint",
         "resolve_checkpoint",
         "exec",
+        "record_document",
+        "diff",
+        "undo",
+        "undo_plan",
+        "record_undo",
     )
 
     def __init__(self, app: DittoJupyterApp, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -326,7 +331,7 @@ async def test_bad_input_never_reaches_the_service(
 ) -> None:
     r1 = await open_runtime(x=1)
     spy = ServiceSpy(ditto_app, monkeypatch)
-    assert len(POST_ROUTES) == 13
+    assert len(POST_ROUTES) == 18  # with issue 23's document, diff and undo routes
     for route in POST_ROUTES:
         for raw, _ in BAD_BODIES:
             status, body = await api("POST", route, raw=raw)

@@ -235,6 +235,7 @@ async def test_every_error_code_is_reachable(
     await call("GET", "nope")
     await call("GET", f"{rid}/checkpoints/missing")
     cp = await call("POST", "checkpoint", {"runtime_id": rid})
+    await call("POST", "undo", {"runtime_id": rid})  # no %autocheckpoint cell to undo: Conflict
     async with sleeping(ditto_app, rt.kernel_id, tmp_path):
         await call("POST", "checkpoint", {"runtime_id": rid})
     for status in (429, 500):  # the provider refuses: rate limit, then its own failure

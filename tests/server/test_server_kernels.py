@@ -178,6 +178,13 @@ async def test_notebook_session_life_cycle(
         "api", "sessions", child_id, method="PATCH", body=json.dumps({"name": "branch.ipynb"})
     )
     assert json.loads(renamed.body)["name"] == "branch.ipynb"
+    # a new path (JupyterLab sets it right after starting a session; a rename) moves the
+    # runtime's notebook with it
+    await jp_fetch(
+        "api", "sessions", child_id, method="PATCH", body=json.dumps({"path": "work/branch.ipynb"})
+    )
+    status, child_record = await api("GET", child_id)
+    assert (status, child_record["conversation_id"]) == (200, "work/branch.ipynb")
 
     # close shuts the kernel down for good
     status, closed = await api("POST", "close", {"runtime_id": child_id})

@@ -18,6 +18,7 @@ import pytest
 
 from ditto_jupyter.core.limits import (
     MAX_BODY_BYTES,
+    MAX_DOCUMENT_BODY_BYTES,
     MAX_METADATA_DEPTH,
     MAX_NAME_LENGTH,
 )
@@ -88,9 +89,14 @@ async def test_long_names_and_big_bodies_are_400(api: Api, open_runtime: OpenRun
     rid = (await open_runtime(x=1)).runtime_id
     before = await snapshot_of_store(api, rid)
     huge = {"runtime_id": rid, "name": "n" * (10 * 1024 * 1024)}
-    status, answer = await api("POST", "checkpoint", huge)
+    status, answer = await api("POST", "pause", huge)
     assert (status, answer["error"]) == (400, "InvalidRequest"), answer
     assert f"the limit is {MAX_BODY_BYTES}" in answer["message"]
+    # a checkpoint may carry the notebook document, images and all: a limit of its own
+    huge["name"] = "n" * (MAX_DOCUMENT_BODY_BYTES + 1)
+    status, answer = await api("POST", "checkpoint", huge)
+    assert (status, answer["error"]) == (400, "InvalidRequest"), answer
+    assert f"the limit is {MAX_DOCUMENT_BODY_BYTES}" in answer["message"]
     status, answer = await api(
         "POST", "checkpoint", {"runtime_id": rid, "name": "n" * (MAX_NAME_LENGTH + 1)}
     )

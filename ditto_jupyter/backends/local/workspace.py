@@ -409,6 +409,10 @@ class LocalBackend:
         try:
             with self._provider.blobs.bulk_write() as bulk:
                 manifest, index, stats = self._scan(bulk, verify_chunks=False)
+                unchanged = self._same_as_last(manifest)
+                if unchanged is not None:  # nothing staged is needed: the bulk write aborts
+                    self._index = index
+                    return self._ref(unchanged, manifest, stats)
                 manifest_id = bulk.put_manifest(manifest)
                 try:
                     # One sync for every chunk of the snapshot, then one transaction names
@@ -431,6 +435,25 @@ class LocalBackend:
         self._index = index
         self._last_manifest_id = manifest_id
         self._provider.save_state(self._backend_id, manifest_id)
+        return self._ref(manifest_id, manifest, stats)
+
+    def _same_as_last(self, manifest: dict[str, Any]) -> str | None:
+        """The last snapshot's manifest id when it lists exactly these entries (only the
+        scan's clock differs), so a checkpoint of an unchanged workspace writes nothing;
+        None when anything differs or that manifest cannot be read."""
+        last = self._last_manifest_id
+        if last is None:
+            return None
+        try:  # read again: a delete-snapshot may have removed it since
+            body = self._provider.blobs.get_manifest(last)
+        except (BlobError, OSError) as error:
+            _log.info("ditto: workspace %s snapshots anew: %s", self._backend_id, error)
+            return None
+        return last if _content_of(body) == _content_of(manifest) else None
+
+    def _ref(
+        self, manifest_id: str, manifest: dict[str, Any], stats: SnapshotStats
+    ) -> BackendCheckpointRef:
         return BackendCheckpointRef(
             backend_kind=KIND,
             backend_id=self._backend_id,
@@ -537,3 +560,19 @@ def _remove_quietly(remove: Any, path: str) -> None:
         return
     except OSError as exc:
         _log.warning("left %s behind after a failed write: %s", path, exc)
+
+
+#: What a file entry records of the file's identity on this disk, not of what it holds: a
+#: file brought back in place, or copied, has a new inode and change time and the same bytes.
+_IDENTITY_FIELDS = ("ctime_ns", "ino")
+
+
+def _content_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A workspace manifest without the scan's clock and the files' disk identity: equal
+    for two snapshots of the same tree (paths, modes, sizes, mtimes, chunks, dirs, links)."""
+    content = {key: value for key, value in manifest.items() if key != "clock_ns"}
+    content["files"] = [
+        {key: value for key, value in entry.items() if key not in _IDENTITY_FIELDS}
+        for entry in manifest.get("files", [])
+    ]
+    return content
