@@ -1,7 +1,7 @@
 /**
  * The notebook toolbar's part: the Runtime checkpoint and Runtime undo buttons, and the
  * runtime's state at a glance (its head checkpoint, or "paused" with a Resume button where
- * the user is looking). The labels say "Runtime": JupyterLab's own toolbar has a file
+ * the user is looking). Their tooltips say "Runtime": JupyterLab's own toolbar has a file
  * checkpoint (Save and create checkpoint) and cell-editing undo.
  */
 
@@ -113,18 +113,18 @@ export class NotebookToolbarExtension implements DocumentRegistry.IWidgetExtensi
     const button = new ToolbarButton({
       icon: checkpointIcon,
       tooltip: trans.__(
-        "Checkpoint this notebook's runtime: variables, workspace files and the notebook (Ctrl+Alt+C)"
+        "Runtime checkpoint: this notebook's variables, workspace files and cells (Ctrl+Alt+C)"
       ),
-      label: trans.__('Runtime checkpoint'),
       onClick: () => void commands.execute(CommandIDs.checkpoint, runtimeArgs())
     });
+    // Icons alone, named by their tooltips: with the Runtimes sidebar open, labels push the
+    // state item and the kernel's name into the toolbar's overflow menu.
     button.addClass('jp-DittoToolbarCheckpoint');
     const undo = new ToolbarButton({
       icon: undoCellIcon,
       tooltip: trans.__(
-        "Undo the last cell in this notebook's runtime: its variables and files go back to just before it ran (Ctrl+Alt+Z; needs %autocheckpoint)"
+        "Runtime undo: this notebook's variables and files go back to just before the last cell ran (Ctrl+Alt+Z; needs %autocheckpoint)"
       ),
-      label: trans.__('Runtime undo'),
       onClick: () => void commands.execute(CommandIDs.undoCell, runtimeArgs())
     });
     undo.addClass('jp-DittoToolbarUndo');
