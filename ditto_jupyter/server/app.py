@@ -27,6 +27,7 @@ restarted, or its server gone.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.ownership import this_process
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.core.environment import runtime_identity_env, server_env
+from ditto_jupyter.core.environment import STORE_URL_ENV, runtime_identity_env, server_env
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
 from ditto_jupyter.server.events import RuntimeEvents
@@ -82,8 +83,13 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
         None,
         allow_none=True,
         config=True,
-        help="SQLAlchemy URL of the checkpoint store (default: SQLite file in data_dir).",
+        help="SQLAlchemy URL of the checkpoint store (default: $DITTO_STORE_URL, else a "
+        "SQLite file in data_dir).",
     )
+
+    @default("store_url")
+    def _default_store_url(self) -> str | None:
+        return os.environ.get(STORE_URL_ENV) or None
     default_backend = Enum(
         ["local", "e2b"], default_value="local", config=True, help="Backend of new runtimes."
     )
