@@ -90,6 +90,7 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
     @default("store_url")
     def _default_store_url(self) -> str | None:
         return os.environ.get(STORE_URL_ENV) or None
+
     default_backend = Enum(
         ["local", "e2b"], default_value="local", config=True, help="Backend of new runtimes."
     )
