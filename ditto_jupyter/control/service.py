@@ -351,6 +351,12 @@ class RuntimeService:
         """The internal checkpoint record (manifest ids included)."""
         return self.parts.checkpoint(checkpoint_id)
 
+    async def make_local(self, checkpoint: RuntimeCheckpoint) -> None:
+        """Fetch from the object store what this server lacks of a checkpoint's blobs (its
+        variables, files and document), before a front end reads them: it may have been
+        taken on another server."""
+        await self.parts.make_local(checkpoint)
+
     def resolve_checkpoint(
         self,
         reference: str,

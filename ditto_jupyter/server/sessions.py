@@ -416,6 +416,7 @@ class RuntimeSessions:
             event.source_runtime_id = checkpoint.runtime_id
             source_path = checkpoint.session.conversation_id
             target = conversation_id or sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
+            await self.service.make_local(checkpoint)  # its document may be in the bucket only
             copied, written_from, note = await self.documents.write_child_notebook(
                 checkpoint, target
             )
