@@ -191,14 +191,17 @@ class RuntimeSessions:
         """Before an operation: register a Jupyter session the store does not know yet.
 
         RuntimeNotFound when neither the store nor the session manager has the id, or when
-        the store has it as another user's runtime.
+        the store has it as another user's runtime. A Jupyter session of this server
+        becomes the server user's runtime, as the session hook makes it: another user who
+        can reach the server (a hub admin) does not make it theirs.
         """
         if self.scope.known(runtime_id, user) is not None:
             return
-        model = await self._jupyter_session(runtime_id)
+        owner = self.scope.server_user
+        model = await self._jupyter_session(runtime_id) if user == owner else None
         if model is None or not model.get("kernel"):
             raise RuntimeNotFound(f"no runtime or Jupyter session with id {runtime_id!r}")
-        await self.register_session(model, user)
+        await self.register_session(model, owner)
 
     async def kernel_switched(self, runtime_id: str, kernel_id: str) -> None:
         """A Jupyter session switched kernels (JupyterLab's kernel picker): its runtime's
