@@ -13,6 +13,7 @@ meanwhile keeps everything: her runtime, its checkpoints and her variables.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,78 @@ def test_a_user_sees_nothing_of_another_users_runtimes_and_checkpoints(
     assert alice.execute(kernel, "print(secret)").strip() == "alice only"
     status, mine = alice.api("GET", "")
     assert {r["runtime_id"] for r in mine["runtimes"]} == {rid}
+
+
+def lease_expiry(store_url: str, runtime_id: str) -> int:
+    """When the lease of a runtime runs out, as the shared store says (0: no lease)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT expires_at_ms FROM leases WHERE key = :key"), {"key": runtime_id}
+            ).scalar()
+    finally:
+        engine.dispose()
+    return int(found or 0)
+
+
+def session_status(store_url: str, runtime_id: str) -> str:
+    """A runtime's status, as the shared store says."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT status FROM sessions WHERE runtime_id = :rid"), {"rid": runtime_id}
+            ).scalar()
+    finally:
+        engine.dispose()
+    return str(found)
+
+
+def test_a_dead_users_runtime_waits_for_that_users_next_server(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Alice's server dies with a live runtime: Bob's server, on the same store, leaves it
+    alone round after round; Alice's next server takes it over, and resumes it."""
+    store = {"DittoJupyterApp": {"store_url": postgres_url, "kernel_pool_size": 0}}
+    quick = {"DittoJupyterApp": {**store["DittoJupyterApp"], "lease_ttl": 3.0}}  # rounds of 1 s
+    alice = LiveServer(tmp_path / "alice", config=store, environment={"JUPYTERHUB_USER": "alice"})
+    bob = LiveServer(tmp_path / "bob", config=quick, environment={"JUPYTERHUB_USER": "bob"})
+    with bob:
+        own = bob.open_notebook("bobs.ipynb")["id"]
+        with alice:
+            notebook = alice.open_notebook("alices.ipynb")
+            rid = notebook["id"]
+            alice.execute(notebook["kernel"]["id"], "kept = 'by alice'")
+            status, taken = alice.api("POST", "checkpoint", {"runtime_id": rid})
+            assert status == 200, taken
+            alice.kill()
+        # Bob's watcher renews his lease at every round: two renewals after Alice's death
+        # mean at least one whole round looked at her lapsed lease.
+        seen = [lease_expiry(postgres_url, own)]
+        while len(set(seen)) < 3:
+            time.sleep(0.3)
+            seen.append(lease_expiry(postgres_url, own))
+        assert session_status(postgres_url, rid) == "idle"  # still Alice's live runtime
+        with LiveServer(
+            tmp_path / "alice-again",
+            config=store,
+            data_dir=alice.data_dir,
+            environment={"JUPYTERHUB_USER": "alice"},
+        ) as again:
+            status, record = again.api("GET", rid)
+            assert status == 200, record
+            deadline = time.monotonic() + 120.0  # a hang guard only
+            while record["status"] != "paused" and time.monotonic() < deadline:
+                time.sleep(0.2)
+                record = again.api("GET", rid)[1]
+            assert record["status"] == "paused", record
+            status, back = again.api("POST", "resume", {"runtime_id": rid})
+            assert status == 200, back
+            assert again.execute(back["kernel_id"], "print(kept)").strip() == "by alice"
+    assert "taking it over" not in bob.log_path.read_text()
+    assert "taking it over" in (tmp_path / "alice-again" / "server.log").read_text()
