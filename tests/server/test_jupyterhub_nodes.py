@@ -2,10 +2,11 @@
 own, the nodes sharing only the PostgreSQL store, the bucket of a real S3 server (Ceph's
 gateway) and the signing secret.
 
-Alice fills a notebook (a variable, a file in her workspace) and pauses it. Her server is
-stopped and started again on another node (a new, empty data directory): resume brings
-her variables and files back. Bob, on his own server, sees none of it, before and after,
-and cannot resume, read or check out any of it.
+Alice fills a notebook (a variable, a file in her workspace), checkpoints it from its
+kernel (`%checkpoint`, the kernel calling its server with the hub's token) and pauses it.
+Her server is stopped and started again on another node (a new, empty data directory):
+resume brings her variables and files back. Bob, on his own server, sees none of it,
+before and after, and cannot resume, read or check out any of it.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ def test_a_paused_notebook_follows_its_user_to_another_node_and_nobody_else_sees
     notebook = hub.open_notebook("alice", "analysis.ipynb")
     rid, kernel = notebook["id"], notebook["kernel"]["id"]
     hub.execute(kernel, FILL)
+    # The kernel's own magic reaches its server with the hub's token for it, as alice.
+    out = hub.execute(kernel, "%checkpoint filled")
+    assert "filled" in out, out
+    status, listing = hub.api("alice", "GET", f"{rid}/checkpoints")
+    assert [c["name"] for c in listing["checkpoints"]] == ["filled"], listing
     status, paused = hub.api("alice", "POST", "pause", {"runtime_id": rid})
     assert status == 200, paused
     assert paused["runtime"]["status"] == "paused"
