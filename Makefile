@@ -17,6 +17,11 @@ CHROMIUM_STAMP := .make/chromium.installed
 # Debian's Ceph RADOS Gateway with a monitor and an OSD: the real S3 server that
 # tests/support/ceph_gateway.py starts for the object-store tests and bench_scale_out.
 RADOSGW_STAMP := .make/radosgw.installed
+# JupyterHub from PyPI (into the venv) and its proxy from npm (into a git-ignored folder):
+# the real hub of tests/server/test_jupyterhub_nodes.py (tests/support/jupyterhub.py).
+JUPYTERHUB_STAMP := $(VENV)/.installed-jupyterhub
+HUB_PROXY_DIR := .make/hub-proxy
+HUB_PROXY_STAMP := .make/hub-proxy.installed
 # apt-get waits this long for another apt or dpkg to let go of its lock.
 APT_GET := env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 
@@ -30,7 +35,7 @@ LABEXT_SOURCES := $(shell find $(LABEXT)/src $(LABEXT)/style $(LABEXT)/schema -t
 	$(LABEXT)/package.json $(LABEXT)/tsconfig.json
 LABEXT_LINKED := $(VENV)/.labextension-linked
 
-.PHONY: lab test test-fast lint typecheck jstest pytest pytest-fast postgresql chromium radosgw labextension screenshots bench clean
+.PHONY: lab test test-fast lint typecheck jstest pytest pytest-fast postgresql chromium radosgw jupyterhub labextension screenshots bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -129,9 +134,23 @@ $(RADOSGW_STAMP):
 	mkdir -p $(@D)
 	touch $@
 
+## Install JupyterHub (PyPI, into the venv) and its proxy (npm) for the hub test (once).
+jupyterhub: $(JUPYTERHUB_STAMP) $(HUB_PROXY_STAMP)
+
+$(JUPYTERHUB_STAMP): pyproject.toml | $(VENV)/.installed-test
+	$(BIN)/python -m pip install --quiet jupyterhub
+	touch $@
+
+$(HUB_PROXY_STAMP):
+	@command -v npm >/dev/null || { echo "make: the JupyterHub test needs npm for configurable-http-proxy" >&2; exit 1; }
+	mkdir -p $(HUB_PROXY_DIR)
+	npm install --no-audit --no-fund --prefix $(HUB_PROXY_DIR) configurable-http-proxy
+	touch $@
+
 ## pytest runs the tests and, through nbval, the tutorial notebooks with their outputs.
 ## The extension is linked into the venv as `make lab` does (tests/house/test_lab_install.py).
-pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(RADOSGW_STAMP) $(LABEXT_LINKED)
+pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(RADOSGW_STAMP) $(LABEXT_LINKED) \
+		$(JUPYTERHUB_STAMP) $(HUB_PROXY_STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 # What the fast tier leaves out (the markers are declared in pyproject.toml).

@@ -166,6 +166,7 @@ class Lifecycle:
                 session_id=runtime_id,
                 conversation_id=conversation_id,
                 sender_id=sender_id,
+                owner=sender_id,
                 kernel_name=kernel_name,
                 backend_kind=kind,
                 backend_instance=backend.backend_id,
@@ -215,6 +216,8 @@ class Lifecycle:
                         "session_id": child_id,
                         "conversation_id": conversation_id or checkpoint.session.conversation_id,
                         "sender_id": sender_id or checkpoint.session.sender_id,
+                        # Whoever sends it, a checkout belongs to its source's owner.
+                        "owner": source.owner if source.owner is not None else source.sender_id,
                         "status": SessionLifecycleStatus.IDLE,
                         "backend_kind": backend.kind,
                         "backend_instance": backend.backend_id,

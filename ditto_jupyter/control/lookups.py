@@ -17,10 +17,21 @@ from ditto_jupyter.core.models import CheckpointListResult, CheckpointSummary, R
 NAMED_RUNTIMES_SHOWN = 10
 #: How many checkpoints an ambiguous id prefix counts before saying "or more".
 PREFIX_MATCHES_COUNTED = 100
+#: How many rows (checkpoints of an id prefix, runtimes of a name) a lookup limited to
+#: some runtimes reads at most before it keeps the visible ones.
+_FILTERED_READ = 10_000
+
+
+#: Whether the checkpoints of a runtime (by id) may be found at all (a user's own).
+Visible = Callable[[str], bool]
 
 
 def resolve_checkpoint(
-    store: CheckpointStore, reference: str, runtime_id: str | None = None
+    store: CheckpointStore,
+    reference: str,
+    runtime_id: str | None = None,
+    *,
+    visible: Visible | None = None,
 ) -> RuntimeCheckpoint:
     """A checkpoint named by id, unique id prefix, or name (within `runtime_id`).
 
@@ -28,16 +39,22 @@ def resolve_checkpoint(
     its newest checkpoint. With no runtime given, a name that checkpoints of several
     runtimes share is ambiguous: InvalidRequest naming them. CheckpointNotFound when
     nothing matches; InvalidRequest when a prefix matches several.
+
+    With `visible`, the checkpoints of runtimes it refuses do not exist for this lookup:
+    they match nothing, make nothing ambiguous, and no error names them.
     """
     if not reference:
         raise InvalidRequest("a checkpoint reference must not be empty")
+    shown = visible or _everything
     exact = store.get_checkpoint(reference)
-    if exact is not None:
+    if exact is not None and shown(exact.runtime_id):
         return exact
-    named = _newest_named(store, reference, runtime_id)
+    named = _newest_named(store, reference, runtime_id, shown)
     if named is not None:
         return named
-    matches = store.find_by_id_prefix(reference, runtime_id, limit=PREFIX_MATCHES_COUNTED)
+    read = PREFIX_MATCHES_COUNTED if visible is None else _FILTERED_READ
+    found = store.find_by_id_prefix(reference, runtime_id, limit=read)
+    matches = [c for c in found if shown(c.runtime_id)][:PREFIX_MATCHES_COUNTED]
     if not matches:
         where = f" in runtime {runtime_id}" if runtime_id else ""
         raise CheckpointNotFound(f"no checkpoint named or starting with {reference!r}{where}")
@@ -49,14 +66,22 @@ def resolve_checkpoint(
     return matches[0]
 
 
+def _everything(runtime_id: str) -> bool:
+    return True
+
+
 def _newest_named(
-    store: CheckpointStore, name: str, runtime_id: str | None
+    store: CheckpointStore, name: str, runtime_id: str | None, visible: Visible
 ) -> RuntimeCheckpoint | None:
-    """The newest checkpoint with that name, in `runtime_id` or else in the one runtime
-    that has one (InvalidRequest when several have)."""
+    """The newest checkpoint with that name, in `runtime_id` or else in the one visible
+    runtime that has one (InvalidRequest when several have)."""
     if runtime_id is not None:
-        return store.newest_named(name, runtime_id)
-    runtimes = store.runtimes_naming(name, limit=NAMED_RUNTIMES_SHOWN + 1)
+        return store.newest_named(name, runtime_id) if visible(runtime_id) else None
+    if visible is _everything:
+        runtimes = store.runtimes_naming(name, limit=NAMED_RUNTIMES_SHOWN + 1)
+    else:  # the runtimes of others do not count: ask for all, keep the visible
+        every = store.runtimes_naming(name, limit=_FILTERED_READ)
+        runtimes = [r for r in every if visible(r)][: NAMED_RUNTIMES_SHOWN + 1]
     if len(runtimes) > 1:
         shown = ", ".join(runtimes[:NAMED_RUNTIMES_SHOWN])
         more = ", ..." if len(runtimes) > NAMED_RUNTIMES_SHOWN else ""

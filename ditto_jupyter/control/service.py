@@ -27,6 +27,7 @@ The reads (a runtime, its checkpoints, its workspace) are answered here, from th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,11 +163,13 @@ class RuntimeService:
         """The public record of one runtime."""
         return await self.guard.public(self.guard.session(runtime_id))
 
-    async def list_runtimes(self) -> RuntimeListResult:
-        """Every runtime the store knows, oldest first."""
-        return RuntimeListResult(
-            runtimes=[await self.guard.public(s) for s in self.store.list_sessions()]
-        )
+    async def list_runtimes(
+        self, visible: Callable[[SessionRecord], bool] | None = None
+    ) -> RuntimeListResult:
+        """Every runtime the store knows (that `visible` keeps: a user's own), oldest first."""
+        sessions = self.store.list_sessions()
+        kept = [s for s in sessions if visible is None or visible(s)]
+        return RuntimeListResult(runtimes=[await self.guard.public(s) for s in kept])
 
     async def resume_session(self, runtime_id: str) -> RuntimeRecord:
         """The current snapshot of a live runtime; changes nothing."""
@@ -368,12 +371,23 @@ class RuntimeService:
         """The internal checkpoint record (manifest ids included)."""
         return self.parts.checkpoint(checkpoint_id)
 
+    async def make_local(self, checkpoint: RuntimeCheckpoint) -> None:
+        """Fetch from the object store what this server lacks of a checkpoint's blobs (its
+        variables, files and document), before a front end reads them: it may have been
+        taken on another server."""
+        await self.parts.make_local(checkpoint)
+
     def resolve_checkpoint(
-        self, reference: str, runtime_id: str | None = None
+        self,
+        reference: str,
+        runtime_id: str | None = None,
+        *,
+        visible: Callable[[str], bool] | None = None,
     ) -> RuntimeCheckpoint:
         """A checkpoint named by id, unique id prefix, or name within `runtime_id` (see
-        `lookups.resolve_checkpoint`: a name shared by several runtimes is ambiguous)."""
-        return resolve_checkpoint(self.store, reference, runtime_id)
+        `lookups.resolve_checkpoint`: a name shared by several runtimes is ambiguous;
+        only the runtimes `visible` keeps count)."""
+        return resolve_checkpoint(self.store, reference, runtime_id, visible=visible)
 
     # ---- checkout, restore ----------------------------------------------------------
 

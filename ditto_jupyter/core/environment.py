@@ -29,6 +29,9 @@ WORKSPACE_ENV: Final = "DITTO_WORKSPACE"
 #: The conversation a kernel's magics register their runtime under, when no server did.
 CONVERSATION_ID_ENV: Final = "DITTO_CONVERSATION_ID"
 
+#: The checkpoint store as a SQLAlchemy URL (PostgreSQL, shared by a deployment's servers).
+STORE_URL_ENV: Final = "DITTO_STORE_URL"
+
 # A server's blob store replicated to an S3-compatible object store (the server reads
 # these; its kernels never use them, and the credentials come from the AWS chain).
 #: The object store, as `s3://bucket/prefix`.

@@ -26,7 +26,6 @@ restarted, or its server gone.
 
 from __future__ import annotations
 
-import getpass
 import logging
 import os
 from collections.abc import Callable
@@ -43,7 +42,7 @@ from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.ownership import this_process
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.core.environment import runtime_identity_env, server_env
+from ditto_jupyter.core.environment import STORE_URL_ENV, runtime_identity_env, server_env
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
 from ditto_jupyter.server.events import RuntimeEvents
@@ -57,6 +56,7 @@ from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_context import ServerContextCapture
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions
+from ditto_jupyter.server.user_scope import server_user
 from ditto_jupyter.wiring import default_data_dir, open_runtime_service
 
 #: The package's loggers (`logging.getLogger(__name__)` in control/, backends/, ...): under a
@@ -83,8 +83,14 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
         None,
         allow_none=True,
         config=True,
-        help="SQLAlchemy URL of the checkpoint store (default: SQLite file in data_dir).",
+        help="SQLAlchemy URL of the checkpoint store (default: $DITTO_STORE_URL, else a "
+        "SQLite file in data_dir).",
     )
+
+    @default("store_url")
+    def _default_store_url(self) -> str | None:
+        return os.environ.get(STORE_URL_ENV) or None
+
     default_backend = Enum(
         ["local", "e2b"], default_value="local", config=True, help="Backend of new runtimes."
     )
@@ -149,9 +155,10 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
 
     @staticmethod
     def server_user() -> str:
-        """Who runs this server: the hub user on JupyterHub, else the OS user. The sender of
-        the runtimes its Jupyter sessions become (a session is made without a user)."""
-        return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+        """Who runs this server: the hub user on JupyterHub, else the OS user. The sender
+        and owner of the runtimes its Jupyter sessions become (a session is made without a
+        user), and the user of requests whose identity provider names nobody."""
+        return server_user()
 
     def kernel_env(self) -> dict[str, str]:
         """What every kernel the server starts gets in its environment (besides its id)."""
@@ -221,6 +228,7 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
             tokens,
             RuntimeBudgets(self.data_dir),
             pool=pool,
+            server_user=self.server_user(),
         )
         sessions.documents.wait_seconds = self.document_wait_seconds  # issue 23
         self.host, self.service, self.runtime_sessions = host, service, sessions
@@ -244,7 +252,7 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
                 sessions,
                 serverapp.kernel_manager,
                 self.pause_idle_after,
-                sender=getpass.getuser(),
+                sender=self.server_user(),
                 log=self.log,
             )
             self.idle_pauser.defer_culling(self.hooks.culling)

@@ -58,6 +58,12 @@ class SessionChanges:
         """What changed from `from_ref` (default: the head) to `to_ref` (default: live)."""
         sessions = self.sessions
         await sessions.ensure_runtime(runtime_id, user)
+        # Resolved among the user's own checkpoints: another's id compares with nothing.
+        scope = sessions.scope
+        from_ref, to_ref = (
+            ref if ref in (None, LIVE) else scope.resolve(ref, runtime_id, user).checkpoint_id
+            for ref in (from_ref, to_ref)
+        )
         live = LIVE in (from_ref, to_ref or LIVE)
         notebook = await self._live_notebook(runtime_id, document) if live else None
         return await sessions.service.diff(
@@ -82,6 +88,8 @@ class SessionChanges:
         sessions = self.sessions
         with sessions.events.operation("undo", runtime_id) as event:
             await sessions.ensure_runtime(runtime_id, user)
+            for own in (checkpoint_id, undone_checkpoint_id):
+                sessions.scope.checkpoint(own, user)
             event.checkpoint_id = checkpoint_id
             result = await sessions.service.record_undo(
                 runtime_id, checkpoint_id, undone_checkpoint_id

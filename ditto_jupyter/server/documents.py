@@ -137,12 +137,14 @@ class SessionDocuments:
     async def document(self, runtime_id: str, reference: str, user: str) -> NotebookDocument:
         """The notebook document a checkpoint (id, prefix or name) holds."""
         checkpoint = await self.sessions.find_checkpoint(reference, runtime_id, user)
+        await self.sessions.service.make_local(checkpoint)  # taken on another server, maybe
         found = self.sessions.service.checkpoint_document(checkpoint.checkpoint_id)
         return NotebookDocument.model_validate(found, strict=False)
 
     async def contents(self, runtime_id: str, reference: str, user: str) -> CheckpointContents:
         """What a checkpoint (id, prefix or name) holds."""
         checkpoint = await self.sessions.find_checkpoint(reference, runtime_id, user)
+        await self.sessions.service.make_local(checkpoint)  # taken on another server, maybe
         return self.sessions.service.checkpoint_contents(checkpoint.checkpoint_id)
 
     # ---- the checkout child's notebook --------------------------------------------------

@@ -32,6 +32,7 @@ from ditto_jupyter.core.errors import DittoError, InvalidRequest
 from ditto_jupyter.core.limits import MAX_BODY_BYTES
 from ditto_jupyter.server.routes import API_PREFIX, ROUTES, RouteRequest, RouteSpec
 from ditto_jupyter.server.sessions import RuntimeSessions
+from ditto_jupyter.server.user_scope import request_user
 
 AUTH_RESOURCE = "ditto"
 
@@ -138,8 +139,10 @@ class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):
 
     @property
     def user_name(self) -> str:
-        user = self.current_user
-        return str(getattr(user, "username", None) or getattr(user, "name", None) or "local")
+        """Who the request acts as: the identity provider's user (the hub user), or the
+        server's user where the provider names nobody (see `user_scope.request_user`)."""
+        owner = self.runtime_sessions.scope.server_user
+        return request_user(self.identity_provider, self.current_user, owner)
 
     def write_json(self, payload: BaseModel | dict[str, Any], status: int = 200) -> None:
         self.set_status(status)

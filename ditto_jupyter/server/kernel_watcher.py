@@ -12,8 +12,9 @@ index lookup) and at the leases of holders that are gone (`lapsed`):
   kernel manager's public `add_restart_callback`) lost its variables: a `lost`
   checkpoint keeps the files and offers the head's variables back, and the runtime stays
   live on the revived kernel (see `RuntimeService.mark_restarted`);
-- a live runtime whose lease holder is gone (the server that ran it died, or stopped) is
-  taken over and marked lost, so it can be resumed here.
+- a live runtime of this server's user whose lease holder is gone (the server that ran
+  it died, or stopped) is taken over and marked lost, so it can be resumed here; another
+  user's runtime is left to that user's next server (a store may be shared by many).
 
 A runtime with an operation in flight is never touched: a pause under way stops the kernel
 itself, and the runtime is looked at again on the next round. `mark_lost` also leaves a
@@ -215,6 +216,8 @@ class KernelWatcher:
             if self.service.has_operation_in_flight(runtime_id):
                 continue
             session = self._session(runtime_id)
+            if session is not None and not session.belongs_to(self.sessions.scope.server_user):
+                continue  # another user's runtime: theirs to take over, on their server
             if session is None or session.status not in _LIVE:  # a lease left behind
                 try:
                     self.service.ownership.claim(runtime_id)

@@ -38,18 +38,18 @@ from ditto_jupyter.server.sessions import RuntimeSessions
 async def _self_undo(sessions: RuntimeSessions, req: RouteRequest[SelfUndoRequest]) -> BaseModel:
     """A kernel undid its last cell: its token checked, its files back, the head moved."""
     body = req.body
-    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.changes.record_undo(
-        body.runtime_id, body.checkpoint_id, body.undone_checkpoint_id, req.user
+        body.runtime_id, body.checkpoint_id, body.undone_checkpoint_id, user
     )
 
 
 async def _self_diff(sessions: RuntimeSessions, req: RouteRequest[SelfDiffRequest]) -> BaseModel:
     """A kernel compares: its token checked, `live` is its own capture."""
     body = req.body
-    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.changes.diff(
-        body.runtime_id, body.from_, body.to, req.user, capture=body.capture
+        body.runtime_id, body.from_, body.to, user, capture=body.capture
     )
 
 

@@ -99,12 +99,12 @@ async def _self_checkpoint(
 ) -> BaseModel:
     """A kernel's own checkpoint: its token checked, then its capture recorded."""
     body = req.body
-    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.checkpoint(
         body.runtime_id,
         body.name,
         body.metadata,
-        req.user,
+        user,
         precaptured=body.capture,
         automatic=body.automatic,
     )
@@ -113,9 +113,9 @@ async def _self_checkpoint(
 async def _self_pause(sessions: RuntimeSessions, req: RouteRequest[SelfPauseRequest]) -> BaseModel:
     """A kernel pauses itself: its token checked, its capture recorded, then it stops."""
     body = req.body
-    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.pause(
-        body.runtime_id, body.name, body.metadata, req.user, precaptured=body.capture
+        body.runtime_id, body.name, body.metadata, user, precaptured=body.capture
     )
 
 
@@ -124,8 +124,8 @@ async def _self_restore(
 ) -> BaseModel:
     """A kernel restored itself: its token checked, then the checkpoint becomes its head."""
     body = req.body
-    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
-    return await sessions.record_restore(body.runtime_id, body.checkpoint_id, req.user)
+    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    return await sessions.record_restore(body.runtime_id, body.checkpoint_id, user)
 
 
 async def _self_checkout(
@@ -133,13 +133,14 @@ async def _self_checkout(
 ) -> BaseModel:
     """A kernel's own checkout: its token checked, then branch (no idle check of itself)."""
     body = req.body
-    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
-    await sessions.ensure_runtime(body.runtime_id, req.user)
+    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    await sessions.ensure_runtime(body.runtime_id, user)
     return await sessions.checkout(
         body.checkpoint_id,
         body.conversation_id,
         body.sender_id,
         body.metadata,
+        user,
         caller_runtime_id=body.runtime_id,
     )
 
@@ -147,8 +148,8 @@ async def _self_checkout(
 async def _self_prune(sessions: RuntimeSessions, req: RouteRequest[SelfPruneRequest]) -> BaseModel:
     """A kernel prunes its automatic checkpoints: its token checked, then the prune."""
     body = req.body
-    sessions.check_runtime_token(body.runtime_id, body.runtime_token)
-    return await sessions.prune_automatic(body.runtime_id, body.keep, req.user)
+    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    return await sessions.prune_automatic(body.runtime_id, body.keep, user)
 
 
 async def _exec(sessions: RuntimeSessions, req: RouteRequest[ExecRequest]) -> BaseModel:
@@ -221,7 +222,7 @@ _TABLE = (
         RuntimeCheckpointSnapshotDeleteRequest,
         RuntimeCheckpointSnapshotDeleteResult,
         OPERATION_ERRORS,
-        lambda sessions, req: sessions.delete_snapshot(req.body.checkpoint_id),
+        lambda sessions, req: sessions.delete_snapshot(req.body.checkpoint_id, req.user),
     ),
     RouteSpec(
         "POST",
@@ -232,7 +233,11 @@ _TABLE = (
         RuntimeCheckoutResult,
         OPERATION_ERRORS,
         lambda sessions, req: sessions.checkout(
-            req.body.checkpoint_id, req.body.conversation_id, req.body.sender_id, req.body.metadata
+            req.body.checkpoint_id,
+            req.body.conversation_id,
+            req.body.sender_id,
+            req.body.metadata,
+            req.user,
         ),
     ),
     RouteSpec(

@@ -68,6 +68,7 @@ from ditto_jupyter.server.jupyter_hooks import forget_session_row
 from ditto_jupyter.server.kernel_pool import KernelPool
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
+from ditto_jupyter.server.user_scope import UserScope
 
 if TYPE_CHECKING:
     from jupyter_server.services.contents.manager import ContentsManager
@@ -105,8 +106,11 @@ class RuntimeSessions:
         budgets: RuntimeBudgets | None = None,
         *,
         pool: KernelPool | None = None,
+        server_user: str | None = None,
     ) -> None:
         self.service = service
+        #: What each user may see: their own runtimes and checkpoints (`user_scope`).
+        self.scope = UserScope(service, server_user)
         self.pool = pool
         self.session_manager: Any = session_manager  # jupyter_server is untyped
         self.contents_manager: Any = contents_manager
@@ -121,9 +125,11 @@ class RuntimeSessions:
         self.documents = SessionDocuments(self)  # the checkpoints' notebooks (issue 23)
         self.changes = SessionChanges(self)  # diff, undo, cells a restore leaves different
 
-    def check_runtime_token(self, runtime_id: str, runtime_token: str) -> None:
-        """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token."""
+    def check_runtime_token(self, runtime_id: str, runtime_token: str) -> str:
+        """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token; the
+        user it then acts as (the runtime's owner)."""
         self.tokens.check(runtime_id, runtime_token)
+        return self.scope.owner_of(runtime_id)
 
     # ---- Jupyter sessions --------------------------------------------------------------
 
@@ -184,14 +190,18 @@ class RuntimeSessions:
     async def ensure_runtime(self, runtime_id: str, user: str) -> None:
         """Before an operation: register a Jupyter session the store does not know yet.
 
-        RuntimeNotFound when neither the store nor the session manager has the id.
+        RuntimeNotFound when neither the store nor the session manager has the id, or when
+        the store has it as another user's runtime. A Jupyter session of this server
+        becomes the server user's runtime, as the session hook makes it: another user who
+        can reach the server (a hub admin) does not make it theirs.
         """
-        if self.service.find_session(runtime_id) is not None:
+        if self.scope.known(runtime_id, user) is not None:
             return
-        model = await self._jupyter_session(runtime_id)
+        owner = self.scope.server_user
+        model = await self._jupyter_session(runtime_id) if user == owner else None
         if model is None or not model.get("kernel"):
             raise RuntimeNotFound(f"no runtime or Jupyter session with id {runtime_id!r}")
-        await self.register_session(model, user)
+        await self.register_session(model, owner)
 
     async def kernel_switched(self, runtime_id: str, kernel_id: str) -> None:
         """A Jupyter session switched kernels (JupyterLab's kernel picker): its runtime's
@@ -259,13 +269,16 @@ class RuntimeSessions:
     # ---- reads: from the store, changing nothing -----------------------------------------
 
     async def list_runtimes(self, user: str) -> RuntimeListResult:
-        return await self.service.list_runtimes()
+        """The user's own runtimes, oldest first."""
+        return await self.service.list_runtimes(lambda session: session.belongs_to(user))
 
     async def get_runtime(self, runtime_id: str, user: str) -> RuntimeRecord:
+        self.scope.runtime(runtime_id, user)
         return await self.service.get_runtime(runtime_id)
 
     async def workspace(self, runtime_id: str, user: str) -> RuntimeWorkspace:
         """Where a live runtime's files are: a local directory, or a remote sandbox (None)."""
+        self.scope.runtime(runtime_id, user)
         path = await self.service.workspace(runtime_id)
         return RuntimeWorkspace(
             runtime_id=runtime_id,
@@ -282,13 +295,15 @@ class RuntimeSessions:
         cursor: str | None = None,
         newest_first: bool = False,
     ) -> CheckpointListResult:
+        self.scope.runtime(runtime_id, user)
         return await self.service.list_checkpoints(
             runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
         )
 
     async def lineage(self, runtime_id: str, user: str) -> RuntimeLineage:
-        """The runtime's head, its checkout origin, and the checkouts made from it."""
-        session = self.service.session(runtime_id)
+        """The runtime's head, its checkout origin, and the checkouts made from it (the
+        user's own)."""
+        session = self.scope.runtime(runtime_id, user)
         head = self.service.head_checkpoint(runtime_id)
         source = None
         if session.source_runtime_id and session.source_checkpoint_id:
@@ -308,6 +323,7 @@ class RuntimeSessions:
                     status=child.status,
                 )
                 for child in self.service.checkouts_of(runtime_id)
+                if child.belongs_to(user)
             ],
         )
 
@@ -317,14 +333,13 @@ class RuntimeSessions:
         """A checkpoint by id, unique id prefix or name, within one runtime or across all.
 
         CheckpointNotFound when nothing matches; InvalidRequest when a prefix is ambiguous.
+        Only the user's own checkpoints match (RuntimeNotFound for another's runtime).
         """
-        if runtime_id is not None:
-            self.service.session(runtime_id)  # RuntimeNotFound for an unknown runtime
-        return self.service.resolve_checkpoint(reference, runtime_id)
+        return self.scope.resolve(reference, runtime_id, user)
 
     async def budget(self, runtime_id: str, user: str) -> RuntimeBudgetResult:
         """The token budget the runtime counts against: its own or its source's, if any."""
-        self.service.session(runtime_id)  # RuntimeNotFound for an unknown runtime
+        self.scope.runtime(runtime_id, user)  # RuntimeNotFound for an unknown runtime
         found = self.budgets.find(runtime_id)
         if found is None:
             return RuntimeBudgetResult(runtime_id=runtime_id, budget=None)
@@ -382,8 +397,10 @@ class RuntimeSessions:
             await self.ensure_runtime(runtime_id, user)
             return await self.service.prune_automatic(runtime_id, keep)
 
-    async def delete_snapshot(self, checkpoint_id: str) -> RuntimeCheckpointSnapshotDeleteResult:
-        checkpoint = self.service.get_checkpoint(checkpoint_id)
+    async def delete_snapshot(
+        self, checkpoint_id: str, user: str
+    ) -> RuntimeCheckpointSnapshotDeleteResult:
+        checkpoint = self.scope.checkpoint(checkpoint_id, user)
         with self.events.operation("delete-snapshot", checkpoint.runtime_id) as event:
             event.checkpoint_id = checkpoint_id
             return await self.service.delete_snapshot(checkpoint_id)
@@ -394,20 +411,23 @@ class RuntimeSessions:
         conversation_id: str | None,
         sender_id: str | None,
         metadata: dict[str, Any] | None,
+        user: str,
         *,
         caller_runtime_id: str | None = None,
     ) -> RuntimeCheckoutResult:
-        """Branch a new runtime, write its notebook beside the original (from the
-        checkpoint's document, else a copy of today's file), open it as a session.
+        """Branch a new runtime (the user's, from one of their checkpoints), write its
+        notebook beside the original (from the checkpoint's document, else a copy of
+        today's file), open it as a session.
 
         `caller_runtime_id` is the runtime whose kernel asks from a magic (busy with it).
         """
-        checkpoint = self.service.get_checkpoint(checkpoint_id)
+        checkpoint = self.scope.checkpoint(checkpoint_id, user)
         with self.events.operation("checkout", checkpoint.runtime_id) as event:
             event.checkpoint_id = checkpoint_id
             event.source_runtime_id = checkpoint.runtime_id
             source_path = checkpoint.session.conversation_id
             target = conversation_id or sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
+            await self.service.make_local(checkpoint)  # its document may be in the bucket only
             copied, written_from, note = await self.documents.write_child_notebook(
                 checkpoint, target
             )
@@ -455,7 +475,7 @@ class RuntimeSessions:
         """Restore a checkpoint (id, id prefix or name) into the runtime's idle kernel."""
         with self.events.operation("restore", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
-            checkpoint = self.service.resolve_checkpoint(reference, runtime_id)
+            checkpoint = self.scope.resolve(reference, runtime_id, user)
             event.checkpoint_id = checkpoint.checkpoint_id
             _, unrestorable = await self.service.restore(runtime_id, checkpoint.checkpoint_id)
             runtime = await self.service.get_runtime(runtime_id)
@@ -471,6 +491,7 @@ class RuntimeSessions:
         """A kernel restored itself (the magic): make the checkpoint its head."""
         with self.events.operation("restore", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
+            self.scope.checkpoint(checkpoint_id, user)
             event.checkpoint_id = checkpoint_id
             self.service.record_restore(runtime_id, checkpoint_id)
             runtime = await self.service.get_runtime(runtime_id)

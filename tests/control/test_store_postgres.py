@@ -8,16 +8,7 @@ user to run the server as are missing.
 
 from __future__ import annotations
 
-import glob
-import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -42,6 +33,7 @@ from ditto_jupyter.control.store import (
     SchemaVersionError,
     SqlCheckpointStore,
 )
+from tests.support.postgres_server import new_database, pg_missing, running_postgres
 
 # a PostgreSQL server of its own, from Debian's postgresql (`make postgresql`)
 pytestmark = pytest.mark.postgres
@@ -49,76 +41,20 @@ pytestmark = pytest.mark.postgres
 psycopg = pytest.importorskip("psycopg", reason="psycopg (PostgreSQL driver) is not installed")
 
 
-def _pg_bindir() -> Path | None:
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
-    found = shutil.which("initdb")
-    if found:
-        candidates.insert(0, found)
-    for initdb in candidates:
-        bindir = Path(initdb).parent
-        if (bindir / "pg_ctl").exists():
-            return bindir
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def pg_server() -> Iterator[str]:
-    """A PostgreSQL server for this module; yields the URL of its `postgres` database."""
-    bindir = _pg_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
-    run_as: list[str] = []
-    owner: pwd.struct_passwd | None = None
-    if os.geteuid() == 0:
-        try:
-            owner = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run the server as")
-        run_as = ["runuser", "-u", "postgres", "--"]
-    workdir = Path(tempfile.mkdtemp(prefix="ditto-pg-"))
-    if owner is not None:
-        os.chown(workdir, owner.pw_uid, owner.pw_gid)
-    data, log, port = workdir / "data", workdir / "server.log", _free_port()
-    initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "ditto"]
-    options = f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off"
-    pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data)]
-    try:
-        made = subprocess.run(
-            [*run_as, *initdb, "-E", "UTF8", "--no-sync"], capture_output=True, text=True
-        )
-        if made.returncode != 0:
-            pytest.fail(f"initdb failed: {made.stderr.strip()}")
-        started = subprocess.run(
-            [*run_as, *pg_ctl, "-o", options, "-l", str(log), "-w", "start"],
-            capture_output=True,
-            text=True,
-        )
-        if started.returncode != 0:
-            detail = log.read_text() if log.exists() else started.stderr
-            pytest.fail(f"PostgreSQL did not start: {detail}")
-        yield f"postgresql+psycopg://ditto@127.0.0.1:{port}"
-    finally:
-        if (data / "postmaster.pid").exists():
-            subprocess.run([*run_as, *pg_ctl, "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(workdir, ignore_errors=True)
+    """A PostgreSQL server for this module; yields its URL (`tests/support/postgres_server`)."""
+    missing = pg_missing()
+    if missing:
+        pytest.skip(missing)
+    with running_postgres() as url:
+        yield url
 
 
 @pytest.fixture
 def pg_url(pg_server: str) -> str:
     """The URL of a new, empty database on the module's server."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(f"{pg_server}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    admin.dispose()
-    return f"{pg_server}/{name}"
+    return new_database(pg_server)
 
 
 @pytest.fixture

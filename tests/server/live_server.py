@@ -39,9 +39,13 @@ class LiveServer:
         token: str | None = None,
         config: dict[str, Any] | None = None,
         data_dir: Path | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         """`data_dir`: the ditto data directory (default: its own, under `base`); two
-        servers given the same one share it, as two JupyterLabs on the default one do."""
+        servers given the same one share it, as two JupyterLabs on the default one do.
+        `environment`: variables the server gets besides the test's (`JUPYTERHUB_USER`
+        says whose server it is)."""
+        self.environment = dict(environment or {})
         self.base = Path(base)
         self.token = token or secrets.token_hex(16)
         self.port = 0
@@ -74,6 +78,7 @@ class LiveServer:
             "DITTO_DATA_DIR",
         ):
             env.pop(name, None)
+        env.update(self.environment)
         return env
 
     def start(self) -> LiveServer:
@@ -155,16 +160,21 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
+    def headers(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.token}"}
 
-    def request(self, method: str, path: str, body: Any = None) -> httpx.Response:
+    def request(
+        self, method: str, path: str, body: Any = None, *, token: str | None = None
+    ) -> httpx.Response:
+        """A request with the server's token (or `token`: another user's)."""
         return httpx.request(
-            method, self.url + path, headers=self.headers(), json=body, timeout=600
+            method, self.url + path, headers=self.headers(token), json=body, timeout=600
         )
 
-    def api(self, method: str, route: str = "", body: Any = None) -> tuple[int, Any]:
-        response = self.request(method, f"api/v1/runtimes/{route}".rstrip("/"), body)
+    def api(
+        self, method: str, route: str = "", body: Any = None, *, token: str | None = None
+    ) -> tuple[int, Any]:
+        response = self.request(method, f"api/v1/runtimes/{route}".rstrip("/"), body, token=token)
         return response.status_code, response.json()
 
     def open_notebook(self, path: str) -> dict[str, Any]:

@@ -52,3 +52,23 @@ def wait_for_autocheckpoints(client: BlockingKernelClient) -> None:
     flush = "get_ipython().magics_manager.registry['DittoMagics'].autocheckpointer.flush()"
     reply = client.execute(flush, silent=True, reply=True, timeout=180)
     assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def run_in_kernel(runtime_dir: str, kernel_id: str, code: str) -> str:
+    """Run a cell in a kernel of a Jupyter server whose runtime directory (connection
+    files) is `runtime_dir`; its stdout (RuntimeError naming the error if it failed)."""
+    import textwrap
+
+    from jupyter_client import find_connection_file
+
+    client = BlockingKernelClient()
+    client.load_connection_file(find_connection_file(kernel_id, path=[runtime_dir]))
+    client.start_channels(hb=False)  # a slow first heartbeat reads as a dead kernel
+    try:
+        client.wait_for_ready(timeout=60)
+        out = run_cell(client, textwrap.dedent(code))
+    finally:
+        client.stop_channels()
+    if out.error is not None:
+        raise RuntimeError(f"cell failed: {out.error}")
+    return out.stdout

@@ -57,6 +57,14 @@ class SessionRecord(StrictModel):
     #: A checkout child's origin: the runtime and checkpoint it was checked out from.
     source_runtime_id: str | None = None
     source_checkpoint_id: str | None = None
+    #: The user the runtime belongs to (the identity-provider user who made it, a
+    #: checkout's source's owner); None in records made before owners were kept, which
+    #: belong to their sender. Never taken from a request body.
+    owner: str | None = None
+
+    def belongs_to(self, user: str) -> bool:
+        """Whether `user` may see and operate on this runtime (its owner, else its sender)."""
+        return (self.owner if self.owner is not None else self.sender_id) == user
 
     def to_runtime(self) -> RuntimeRecord:
         """The public RuntimeRecord of this session."""

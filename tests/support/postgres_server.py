@@ -1,0 +1,106 @@
+"""A real PostgreSQL server for tests, started from Debian's binaries (`make postgresql`).
+
+The server runs from a temporary directory on 127.0.0.1 (as the `postgres` user when the
+tests run as root: PostgreSQL refuses to run as root), with trust authentication and no
+fsync. `running_postgres()` yields the URL of its server (no database); `new_database`
+makes an empty database on it and answers its URL. `pg_missing()` says why there can be
+none here (binaries, driver, user), or "" when there can.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.util import find_spec
+from pathlib import Path
+
+
+def pg_bindir() -> Path | None:
+    """The directory holding initdb and pg_ctl, newest version first; None without."""
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
+    found = shutil.which("initdb")
+    if found:
+        candidates.insert(0, found)
+    for initdb in candidates:
+        bindir = Path(initdb).parent
+        if (bindir / "pg_ctl").exists():
+            return bindir
+    return None
+
+
+def pg_missing() -> str:
+    """Why no PostgreSQL server can run here ("" when one can)."""
+    if pg_bindir() is None:
+        return "PostgreSQL server binaries (initdb, pg_ctl) are not installed: make postgresql"
+    if find_spec("psycopg") is None:
+        return "psycopg (the PostgreSQL driver) is not installed"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no 'postgres' user to run the server as"
+    return ""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def running_postgres() -> Iterator[str]:
+    """A PostgreSQL server until the block ends; yields its URL (append `/DBNAME`)."""
+    bindir = pg_bindir()
+    if bindir is None:
+        raise RuntimeError(pg_missing())
+    run_as: list[str] = []
+    workdir = Path(tempfile.mkdtemp(prefix="ditto-pg-"))
+    if os.geteuid() == 0:
+        owner = pwd.getpwnam("postgres")
+        run_as = ["runuser", "-u", "postgres", "--"]
+        os.chown(workdir, owner.pw_uid, owner.pw_gid)
+    data, log, port = workdir / "data", workdir / "server.log", _free_port()
+    initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "ditto"]
+    options = f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off"
+    pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data)]
+    try:
+        made = subprocess.run(
+            [*run_as, *initdb, "-E", "UTF8", "--no-sync"], capture_output=True, text=True
+        )
+        if made.returncode != 0:
+            raise RuntimeError(f"initdb failed: {made.stderr.strip()}")
+        started = subprocess.run(
+            [*run_as, *pg_ctl, "-o", options, "-l", str(log), "-w", "start"],
+            capture_output=True,
+            text=True,
+        )
+        if started.returncode != 0:
+            detail = log.read_text() if log.exists() else started.stderr
+            raise RuntimeError(f"PostgreSQL did not start: {detail}")
+        yield f"postgresql+psycopg://ditto@127.0.0.1:{port}"
+    finally:
+        if (data / "postmaster.pid").exists():
+            subprocess.run([*run_as, *pg_ctl, "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def new_database(server_url: str) -> str:
+    """A new, empty database on the server at `server_url`; its URL."""
+    import sqlalchemy as sa
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(f"{server_url}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    admin.dispose()
+    return f"{server_url}/{name}"
