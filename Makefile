@@ -162,7 +162,7 @@ pytest-fast: $(VENV)/.installed-test
 
 ## Refresh the panel's screenshots in docs/images/ (the browser test, told to keep them).
 screenshots: $(VENV)/.installed-test $(CHROMIUM_STAMP) $(LABEXT_BUILT)
-	DITTO_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/browser/test_panel.py
+	DITTO_UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/browser/test_panel.py tests/browser/test_notebook_checkpoints.py
 
 ## Run every benchmark side by side with its anchor; tables go to benchmarks/RESULTS.md.
 bench: $(VENV)/.installed-bench $(RADOSGW_STAMP)
