@@ -18,7 +18,7 @@ from jupyter_core.paths import jupyter_runtime_dir
 
 from ditto_jupyter.core.environment import without_workspace
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
-from ditto_jupyter.hosts.kernel_channel import KernelChannel, running_process
+from ditto_jupyter.hosts.kernel_channel import KernelChannel, own_client, running_process
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class JupyterClientHost:
         async def process() -> object | None:
             return await running_process(kernel)
 
-        channel = KernelChannel(kernel.client(), kernel_id, process=process)
+        channel = KernelChannel(own_client(kernel), kernel_id, process=process)
         try:
             await channel.start()
         except BaseException:

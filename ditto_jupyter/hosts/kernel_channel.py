@@ -13,6 +13,12 @@ killed kernel under the same id, within the time a liveness poll takes, so "is t
 alive?" can answer yes while the process that had the request is gone and its answer will
 never come. The channel asks which process runs now (`running_process`) and ends the
 request with `KernelDied` when it is not the one the request went to.
+
+A channel's client has a session of its own (`own_client`). A kernel manager's `client()`
+shares the manager's session, whose id is the zmq identity of the client's shell socket,
+and ipykernel's shell socket hands a route over to the newest peer with an identity
+(ROUTER_HANDOVER): any other client of the same manager, opened while a call waits, would
+take the call's reply, and the call would wait for its whole timeout.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any
 
 import zmq
 from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.session import Session
 
 from ditto_jupyter.core.errors import (
     STORAGE_ERRORS,
@@ -66,6 +73,25 @@ async def running_process(kernel: Any) -> object | None:
         return process
     pid: object | None = getattr(provisioner, "pid", None)
     return pid if pid is not None else kernel
+
+
+def own_client(kernel: Any) -> AsyncKernelClient:
+    """A client of a jupyter_client kernel manager with a session (a zmq identity) of its own.
+
+    It signs with the manager's key, as every client must, under a new session id: no
+    other client of the manager (`kernel.client()`, which reuses the manager's session)
+    shares its shell socket's identity and so takes its replies.
+    """
+    shared: Session = kernel.session
+    session = Session(
+        key=shared.key,
+        signature_scheme=shared.signature_scheme,
+        username=shared.username,
+        packer=shared.packer,
+        unpacker=shared.unpacker,
+    )
+    client: AsyncKernelClient = kernel.client(session=session)
+    return client
 
 
 def call_expression(function: str, args: dict[str, object]) -> str:

@@ -29,7 +29,7 @@ from ditto_jupyter.core.environment import runtime_identity_env, without_runtime
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
-from ditto_jupyter.hosts.kernel_channel import KernelChannel, running_process
+from ditto_jupyter.hosts.kernel_channel import KernelChannel, own_client, running_process
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ class ServerKernelHost:
                     return None
                 return await running_process(kernel)
 
-            channel = KernelChannel(kernel.client(), kernel_id, process=process)
+            channel = KernelChannel(own_client(kernel), kernel_id, process=process)
             await channel.start()
             self._channels[kernel_id] = channel
             return channel

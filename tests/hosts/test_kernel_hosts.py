@@ -141,6 +141,31 @@ def test_is_busy_follows_the_kernel(k: Kernels) -> None:
     assert k.run(k.context.is_busy(k.kernel)) is False
 
 
+def test_a_call_keeps_its_reply_when_another_client_of_the_kernel_connects(k: Kernels) -> None:
+    """A client of the kernel's manager (`client()`, the manager's session), opened while
+    the host's request runs, does not take that request's reply (issue 22 section 1: the
+    idle pause's capture waited its whole timeout when a cell came from such a client)."""
+
+    async def scenario() -> tuple[str, str]:
+        kernel_id = k.kernel.handle_state["kernel_id"]
+        channel = k.host.channel(kernel_id)
+        request = asyncio.ensure_future(
+            channel.execute("import time; time.sleep(1.5); print('slept')", timeout=60)
+        )
+        while not channel.busy:
+            await asyncio.sleep(0.01)
+        other = k.host.manager.get_kernel(kernel_id).client()
+        other.start_channels()
+        try:
+            reply = await other.execute_interactive("y = 1", timeout=60)
+        finally:
+            other.stop_channels()
+        return str(reply["content"]["status"]), await request
+
+    assert k.run(scenario()) == ("ok", "slept\n")
+    assert k.value(k.kernel, "y") == 1
+
+
 CELLS = """
 import numpy as np
 import collections

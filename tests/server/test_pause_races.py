@@ -92,12 +92,18 @@ async def user_cell(app: DittoJupyterApp, kernel_id: str, code: str) -> str:
         client.stop_channels()
 
 
+def pickled_so_far(marker: Path) -> int:
+    """How many times a capture has pickled the slow value yet (a capture may pickle it
+    more than once: alone, then again with the names it shares objects with)."""
+    return len(marker.read_text().splitlines()) if marker.exists() else 0
+
+
 async def captures_started(marker: Path, after: int) -> int:
-    """Wait until more than `after` captures have started pickling the slow value."""
+    """Wait until the slow value has been pickled more than `after` times: a capture runs."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + GIVE_UP_S
     while loop.time() < deadline:
-        count = len(marker.read_text().splitlines()) if marker.exists() else 0
+        count = pickled_so_far(marker)
         if count > after:
             return count
         await asyncio.sleep(0.01)
@@ -131,8 +137,7 @@ async def test_a_cell_during_an_idle_pause_is_never_lost(
     await run(ditto_app, kernel_id, SLOW_VALUE.format(marker=str(marker)))
     ran = 0
     for _ in range(TRIALS):
-        started = len(marker.read_text().splitlines()) if marker.exists() else 0
-        await captures_started(marker, started)  # the idle pause is capturing now
+        await captures_started(marker, pickled_so_far(marker))  # the idle pause captures now
         if await user_cell(ditto_app, kernel_id, CELL) == "ok":
             ran += 1
         await wait_for_status(api, rid, "paused")  # now, or at the next try
@@ -156,8 +161,9 @@ class TestAPauseAskedOverRest:
         rid, kernel_id = runtime.runtime_id, runtime.kernel_id
         await run(ditto_app, kernel_id, SLOW_VALUE.format(marker=str(marker)))
         for trial in range(1, 4):
+            before = pickled_so_far(marker)
             pause = asyncio.ensure_future(api("POST", "pause", {"runtime_id": rid}))
-            await captures_started(marker, trial - 1)
+            await captures_started(marker, before)
             assert await user_cell(ditto_app, kernel_id, CELL) == "ok"
             code, answer = await pause
             assert (code, answer["error"]) == (409, "SessionBusy"), answer
