@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,8 +39,27 @@ _LEFT_IN_CHECKOUT = pytest.StashKey[list[str]]()
 def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("DITTO_TEST_KEEP_ENV"):
         os.environ["DITTO_DATA_DIR"] = tempfile.mkdtemp(prefix="ditto-test-data-")
-        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_RUNTIME_TOKEN"):
+        for name in (
+            "DITTO_SERVER_URL",
+            "DITTO_TOKEN",
+            "DITTO_RUNTIME_ID",
+            "DITTO_RUNTIME_TOKEN",
+            "DITTO_WORKSPACE",
+        ):
             os.environ.pop(name, None)
+
+
+@pytest.fixture(autouse=True)
+def _ditto_variables_kept() -> Iterator[None]:
+    """The DITTO_* variables as they were before each test: code a test runs in this process
+    (an in-process control sets DITTO_WORKSPACE) must not leak them into later tests, nor
+    into the kernels nbval starts, whose `ditto_jupyter.workspace()` would trust them."""
+    before = {name: value for name, value in os.environ.items() if name.startswith("DITTO_")}
+    yield
+    for name in [name for name in os.environ if name.startswith("DITTO_")]:
+        if name not in before:
+            del os.environ[name]
+    os.environ.update(before)
 
 
 def skips_fail() -> bool:
