@@ -56,16 +56,27 @@ export async function fileCheckpoint(panel: NotebookPanel): Promise<void> {
   await panel.context.createCheckpoint();
 }
 
+/** The notebook's undo history, where the shared model has one (Yjs documents do). */
+interface IUndoCapture {
+  stopCapturing(): void;
+}
+
 /**
  * Replace the notebook's cells with a document's, in one change of the shared model
- * (the notebook's metadata stays the open notebook's).
+ * (the notebook's metadata stays the open notebook's). The change is one step of
+ * Edit > Undo Cell Operation on its own: the undo history merges changes made within
+ * half a second of each other, so without a stop on both sides one undo could also take
+ * back the cell the user ran just before (or a change made just after).
  */
 export function replaceCells(panel: NotebookPanel, document: INotebookDocument): void {
   const shared = panel.context.model.sharedModel;
   type Cells = Parameters<typeof shared.insertCells>[1];
   const cells = document.cells.map(cell => ({ ...cell })) as unknown as Cells;
+  const history = (shared as { undoManager?: IUndoCapture | null }).undoManager;
+  history?.stopCapturing();
   shared.transact(() => {
     shared.deleteCellRange(0, shared.cells.length);
     shared.insertCells(0, cells);
   });
+  history?.stopCapturing();
 }
