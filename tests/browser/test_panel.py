@@ -164,8 +164,10 @@ def test_panel_scenario(page: Page, lab_server: LabServer, tmp_path: Path) -> No
     assert lab.page.locator(f"{PANEL} .jp-DittoRuntime").count() == runtimes_before
     assert page.locator(".jp-Dialog").count() == 0
 
-    # 6. Check out while a cell sleeps: the SessionBusy notification, with its code.
-    lab.type_cell("import time; time.sleep(10)")
+    # 6. Check out while a cell sleeps: the SessionBusy notification, with its code. The
+    #    cell sleeps far longer than the steps take on a loaded machine (it must still run
+    #    when the checkout arrives), and is interrupted once the notification shows.
+    lab.type_cell("import time; time.sleep(600)")
     expect(lab.notebook().locator(".jp-Notebook-ExecutionIndicator")).to_have_attribute(
         "data-status", "busy", timeout=STEP_MS
     )
@@ -173,6 +175,7 @@ def test_panel_scenario(page: Page, lab_server: LabServer, tmp_path: Path) -> No
     first.click()
     lab.pinned().locator(".jp-DittoDetails").get_by_role("button", name="Check out first").click()
     expect(lab.notification(re.compile(r"^SessionBusy: .*busy"))).to_be_visible(timeout=STEP_MS)
+    page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.interrupt()")
     lab.wait_idle()
 
     # 7. A %checkpoint magic's checkpoint appears in the panel without a reload: the page
