@@ -267,7 +267,7 @@ class Bench:
         run.seconds.append(time.perf_counter() - started)
         run.growth.append(tree_size(data_dir) - before)
         checkpoint = service.get_checkpoint(result.checkpoint_id)
-        run.written.append(checkpoint.bytes_written)
+        run.written.append(result.bytes_written)  # blobs and both databases' logs
         run.points.append(checkpoint.checkpoint_id)
         run.lost_at[len(run.points) - 1] = {entry.name for entry in checkpoint.unrestorable}
         run.in_kernel.append(await self._in_kernel(self._kernel(service, runtime_id)))

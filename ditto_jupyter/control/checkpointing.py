@@ -135,6 +135,13 @@ def check_self_capture(blobs: BlobStore, runtime_id: str, capture: ContextCaptur
         )
 
 
+def snapshot_bytes(ref: BackendCheckpointRef | None) -> int:
+    """The bytes a backend's snapshot reports it wrote (a local workspace's blobs and their
+    catalogue's log); 0 when it reports none."""
+    written = ref.details.get("bytes_written") if ref is not None else None
+    return written if isinstance(written, int) and written > 0 else 0
+
+
 class Checkpointing:
     """Checkpoint a live runtime; restore a checkpoint into one in place."""
 
@@ -161,6 +168,7 @@ class Checkpointing:
             checkpoint_id=checkpoint.checkpoint_id,
             runtime=await self.parts.guard.public(session),
             previous_checkpoint_id=previous,
+            bytes_written=checkpoint.bytes_written,
         )
 
     async def checkpoint_live(
@@ -186,6 +194,9 @@ class Checkpointing:
         the deployment says so or for a `pause` (an upload that fails fails the
         checkpoint, which is then not recorded), else queued for upload once they are.
         `document` is the notebook stored for it already (`checkpoint_documents`), if any.
+        The checkpoint returned counts in `bytes_written` what the store's commit and the
+        blob catalogue's reference marks wrote too (the stored record cannot: it is in
+        that commit).
         """
         parts = self.parts
         check_request(name, metadata, "")
@@ -222,10 +233,12 @@ class Checkpointing:
                     parts.store.put_checkpoint(checkpoint)
                     parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
                     parts.store.put_session(session)
+                after_commit = parts.store.last_commit_bytes()
             if not uploaded:
                 parts.replication.upload_soon(checkpoint.checkpoint_id, manifests)
             try:
                 parts.blobs.mark_referenced(manifests)
+                after_commit += parts.blobs.index.last_write_bytes()
             except BlobError as error:  # a hint only: garbage collection asks the store
                 _log.warning(
                     "ditto: could not mark the manifests of checkpoint %s as referenced (%s); "
@@ -235,7 +248,8 @@ class Checkpointing:
                 )
         finally:
             parts.guard.let_go(runtime_id)
-        return checkpoint, session
+        written = checkpoint.bytes_written + after_commit
+        return checkpoint.model_copy(update={"bytes_written": written}), session
 
     async def _seal(self, work: ProviderWork, session: SessionRecord) -> None:
         """Seal the context being paused (undone if the pause fails after), or SessionBusy
@@ -291,7 +305,7 @@ class Checkpointing:
             backend_ref=ref,
             context_manifest_id=capture.manifest_id,
             unrestorable=capture.unrestorable,
-            bytes_written=capture.bytes_written,
+            bytes_written=capture.bytes_written + snapshot_bytes(ref),
             name=name,
             metadata=dict(metadata or {}),
             automatic=automatic,

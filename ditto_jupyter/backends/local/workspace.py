@@ -72,6 +72,9 @@ class LocalBackend:
         self._root = os.path.realpath(root)
         self._index = index or FileIndex.empty()
         self._last_manifest_id = last_manifest_id
+        # The body of the last snapshot taken or restored here: a scan that finds the same
+        # tree stores it again (the same id), not a new manifest that differs by its clock.
+        self._last_body: dict[str, Any] | None = None
         self._released = False
 
     # ---- identity ---------------------------------------------------------------------
@@ -409,6 +412,7 @@ class LocalBackend:
         try:
             with self._provider.blobs.bulk_write() as bulk:
                 manifest, index, stats = self._scan(bulk, verify_chunks=False)
+                manifest = self._unless_unchanged(manifest)
                 manifest_id = bulk.put_manifest(manifest)
                 try:
                     # One sync for every chunk of the snapshot, then one transaction names
@@ -430,6 +434,7 @@ class LocalBackend:
         stats.bytes_written += written
         self._index = index
         self._last_manifest_id = manifest_id
+        self._last_body = manifest
         self._provider.save_state(self._backend_id, manifest_id)
         return BackendCheckpointRef(
             backend_kind=KIND,
@@ -441,6 +446,22 @@ class LocalBackend:
                 **stats.as_dict(),
             },
         )
+
+    def _unless_unchanged(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """The last snapshot's body when `manifest` holds the same tree (all but the scan's
+        clock): stored again under its id, it is recorded anew if it was deleted meanwhile
+        and costs no write otherwise. The new clock stays in the file index, where it
+        vouches for the files; the older one in the body only makes a later index, built
+        from it, re-read more files."""
+        last = self._last_body
+        if last is None:
+            return manifest
+        same = all(
+            manifest.get(key) == last.get(key)
+            for key in manifest.keys() | last.keys()
+            if key != "clock_ns"
+        )
+        return last if same else manifest
 
     def _scan(
         self, bulk: BulkWrite, *, verify_chunks: bool
@@ -481,6 +502,7 @@ class LocalBackend:
         except (BlobError, KeyError, TypeError, ValueError) as exc:
             raise BackendError(f"{what} failed: {exc}") from exc
         self._index = index
+        self._last_body = body
         if ref.provider_snapshot_id:
             self._last_manifest_id = ref.provider_snapshot_id
             self._provider.save_state(self._backend_id, ref.provider_snapshot_id)
