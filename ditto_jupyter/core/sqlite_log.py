@@ -12,10 +12,12 @@ for every page a transaction touched until a checkpoint of the log copies them b
   `IDLE_SECONDS`, a TRUNCATE checkpoint of its log, on a connection of its own that never
   waits (the log goes back to 0 bytes; when a reader or writer is busy, it is tried again
   after the next idle spell);
-- `log_frames(path)` and `LogMeter`: what a write transaction appended to the log, read
-  from the wal-index header in the `-shm` file (SQLite file format, "The WAL-Index
-  Format": `mxFrame`, the last valid frame, is the native-order u32 at byte 16), so the
-  "written" figure of a checkpoint counts database bytes, page images and frame headers.
+- `log_position(path)` and `LogMeter`: what a write transaction appended to the log, read
+  from the log file itself (SQLite file format, "The Write-Ahead Log": a 32-byte header with
+  the page size and the salts of the log's current generation, then frames of a 24-byte
+  header and a page image; the frames of the current generation carry its salts and come
+  first). Never from the `-shm` file: closing any descriptor of a file drops every POSIX
+  lock the process holds on it, and SQLite's locks of the log index live there.
 """
 
 from __future__ import annotations
@@ -32,15 +34,15 @@ from pathlib import Path
 _log = logging.getLogger(__name__)
 
 #: Pages after which the committing writer checkpoints the log (SQLite's default is 1000).
-AUTOCHECKPOINT_PAGES = 1000
+AUTOCHECKPOINT_PAGES = 256
 #: Bytes a log is cut back to when it restarts (SQLite's default keeps it at its peak).
 JOURNAL_SIZE_LIMIT = 1024 * 1024
 #: Seconds without a write after which the log is checkpointed and truncated.
 IDLE_SECONDS = 2.0
 #: Bytes of a WAL frame's header, before the page image.
 FRAME_HEADER = 24
-_MX_FRAME = struct.Struct("=I")  # the wal-index header is in the machine's byte order
-_MX_FRAME_OFFSET = 16
+_LOG_HEADER = 32
+_U32 = struct.Struct(">I")
 
 
 def bound_log(conn: sqlite3.Connection) -> None:
@@ -49,22 +51,46 @@ def bound_log(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
 
 
-def log_frames(database: Path) -> int:
-    """Frames in the database's write-ahead log now (0 without a log or its index)."""
+@dataclass(frozen=True)
+class LogPosition:
+    """Where a database's log ends: its generation (salts), frames in it, frame size."""
+
+    salts: bytes = b""
+    frames: int = 0
+    frame_size: int = 0
+
+
+def log_position(database: Path) -> LogPosition:
+    """Where the database's write-ahead log ends now (an empty position without a log).
+
+    The frames of the log's current generation are those carrying its salts; they come
+    first (a restarted log overwrites from the start, and an older frame left beyond them
+    has the salts of its own generation), so a binary search finds where they end.
+    """
     try:
-        fd = os.open(f"{database}-shm", os.O_RDONLY)
+        fd = os.open(f"{database}-wal", os.O_RDONLY)
     except OSError:
-        return 0
+        return LogPosition()
     try:
-        header = os.pread(fd, _MX_FRAME_OFFSET + _MX_FRAME.size, 0)
+        header = os.pread(fd, _LOG_HEADER, 0)
+        if len(header) < _LOG_HEADER:
+            return LogPosition()
+        frame_size = _U32.unpack_from(header, 8)[0] + FRAME_HEADER
+        salts = header[16:24]
+        low, high = 0, max(0, (os.fstat(fd).st_size - _LOG_HEADER) // frame_size)
+        while low < high:
+            middle = (low + high) // 2
+            frame = os.pread(fd, FRAME_HEADER, _LOG_HEADER + middle * frame_size)
+            if frame[8:16] == salts:
+                low = middle + 1
+            else:
+                high = middle
+        return LogPosition(salts, low, frame_size)
     except OSError as exc:  # counted as nothing: the figure is a report, not a decision
-        _log.debug("could not read the log index of %s: %s", database, exc)
-        return 0
+        _log.debug("could not read the log of %s: %s", database, exc)
+        return LogPosition()
     finally:
         os.close(fd)
-    if len(header) < _MX_FRAME_OFFSET + _MX_FRAME.size:
-        return 0
-    return int(_MX_FRAME.unpack_from(header, _MX_FRAME_OFFSET)[0])
 
 
 @dataclass
@@ -73,22 +99,24 @@ class LogMeter:
 
     `start` is read while the transaction holds the write lock (no other writer can
     append then), `stop` right after its commit. A transaction that restarted the log
-    (its first write after a full checkpoint) wrote the frames counted from its start.
+    (its first write after a full checkpoint: new salts) wrote every frame there is.
     """
 
     database: Path
-    page_size: int
-    frames_before: int = 0
+    before: LogPosition = LogPosition()
 
     def start(self) -> None:
         """Note where the log ends, inside the write transaction."""
-        self.frames_before = log_frames(self.database)
+        self.before = log_position(self.database)
 
     def stop(self) -> int:
         """The bytes appended since `start` (call once the transaction committed)."""
-        after = log_frames(self.database)
-        frames = after - self.frames_before if after >= self.frames_before else after
-        return frames * (self.page_size + FRAME_HEADER)
+        after = log_position(self.database)
+        if after.salts == self.before.salts:
+            frames = max(0, after.frames - self.before.frames)
+        else:
+            frames = after.frames
+        return frames * after.frame_size
 
 
 class IdleLogs:

@@ -51,6 +51,11 @@ def make_data_dir(root: Path) -> tuple[str, list[RuntimeCheckpoint]]:
             ctx.execute(rid, x=n, text="y" * 2000)
             asyncio.run(service.checkpoint(rid))
         ctx.execute(rids[0], x=7)
+        # a new file: the third checkpoint's snapshot is a manifest of its own (a snapshot
+        # of an unchanged workspace is the one before, stored again)
+        (service.workspace_path(rids[0]) or root / "missing").joinpath("notes.txt").write_text(
+            "more"
+        )
         asyncio.run(service.checkpoint(rids[0]))
         return rids[0], service.store.list_checkpoints()
     finally:

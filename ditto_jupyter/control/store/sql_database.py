@@ -49,7 +49,7 @@ _PG_WRITE_LOCK = 0x6469_7474_6F00
 """PostgreSQL advisory lock key that serializes write transactions (and migrations)."""
 
 #: Page size of a new SQLite store (SQLite's default is 4096; see `_sqlite_engine`).
-PAGE_SIZE = 4096
+PAGE_SIZE = 1024
 
 _PG_DISK_FULL = "53100"
 """PostgreSQL's SQLSTATE `disk_full`."""
@@ -109,7 +109,7 @@ class SqlDatabase:
         self._committed_bytes: contextvars.ContextVar[int] = contextvars.ContextVar(
             f"ditto_store_logged_{id(self)}", default=0
         )
-        self._meter: LogMeter | None = None
+        self._log_file: Path | None = None  # the SQLite file whose log is counted
         if self.backend == "sqlite":
             database = self.url.database or ""
             if database in ("", ":memory:") or self.url.query.get("mode") == "memory":
@@ -162,12 +162,11 @@ class SqlDatabase:
                 mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 cursor.execute("PRAGMA synchronous = FULL")
                 bound_log(dbapi_connection)
-                page_size = int(cursor.execute("PRAGMA page_size").fetchone()[0])
             finally:
                 cursor.close()
             self.journal_mode = str(mode).lower()
-            if self.journal_mode == "wal" and self._meter is None:
-                self._meter = LogMeter(self._path(), page_size)
+            if self.journal_mode == "wal":
+                self._log_file = Path(self.url.database or "").resolve()
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
@@ -229,8 +228,8 @@ class SqlDatabase:
             return
         meter: LogMeter | None = None
         with self._begin(write=True) as conn:
-            if self._meter is not None:  # set when the first connection opened
-                meter = LogMeter(self._meter.database, self._meter.page_size)
+            if self._log_file is not None:  # set when the first connection opened
+                meter = LogMeter(self._log_file)
                 meter.start()
             txn = _SqlTxn(conn)
             token = self._active.set(txn)
@@ -248,9 +247,6 @@ class SqlDatabase:
         """What the last write transaction of this context appended to the database's log
         (SQLite; 0 on PostgreSQL, whose log is not in the data directory)."""
         return self._committed_bytes.get()
-
-    def _path(self) -> Path:
-        return Path(self.url.database or "").resolve()
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -326,5 +322,5 @@ class SqlDatabase:
         """Release every connection; later calls raise StoreError."""
         self._closed = True
         self._engine.dispose()
-        if self._meter is not None:
-            IDLE_LOGS.forget(self._meter.database)
+        if self._log_file is not None:
+            IDLE_LOGS.forget(self._log_file)

@@ -87,7 +87,6 @@ class ObjectIndex:
         self.path = path
         self.place = place_of(path.parent)
         self._local = threading.local()
-        self._page_size = 4096
         if not path.exists():  # private from the first byte; SQLite gives -wal/-shm its mode
             try:
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
@@ -111,7 +110,6 @@ class ObjectIndex:
                     for statement in _SCHEMA:
                         writing.execute(statement)
                     writing.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-            self._page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
         except sqlite3.DatabaseError as exc:
             raise sqlite_failure(exc, self.place, f"opening {self.path}") from None
 
@@ -137,7 +135,7 @@ class ObjectIndex:
         Afterwards `last_write_bytes` is what it appended to the log (0 when it changed
         nothing: a transaction that writes no page writes nothing)."""
         conn = self.connection()
-        meter = LogMeter(self.path, self._page_size)
+        meter = LogMeter(self.path)
         self._local.written = 0
         try:
             if durable:
