@@ -3,7 +3,9 @@
 Run from the repository root: `.venv/bin/python -m benchmarks.bench_notebooks` (needs the
 bench extra; the first run downloads two pinned sdists, ~40 MB, see notebook_sources).
 Writes the `bench_notebooks` section of benchmarks/RESULTS.md; with notebook names as
-arguments it runs only those and prints the table without recording it.
+arguments it runs only those and prints the table without recording it. With
+`BENCH_NOTEBOOKS_DUMP=file` it also keeps the raw figures; `--report-from file SECONDS
+LOAD` writes the section again from them (after a change to the report).
 
 For each notebook (a public matplotlib or scikit-learn tutorial, cut into its cells), two
 ipykernel kernels run the same cells side by side, with MPLBACKEND=Agg:
@@ -368,7 +370,48 @@ def _load() -> str:
     return ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
+def runs_from_dump(path: Path) -> list[NotebookRun]:
+    """The runs a BENCH_NOTEBOOKS_DUMP file holds, to report them again."""
+    by_name = {source.name: source for source in NOTEBOOKS}
+    runs = []
+    for raw in json.loads(path.read_text()):
+        engines = {
+            key: EngineRun(
+                **{
+                    **raw[key],
+                    "live": {int(k): v for k, v in raw[key]["live"].items()},
+                    "lost_at": {int(k): set(v) for k, v in raw[key]["lost_at"].items()},
+                }
+            )
+            for key in ("ours", "kishu")
+        }
+        runs.append(
+            NotebookRun(
+                **{
+                    **raw,
+                    "source": by_name[raw["source"]["name"]],
+                    "cells": [Cell(**cell) for cell in raw["cells"]],
+                    **engines,
+                }
+            )
+        )
+    return runs
+
+
+def report_again(path: Path, wall: float, load: str) -> None:
+    """Write the section again from a dump (`--report-from DUMP SECONDS LOAD`)."""
+    runs = runs_from_dump(path)
+    body = report(runs, wall, True, load)
+    print(body)
+    write_section(
+        "bench_notebooks", "Checkpoints on real notebooks beside Kishu 0.3.4 (issue 14)", body
+    )
+
+
 async def main() -> None:
+    if sys.argv[1:2] == ["--report-from"]:
+        report_again(Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4])
+        return
     os.environ["MPLBACKEND"] = "Agg"  # every kernel this process starts inherits it
     os.environ["PYTHONPATH"] = os.pathsep.join(
         part for part in [str(ROOT), os.environ.get("PYTHONPATH", "")] if part

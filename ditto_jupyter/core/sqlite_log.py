@@ -38,7 +38,7 @@ AUTOCHECKPOINT_PAGES = 256
 #: Bytes a log is cut back to when it restarts (SQLite's default keeps it at its peak).
 JOURNAL_SIZE_LIMIT = 1024 * 1024
 #: Seconds without a write after which the log is checkpointed and truncated.
-IDLE_SECONDS = 2.0
+IDLE_SECONDS = 0.5
 #: Bytes of a WAL frame's header, before the page image.
 FRAME_HEADER = 24
 _LOG_HEADER = 32
