@@ -468,7 +468,7 @@ def test_reusing_an_old_chunk_renews_its_grace(blobs: BlobStore) -> None:
     assert blobs.get_chunk(digest) == data
     manifest_id, _ = blobs.put_manifest({"chunks": [digest]})
     age(blobs, manifest_id, 3600)
-    assert blobs.put_manifest({"chunks": [digest]})[0] == manifest_id  # renewing writes a page
+    assert blobs.put_manifest({"chunks": [digest]}) == (manifest_id, 0)
     blobs.gc(live(), grace_seconds=60)
     assert blobs.has_manifest(manifest_id)
 

@@ -75,6 +75,7 @@ class LocalBackend:
         # The body of the last snapshot taken or restored here: a scan that finds the same
         # tree stores it again (the same id), not a new manifest that differs by its clock.
         self._last_body: dict[str, Any] | None = None
+        self._last_ref: BackendCheckpointRef | None = None  # the snapshot that body names
         self._released = False
 
     # ---- identity ---------------------------------------------------------------------
@@ -432,11 +433,16 @@ class LocalBackend:
         except BlobError as exc:
             raise BackendError(f"{what} failed: {exc}") from exc
         stats.bytes_written += written
+        stats.database_bytes += bulk.log_overhead
         self._index = index
+        last = self._last_ref
+        unchanged = manifest is self._last_body and last is not None
+        if unchanged and last is not None and last.provider_snapshot_id == manifest_id:
+            return last  # the same snapshot: the same ref
         self._last_manifest_id = manifest_id
         self._last_body = manifest
         self._provider.save_state(self._backend_id, manifest_id)
-        return BackendCheckpointRef(
+        self._last_ref = BackendCheckpointRef(
             backend_kind=KIND,
             backend_id=self._backend_id,
             provider_snapshot_id=manifest_id,
@@ -446,6 +452,7 @@ class LocalBackend:
                 **stats.as_dict(),
             },
         )
+        return self._last_ref
 
     def _unless_unchanged(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """The last snapshot's body when `manifest` holds the same tree (all but the scan's
@@ -502,7 +509,7 @@ class LocalBackend:
         except (BlobError, KeyError, TypeError, ValueError) as exc:
             raise BackendError(f"{what} failed: {exc}") from exc
         self._index = index
-        self._last_body = body
+        self._last_body, self._last_ref = body, ref
         if ref.provider_snapshot_id:
             self._last_manifest_id = ref.provider_snapshot_id
             self._provider.save_state(self._backend_id, ref.provider_snapshot_id)

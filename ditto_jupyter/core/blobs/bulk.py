@@ -69,6 +69,8 @@ class BulkWrite:
         self._found: set[str] = set()  # chunks stored already when they were put
         self._manifests: dict[str, SignedManifest] = {}
         self._aborted = False
+        #: Bytes the catalogue's log took beyond the data, over this write's commits.
+        self.log_overhead = 0
 
     def __enter__(self) -> BulkWrite:
         return self
@@ -162,11 +164,11 @@ class BulkWrite:
 
     def commit(self) -> int:
         """Make everything staged durable and record it at once; the bytes of the manifest
-        documents it added, and what the catalogue's log took beyond them and the small
-        chunks held inline (page images, frame headers: `put_chunk` counted those chunks
-        already), so the bytes a write reports are the bytes it put on disk. On failure
-        nothing is recorded: chunks stay staged (a caller may stage a corrected manifest
-        and commit again), manifests are dropped."""
+        documents it added. `log_overhead` is then what the catalogue's log took beyond
+        those and the small chunks held inline (page images of the rows around them, frame
+        headers): the data plus it is what the write put on disk. On failure nothing is
+        recorded: chunks stay staged (a caller may stage a corrected manifest and commit
+        again), manifests are dropped."""
         with self._lock:
             batch, inline, staged = self._batch, dict(self._inline), dict(self._staged)
             found = set(self._found)
@@ -199,7 +201,8 @@ class BulkWrite:
                 for signed in manifests:
                     written += self._record(conn, signed, now, new)
             logged = index.last_write_bytes()
-            written += max(0, logged - written - sum(len(d) for d in inline.values()))
+            inline_bytes = sum(len(d) for d in inline.values())
+            self.log_overhead += max(0, logged - written - inline_bytes)
         except BaseException:
             with self._lock:
                 self._found.clear()  # a chunk found stored may be what was collected

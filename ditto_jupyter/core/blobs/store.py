@@ -164,9 +164,9 @@ class BlobStore:
         its name stays the hash of `data` either way.
         """
         with self.bulk_write() as bulk:
-            name, written = bulk.put_chunk(data, digest, itemsize=itemsize)
-            written += bulk.commit()  # the catalogue's log beyond the chunk's bytes
-        return name, written
+            result = bulk.put_chunk(data, digest, itemsize=itemsize)
+            bulk.commit()
+        return result
 
     def put_bytes(self, data: bytes | memoryview, chunk_size: int = CHUNK_SIZE) -> StoredBytes:
         """Split `data` into fixed-size chunks and store the ones not yet present."""
@@ -178,12 +178,11 @@ class BlobStore:
                 digest, n = bulk.put_chunk(view[offset : offset + chunk_size])
                 chunks.append(digest)
                 written += n
-            written += bulk.commit()  # the catalogue's log beyond the chunks' bytes
+            bulk.commit()
         return StoredBytes(chunks=chunks, size=len(view), bytes_written=written)
 
     def put_manifest(self, body: dict[str, Any]) -> tuple[str, int]:
-        """Sign and store a manifest; return (id, bytes written: 0 when it was stored and
-        touched lately, else the catalogue's log too, see `BulkWrite.commit`).
+        """Sign and store a manifest; return (id, bytes written: 0 when it was stored).
 
         In one transaction with the manifest, each chunk it lists (and each child manifest
         it lists under "manifests") gains a reference; a chunk that is not stored refuses
