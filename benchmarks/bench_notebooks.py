@@ -398,10 +398,13 @@ def runs_from_dump(path: Path) -> list[NotebookRun]:
     return runs
 
 
-def report_again(path: Path, wall: float, load: str) -> None:
-    """Write the section again from a dump (`--report-from DUMP SECONDS LOAD`)."""
+def report_again(path: Path, wall: float, load: str, note: Path | None = None) -> None:
+    """Write the section again from a dump (`--report-from DUMP SECONDS LOAD [NOTE]`; the
+    text of the file NOTE, if given, goes first)."""
     runs = runs_from_dump(path)
     body = report(runs, wall, True, load)
+    if note is not None:
+        body = note.read_text().strip() + "\n\n" + body
     print(body)
     write_section(
         "bench_notebooks", "Checkpoints on real notebooks beside Kishu 0.3.4 (issue 14)", body
@@ -410,7 +413,8 @@ def report_again(path: Path, wall: float, load: str) -> None:
 
 async def main() -> None:
     if sys.argv[1:2] == ["--report-from"]:
-        report_again(Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4])
+        note = Path(sys.argv[5]) if len(sys.argv) > 5 else None
+        report_again(Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4], note)
         return
     os.environ["MPLBACKEND"] = "Agg"  # every kernel this process starts inherits it
     os.environ["PYTHONPATH"] = os.pathsep.join(
