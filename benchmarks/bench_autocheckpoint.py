@@ -15,7 +15,8 @@ Two workloads, each in three fresh ipykernel kernels side by side, cell by cell:
 - bytes stored: growth of our data directory (blobs + SQLite) and of Kishu's `.kishudb`.
 
 Workloads: Kishu's 8-cell workload (bench_kernel's, a 50 MiB array), and a 30-cell notebook
-mixing pandas, numpy and plain Python.
+mixing pandas, numpy and plain Python; then the six long notebooks of bench_notebooks, plain
+and ours only (benchmarks.autocheckpoint_notebooks; `BENCH_LONG=0` leaves them out).
 """
 
 from __future__ import annotations
@@ -372,7 +373,14 @@ def main() -> None:
             ("30 cells of pandas, numpy and plain Python", "mixed30", MIXED_SETUP, MIXED_CELLS),
         )
     }
-    text = "\n\n".join([report(results), back_to_back_report(back_to_back), WHERE_THE_TIME_GOES])
+    parts = [report(results), back_to_back_report(back_to_back)]
+    if os.environ.get("BENCH_LONG", "1") != "0":
+        from benchmarks.autocheckpoint_notebooks import long_report, run_all_long
+
+        parts.append(long_report(run_all_long()))
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    parts += [WHERE_THE_TIME_GOES, f"Load average at the end of the run: {load} (2 cores)."]
+    text = "\n\n".join(parts)
     print(text)
     write_section("bench_autocheckpoint", "%autocheckpoint beside Kishu 0.3.4", text)
 

@@ -3,7 +3,9 @@
 Run from the repository root: `.venv/bin/python -m benchmarks.bench_notebooks` (needs the
 bench extra; the first run downloads two pinned sdists, ~40 MB, see notebook_sources).
 Writes the `bench_notebooks` section of benchmarks/RESULTS.md; with notebook names as
-arguments it runs only those and prints the table without recording it.
+arguments it runs only those and prints the table without recording it. With
+`BENCH_NOTEBOOKS_DUMP=file` it also keeps the raw figures; `--report-from file SECONDS
+LOAD` writes the section again from them (after a change to the report).
 
 For each notebook (a public matplotlib or scikit-learn tutorial, cut into its cells), two
 ipykernel kernels run the same cells side by side, with MPLBACKEND=Agg:
@@ -267,7 +269,7 @@ class Bench:
         run.seconds.append(time.perf_counter() - started)
         run.growth.append(tree_size(data_dir) - before)
         checkpoint = service.get_checkpoint(result.checkpoint_id)
-        run.written.append(checkpoint.bytes_written)
+        run.written.append(result.bytes_written)  # blobs and both databases' logs
         run.points.append(checkpoint.checkpoint_id)
         run.lost_at[len(run.points) - 1] = {entry.name for entry in checkpoint.unrestorable}
         run.in_kernel.append(await self._in_kernel(self._kernel(service, runtime_id)))
@@ -368,7 +370,52 @@ def _load() -> str:
     return ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
+def runs_from_dump(path: Path) -> list[NotebookRun]:
+    """The runs a BENCH_NOTEBOOKS_DUMP file holds, to report them again."""
+    by_name = {source.name: source for source in NOTEBOOKS}
+    runs = []
+    for raw in json.loads(path.read_text()):
+        engines = {
+            key: EngineRun(
+                **{
+                    **raw[key],
+                    "live": {int(k): v for k, v in raw[key]["live"].items()},
+                    "lost_at": {int(k): set(v) for k, v in raw[key]["lost_at"].items()},
+                }
+            )
+            for key in ("ours", "kishu")
+        }
+        runs.append(
+            NotebookRun(
+                **{
+                    **raw,
+                    "source": by_name[raw["source"]["name"]],
+                    "cells": [Cell(**cell) for cell in raw["cells"]],
+                    **engines,
+                }
+            )
+        )
+    return runs
+
+
+def report_again(path: Path, wall: float, load: str, note: Path | None = None) -> None:
+    """Write the section again from a dump (`--report-from DUMP SECONDS LOAD [NOTE]`; the
+    text of the file NOTE, if given, goes first)."""
+    runs = runs_from_dump(path)
+    body = report(runs, wall, True, load)
+    if note is not None:
+        body = note.read_text().strip() + "\n\n" + body
+    print(body)
+    write_section(
+        "bench_notebooks", "Checkpoints on real notebooks beside Kishu 0.3.4 (issue 14)", body
+    )
+
+
 async def main() -> None:
+    if sys.argv[1:2] == ["--report-from"]:
+        note = Path(sys.argv[5]) if len(sys.argv) > 5 else None
+        report_again(Path(sys.argv[2]), float(sys.argv[3]), sys.argv[4], note)
+        return
     os.environ["MPLBACKEND"] = "Agg"  # every kernel this process starts inherits it
     os.environ["PYTHONPATH"] = os.pathsep.join(
         part for part in [str(ROOT), os.environ.get("PYTHONPATH", "")] if part

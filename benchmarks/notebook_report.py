@@ -6,6 +6,7 @@ import math
 import textwrap
 from typing import TYPE_CHECKING
 
+from benchmarks import notebook_targets
 from benchmarks.results_table import markdown_table
 from benchmarks.state_fingerprint import PYPLOT
 
@@ -283,22 +284,25 @@ def _restore_time(engine: EngineRun) -> str:
 NOTES = """
 How it was measured: one run, one machine (2 cores shared with other engineers' tests, so
 times move between runs; ratios are taken within the run, cell by cell on both engines).
-Ours is `KernelContextDriver.capture` timed at the caller (with the kernel round trip of
-the server path); the in-kernel part (parentheses) is the like-for-like figure with Kishu's
-hooks, which run inside the kernel. Bytes: ours is the growth of the blob store on disk,
-Kishu's the growth of its `.kishudb` after `init_kishu`; no-op columns: ours the bytes the
-capture reports written, Kishu its store growth, per no-op cell (a cell that only displays
-the value assigned last, added every 3rd cell and after the last). Wrong restores count,
-per notebook, the 3 in-place restores (a third of the way, two thirds, the end) and the
-checkout of the two-thirds state into a fresh kernel; a restore is wrong when a variable's
-fingerprint differs from the live one (values compared as benchmarks/state_fingerprint
-documents: arrays and frames by content, figures by their data, other objects by their
-attributes), a variable is missing without being reported unrestorable, one appears that
-was not there, or pyplot's open figures or current figure differ. Kishu's restores are
-counted the same way (it reports nothing unrestorable); "pyplot only" counts the restores
-where every variable was right and only pyplot's figures differed (issue item 3). "Saved
-everything" for the storage target means Kishu ran every cell, its hooks never raised and
-every variable of its 4 restores came back right (pyplot left out: Kishu does not claim it).
+Ours is `KernelContextDriver.capture` timed at the caller (with the kernel round trip of the
+server path); the in-kernel part (parentheses) is the like-for-like figure with Kishu's
+hooks, which run inside the kernel. Bytes: ours is the growth of the data directory on disk,
+every file (the blobs, the SQLite files ditto.db and objects.db with their -wal and -shm,
+the workspaces), Kishu's the growth of its `.kishudb` after `init_kishu`; no-op columns:
+ours the bytes the checkpoint reports written (blobs, and the page images both SQLite logs
+took: `RuntimeCheckpointResult.bytes_written`), Kishu its store growth, per no-op cell (a
+cell that only displays the value assigned last, added every 3rd cell and after the last).
+Wrong restores count, per notebook, the 3 in-place restores (a third of the way, two thirds,
+the end) and the checkout of the two-thirds state into a fresh kernel; a restore is wrong
+when a variable's fingerprint differs from the live one (values compared as
+benchmarks/state_fingerprint documents: arrays and frames by content, figures by their data,
+other objects by their attributes), a variable is missing without being reported
+unrestorable, one appears that was not there, or pyplot's open figures or current figure
+differ. Kishu's restores are counted the same way (it reports nothing unrestorable); "pyplot
+only" counts the restores where every variable was right and only pyplot's figures differed
+(issue item 3). "Saved everything" for the storage target means Kishu ran every cell, its
+hooks never raised and every variable of its 4 restores came back right (pyplot left out:
+Kishu does not claim it).
 """
 
 
@@ -319,7 +323,12 @@ def report(runs: list[NotebookRun], wall: float, in_kernel: bool, load: str) -> 
         "wrong restores, Kishu",
     ]
     table = markdown_table(headers, [*(_row(run) for run in runs), _total_row(runs)])
-    parts = [table, "Targets (issue 14):\n\n" + "\n".join(_targets(runs))]
+    parts = [
+        table,
+        "Targets (issue 14):\n\n" + "\n".join(_targets(runs)),
+        "Targets (issue 25), per notebook:\n\n" + notebook_targets.table(runs),
+        "\n".join(notebook_targets.targets(runs)),
+    ]
     findings = _findings(runs)
     if findings:
         parts.append("What came back wrong, and what dominates:\n\n" + "\n".join(findings))

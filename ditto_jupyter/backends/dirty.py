@@ -157,9 +157,6 @@ class DirtyTrackingBackend:
                 return self._last_ref
             started_at = self._generation
             ref = await self._inner.checkpoint()
-            last = self._last_ref
-            if last is not None and ref.provider_snapshot_id == last.provider_snapshot_id:
-                ref = last  # the backend found nothing changed: the same snapshot, as it was
             self._last_ref = ref
             self._clean_generation = started_at
             return ref

@@ -135,6 +135,14 @@ def check_self_capture(blobs: BlobStore, runtime_id: str, capture: ContextCaptur
         )
 
 
+def snapshot_bytes(ref: BackendCheckpointRef | None) -> int:
+    """The bytes a backend's snapshot reports it put on disk (a local workspace's blobs and
+    the catalogue's log beyond them); 0 when it reports none."""
+    details = ref.details if ref is not None else {}
+    counted = [details.get("bytes_written"), details.get("database_bytes")]
+    return sum(n for n in counted if isinstance(n, int) and n > 0)
+
+
 class Checkpointing:
     """Checkpoint a live runtime; restore a checkpoint into one in place."""
 
@@ -154,13 +162,14 @@ class Checkpointing:
         """Capture an idle runtime (see `RuntimeService.checkpoint`)."""
         async with self.parts.guard.operation(runtime_id):
             previous = self.parts.store.get_head(runtime_id)
-            checkpoint, session = await self.checkpoint_live(
+            checkpoint, session, written = await self.checkpoint_live(
                 runtime_id, name, metadata, precaptured, automatic=automatic, document=document
             )
         return RuntimeCheckpointResult(
             checkpoint_id=checkpoint.checkpoint_id,
             runtime=await self.parts.guard.public(session),
             previous_checkpoint_id=previous,
+            bytes_written=written,
         )
 
     async def checkpoint_live(
@@ -174,7 +183,7 @@ class Checkpointing:
         seal: bool = False,
         pause: bool = False,
         document: CheckpointDocument | None = None,
-    ) -> tuple[RuntimeCheckpoint, SessionRecord]:
+    ) -> tuple[RuntimeCheckpoint, SessionRecord, int]:
         """Checkpoint an idle live runtime and make it the head (checkpoint, pause, close).
 
         The caller holds the runtime's operation slot. When the store refuses the new
@@ -186,6 +195,9 @@ class Checkpointing:
         the deployment says so or for a `pause` (an upload that fails fails the
         checkpoint, which is then not recorded), else queued for upload once they are.
         `document` is the notebook stored for it already (`checkpoint_documents`), if any.
+        Also returned: every byte the checkpoint put on disk (the capture's blobs and the
+        catalogue's log beyond them, the workspace snapshot's, and what the store's commit
+        and the catalogue's reference marks appended to their logs).
         """
         parts = self.parts
         check_request(name, metadata, "")
@@ -199,9 +211,12 @@ class Checkpointing:
             async with parts.provider_work(runtime_id) as work:
                 if fencing:
                     await parts.context.fence(session)
-                checkpoint, session = await self._take_checkpoint(
+                checkpoint, session, capture = await self._take_checkpoint(
                     session, name, metadata, precaptured, automatic=automatic
                 )
+                parent = checkpoint.parent_checkpoint_id
+                before = parts.store.get_checkpoint(parent) if parent is not None else None
+                previous_ref = before.backend_ref if before is not None else None
                 checkpoint = checkpoint.model_copy(update={"document": document})
                 ref = checkpoint.backend_ref
                 work.undo_with(
@@ -222,10 +237,12 @@ class Checkpointing:
                     parts.store.put_checkpoint(checkpoint)
                     parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
                     parts.store.put_session(session)
+                after_commit = parts.store.last_commit_bytes()
             if not uploaded:
                 parts.replication.upload_soon(checkpoint.checkpoint_id, manifests)
             try:
                 parts.blobs.mark_referenced(manifests)
+                after_commit += parts.blobs.index.last_write_bytes()
             except BlobError as error:  # a hint only: garbage collection asks the store
                 _log.warning(
                     "ditto: could not mark the manifests of checkpoint %s as referenced (%s); "
@@ -235,7 +252,10 @@ class Checkpointing:
                 )
         finally:
             parts.guard.let_go(runtime_id)
-        return checkpoint, session
+        written = capture.bytes_written + capture.database_bytes + after_commit
+        if checkpoint.backend_ref != previous_ref:  # a snapshot reused wrote nothing now
+            written += snapshot_bytes(checkpoint.backend_ref)
+        return checkpoint, session, written
 
     async def _seal(self, work: ProviderWork, session: SessionRecord) -> None:
         """Seal the context being paused (undone if the pause fails after), or SessionBusy
@@ -259,7 +279,7 @@ class Checkpointing:
         precaptured: ContextCapture | None,
         *,
         automatic: AutoCheckpointCell | None,
-    ) -> tuple[RuntimeCheckpoint, SessionRecord]:
+    ) -> tuple[RuntimeCheckpoint, SessionRecord, ContextCapture]:
         """Capture context and backend; nothing is written to the store here.
 
         A remote backend's last snapshot is reused only when it is clean and this same
@@ -296,7 +316,7 @@ class Checkpointing:
             metadata=dict(metadata or {}),
             automatic=automatic,
         )
-        return checkpoint, session
+        return checkpoint, session, capture
 
     async def restore(
         self, runtime_id: str, checkpoint_id: str

@@ -342,7 +342,7 @@ class Lifecycle:
         """Snapshot an idle runtime, then free its context and backend; the id stays."""
         parts = self.parts
         async with parts.guard.operation(runtime_id):
-            checkpoint, session = await self.checkpointing.checkpoint_live(
+            checkpoint, session, _ = await self.checkpointing.checkpoint_live(
                 runtime_id,
                 name or PAUSE_CHECKPOINT_NAME,
                 metadata,
@@ -378,7 +378,7 @@ class Lifecycle:
             live = session.status is not SessionLifecycleStatus.PAUSED
             if live and not discard:
                 try:
-                    checkpoint, session = await self.checkpointing.checkpoint_live(
+                    checkpoint, session, _ = await self.checkpointing.checkpoint_live(
                         runtime_id, CLOSE_CHECKPOINT_NAME, None, None
                     )
                 except Exception as error:

@@ -16,7 +16,7 @@ import os
 import threading
 import uuid
 from collections.abc import Coroutine
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +64,20 @@ from ditto_jupyter.wiring import default_data_dir, open_runtime_service
 
 
 class _LoopThread:
-    """One event loop in a daemon thread: the kernel's own loop is busy running the magic."""
+    """One event loop in a daemon thread: the kernel's own loop is busy running the magic.
+
+    Its thread and those of its default executor (`asyncio.to_thread`: the workspace
+    snapshot) are named "ditto-...": the capture's change journal takes any other live
+    thread for code that may change the namespace behind the cells' back, and then
+    captures everything (every %autocheckpoint cell pickled the whole namespace again).
+    """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="ditto")
+        self.loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="ditto-control-io"))
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, daemon=True, name="ditto-control"
+        )
         self.thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:

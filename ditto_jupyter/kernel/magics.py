@@ -244,7 +244,8 @@ class DittoMagics(Magics):
         """Checkpoint this kernel: its variables, its workspace, its session. Prints a line.
 
         The line says what the checkpoint holds (the variables and the workspace) and what
-        it does not (the notebook's folder, where the kernel runs).
+        it does not (the notebook's folder, where the kernel runs), and every byte it
+        wrote: blobs and both databases (a server older than this counted blobs only).
         """
 
         def run() -> None:
@@ -265,7 +266,8 @@ class DittoMagics(Magics):
             text = (
                 f"checkpoint {_short(result.checkpoint_id)}{label} of runtime "
                 f"{_short(result.runtime.runtime_id)}: {CHECKPOINT_HOLDS}, "
-                f"{human_bytes(capture.bytes_written)} written in {elapsed * 1000:.0f} ms"
+                f"{human_bytes(result.bytes_written or capture.bytes_written)} written in "
+                f"{elapsed * 1000:.0f} ms"
             )
             lost = unrestorable_line(capture.unrestorable)
             print(text + (f"; {lost}" if lost else ""))

@@ -202,6 +202,27 @@ def test_workspace_change_alone_is_checkpointed(kernel: Kernel, data_dir: Path) 
     assert source_of(listed[-1]).startswith("ditto_jupyter.workspace()")
 
 
+def test_a_cell_that_changes_nothing_is_judged_by_the_journal_with_no_server(
+    kernel: Kernel, data_dir: Path
+) -> None:
+    """The in-process service's threads (its loop, the workspace snapshot's executor) are
+    ditto's own: were they taken for code running behind the cells' back, every cell's
+    checkpoint would pickle the whole namespace again (issue 25)."""
+    kernel.ok("%autocheckpoint on\nimport ditto_jupyter")
+    kernel.ok("values = {i: str(i) for i in range(100)}")
+    kernel.ok("ditto_jupyter.workspace().joinpath('notes.txt').write_text('hi');")
+    wait_for_autocheckpoints(kernel.client)
+    kernel.ok("from ditto_jupyter.kernel.capture.journal import foreign_threads")
+    wait_for_autocheckpoints(kernel.client)
+    assert value(kernel.client, "[t.name for t in foreign_threads()]") == []
+    autocheckpointer = "get_ipython().magics_manager.registry['DittoMagics'].autocheckpointer"
+    kernel.ok(f"_a = {autocheckpointer}")
+    before = int(value(kernel.client, "_a.skipped"))
+    kernel.ok("None")  # changes nothing: no checkpoint
+    # two cells skipped: the one that read `before` (it only prints), and None
+    assert int(value(kernel.client, "_a.skipped")) == before + 2
+
+
 def test_keep_prunes_only_old_automatic_ones(kernel: Kernel, data_dir: Path) -> None:
     kernel.ok("import numpy as np\nbig = np.arange(300_000)")
     kernel.ok('%checkpoint "named before"')

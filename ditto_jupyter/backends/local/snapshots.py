@@ -112,6 +112,8 @@ class SnapshotStats:
     files_reused: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
+    #: What the blob catalogue's log took beyond the bytes written (its rows' pages).
+    database_bytes: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """Plain dict for `BackendCheckpointRef.details`."""
@@ -120,6 +122,7 @@ class SnapshotStats:
             "files_reused": self.files_reused,
             "bytes_read": self.bytes_read,
             "bytes_written": self.bytes_written,
+            "database_bytes": self.database_bytes,
         }
 
 

@@ -72,6 +72,10 @@ class LocalBackend:
         self._root = os.path.realpath(root)
         self._index = index or FileIndex.empty()
         self._last_manifest_id = last_manifest_id
+        # The body of the last snapshot taken or restored here: a scan that finds the same
+        # tree stores it again (the same id), not a new manifest that differs by its clock.
+        self._last_body: dict[str, Any] | None = None
+        self._last_ref: BackendCheckpointRef | None = None  # the snapshot that body names
         self._released = False
 
     # ---- identity ---------------------------------------------------------------------
@@ -409,10 +413,7 @@ class LocalBackend:
         try:
             with self._provider.blobs.bulk_write() as bulk:
                 manifest, index, stats = self._scan(bulk, verify_chunks=False)
-                unchanged = self._same_as_last(manifest)
-                if unchanged is not None:  # nothing staged is needed: the bulk write aborts
-                    self._index = index
-                    return self._ref(unchanged, manifest, stats)
+                manifest = self._unless_unchanged(manifest)
                 manifest_id = bulk.put_manifest(manifest)
                 try:
                     # One sync for every chunk of the snapshot, then one transaction names
@@ -432,29 +433,16 @@ class LocalBackend:
         except BlobError as exc:
             raise BackendError(f"{what} failed: {exc}") from exc
         stats.bytes_written += written
+        stats.database_bytes += bulk.log_overhead
         self._index = index
+        last = self._last_ref
+        unchanged = manifest is self._last_body and last is not None
+        if unchanged and last is not None and last.provider_snapshot_id == manifest_id:
+            return last  # the same snapshot: the same ref
         self._last_manifest_id = manifest_id
+        self._last_body = manifest
         self._provider.save_state(self._backend_id, manifest_id)
-        return self._ref(manifest_id, manifest, stats)
-
-    def _same_as_last(self, manifest: dict[str, Any]) -> str | None:
-        """The last snapshot's manifest id when it lists exactly these entries (only the
-        scan's clock differs), so a checkpoint of an unchanged workspace writes nothing;
-        None when anything differs or that manifest cannot be read."""
-        last = self._last_manifest_id
-        if last is None:
-            return None
-        try:  # read again: a delete-snapshot may have removed it since
-            body = self._provider.blobs.get_manifest(last)
-        except (BlobError, OSError) as error:
-            _log.info("ditto: workspace %s snapshots anew: %s", self._backend_id, error)
-            return None
-        return last if _content_of(body) == _content_of(manifest) else None
-
-    def _ref(
-        self, manifest_id: str, manifest: dict[str, Any], stats: SnapshotStats
-    ) -> BackendCheckpointRef:
-        return BackendCheckpointRef(
+        self._last_ref = BackendCheckpointRef(
             backend_kind=KIND,
             backend_id=self._backend_id,
             provider_snapshot_id=manifest_id,
@@ -464,6 +452,18 @@ class LocalBackend:
                 **stats.as_dict(),
             },
         )
+        return self._last_ref
+
+    def _unless_unchanged(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """The last snapshot's body when `manifest` holds the same tree (all but the scan's
+        clock and the files' disk identity): stored again under its id, it is recorded
+        anew if it was deleted meanwhile and costs no write otherwise. The new clock and
+        identities stay in the file index, where they vouch for the files; the older ones
+        in the body only make a later index, built from it, re-read more files."""
+        last = self._last_body
+        if last is None:
+            return manifest
+        return last if _content_of(last) == _content_of(manifest) else manifest
 
     def _scan(
         self, bulk: BulkWrite, *, verify_chunks: bool
@@ -504,6 +504,7 @@ class LocalBackend:
         except (BlobError, KeyError, TypeError, ValueError) as exc:
             raise BackendError(f"{what} failed: {exc}") from exc
         self._index = index
+        self._last_body, self._last_ref = body, ref
         if ref.provider_snapshot_id:
             self._last_manifest_id = ref.provider_snapshot_id
             self._provider.save_state(self._backend_id, ref.provider_snapshot_id)

@@ -105,6 +105,11 @@ class CheckpointStore(Protocol):
         """Make every call inside the block commit atomically, or not at all if it raises."""
         ...
 
+    def last_commit_bytes(self) -> int:
+        """What the last write transaction of the caller's context added to the store's
+        files in the data directory (an SQLite log's page images; 0 when none are there)."""
+        ...
+
     def insert_session(self, session: SessionRecord) -> None:
         """Add a new runtime; ValueError if one with that id exists."""
         ...

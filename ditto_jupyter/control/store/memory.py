@@ -129,6 +129,10 @@ class MemoryCheckpointStore:
         if self._closed:
             raise StoreError("the in-memory checkpoint store is closed")
 
+    def last_commit_bytes(self) -> int:
+        """Nothing: this store writes no file."""
+        return 0
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Commit everything inside atomically; nested blocks are savepoints."""

@@ -10,6 +10,9 @@ metadata into columns and fields of their own; step 5 adds the table of leftover
 the table of leases, where every runtime live at the time gets a lease that has already run
 out (no server of this version runs it yet), so the first server to look may take it over.
 Step 7 adds the column of a checkpoint's notebook document (no checkpoint held one before).
+Step 8 keeps in the name and document indexes only the checkpoints that have one (every
+query on them asks for a value), so an unnamed checkpoint without a document writes
+neither index.
 """
 
 from __future__ import annotations
@@ -314,6 +317,22 @@ def _add_document_column_v7(conn: Connection) -> None:
     )
 
 
+# ---- step 8: names and documents indexed where there is one ---------------------------------
+
+
+def _partial_name_and_document_indexes_v8(conn: Connection) -> None:
+    conn.exec_driver_sql("DROP INDEX checkpoints_by_name")
+    conn.exec_driver_sql(
+        "CREATE INDEX checkpoints_by_name ON checkpoints (name, runtime_id, created_at_ms, seq) "
+        "WHERE name IS NOT NULL"
+    )
+    conn.exec_driver_sql("DROP INDEX checkpoints_by_document")
+    conn.exec_driver_sql(
+        "CREATE INDEX checkpoints_by_document ON checkpoints (document_manifest_id) "
+        "WHERE document_manifest_id IS NOT NULL"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
     Migration(
@@ -328,6 +347,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "leftovers: resources a cleanup could not free", _create_leftovers_v5),
     Migration(6, "leases: which server holds a live runtime", _create_leases_v6),
     Migration(7, "the notebook document of a checkpoint", _add_document_column_v7),
+    Migration(
+        8,
+        "name and document indexes only where a checkpoint has one",
+        _partial_name_and_document_indexes_v8,
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

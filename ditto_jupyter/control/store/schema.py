@@ -70,12 +70,26 @@ CHECKPOINTS = sa.Table(
     sa.Column("document_manifest_id", sa.Text, nullable=True),
     sa.Index("checkpoints_by_runtime", "runtime_id", "created_at_ms", "seq"),
     sa.Index("checkpoints_by_created", "created_at_ms", "seq"),
-    sa.Index("checkpoints_by_name", "name", "runtime_id", "created_at_ms", "seq"),
+    # Names and documents (schema 8): only the checkpoints that have one are indexed.
+    sa.Index(
+        "checkpoints_by_name",
+        "name",
+        "runtime_id",
+        "created_at_ms",
+        "seq",
+        sqlite_where=sa.text("name IS NOT NULL"),
+        postgresql_where=sa.text("name IS NOT NULL"),
+    ),
     sa.Index("checkpoints_by_context_manifest", "context_manifest_id"),
     sa.Index("checkpoints_by_snapshot", "backend_snapshot_id"),
     sa.Index("checkpoints_by_parent", "parent_checkpoint_id"),
     sa.Index("checkpoints_automatic", "runtime_id", "automatic", "pruned", "created_at_ms", "seq"),
-    sa.Index("checkpoints_by_document", "document_manifest_id"),
+    sa.Index(
+        "checkpoints_by_document",
+        "document_manifest_id",
+        sqlite_where=sa.text("document_manifest_id IS NOT NULL"),
+        postgresql_where=sa.text("document_manifest_id IS NOT NULL"),
+    ),
     # PostgreSQL also has checkpoints_by_id_bytes on (checkpoint_id COLLATE "C"): id-prefix
     # ranges compare bytes there, as SQLite does, whatever the database's locale.
 )

@@ -99,10 +99,34 @@ class SqlCheckpointStore(SqlLeases):
                 raise ValueError(f"runtime {session.session_id!r} already exists")
 
     def put_session(self, session: SessionRecord) -> None:
-        """Insert or replace a runtime."""
+        """Insert or replace a runtime.
+
+        An existing row gets only the columns that changed: a column named in an UPDATE
+        rewrites every index on it, even to the same value, and a checkpoint replaces its
+        runtime's record each time (a page image per index in the log)."""
         require_model(session, SessionRecord, "put_session")
+        row = self._session_row(session)
+        col = SESSIONS.c
         with self._write() as conn:
-            conn.execute(self._upserts["sessions"], self._session_row(session))
+            stored = (
+                conn.execute(
+                    sa.select(*(col[name] for name in row)).where(
+                        col.runtime_id == session.session_id
+                    )
+                )
+                .mappings()
+                .first()
+            )
+            if stored is None:
+                conn.execute(self._upserts["sessions"], row)
+                return
+            changed = {name: value for name, value in row.items() if stored[name] != value}
+            if changed:
+                conn.execute(
+                    sa.update(SESSIONS)
+                    .where(col.runtime_id == session.session_id)
+                    .values(**changed)
+                )
 
     def get_session(self, runtime_id: str) -> SessionRecord | None:
         """The runtime with that id, or None."""

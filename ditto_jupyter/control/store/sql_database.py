@@ -11,6 +11,8 @@ SQLite runs with `synchronous=FULL`: every commit is on disk when it returns, so
 checkpoint the user was told about survives power loss, not only a process crash (with
 NORMAL, WAL stays consistent but may lose the last commits). Commits are rare (one per
 control operation) and the extra fsync is small beside the blob writes of a checkpoint.
+Its log is bounded and checkpointed once idle (`core.sqlite_log`); `last_commit_bytes`
+says what the last write transaction of the caller's context appended to it.
 """
 
 from __future__ import annotations
@@ -41,9 +43,13 @@ from ditto_jupyter.control.store.interface import (
 from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration, check_migrations
 from ditto_jupyter.control.store.schema import CHECKPOINT_EXISTS, RUNTIME_EXISTS, VERSION_TABLE
 from ditto_jupyter.core.private import private_file
+from ditto_jupyter.core.sqlite_log import IDLE_LOGS, LogMeter, bound_log
 
 _PG_WRITE_LOCK = 0x6469_7474_6F00
 """PostgreSQL advisory lock key that serializes write transactions (and migrations)."""
+
+#: Page size of a new SQLite store (SQLite's default is 4096; see `_sqlite_engine`).
+PAGE_SIZE = 1024
 
 _PG_DISK_FULL = "53100"
 """PostgreSQL's SQLSTATE `disk_full`."""
@@ -100,6 +106,10 @@ class SqlDatabase:
             f"ditto_store_txn_{id(self)}", default=None
         )
         self.journal_mode: str | None = None
+        self._committed_bytes: contextvars.ContextVar[int] = contextvars.ContextVar(
+            f"ditto_store_logged_{id(self)}", default=0
+        )
+        self._log_file: Path | None = None  # the SQLite file whose log is counted
         if self.backend == "sqlite":
             database = self.url.database or ""
             if database in ("", ":memory:") or self.url.query.get("mode") == "memory":
@@ -145,11 +155,18 @@ class SqlDatabase:
             try:
                 cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
                 cursor.execute("PRAGMA foreign_keys = ON")
+                # A new file only (before WAL is on): a checkpoint's commit writes a page
+                # image per B-tree it touches (the record, its indexes, the head, the
+                # runtime), so small pages keep its log to ~14 KiB where 4 KiB pages made ~50.
+                cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 cursor.execute("PRAGMA synchronous = FULL")
+                bound_log(dbapi_connection)
             finally:
                 cursor.close()
             self.journal_mode = str(mode).lower()
+            if self.journal_mode == "wal":
+                self._log_file = Path(self.url.database or "").resolve()
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
@@ -209,7 +226,11 @@ class SqlDatabase:
             inner = active.refs.pop()
             active.refs[-1].extend(inner)
             return
+        meter: LogMeter | None = None
         with self._begin(write=True) as conn:
+            if self._log_file is not None:  # set when the first connection opened
+                meter = LogMeter(self._log_file)
+                meter.start()
             txn = _SqlTxn(conn)
             token = self._active.set(txn)
             try:
@@ -217,6 +238,15 @@ class SqlDatabase:
                 self._verify_refs(conn, txn.refs[0])
             finally:
                 self._active.reset(token)
+        written = meter.stop() if meter is not None else 0
+        self._committed_bytes.set(written)
+        if meter is not None and written:
+            IDLE_LOGS.wrote(meter.database)
+
+    def last_commit_bytes(self) -> int:
+        """What the last write transaction of this context appended to the database's log
+        (SQLite; 0 on PostgreSQL, whose log is not in the data directory)."""
+        return self._committed_bytes.get()
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -292,3 +322,5 @@ class SqlDatabase:
         """Release every connection; later calls raise StoreError."""
         self._closed = True
         self._engine.dispose()
+        if self._log_file is not None:
+            IDLE_LOGS.forget(self._log_file)

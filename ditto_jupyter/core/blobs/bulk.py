@@ -14,6 +14,10 @@ write that fails at any point (a full disk, a chunk collected meanwhile) leaves 
 it was: nothing was recorded, the staged files go at once, and names it had published are
 taken back unless another writer has recorded them since. Nothing it did needs the grace
 period of garbage collection to be undone.
+
+What is stored already is reused without a write: its `touched` is refreshed only when it
+is older than `TOUCH_REFRESH_SECONDS` (a tenth of the grace period, so reuse keeps it well
+inside the grace), so a commit that reuses everything changes no page and writes nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.blobs import codec
 from ditto_jupyter.core.blobs.errors import BlobError, BlobNotFound
-from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT, key_of
+from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT, TOUCH_REFRESH_SECONDS, key_of
 from ditto_jupyter.core.blobs.storage import ChunkBatch
 
 if TYPE_CHECKING:
@@ -65,6 +69,8 @@ class BulkWrite:
         self._found: set[str] = set()  # chunks stored already when they were put
         self._manifests: dict[str, SignedManifest] = {}
         self._aborted = False
+        #: Bytes the catalogue's log took beyond the data, over this write's commits.
+        self.log_overhead = 0
 
     def __enter__(self) -> BulkWrite:
         return self
@@ -158,8 +164,11 @@ class BulkWrite:
 
     def commit(self) -> int:
         """Make everything staged durable and record it at once; the bytes of the manifest
-        documents it added. On failure nothing is recorded: chunks stay staged (a caller
-        may stage a corrected manifest and commit again), manifests are dropped."""
+        documents it added. `log_overhead` is then what the catalogue's log took beyond
+        those and the small chunks held inline (page images of the rows around them, frame
+        headers): the data plus it is what the write put on disk. On failure nothing is
+        recorded: chunks stay staged (a caller may stage a corrected manifest and commit
+        again), manifests are dropped."""
         with self._lock:
             batch, inline, staged = self._batch, dict(self._inline), dict(self._staged)
             found = set(self._found)
@@ -176,6 +185,7 @@ class BulkWrite:
                 if batch is not None:
                     batch.publish()
                 now = time.time()
+                stale = now - TOUCH_REFRESH_SECONDS
                 conn.executemany(
                     "INSERT INTO chunks (digest, refs, touched, size, data) "
                     "VALUES (?, 0, ?, ?, ?) ON CONFLICT (digest) DO UPDATE SET "
@@ -184,12 +194,15 @@ class BulkWrite:
                     + [(key_of(n), now, size, None) for n, size in staged.items()],
                 )
                 conn.executemany(
-                    "UPDATE chunks SET touched = ? WHERE digest = ?",
-                    [(now, key_of(n)) for n in found],
+                    "UPDATE chunks SET touched = ? WHERE digest = ? AND touched < ?",
+                    [(now, key_of(n), stale) for n in found],
                 )
                 new = set(inline) | set(staged)
                 for signed in manifests:
                     written += self._record(conn, signed, now, new)
+            logged = index.last_write_bytes()
+            inline_bytes = sum(len(d) for d in inline.values())
+            self.log_overhead += max(0, logged - written - inline_bytes)
         except BaseException:
             with self._lock:
                 self._found.clear()  # a chunk found stored may be what was collected
@@ -211,7 +224,10 @@ class BulkWrite:
         """Inside the commit: record one manifest and the references it holds; its bytes
         (0 when it was stored already)."""
         key = key_of(signed.manifest_id)
-        if conn.execute("UPDATE manifests SET touched = ? WHERE id = ?", (now, key)).rowcount:
+        stored = conn.execute("SELECT touched FROM manifests WHERE id = ?", (key,)).fetchone()
+        if stored is not None:
+            if float(stored[0]) < now - TOUCH_REFRESH_SECONDS:
+                conn.execute("UPDATE manifests SET touched = ? WHERE id = ?", (now, key))
             return 0
         storage = self._store.storage
         for name in signed.chunks:

@@ -18,7 +18,9 @@ chunks by `touched`, unchecked manifests by id. Ids are stored as their 32 raw b
 Several processes share the file (the server and its kernels). Every thread gets its own
 connection. Writes are short `BEGIN IMMEDIATE` transactions; commits do not fsync
 (`synchronous=NORMAL`) unless the caller asks for a durable one, which also makes every
-earlier commit durable (they precede it in the same log).
+earlier commit durable (they precede it in the same log). The log is bounded and
+checkpointed once idle (`core.sqlite_log`); `last_write_bytes` says what this thread's last
+write transaction appended to it, for the "written" figures.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ditto_jupyter.core.blobs.errors import BlobError, os_failure, place_of, sqlite_failure
+from ditto_jupyter.core.sqlite_log import IDLE_LOGS, LogMeter, bound_log
 
 #: File name of the object index inside the blob store's root.
 INDEX_FILE = "objects.db"
@@ -40,6 +43,10 @@ BUSY_TIMEOUT_S = 30.0
 #: Chunks whose stored form is smaller than this live inline in the index, not in a file
 #: of their own: a file costs a 4 KiB block and an inode, a row some 50 bytes.
 SMALL_OBJECT_LIMIT = 64 * 1024
+#: A reused chunk or manifest gets a fresh `touched` only when its own is older than this:
+#: a tenth of the default grace period (`store.GRACE_SECONDS`), so what a capture reuses
+#: stays well inside the grace, and a capture that reuses everything writes no page.
+TOUCH_REFRESH_SECONDS = 60.0
 _SCHEMA_VERSION = 1
 _log = logging.getLogger(__name__)
 
@@ -113,7 +120,7 @@ class ObjectIndex:
             try:
                 conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
                 conn.execute("PRAGMA synchronous = NORMAL")
-                conn.execute("PRAGMA journal_size_limit = 67108864")
+                bound_log(conn)
             except sqlite3.DatabaseError as exc:
                 raise sqlite_failure(
                     exc, self.place, f"opening the blob index {self.path}"
@@ -123,12 +130,18 @@ class ObjectIndex:
 
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        """One write transaction; `durable` commits with an fsync (and so every earlier one)."""
+        """One write transaction; `durable` commits with an fsync (and so every earlier one).
+
+        Afterwards `last_write_bytes` is what it appended to the log (0 when it changed
+        nothing: a transaction that writes no page writes nothing)."""
         conn = self.connection()
+        meter = LogMeter(self.path)
+        self._local.written = 0
         try:
             if durable:
                 conn.execute("PRAGMA synchronous = FULL")
             conn.execute("BEGIN IMMEDIATE")
+            meter.start()
         except sqlite3.DatabaseError as exc:
             raise sqlite_failure(exc, self.place, "writing the blob index") from None
         try:
@@ -144,6 +157,14 @@ class ObjectIndex:
         finally:
             if durable:
                 conn.execute("PRAGMA synchronous = NORMAL")
+        written = meter.stop()
+        self._local.written = written
+        if written:
+            IDLE_LOGS.wrote(self.path)
+
+    def last_write_bytes(self) -> int:
+        """The bytes this thread's last write transaction appended to the log."""
+        return int(getattr(self._local, "written", 0))
 
     def read(self, sql: str, parameters: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
         """Every row of one query, read outside any write transaction."""

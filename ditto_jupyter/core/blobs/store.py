@@ -410,9 +410,11 @@ class BlobStore:
         collection instead.
         """
         keys = [(key_of(m),) for m in dict.fromkeys(manifest_ids) if _is_id(m)]
-        if keys:
+        if keys:  # those marked already are left as they are: no page written for them
             with self.index.write() as conn:
-                conn.executemany("UPDATE manifests SET unchecked = 0 WHERE id = ?", keys)
+                conn.executemany(
+                    "UPDATE manifests SET unchecked = 0 WHERE id = ? AND unchecked != 0", keys
+                )
 
     def mark_for_collection(self, manifest_ids: Iterable[str]) -> None:
         """Record that references to these manifests may have gone away: the next

@@ -105,6 +105,8 @@ class ContextCapture(StrictModel):
 
     manifest_id: str
     bytes_written: int = Field(default=0, ge=0)
+    #: What the blob catalogue's log took beyond those bytes (page images of its rows).
+    database_bytes: int = Field(default=0, ge=0)
     unrestorable: list[UnrestorableValue] = Field(default_factory=list)
     execution_count: int | None = Field(default=None, ge=0)
     #: Cells the kernel ran, with or without history (the execution count moves only with).

@@ -102,11 +102,15 @@ class RuntimeUndoRequest(StrictModel):
 
 
 class RuntimeCheckpointResult(StrictModel):
-    """Result of checkpoint: the new id, the runtime, and the head it replaced."""
+    """Result of checkpoint: the new id, the runtime, the head it replaced, and what it
+    wrote to disk."""
 
     checkpoint_id: str
     runtime: RuntimeRecord
     previous_checkpoint_id: str | None
+    #: Every byte the checkpoint put on disk: the blobs of its variables and workspace with
+    #: the blob catalogue's log, and the checkpoint store's log (its own record's commit).
+    bytes_written: int = 0
 
 
 class RuntimeCheckpointSnapshotDeleteResult(StrictModel):

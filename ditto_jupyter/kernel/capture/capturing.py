@@ -310,6 +310,7 @@ class NamespaceSnapshot:
         return ContextCapture(
             manifest_id=manifest_id,
             bytes_written=writer.bytes_written + manifest_bytes,
+            database_bytes=writer.log_overhead,
             unrestorable=self.unrestorable,
             execution_count=self.execution_count,
             cells_run=self.cells_run,

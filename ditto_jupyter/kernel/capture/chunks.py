@@ -271,6 +271,11 @@ class ChunkWriter:
         """Sign a manifest listing this writer's chunks, for `commit`; its id."""
         return self._bulk.put_manifest(body)
 
+    @property
+    def log_overhead(self) -> int:
+        """What the blob catalogue's log took beyond the data (see `BulkWrite.commit`)."""
+        return self._bulk.log_overhead
+
     def commit(self) -> int:
         """Sync and record every chunk and manifest of this writer at once; the bytes of
         the new manifest documents. Then the memo learns the chunks (no capture can name
