@@ -28,6 +28,7 @@ from ditto_jupyter.kernel.capture.chunks import (
     remember_manifest,
 )
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
+from ditto_jupyter.kernel.capture.library_held import library_digests
 from ditto_jupyter.kernel.capture.manifest import (
     MANIFEST_KIND,
     MANIFEST_VERSION,
@@ -198,10 +199,11 @@ def snapshot_namespace(
     )
     for pod, component in zip(plan.pods, stored_pods, strict=True):
         pod.component, pod.pickled = component, None
+    component_ids = [entry[1] for entry in ordered]
     snapshot.base = CaptureBase(
         values=values,
         components=variables,
-        ids=[entry[1] for entry in ordered],
+        ids=component_ids,
         held=[entry[2] for entry in ordered],
         unrestorable={u.name: u for u in failed if u.name in values},
         signature=snapshot.signature(),
@@ -211,6 +213,7 @@ def snapshot_namespace(
         pyplot_figures=open_figs,
         mark=mark,
         watch_mark=plan.watch_mark,
+        library=library_digests(set().union(*component_ids), plan.library_memo),
     )
     return snapshot
 

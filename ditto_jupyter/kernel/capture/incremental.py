@@ -63,6 +63,8 @@ class CaptureBase:
     #: Whether code ran behind the cells' back when it was taken (a thread, a task): the
     #: next capture cannot follow it.
     foreign: bool = False
+    #: The library objects (`library_held`) its components hold: id -> (object, digest).
+    library: dict[int, tuple[object, bytes]] = field(default_factory=dict)
 
     def usable(self) -> bool:
         """Whether no restore has happened since this capture."""

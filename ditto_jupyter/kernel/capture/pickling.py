@@ -29,6 +29,7 @@ from ditto_jupyter.core.blobs import CHUNK_SIZE
 from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.counters import Reducer, counter_reducers
 from ditto_jupyter.kernel.capture.figure_watch import figure_types
+from ditto_jupyter.kernel.capture.kept_state import kept_state_bases
 from ditto_jupyter.kernel.capture.lazy_caches import cache_bases
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTEARRAY, BUFFER_BYTES
 
@@ -165,7 +166,7 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         self.namespace = namespace
         self.buffers = buffers
         self._counter_reducers = counter_reducers()
-        self._cache_bases = cache_bases()
+        self._class_reducers = [*cache_bases(), *kept_state_bases()]
         self._special: dict[type, Reducer | None] = {}
         self.stop_at = stop_at
         self.stopped: set[int] = set()
@@ -224,11 +225,11 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         return super().reducer_override(obj)
 
     def _special_reducer(self, kind: type) -> Reducer | None:
-        """The reducer for a class whose pickling has a side effect or takes a cache along
-        (`counters`, `lazy_caches`), or None."""
+        """The reducer for a class whose pickling has a side effect, takes a cache along or
+        leaves state out (`counters`, `lazy_caches`, `kept_state`), or None."""
         found = self._counter_reducers.get(kind)
         if found is None:
-            found = next((r for base, r in self._cache_bases if issubclass(kind, base)), None)
+            found = next((r for base, r in self._class_reducers if issubclass(kind, base)), None)
         return found
 
     @staticmethod

@@ -23,6 +23,7 @@ from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
 from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
+from ditto_jupyter.kernel.capture.library_held import changed_library_objects
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTES, BUFFER_PICKLE
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
@@ -81,6 +82,8 @@ class CapturePlan:
         self.owners: dict[str, set[int]] = {}
         self.groups: list[list[str]] = []
         self.refs: dict[int, tuple[str, int]] = {}
+        #: Digests of library objects (`library_held`) taken in this capture, by id.
+        self.library_memo: dict[int, bytes] = {}
 
     # ---- deciding and pickling ---------------------------------------------------------
 
@@ -194,6 +197,12 @@ class CapturePlan:
             for i, figures in enumerate(base.figures)
             if any(id(f) in pod_figures or changed(f) for f in figures)
         }
+        # a library object a component holds can have changed though no cell named it
+        dirty_components.update(
+            i
+            for i, ids in enumerate(base.ids)
+            if changed_library_objects(ids, base.library, self.library_memo)
+        )
         names = {name for name, _ in order}
         # the pods a touched, new, rebound or gone variable refers to: the cells may have
         # changed their objects through it (pyplot's list is ours: opening a figure is not)

@@ -50,6 +50,16 @@ def blobs(tmp_path: Path) -> BlobStore:
     return BlobStore(tmp_path / "blobs", durable=False)
 
 
+#: Values holding an object a library module holds (numpy's global random generator): the
+#: library changes it though no cell names the value (scipy's distributions hold it too).
+LIBRARY_CELLS = [
+    "from numpy.random import mtrand\nrs = mtrand._rand\nholder = {'rng': rs, 'n': 1}",
+    "np.random.seed(3)",  # names numpy only: `rs` and `holder` changed all the same
+    "draws = np.random.rand(4)",
+    "total = 1 + 1",  # nothing drew since: both kept
+    "np.random.rand()",
+]
+
 FIGURE_CELLS = [
     "import matplotlib.pyplot as plt\nfig, (ax, other) = plt.subplots(1, 2)",
     "line, = ax.plot([1, 2, 3])",
@@ -109,8 +119,9 @@ def walk(cells: list[str], blobs: BlobStore, setup: str = "") -> list[tuple[byte
         (KISHU_CELLS[:1] + [c.replace("50*2**20", "2**20") for c in KISHU_CELLS[1:]], ""),
         (MIXED_CELLS, "import pandas as pd"),
         (FIGURE_CELLS, "import matplotlib\nmatplotlib.use('Agg')"),
+        (LIBRARY_CELLS, ""),
     ],
-    ids=["aliasing", "kishu", "mixed", "figures"],
+    ids=["aliasing", "kishu", "mixed", "figures", "library-state"],
 )
 def test_each_incremental_capture_says_what_a_whole_one_says(
     cells: list[str], setup: str, blobs: BlobStore
@@ -126,6 +137,37 @@ def test_a_cell_that_names_one_variable_pickles_only_its_group(blobs: BlobStore)
     seen = walk(cells, blobs)
     assert seen[1][2] == 1  # `x` alone; `big` and `view` are neither pickled nor hashed
     assert seen[2][2] == 1  # `other`
+
+
+def test_a_value_holding_a_library_object_is_kept_only_while_that_object_is_unchanged(
+    blobs: BlobStore,
+) -> None:
+    seen = walk(LIBRARY_CELLS, blobs)
+    assert seen[1][2] >= 1 and seen[2][2] >= 1  # the generator moved: pickled again
+    assert seen[3][2] == 1  # `total` alone: the generator is as it was, `rs` is kept
+
+
+def test_state_a_library_leaves_out_of_its_pickle_comes_back(
+    blobs: BlobStore, tmp_path: Path
+) -> None:
+    """joblib's Memory and MemorizedFunc drop their timestamp (and a function's code id)
+    from their own pickle; a restore gives them back as they were (scikit-learn's
+    `Pipeline(memory=...)` and its examples hold them)."""
+    joblib = pytest.importorskip("joblib")
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    memory = joblib.Memory(location=str(tmp_path / "cache"), verbose=0)
+    cached = memory.cache(np.sum)
+    cached(np.arange(3))
+    namespace.update(memory=memory, cached=cached)
+    manifest_id = snapshot_namespace(namespace, blobs).finish().manifest_id
+    restored: dict[str, object] = {"__name__": "__main__"}
+    restore_namespace(restored, blobs, manifest_id)
+    back_memory, back_cached = restored["memory"], restored["cached"]
+    assert isinstance(back_memory, joblib.Memory) and back_memory is not memory
+    assert back_memory.timestamp == memory.timestamp is not None
+    assert isinstance(back_cached, joblib.memory.MemorizedFunc)
+    assert back_cached.timestamp == cached.timestamp is not None
+    assert back_cached._func_code_id == cached._func_code_id
 
 
 def test_a_restore_in_between_makes_the_next_capture_whole(blobs: BlobStore) -> None:

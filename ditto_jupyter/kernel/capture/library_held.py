@@ -1,0 +1,116 @@
+"""Objects a library's module holds as a global, which code anywhere can change unnamed.
+
+numpy's global random generator (`np.random.seed()` and `np.random.rand()` draw from it),
+scipy's distribution objects (`scipy.stats.loguniform` is one shared instance, whose random
+state is numpy's global one), a library's registry or configuration object: a notebook value
+that holds one of them changes whenever any cell calls into the library, though no cell
+names the value. So the change journal's word ("nothing named it") is not enough for them:
+a capture digests each such object a kept component holds (one small pickle, not the
+value's), and a component one of whose library objects digests differently from the last
+capture is pickled again.
+
+The objects are every module's globals except the ones that cannot change or that pickles
+name by reference (types, functions, modules, immutable values, import machinery). Walking
+every module costs tens of milliseconds, so the walk is kept and done again only when
+modules were imported or removed since. A global a module binds anew without an import is
+found at the next import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import pickle
+import sys
+import types
+
+#: Globals that are never state a cell can change behind the journal's back: types,
+#: functions and modules (pickled by reference), immutable values, import machinery.
+_UNCHANGING = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    tuple,
+    frozenset,
+    range,
+    importlib.machinery.ModuleSpec,
+    importlib.machinery.SourceFileLoader,
+    importlib.machinery.ExtensionFileLoader,
+)
+
+_cache: tuple[int, dict[int, object]] | None = None
+
+
+def library_objects() -> dict[int, object]:
+    """Id -> object of every changeable global of every module but `__main__` (kept, and
+    walked again only when the set of modules changed)."""
+    global _cache
+    modules = sys.modules
+    if _cache is not None and _cache[0] == len(modules):
+        return _cache[1]
+    found: dict[int, object] = {}
+    for name, module in list(modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if name == "__main__" or not isinstance(namespace, dict):
+            continue
+        for value in list(namespace.values()):
+            if not isinstance(value, _UNCHANGING):
+                found[id(value)] = value
+    _cache = (len(modules), found)
+    return found
+
+
+#: The digest of an object that cannot be pickled alone: never equal to another.
+_UNKNOWN = b""
+
+
+def library_digest(obj: object) -> bytes:
+    """A digest of one library object's state (its pickle), or `_UNKNOWN`."""
+    try:
+        data = pickle.dumps(obj, protocol=5)
+    except Exception:  # unpicklable alone: always taken as changed
+        return _UNKNOWN
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def library_digests(ids: set[int], memo: dict[int, bytes]) -> dict[int, tuple[object, bytes]]:
+    """The library objects among `ids`, each with its digest (from `memo`, the digests this
+    capture took already, else taken now); the objects are kept, so the ids stay theirs."""
+    library = library_objects()
+    digests: dict[int, tuple[object, bytes]] = {}
+    for object_id in ids & library.keys():
+        digest = memo.get(object_id)
+        if digest is None:
+            digest = memo[object_id] = library_digest(library[object_id])
+        digests[object_id] = (library[object_id], digest)
+    return digests
+
+
+def changed_library_objects(
+    ids: set[int], before: dict[int, tuple[object, bytes]], memo: dict[int, bytes]
+) -> bool:
+    """Whether a kept component holding `ids` holds a library object that the last capture
+    did not digest, or that digests differently now (`memo`: this capture's digests)."""
+    library = library_objects()
+    for object_id in ids & library.keys():
+        obj = library[object_id]
+        seen = before.get(object_id)
+        if seen is None or seen[0] is not obj or seen[1] == _UNKNOWN:
+            return True
+        now = memo.get(object_id)
+        if now is None:
+            now = memo[object_id] = library_digest(obj)
+        if now != seen[1]:
+            return True
+    return False
