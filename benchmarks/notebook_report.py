@@ -7,6 +7,13 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from benchmarks import notebook_targets
+from benchmarks.notebook_figures import (
+    checkpoint_times,
+    duration,
+    ratio,
+    total_time_ratios,
+    verdict,
+)
 from benchmarks.results_table import markdown_table
 from benchmarks.state_fingerprint import PYPLOT
 
@@ -25,14 +32,6 @@ def size(count: float) -> str:
     if abs(count) >= MIB:
         return f"{count / MIB:.2f} MiB"
     return f"{count / KIB:.1f} KiB"
-
-
-def seconds(value: float) -> str:
-    return f"{value:.2f} s" if value >= 1 else f"{value * 1000:.0f} ms"
-
-
-def ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator > 0 else math.inf
 
 
 def _noop(run: NotebookRun, engine: EngineRun, attribute: str) -> list[int]:
@@ -81,17 +80,9 @@ def _cell_label(run: NotebookRun, position: int) -> str:
     return f"cell {ordinal}"
 
 
-def _times(run: NotebookRun) -> tuple[float, float, float]:
-    """Ours (caller-side), ours (in kernel), Kishu: over the cells Kishu ran."""
-    count = len(run.kishu.seconds)
-    ours = sum(run.ours.seconds[:count])
-    in_kernel = sum(run.ours.in_kernel[:count])
-    return ours, in_kernel, sum(run.kishu.seconds)
-
-
 def _row(run: NotebookRun) -> list[object]:
     ours, kishu = run.ours, run.kishu
-    ours_s, in_kernel_s, kishu_s = _times(run)
+    ours_s, in_kernel_s, kishu_s = checkpoint_times(run)
     real = sum(1 for cell in run.cells if not cell.noop)
     noop_ours = _noop(run, ours, "written")
     noop_kishu = _noop(run, kishu, "growth")
@@ -99,8 +90,8 @@ def _row(run: NotebookRun) -> list[object]:
     return [
         f"{run.source.name}<br>{run.source.origin}",
         f"{real} + {len(run.cells) - real}",
-        f"{seconds(sum(ours.seconds))} ({seconds(sum(ours.in_kernel))})",
-        seconds(sum(kishu.seconds)),
+        f"{duration(sum(ours.seconds))} ({duration(sum(ours.in_kernel))})",
+        duration(sum(kishu.seconds)),
         f"{ratio(kishu_s, ours_s):.1f}x ({ratio(kishu_s, in_kernel_s):.1f}x)",
         size(ours.stored),
         kishu_stored,
@@ -113,9 +104,9 @@ def _row(run: NotebookRun) -> list[object]:
 
 
 def _total_row(runs: list[NotebookRun]) -> list[object]:
-    ours_s = sum(_times(run)[0] for run in runs)
-    in_kernel_s = sum(_times(run)[1] for run in runs)
-    kishu_s = sum(_times(run)[2] for run in runs)
+    ours_s = sum(checkpoint_times(run)[0] for run in runs)
+    in_kernel_s = sum(checkpoint_times(run)[1] for run in runs)
+    kishu_s = sum(checkpoint_times(run)[2] for run in runs)
     ours_stored = sum(run.ours.stored for run in runs)
     kishu_stored = sum(run.kishu.stored for run in runs)
     noop_ours = [n for run in runs for n in _noop(run, run.ours, "written")]
@@ -125,9 +116,9 @@ def _total_row(runs: list[NotebookRun]) -> list[object]:
     return [
         f"**total** ({len(runs)} notebooks)",
         f"{real} + {cells - real}",
-        f"{seconds(sum(sum(run.ours.seconds) for run in runs))} "
-        f"({seconds(sum(sum(run.ours.in_kernel) for run in runs))})",
-        seconds(kishu_s),
+        f"{duration(sum(sum(run.ours.seconds) for run in runs))} "
+        f"({duration(sum(sum(run.ours.in_kernel) for run in runs))})",
+        duration(kishu_s),
         f"{ratio(kishu_s, ours_s):.1f}x ({ratio(kishu_s, in_kernel_s):.1f}x)",
         size(ours_stored),
         size(kishu_stored),
@@ -146,10 +137,6 @@ def _total_wrong(engines: list[EngineRun]) -> str:
     return f"{wrong} / {restores}" + (f" ({wrong - values} pyplot only)" if wrong > values else "")
 
 
-def _verdict(met: bool) -> str:
-    return "**met**" if met else "**missed**"
-
-
 def _targets(runs: list[NotebookRun]) -> list[str]:
     lines = []
     complete = [run for run in runs if _kishu_complete(run)]
@@ -161,24 +148,21 @@ def _targets(runs: list[NotebookRun]) -> list[str]:
     )
     lines.append(
         f"- Storage at most Kishu's on every notebook where Kishu saved and restored everything "
-        f"({len(complete)} of {len(runs)}): {_verdict(not over)}"
+        f"({len(complete)} of {len(runs)}): {verdict(not over)}"
         + (f"; over on {len(over)}: {detail}" if over else "")
     )
-    ours_s = sum(_times(run)[0] for run in runs)
-    in_kernel_s = sum(_times(run)[1] for run in runs)
-    kishu_s = sum(_times(run)[2] for run in runs)
-    caller, inside = ratio(kishu_s, ours_s), ratio(kishu_s, in_kernel_s)
+    caller, inside = total_time_ratios(runs)
     lines.append(
         f"- Checkpoint time at least {TIME_TARGET:.0f}x below Kishu's hooks in total: "
-        f"{caller:.1f}x caller-side {_verdict(caller >= TIME_TARGET)}, {inside:.1f}x in kernel "
-        f"{_verdict(inside >= TIME_TARGET)}"
+        f"{caller:.1f}x caller-side {verdict(caller >= TIME_TARGET)}, {inside:.1f}x in kernel "
+        f"{verdict(inside >= TIME_TARGET)}"
     )
     wrong = sum(_wrong(run.ours) for run in runs)
     values = sum(_values_wrong(run.ours) for run in runs)
     restores = sum(len(run.ours.restores) for run in runs)
     lines.append(
         f"- Zero wrong restores: {wrong} of {restores} wrong ({values} with a variable wrong, "
-        f"{wrong - values} with only pyplot's figures wrong), {_verdict(wrong == 0)}"
+        f"{wrong - values} with only pyplot's figures wrong), {verdict(wrong == 0)}"
     )
     noop = [(n, run) for run in runs for n in _noop(run, run.ours, "written")]
     above = [pair for pair in noop if pair[0] > NOOP_TARGET]
@@ -187,7 +171,7 @@ def _targets(runs: list[NotebookRun]) -> list[str]:
         f"- A checkpoint after a cell that changed nothing writes at most 4 KiB (issue item 4): "
         f"{len(above)} of {len(noop)} no-op checkpoints above, the largest {size(worst[0])}"
         + (f" ({worst[1].source.name})" if worst[1] is not None else "")
-        + f", {_verdict(not above)}"
+        + f", {verdict(not above)}"
     )
     if above:
         lines.append("  " + _noop_cause(runs, {id(run) for _, run in above}))
@@ -265,12 +249,12 @@ def _time_line(run: NotebookRun) -> str:
     mean = sum(checkpoints) / len(checkpoints) if checkpoints else math.nan
     cost = run.pickle_cost
     anchor = (
-        f"pickling the final namespace once {seconds(cost['seconds'])} ({size(cost['bytes'])})"
+        f"pickling the final namespace once {duration(cost['seconds'])} ({size(cost['bytes'])})"
         if cost
         else "n/a"
     )
     return (
-        f"ours mean checkpoint in kernel {seconds(mean)} (anchor: {anchor}); restore in "
+        f"ours mean checkpoint in kernel {duration(mean)} (anchor: {anchor}); restore in "
         f"place {_restore_time(run.ours)}, Kishu checkout {_restore_time(run.kishu)}; "
         f"notebook run {run.seconds:.0f} s"
     )
@@ -278,7 +262,7 @@ def _time_line(run: NotebookRun) -> str:
 
 def _restore_time(engine: EngineRun) -> str:
     times = [o["seconds"] for o in engine.restores if o["how"] == "in place" and "seconds" in o]
-    return f"{seconds(sum(times) / len(times))} mean" if times else "n/a"
+    return f"{duration(sum(times) / len(times))} mean" if times else "n/a"
 
 
 NOTES = """

@@ -11,6 +11,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from benchmarks.notebook_figures import (
+    checkpoint_times,
+    duration,
+    ratio,
+    total_time_ratios,
+    verdict,
+)
 from benchmarks.results_table import markdown_table
 
 if TYPE_CHECKING:
@@ -29,21 +36,8 @@ def _size(count: float) -> str:
     return f"{count / KIB:.1f} KiB" if abs(count) >= KIB else f"{count:.0f} B"
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator > 0 else math.inf
-
-
 def _noop(run: NotebookRun, values: list[float] | list[int]) -> list[float]:
     return [float(values[i]) for i, c in enumerate(run.cells) if c.noop and i < len(values)]
-
-
-def _times(run: NotebookRun) -> tuple[float, float, float]:
-    count = len(run.kishu.seconds)  # the cells Kishu ran
-    return sum(run.ours.seconds[:count]), sum(run.ours.in_kernel[:count]), sum(run.kishu.seconds)
 
 
 def _mean_in_kernel(run: NotebookRun) -> float:
@@ -61,7 +55,7 @@ def table(runs: list[NotebookRun]) -> str:
     """One row per notebook: the figures each target of issue 25 is judged on."""
     rows: list[list[object]] = []
     for run in runs:
-        ours_s, inside_s, kishu_s = _times(run)
+        ours_s, inside_s, kishu_s = checkpoint_times(run)
         anchor = run.pickle_cost.get("seconds", math.nan) if run.pickle_cost else math.nan
         noop_caller = _noop(run, run.ours.seconds)
         noop_inside = _noop(run, run.ours.in_kernel)
@@ -69,9 +63,10 @@ def table(runs: list[NotebookRun]) -> str:
         rows.append(
             [
                 run.source.name,
-                f"{_ratio(kishu_s, ours_s):.1f}x ({_ratio(kishu_s, inside_s):.1f}x)",
-                f"{_ms(_mean_in_kernel(run))} / {_ms(anchor)}",
-                f"{_ms(max(noop_caller, default=0))} ({_ms(max(noop_inside, default=0))})",
+                f"{ratio(kishu_s, ours_s):.1f}x ({ratio(kishu_s, inside_s):.1f}x)",
+                f"{duration(_mean_in_kernel(run))} / {duration(anchor)}",
+                f"{duration(max(noop_caller, default=0))} "
+                f"({duration(max(noop_inside, default=0))})",
                 f"{_size(max(noop_written, default=0))}",
                 f"{_size(run.ours.stored)} / {_size(run.kishu.stored)}"
                 + ("" if _complete(run) else " (Kishu wrong)"),
@@ -91,21 +86,15 @@ def table(runs: list[NotebookRun]) -> str:
 def targets(runs: list[NotebookRun]) -> list[str]:
     """Each target of issue 25 section 3, met or missed by how much."""
 
-    def verdict(met: bool) -> str:
-        return "**met**" if met else "**missed**"
-
     lines = []
-    ours_s = sum(_times(run)[0] for run in runs)
-    inside_s = sum(_times(run)[1] for run in runs)
-    kishu_s = sum(_times(run)[2] for run in runs)
-    total, total_inside = _ratio(kishu_s, ours_s), _ratio(kishu_s, inside_s)
+    total, total_inside = total_time_ratios(runs)
     lines.append(
         f"- Checkpoint time at least 10x below Kishu's hooks in total: {total:.1f}x caller-side "
         f"{verdict(total >= TOTAL_TIME_TARGET)}, {total_inside:.1f}x in the kernel "
         f"{verdict(total_inside >= TOTAL_TIME_TARGET)}"
     )
-    per = [(run, _ratio(_times(run)[2], _times(run)[0])) for run in runs]
-    per_inside = [(run, _ratio(_times(run)[2], _times(run)[1])) for run in runs]
+    per = [(run, ratio(checkpoint_times(run)[2], checkpoint_times(run)[0])) for run in runs]
+    per_inside = [(run, ratio(checkpoint_times(run)[2], checkpoint_times(run)[1])) for run in runs]
     below = [f"{run.source.name} {r:.1f}x" for run, r in per if r < PER_NOTEBOOK_TIME_TARGET]
     below_inside = [
         f"{run.source.name} {r:.1f}x" for run, r in per_inside if r < PER_NOTEBOOK_TIME_TARGET
@@ -117,7 +106,8 @@ def targets(runs: list[NotebookRun]) -> list[str]:
         + (f" (below on {', '.join(below_inside)})" if below_inside else "")
     )
     slower = [
-        f"{run.source.name} {_ms(_mean_in_kernel(run))} vs {_ms(run.pickle_cost['seconds'])}"
+        f"{run.source.name} {duration(_mean_in_kernel(run))} vs "
+        f"{duration(run.pickle_cost['seconds'])}"
         for run in runs
         if run.pickle_cost and _mean_in_kernel(run) >= run.pickle_cost["seconds"]
     ]
@@ -141,8 +131,8 @@ def targets(runs: list[NotebookRun]) -> list[str]:
     lines.append(
         f"- A no-op checkpoint at most 20 ms (caller-side, the whole checkpoint): "
         f"{len(slow)} of {len(noops)} above"
-        + (f", the slowest {_ms(slowest[1])} ({slowest[0].source.name})" if slowest else "")
-        + f"; in the kernel the slowest {_ms(max(inside, default=0))}; {verdict(not slow)}"
+        + (f", the slowest {duration(slowest[1])} ({slowest[0].source.name})" if slowest else "")
+        + f"; in the kernel the slowest {duration(max(inside, default=0))}; {verdict(not slow)}"
     )
     lines.append(
         f"- A no-op checkpoint writes at most 8 KiB, blobs plus databases: {len(heavy)} of "
@@ -152,7 +142,7 @@ def targets(runs: list[NotebookRun]) -> list[str]:
     )
     complete = [run for run in runs if _complete(run)]
     over = [
-        f"{run.source.name} {_ratio(run.ours.stored, run.kishu.stored):.2f}x"
+        f"{run.source.name} {ratio(run.ours.stored, run.kishu.stored):.2f}x"
         for run in complete
         if run.ours.stored > run.kishu.stored
     ]
@@ -163,7 +153,7 @@ def targets(runs: list[NotebookRun]) -> list[str]:
     )
     ours_total = sum(run.ours.stored for run in runs)
     kishu_total = sum(run.kishu.stored for run in runs)
-    share = _ratio(ours_total, kishu_total)
+    share = ratio(ours_total, kishu_total)
     lines.append(
         f"- At most half of Kishu's bytes in total: {_size(ours_total)} vs {_size(kishu_total)}, "
         f"{share:.2f}x, {verdict(share <= 0.5)}"

@@ -14,9 +14,10 @@ looked up only when its module is already imported.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
+
+from ditto_jupyter.kernel.capture.rules import imported_class
 
 Reducer = Callable[[Any], Any]
 
@@ -48,9 +49,5 @@ def _keeping(attributes: tuple[str, ...]) -> Reducer:
 def kept_state_bases() -> list[tuple[type, Reducer]]:
     """The classes (and their subclasses) whose dropped state is kept, whose modules are
     imported, with their reducers."""
-    found: list[tuple[type, Reducer]] = []
-    for module, name, attributes in _KNOWN:
-        cls = getattr(sys.modules.get(module), name, None)
-        if isinstance(cls, type):
-            found.append((cls, _keeping(attributes)))
-    return found
+    found = ((imported_class(module, name), attributes) for module, name, attributes in _KNOWN)
+    return [(cls, _keeping(attributes)) for cls, attributes in found if cls is not None]

@@ -15,11 +15,12 @@ module is already imported.
 from __future__ import annotations
 
 import copy
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from ditto_jupyter.kernel.capture.rules import imported_class
 
 Reducer = Callable[[Any], Any]
 
@@ -51,9 +52,5 @@ _KNOWN: tuple[tuple[str, str, Reducer], ...] = (("matplotlib.colors", "Colormap"
 def cache_bases() -> list[tuple[type, Reducer]]:
     """The classes (and their subclasses) with a lazy cache to leave out, whose modules are
     imported, with their reducers."""
-    found: list[tuple[type, Reducer]] = []
-    for module, name, reducer in _KNOWN:
-        cls = getattr(sys.modules.get(module), name, None)
-        if isinstance(cls, type):
-            found.append((cls, reducer))
-    return found
+    found = ((imported_class(module, name), reducer) for module, name, reducer in _KNOWN)
+    return [(cls, reducer) for cls, reducer in found if cls is not None]

@@ -67,3 +67,9 @@ def failure_reason(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     line = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
     return line if len(line) <= 300 else line[:297] + "..."
+
+
+def imported_class(module: str, name: str) -> type | None:
+    """The class `module.name` when its module is already imported (never imports)."""
+    cls = getattr(sys.modules.get(module), name, None)
+    return cls if isinstance(cls, type) else None
