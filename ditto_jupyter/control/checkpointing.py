@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
 from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore
@@ -39,7 +38,6 @@ from ditto_jupyter.core.models import (
     RuntimeCheckpoint,
     RuntimeCheckpointResult,
     SessionRecord,
-    UnrestorableValue,
     now_ms,
 )
 
@@ -317,27 +315,3 @@ class Checkpointing:
             automatic=automatic,
         )
         return checkpoint, session, capture
-
-    async def restore(
-        self, runtime_id: str, checkpoint_id: str
-    ) -> tuple[RuntimeCheckpoint, list[UnrestorableValue]]:
-        """Restore a checkpoint's context into a live runtime in place (server path)."""
-        parts = self.parts
-        async with parts.guard.operation(runtime_id):
-            session = parts.guard.live_session(runtime_id)
-            await parts.guard.require_idle(session)
-            checkpoint = parts.checkpoint(checkpoint_id)
-            refuse_pruned(checkpoint)
-            await parts.make_local(checkpoint)
-            unrestorable = await parts.context.restore(session, checkpoint.context_manifest_id)
-            parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
-        return checkpoint, unrestorable
-
-    def record_restore(self, runtime_id: str, checkpoint_id: str) -> None:
-        """Make a checkpoint the head of a runtime that restored it itself."""
-        parts = self.parts
-        parts.guard.refuse_in_flight(runtime_id)
-        parts.guard.claim(runtime_id)
-        parts.guard.live_session(runtime_id)
-        refuse_pruned(parts.checkpoint(checkpoint_id))
-        parts.store.set_head(runtime_id, checkpoint_id)

@@ -39,6 +39,7 @@ from ditto_jupyter.control.collector import BackgroundCollector
 from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.diff.comparisons import Comparisons, LiveNotebook
 from ditto_jupyter.control.housekeeping import Housekeeping
+from ditto_jupyter.control.in_place_restore import InPlaceRestore
 from ditto_jupyter.control.leftovers import LeftoverLog
 from ditto_jupyter.control.lifecycle import Lifecycle
 from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
@@ -126,6 +127,7 @@ class RuntimeService:
         self._documents = CheckpointDocuments(self.parts)
         self._comparisons = Comparisons(self.parts, self._documents)
         self._undo = Undo(self.parts)
+        self._restore = InPlaceRestore(self.parts)
 
     def has_operation_in_flight(self, runtime_id: str) -> bool:
         """Whether a control operation on this runtime is running now."""
@@ -422,11 +424,12 @@ class RuntimeService:
     ) -> tuple[RuntimeCheckpoint, list[UnrestorableValue]]:
         """Restore a checkpoint's context into a live runtime in place (server path).
 
-        The runtime's namespace is replaced and the checkpoint becomes its head; the
-        workspace files are left as they are. The magic restores its own kernel through
-        `ditto_jupyter.kernel` and then calls `record_restore`.
+        The workspace files come back (a local workspace; files written since the head are
+        kept in a `before-restore` checkpoint), then the namespace is replaced, and the
+        checkpoint becomes the head (`in_place_restore`). The magic restores its own
+        kernel through `ditto_jupyter.kernel` and then calls `record_restore`.
         """
-        return await self._checkpointing.restore(runtime_id, checkpoint_id)
+        return await self._restore.restore(runtime_id, checkpoint_id)
 
     async def undo(self, runtime_id: str) -> RuntimeUndoResult:
         """Back to just before the last cell `%autocheckpoint` recorded: the head's parent
@@ -449,13 +452,14 @@ class RuntimeService:
         and `checkpoint_id` its parent)."""
         return await self._undo.record_undo(runtime_id, checkpoint_id, undone_checkpoint_id)
 
-    def record_restore(self, runtime_id: str, checkpoint_id: str) -> None:
-        """Make a checkpoint the head of a runtime that restored it itself.
+    async def record_restore(self, runtime_id: str, checkpoint_id: str) -> None:
+        """A kernel restored a checkpoint's variables itself (`%restore`): bring the files
+        back (as `restore` does) and make it the head.
 
         Its kernel is busy only with the magic asking; another control operation on the
         runtime in flight is refused with SessionBusy, as for restore.
         """
-        self._checkpointing.record_restore(runtime_id, checkpoint_id)
+        await self._restore.record_restore(runtime_id, checkpoint_id)
 
     # ---- pause, resume, close, lost -------------------------------------------------
 

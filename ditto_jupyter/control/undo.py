@@ -7,12 +7,10 @@ can be undone). Undo makes the parent the head again, with its variables AND its
 files, and names the cell it undid. Nothing to undo (no checkpoint, a head not taken by
 `%autocheckpoint`, no earlier checkpoint, or one a prune thinned) is a `Conflict`.
 
-Files come back in place (`InPlaceRestorer`: the local workspace; an E2B sandbox cannot,
-so undo there is `UnsupportedBackend` before anything changes). Safely: a snapshot of the
-files as they are is taken first; if bringing the parent's files back, or the kernel's
-variables after them, fails, that snapshot is brought back. Should even that fail, the
-snapshot is recorded as a checkpoint named `before-undo` (the head's variables, the files
-as they were), so no file is lost, and the error says so.
+Files come back in place (`files_back`: the local workspace; an E2B sandbox cannot, so
+undo there is `UnsupportedBackend` before anything changes), safely: should bringing them
+back fail and the files it started from not come back either, they are kept in a
+checkpoint named `before-undo`.
 
 Two paths, as for restore: the server's (`undo`: an idle kernel, whose variables the
 server restores after the files), and a kernel's own (`record_undo`: `%undo` restored its
@@ -21,25 +19,17 @@ variables itself first, the server brings the files back and moves the head).
 
 from __future__ import annotations
 
-import logging
-
-from ditto_jupyter.backends.base import InPlaceRestorer
-from ditto_jupyter.backends.dirty import DirtyTrackingBackend
-from ditto_jupyter.control.checkpointing import new_checkpoint_id
+from ditto_jupyter.control.files_back import FilesBack
 from ditto_jupyter.control.runtime_parts import RuntimeParts
-from ditto_jupyter.core.errors import Conflict, UnsupportedBackend
+from ditto_jupyter.core.errors import Conflict
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
-    BackendCheckpointRef,
     CheckpointSummary,
     RuntimeCheckpoint,
     RuntimeUndoResult,
     SessionRecord,
     UnrestorableValue,
-    now_ms,
 )
-
-_log = logging.getLogger(__name__)
 
 #: The name of the checkpoint that keeps the files of an undo that could not be undone.
 BEFORE_UNDO_NAME = "before-undo"
@@ -70,6 +60,7 @@ class Undo:
 
     def __init__(self, parts: RuntimeParts) -> None:
         self.parts = parts
+        self.files = FilesBack(parts, keep_name=BEFORE_UNDO_NAME, operation="undo")
 
     def plan(self, runtime_id: str) -> tuple[RuntimeCheckpoint, RuntimeCheckpoint]:
         """(the head to undo, the checkpoint to go back to), or Conflict."""
@@ -93,13 +84,13 @@ class Undo:
             session = parts.guard.live_session(runtime_id)
             await parts.guard.require_idle(session)
             head, target = self.plan(runtime_id)
-            backend = await self._restorable_backend(session, target)
+            backend = await self.files.required_backend(session, target)
             try:
-                safety = await self._files_back(session, backend, head, target)
+                safety = await self.files.bring_back(session, backend, head, target)
                 try:
                     unrestorable = await parts.context.restore(session, target.context_manifest_id)
                 except BaseException:
-                    await self._put_back(session, backend, head, safety)
+                    await self.files.put_back(session, backend, head, safety)
                     raise
             finally:
                 parts.guard.let_go(runtime_id)
@@ -121,9 +112,9 @@ class Undo:
                     f"runtime {runtime_id}'s head is checkpoint {head.checkpoint_id[:12]} now, "
                     f"not {undone_checkpoint_id[:12]}: undo again"
                 )
-            backend = await self._restorable_backend(session, target)
+            backend = await self.files.required_backend(session, target)
             try:
-                await self._files_back(session, backend, head, target)
+                await self.files.bring_back(session, backend, head, target)
             finally:
                 parts.guard.let_go(runtime_id)
             parts.store.set_head(runtime_id, target.checkpoint_id)
@@ -143,85 +134,3 @@ class Undo:
             undone_cell=cell,
             unrestorable=unrestorable,
         )
-
-    async def _restorable_backend(
-        self, session: SessionRecord, target: RuntimeCheckpoint
-    ) -> DirtyTrackingBackend | None:
-        """The runtime's backend, checked able to take the target's files back in place
-        (UnsupportedBackend otherwise, before anything changes); None: it has none."""
-        backend = await self.parts.backend(session)
-        if backend is None:
-            return None
-        if not isinstance(backend.inner, InPlaceRestorer):
-            raise UnsupportedBackend(
-                f"runtime {session.session_id}'s files live in a {backend.kind} backend, "
-                "which cannot bring a snapshot back in place, so its last cell cannot be "
-                "undone; check the checkpoint out into a new runtime instead"
-            )
-        ref = target.backend_ref
-        if ref is None or not ref.provider_snapshot_id:
-            raise UnsupportedBackend(
-                f"checkpoint {target.checkpoint_id[:12]} has no workspace snapshot any more "
-                "(it was deleted), so its files cannot come back"
-            )
-        return backend
-
-    async def _files_back(
-        self,
-        session: SessionRecord,
-        backend: DirtyTrackingBackend | None,
-        head: RuntimeCheckpoint,
-        target: RuntimeCheckpoint,
-    ) -> BackendCheckpointRef | None:
-        """Snapshot the files as they are, then bring the target's back; the snapshot taken
-        (None without a backend). A failure puts the snapshot back first."""
-        if backend is None:
-            return None
-        parts = self.parts
-        runtime_id = session.session_id
-        backend.mark_dirty()  # the kernel writes the workspace directly: a new snapshot
-        safety = await parts.backends.checkpoint_backend(runtime_id=runtime_id)
-        parts.guard.hold(runtime_id, parts.backends.referenced_manifests(safety))
-        assert target.backend_ref is not None
-        try:
-            await backend.restore_snapshot(target.backend_ref)
-        except BaseException:
-            await self._put_back(session, backend, head, safety)
-            raise
-        return safety
-
-    async def _put_back(
-        self,
-        session: SessionRecord,
-        backend: DirtyTrackingBackend | None,
-        head: RuntimeCheckpoint,
-        safety: BackendCheckpointRef | None,
-    ) -> None:
-        """Bring the files undo started from back; failing that, keep them in a checkpoint."""
-        if backend is None or safety is None:
-            return
-        runtime_id = session.session_id
-        try:
-            await backend.restore_snapshot(safety)
-            return
-        except Exception as error:
-            _log.error(
-                "ditto: undo of runtime %s failed and its files could not be put back (%s); "
-                "they are kept in a checkpoint named %r",
-                runtime_id,
-                error,
-                BEFORE_UNDO_NAME,
-            )
-        backend.mark_dirty()
-        kept = RuntimeCheckpoint(
-            checkpoint_id=new_checkpoint_id(),
-            runtime_id=runtime_id,
-            parent_checkpoint_id=head.checkpoint_id,
-            session=session.model_copy(update={"updated_at_ms": now_ms()}),
-            backend_ref=safety,
-            context_manifest_id=head.context_manifest_id,
-            unrestorable=head.unrestorable,
-            name=BEFORE_UNDO_NAME,
-            metadata={"variables_from": head.checkpoint_id},
-        )
-        self.parts.store.put_checkpoint(kept)

@@ -220,7 +220,7 @@ class LocalControl:
         return resolved_of(checkpoint)
 
     def record_restore(self, checkpoint_id: str) -> None:
-        self.service.record_restore(self.runtime_id, checkpoint_id)
+        self._run(self.service.record_restore(self.runtime_id, checkpoint_id))
         if self.context is not None:
             self.context.last_manifest = self.service.get_checkpoint(
                 checkpoint_id

@@ -493,7 +493,7 @@ class RuntimeSessions:
             await self.ensure_runtime(runtime_id, user)
             self.scope.checkpoint(checkpoint_id, user)
             event.checkpoint_id = checkpoint_id
-            self.service.record_restore(runtime_id, checkpoint_id)
+            await self.service.record_restore(runtime_id, checkpoint_id)
             runtime = await self.service.get_runtime(runtime_id)
             event.status = runtime.status.value
         checkpoint = self.service.get_checkpoint(checkpoint_id)

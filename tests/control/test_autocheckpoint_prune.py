@@ -86,7 +86,7 @@ def test_prune_thins_old_automatic_ones_and_holds_heads_and_sources(
     for attempt in (
         lambda: run(service.restore(rid, ids[4])),
         lambda: run(service.checkout(ids[4])),
-        lambda: service.record_restore(rid, ids[1]),
+        lambda: run(service.record_restore(rid, ids[1])),
     ):
         with pytest.raises(InvalidRequest, match="pruned by %autocheckpoint"):
             attempt()

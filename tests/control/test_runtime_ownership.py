@@ -83,7 +83,7 @@ def test_a_live_runtime_is_refused_to_another_service_naming_its_owner(
             with pytest.raises(SessionBusy, match=r"live on the Jupyter server at http://first"):
                 run(call())
         with pytest.raises(SessionBusy, match="first"):
-            second.record_restore(rid, head)
+            run(second.record_restore(rid, head))
         # reads change nothing, and a checkout only reads the source's checkpoint
         assert run(second.get_runtime(rid)).status is SessionLifecycleStatus.IDLE
         child = run(second.checkout(head))

@@ -1,0 +1,171 @@
+"""A runtime's workspace files brought back to a checkpoint's, in place, and never lost.
+
+Undo and restore both bring a checkpoint's files back into the live workspace
+(`InPlaceRestorer`: the local workspace; an E2B sandbox cannot take a snapshot back in
+place). Safely: the files as they are are snapshotted first; if bringing the checkpoint's
+back, or the kernel's variables after them, fails, that snapshot is brought back. Should
+even that fail, the snapshot is recorded as a checkpoint (`before-undo`, `before-restore`)
+holding the head's variables and the files as they were, so no file is lost, and the error
+says so. A restore that succeeds keeps that snapshot the same way when it holds files the
+head does not (written since the head, by the kernel or a terminal): the restore replaced
+them, and the checkpoint is where they still are.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ditto_jupyter.backends.base import InPlaceRestorer
+from ditto_jupyter.backends.dirty import DirtyTrackingBackend
+from ditto_jupyter.control.checkpointing import new_checkpoint_id
+from ditto_jupyter.control.runtime_parts import RuntimeParts
+from ditto_jupyter.core.errors import UnsupportedBackend
+from ditto_jupyter.core.models import (
+    BackendCheckpointRef,
+    RuntimeCheckpoint,
+    SessionRecord,
+    now_ms,
+)
+
+_log = logging.getLogger(__name__)
+
+
+class FilesBack:
+    """Bring a checkpoint's files back into a runtime's workspace (see the module)."""
+
+    def __init__(self, parts: RuntimeParts, *, keep_name: str, operation: str) -> None:
+        self.parts = parts
+        self.keep_name = keep_name  # the checkpoint that keeps files a failure would lose
+        self.operation = operation  # "undo", "restore": for log lines and errors
+
+    async def in_place_backend(self, session: SessionRecord) -> DirtyTrackingBackend | None:
+        """The runtime's backend when it can bring a snapshot back in place, else None."""
+        backend = await self.parts.backend(session)
+        if backend is None or not isinstance(backend.inner, InPlaceRestorer):
+            return None
+        return backend
+
+    async def required_backend(
+        self, session: SessionRecord, target: RuntimeCheckpoint
+    ) -> DirtyTrackingBackend | None:
+        """The runtime's backend, checked able to take the target's files back in place
+        (UnsupportedBackend otherwise, before anything changes); None: it has none."""
+        backend = await self.parts.backend(session)
+        if backend is None:
+            return None
+        if not isinstance(backend.inner, InPlaceRestorer):
+            raise UnsupportedBackend(
+                f"runtime {session.session_id}'s files live in a {backend.kind} backend, "
+                "which cannot bring a snapshot back in place, so its files cannot come back "
+                f"by {self.operation}; check the checkpoint out into a new runtime instead"
+            )
+        if not has_snapshot(target):
+            raise UnsupportedBackend(
+                f"checkpoint {target.checkpoint_id[:12]} has no workspace snapshot any more "
+                "(it was deleted), so its files cannot come back"
+            )
+        return backend
+
+    async def bring_back(
+        self,
+        session: SessionRecord,
+        backend: DirtyTrackingBackend | None,
+        head: RuntimeCheckpoint | None,
+        target: RuntimeCheckpoint,
+    ) -> BackendCheckpointRef | None:
+        """Snapshot the files as they are, then bring the target's back; the snapshot taken
+        (None without a backend). A failure puts the snapshot back first. The caller ends
+        the snapshot's hold (`guard.let_go`) once the operation is over."""
+        if backend is None:
+            return None
+        parts = self.parts
+        runtime_id = session.session_id
+        backend.mark_dirty()  # the kernel writes the workspace directly: a new snapshot
+        safety = await parts.backends.checkpoint_backend(runtime_id=runtime_id)
+        parts.guard.hold(runtime_id, parts.backends.referenced_manifests(safety))
+        assert target.backend_ref is not None
+        try:
+            await backend.restore_snapshot(target.backend_ref)
+        except BaseException:
+            await self.put_back(session, backend, head, safety)
+            raise
+        return safety
+
+    async def put_back(
+        self,
+        session: SessionRecord,
+        backend: DirtyTrackingBackend | None,
+        head: RuntimeCheckpoint | None,
+        safety: BackendCheckpointRef | None,
+    ) -> None:
+        """Bring the files the operation started from back; failing that, keep them in a
+        checkpoint."""
+        if backend is None or safety is None:
+            return
+        try:
+            await backend.restore_snapshot(safety)
+            return
+        except Exception as error:
+            _log.error(
+                "ditto: %s of runtime %s failed and its files could not be put back (%s); "
+                "they are kept in a checkpoint named %r",
+                self.operation,
+                session.session_id,
+                error,
+                self.keep_name,
+            )
+        backend.mark_dirty()
+        self.keep(session, head, safety)
+
+    def keep_replaced(
+        self,
+        session: SessionRecord,
+        head: RuntimeCheckpoint | None,
+        target: RuntimeCheckpoint,
+        safety: BackendCheckpointRef | None,
+    ) -> RuntimeCheckpoint | None:
+        """After a successful bring-back: the files it replaced, kept in a checkpoint when
+        neither the head nor the target holds them (None: nothing was replaced unkept)."""
+        if safety is None or head is None:
+            return None
+        held = {snapshot_id(head), snapshot_id(target)}
+        if safety.provider_snapshot_id in held:
+            return None
+        return self.keep(session, head, safety)
+
+    def keep(
+        self, session: SessionRecord, head: RuntimeCheckpoint | None, safety: BackendCheckpointRef
+    ) -> RuntimeCheckpoint | None:
+        """Record the files as they were, with the head's variables (none without a head:
+        then the snapshot stays unrecorded and the log says so)."""
+        runtime_id = session.session_id
+        if head is None:
+            _log.error(
+                "ditto: runtime %s has no checkpoint to keep its files' snapshot %s beside",
+                runtime_id,
+                safety.provider_snapshot_id,
+            )
+            return None
+        kept = RuntimeCheckpoint(
+            checkpoint_id=new_checkpoint_id(),
+            runtime_id=runtime_id,
+            parent_checkpoint_id=head.checkpoint_id,
+            session=session.model_copy(update={"updated_at_ms": now_ms()}),
+            backend_ref=safety,
+            context_manifest_id=head.context_manifest_id,
+            unrestorable=head.unrestorable,
+            name=self.keep_name,
+            metadata={"variables_from": head.checkpoint_id},
+        )
+        self.parts.store.put_checkpoint(kept)
+        return kept
+
+
+def snapshot_id(checkpoint: RuntimeCheckpoint) -> str | None:
+    """The workspace snapshot a checkpoint holds, if any."""
+    ref = checkpoint.backend_ref
+    return ref.provider_snapshot_id if ref is not None and ref.provider_snapshot_id else None
+
+
+def has_snapshot(checkpoint: RuntimeCheckpoint) -> bool:
+    return snapshot_id(checkpoint) is not None
