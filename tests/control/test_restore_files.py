@@ -10,7 +10,6 @@ back through `record_restore`. An E2B runtime keeps its files as they are.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from ditto_jupyter.control.in_place_restore import BEFORE_RESTORE_NAME
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.wiring import open_runtime_service
-from tests.control.test_undo_in_place import context, run, tree
+from tests.control.test_undo_in_place import context, e2b_service, run, tree
 from tests.fakes.e2b_cloud import FakeE2BCloud
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 
@@ -126,14 +125,7 @@ def test_a_kernel_that_restored_itself_gets_its_files_back(service: RuntimeServi
 def test_an_e2b_runtime_keeps_its_files_and_gets_its_variables_back(
     fake_e2b: FakeE2BCloud, tmp_path: Path
 ) -> None:
-    from ditto_jupyter.backends.e2b import E2BConfig, E2BProvider
-
-    service = open_runtime_service(
-        tmp_path / "e2b-data",
-        context_factory=InMemoryContextCapture,
-        extra_providers={"e2b": E2BProvider(E2BConfig(retries=0))},
-        default_backend="e2b",
-    )
+    service = e2b_service(tmp_path / "e2b-data")
 
     async def scenario() -> None:
         rid = (await service.create_runtime("nb.ipynb")).runtime_id

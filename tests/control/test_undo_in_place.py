@@ -179,17 +179,22 @@ def test_nothing_to_undo_is_a_conflict(service: RuntimeService) -> None:
     run(scenario())
 
 
-def test_undo_on_e2b_is_refused_before_anything_changes(
-    fake_e2b: FakeE2BCloud, tmp_path: Path
-) -> None:
+def e2b_service(root: Path) -> RuntimeService:
+    """A service whose runtimes live in E2B sandboxes (the fake cloud must be up)."""
     from ditto_jupyter.backends.e2b import E2BConfig, E2BProvider
 
-    service = open_runtime_service(
-        tmp_path / "e2b-data",
+    return open_runtime_service(
+        root,
         context_factory=InMemoryContextCapture,
         extra_providers={"e2b": E2BProvider(E2BConfig(retries=0))},
         default_backend="e2b",
     )
+
+
+def test_undo_on_e2b_is_refused_before_anything_changes(
+    fake_e2b: FakeE2BCloud, tmp_path: Path
+) -> None:
+    service = e2b_service(tmp_path / "e2b-data")
 
     async def scenario() -> None:
         rid = (await service.create_runtime("nb.ipynb")).runtime_id
