@@ -10,7 +10,9 @@ value's), and a component one of whose library objects digests differently from 
 capture is pickled again.
 
 The objects are every module's globals except the ones that cannot change or that pickles
-name by reference (types, functions, modules, immutable values, import machinery). Walking
+name by reference (types, functions, modules, immutable values, import machinery), and
+matplotlib's artists: a figure a component holds is watched already (`figure_watch`: every
+setter marks it changed), and its pickle differs at every pickling anyway. Walking
 every module costs tens of milliseconds, so the walk is kept and done again only when
 modules were imported or removed since. A global a module binds anew without an import is
 found at the next import.
@@ -23,6 +25,8 @@ import importlib.machinery
 import pickle
 import sys
 import types
+
+from ditto_jupyter.kernel.capture.rules import imported_class
 
 #: Globals that are never state a cell can change behind the journal's back: types,
 #: functions and modules (pickled by reference), immutable values, import machinery.
@@ -49,27 +53,37 @@ _UNCHANGING = (
     importlib.machinery.ExtensionFileLoader,
 )
 
-_cache: tuple[int, dict[int, object]] | None = None
+_cache: tuple[int, int, dict[int, object]] | None = None
 
 
-def library_objects() -> dict[int, object]:
-    """Id -> object of every changeable global of every module but `__main__` (kept, and
-    walked again only when the set of modules changed)."""
+def library_objects(notebook: dict[str, object]) -> dict[int, object]:
+    """Id -> object of every changeable global of every module but the notebook's own
+    (`__main__`, and `__mp_main__`, multiprocessing's other name for it, and any module
+    whose namespace is `notebook`); kept, and walked again only when the set of modules
+    changed."""
     global _cache
     modules = sys.modules
-    if _cache is not None and _cache[0] == len(modules):
-        return _cache[1]
+    if _cache is not None and _cache[:2] == (len(modules), id(notebook)):
+        return _cache[2]
+    artist = imported_class("matplotlib.artist", "Artist")
+    skipped = (*_UNCHANGING, artist) if artist is not None else _UNCHANGING
+    main = getattr(modules.get("__main__"), "__dict__", None)
     found: dict[int, object] = {}
     for name, module in list(modules.items()):
         namespace = getattr(module, "__dict__", None)
-        if name == "__main__" or not isinstance(namespace, dict):
+        if not isinstance(namespace, dict) or name in _NOTEBOOK_MODULES:
+            continue
+        if namespace is notebook or namespace is main:
             continue
         for value in list(namespace.values()):
-            if not isinstance(value, _UNCHANGING):
+            if not isinstance(value, skipped):
                 found[id(value)] = value
-    _cache = (len(modules), found)
+    _cache = (len(modules), id(notebook), found)
     return found
 
+
+#: The names the notebook's own module goes by in `sys.modules`.
+_NOTEBOOK_MODULES = frozenset({"__main__", "__mp_main__"})
 
 #: The digest of an object that cannot be pickled alone: never equal to another.
 _UNKNOWN = b""
@@ -84,10 +98,12 @@ def library_digest(obj: object) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def library_digests(ids: set[int], memo: dict[int, bytes]) -> dict[int, tuple[object, bytes]]:
+def library_digests(
+    notebook: dict[str, object], ids: set[int], memo: dict[int, bytes]
+) -> dict[int, tuple[object, bytes]]:
     """The library objects among `ids`, each with its digest (from `memo`, the digests this
     capture took already, else taken now); the objects are kept, so the ids stay theirs."""
-    library = library_objects()
+    library = library_objects(notebook)
     digests: dict[int, tuple[object, bytes]] = {}
     for object_id in ids & library.keys():
         digest = memo.get(object_id)
@@ -98,11 +114,14 @@ def library_digests(ids: set[int], memo: dict[int, bytes]) -> dict[int, tuple[ob
 
 
 def changed_library_objects(
-    ids: set[int], before: dict[int, tuple[object, bytes]], memo: dict[int, bytes]
+    notebook: dict[str, object],
+    ids: set[int],
+    before: dict[int, tuple[object, bytes]],
+    memo: dict[int, bytes],
 ) -> bool:
     """Whether a kept component holding `ids` holds a library object that the last capture
     did not digest, or that digests differently now (`memo`: this capture's digests)."""
-    library = library_objects()
+    library = library_objects(notebook)
     for object_id in ids & library.keys():
         obj = library[object_id]
         seen = before.get(object_id)

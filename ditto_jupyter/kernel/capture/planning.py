@@ -201,7 +201,7 @@ class CapturePlan:
         dirty_components.update(
             i
             for i, ids in enumerate(base.ids)
-            if changed_library_objects(ids, base.library, self.library_memo)
+            if changed_library_objects(self.namespace, ids, base.library, self.library_memo)
         )
         names = {name for name, _ in order}
         # the pods a touched, new, rebound or gone variable refers to: the cells may have

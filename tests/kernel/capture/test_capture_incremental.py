@@ -8,7 +8,9 @@ Plain Python: namespaces are dicts run with `exec`, cells as the notebook would 
 from __future__ import annotations
 
 import pickle
+import sys
 import textwrap
+import types
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,7 @@ from ditto_jupyter.kernel.capture.cell_effects import CellEffects
 from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged, forget_chunks
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.journal import current_figure
+from ditto_jupyter.kernel.capture.library_held import library_objects
 
 ALIASING_CELLS = [
     "a = [1, 2]\nb = {'list': a}\nc = 'text'",
@@ -145,6 +148,26 @@ def test_a_value_holding_a_library_object_is_kept_only_while_that_object_is_unch
     seen = walk(LIBRARY_CELLS, blobs)
     assert seen[1][2] >= 1 and seen[2][2] >= 1  # the generator moved: pickled again
     assert seen[3][2] == 1  # `total` alone: the generator is as it was, `rs` is kept
+
+
+def test_the_notebooks_own_values_are_not_library_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`__mp_main__` (multiprocessing's name for `__main__`, set once joblib is imported)
+    and any module whose namespace is the notebook's hold the notebook's own values, which
+    the journal follows: they are not taken for a library's."""
+    notebook_module = types.ModuleType("notebook_as_module")
+    notebook_module.values = np.zeros(3)  # type: ignore[attr-defined]
+    alias = types.ModuleType("__mp_main__")
+    alias.other = np.ones(3)  # type: ignore[attr-defined]
+    library = types.ModuleType("some_library")
+    library.state = np.full(3, 2.0)  # type: ignore[attr-defined]
+    for module in (notebook_module, alias, library):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    found = library_objects(notebook_module.__dict__)
+    assert id(library.state) in found  # type: ignore[attr-defined]
+    assert id(notebook_module.values) not in found  # type: ignore[attr-defined]
+    assert id(alias.other) not in found  # type: ignore[attr-defined]
 
 
 def test_state_a_library_leaves_out_of_its_pickle_comes_back(
