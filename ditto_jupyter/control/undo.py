@@ -8,9 +8,10 @@ files, and names the cell it undid. Nothing to undo (no checkpoint, a head not t
 `%autocheckpoint`, no earlier checkpoint, or one a prune thinned) is a `Conflict`.
 
 Files come back in place (`files_back`: the local workspace; an E2B sandbox cannot, so
-undo there is `UnsupportedBackend` before anything changes), safely: should bringing them
-back fail and the files it started from not come back either, they are kept in a
-checkpoint named `before-undo`.
+undo there is `UnsupportedBackend` before anything changes), safely: files written since
+the head (a terminal's, say), which undo replaces, and the files it started from when
+bringing them back fails and they cannot be put back either, are kept in a checkpoint named
+`before-undo`.
 
 Two paths, as for restore: the server's (`undo`: an idle kernel, whose variables the
 server restores after the files), and a kernel's own (`record_undo`: `%undo` restored its
@@ -31,7 +32,7 @@ from ditto_jupyter.core.models import (
     UnrestorableValue,
 )
 
-#: The name of the checkpoint that keeps the files of an undo that could not be undone.
+#: The name of the checkpoint that keeps the files an undo replaced or could not put back.
 BEFORE_UNDO_NAME = "before-undo"
 
 
@@ -92,6 +93,7 @@ class Undo:
                 except BaseException:
                     await self.files.put_back(session, backend, head, safety)
                     raise
+                self.files.keep_replaced(session, head, target, safety)
             finally:
                 parts.guard.let_go(runtime_id)
             parts.store.set_head(runtime_id, target.checkpoint_id)
@@ -114,7 +116,8 @@ class Undo:
                 )
             backend = await self.files.required_backend(session, target)
             try:
-                await self.files.bring_back(session, backend, head, target)
+                safety = await self.files.bring_back(session, backend, head, target)
+                self.files.keep_replaced(session, head, target, safety)
             finally:
                 parts.guard.let_go(runtime_id)
             parts.store.set_head(runtime_id, target.checkpoint_id)

@@ -145,3 +145,34 @@ def test_an_e2b_runtime_keeps_its_files_and_gets_its_variables_back(
         run(scenario())
     finally:
         service.close_store()
+
+
+def test_undo_keeps_files_written_since_the_head_in_a_before_undo_checkpoint(
+    service: RuntimeService,
+) -> None:
+    """Undo replaces the files with the last cell's parent's: one a terminal wrote after the
+    last cell's checkpoint is kept, as a restore keeps it."""
+    from tests.control.test_undo_in_place import cell
+
+    async def scenario() -> None:
+        rid = (await service.create_runtime("nb.ipynb")).runtime_id
+        root = service.workspace_path(rid)
+        assert root is not None
+        (root / "f.txt").write_text("one")
+        await cell(service, rid, 1, v=1)
+        (root / "f.txt").write_text("two")
+        await cell(service, rid, 2, v=2)
+        (root / "terminal.txt").write_text("written after cell 2's checkpoint")
+        await service.undo(rid)
+        assert (root / "f.txt").read_text() == "one" and not (root / "terminal.txt").exists()
+        [kept] = [
+            c.checkpoint_id
+            for c in service.store.list_checkpoints()
+            if c.runtime_id == rid and c.name == "before-undo"
+        ]
+        child = await service.checkout(kept)
+        child_root = service.workspace_path(child.runtime.runtime_id)
+        assert child_root is not None
+        assert (child_root / "terminal.txt").read_text() == "written after cell 2's checkpoint"
+
+    run(scenario())
