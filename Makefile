@@ -108,8 +108,8 @@ postgresql: $(POSTGRESQL_STAMP)
 
 $(POSTGRESQL_STAMP):
 	@command -v apt-get >/dev/null || { echo "make: the PostgreSQL tests need Debian's postgresql package, and apt-get is missing" >&2; exit 1; }
-	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get update
-	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql
+	$(AS_ROOT) $(APT_GET) update
+	$(AS_ROOT) $(APT_GET) install -y postgresql
 	mkdir -p $(@D)
 	touch $@
 
@@ -118,8 +118,8 @@ chromium: $(CHROMIUM_STAMP)
 
 $(CHROMIUM_STAMP):
 	@command -v apt-get >/dev/null || { echo "make: the browser tests need Debian's chromium package, and apt-get is missing" >&2; exit 1; }
-	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get update
-	$(AS_ROOT) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+	$(AS_ROOT) $(APT_GET) update
+	$(AS_ROOT) $(APT_GET) install -y chromium
 	mkdir -p $(@D)
 	touch $@
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.process_group import stop_process_group
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -132,16 +134,11 @@ class LiveServer:
         return [sys.executable, "-m", "jupyter_server", "--port=0"]
 
     def stop(self) -> None:
-        """Stop the server the way Ctrl-C does (its kernels are shut down with it)."""
+        """Stop the server as a process manager does (SIGTERM: its kernels are shut down
+        with it), then SIGKILL whatever of its process group is left."""
         if self.process is None:
             return
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_process_group(self.process)
         self.process = None
 
     def kill(self) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from typing import Any
 import httpx
 
 from tests.support.kernel_cells import run_in_kernel
+from tests.support.process_group import stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 #: Where `make` installs the proxy (npm's `configurable-http-proxy`).
@@ -176,7 +176,7 @@ class RunningHub:
         return self
 
     def stop(self) -> None:
-        """Stop every server, then the hub and its proxy (Ctrl-C, then SIGKILL)."""
+        """Stop every server, then the hub and its proxy (SIGTERM, then SIGKILL)."""
         if self.process is None:
             return
         for user in self.users:
@@ -184,13 +184,7 @@ class RunningHub:
                 self.stop_server(user)
             except (httpx.HTTPError, RuntimeError) as error:  # the hub's stop kills the rest
                 print(f"could not stop {user}'s server: {error}", file=sys.stderr)
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        stop_process_group(self.process)
         self.process = None
 
     def __enter__(self) -> RunningHub:
