@@ -196,7 +196,7 @@ class Checkpointing:
             check_self_capture(self.parts.blobs, runtime_id, precaptured)
         fencing = seal and precaptured is None
         try:
-            async with parts.provider_work(runtime_id) as work:
+            async with parts.replication.writing(), parts.provider_work(runtime_id) as work:
                 if fencing:
                     await parts.context.fence(session)
                 checkpoint, session = await self._take_checkpoint(

@@ -19,21 +19,31 @@ Before a restore, a checkout or a resume reads a checkpoint, `make_local` fetche
 server lacks (another server took it, or the cache let it go), so the kernel, which never
 gets the object store's credentials, reads everything from the local disk.
 
+Every upload and fetch, and every checkpoint from before its capture until its record is
+written (`writing`), holds a write intent in the shared store (`bucket_gc`) once the
+service has given its coordination (`coordinate`): garbage collection deletes nothing from
+the bucket while one is open, and the replica ledger forgets what it knew was there when a
+collection deleted since.
+
 With no object store, every method does nothing and states are None.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import Literal
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
 from ditto_jupyter.core.blobs.replica import BucketReplica, Transfer
 from ditto_jupyter.core.models import RuntimeCheckpoint
+
+if TYPE_CHECKING:
+    from ditto_jupyter.control.bucket_gc import BucketCoordination
 
 #: What a checkpoint's `replication` says.
 ReplicationState = Literal["local", "replicated"]
@@ -68,6 +78,36 @@ class Replication:
         self.last_error: BaseException | None = None
         #: Record that a checkpoint's blobs are all in the bucket (the service's store).
         self.mark_replicated: Callable[[str], None] = lambda checkpoint_id: None
+        #: Write intents and collection on the shared bucket (the service's store).
+        self.coordination: BucketCoordination | None = None
+
+    def coordinate(self, coordination: BucketCoordination) -> None:
+        """Hold write intents through `coordination` from now on (before `start`)."""
+        self.coordination = coordination
+
+    @contextlib.contextmanager
+    def intent(self) -> Iterator[None]:
+        """Hold a write intent for the block (nothing without coordination)."""
+        if self.coordination is None:
+            yield
+            return
+        with self.coordination.intent():
+            yield
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """Hold a write intent while a checkpoint is taken and recorded: a collection on
+        another server deletes nothing its capture reuses (opened on a worker thread, as
+        it may wait for a deletion phase to end)."""
+        coordination = self.coordination
+        if coordination is None:
+            yield
+            return
+        key = await asyncio.to_thread(coordination.open_intent)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(coordination.close_intent, key)
 
     def start(self) -> None:
         """Take up the uploads a stop or a crash cut short (once `mark_replicated` is set)."""
@@ -111,9 +151,15 @@ class Replication:
     async def upload(self, manifests: Sequence[str]) -> Transfer:
         """Put these manifests and all they list in the bucket now (ObjectStoreUnavailable
         when it refuses: then nothing more is known to be there)."""
-        if self.replica is None or not manifests:
+        replica = self.replica
+        if replica is None or not manifests:
             return Transfer()
-        return await asyncio.to_thread(self.replica.upload, list(manifests))
+
+        def upload() -> Transfer:
+            with self.intent():
+                return replica.upload(list(manifests))
+
+        return await asyncio.to_thread(upload)
 
     def upload_soon(self, checkpoint_id: str, manifests: Sequence[str]) -> None:
         """Queue a checkpoint's manifests for the uploader; returns at once."""
@@ -145,9 +191,15 @@ class Replication:
     async def make_local(self, manifests: Sequence[str]) -> Transfer:
         """Fetch what this server lacks of these manifests (NotReplicated when the bucket
         has not got one, ObjectStoreUnavailable when it refuses)."""
-        if self.replica is None or not manifests:
+        replica = self.replica
+        if replica is None or not manifests:
             return Transfer()
-        return await asyncio.to_thread(self.replica.fetch, list(manifests))
+
+        def fetch() -> Transfer:
+            with self.intent():
+                return replica.fetch(list(manifests))
+
+        return await asyncio.to_thread(fetch)
 
     # ---- the uploader -----------------------------------------------------------------
 
@@ -188,8 +240,9 @@ class Replication:
                 if self._stopping:
                     break
                 try:
-                    replica.upload(upload.manifests)
-                    self._recorded(upload.checkpoint_id)
+                    with self.intent():
+                        replica.upload(upload.manifests)
+                        self._recorded(upload.checkpoint_id)
                     replica.ledger.dequeue([upload.checkpoint_id])
                     failures = 0
                 except BlobNotFound as error:  # collected since (its checkpoint went)
