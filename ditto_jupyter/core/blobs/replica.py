@@ -18,8 +18,10 @@ restore load anything), chunks with no local copy are fetched and checked agains
 names, and everything is recorded in the local store in one bulk write (without a sync:
 the bucket holds the durable copy). Both move chunks on a pool of threads.
 
-Nothing is deleted from the bucket here: reference counts are per data directory, and with
-several servers on one bucket only shared counts can say a chunk is garbage there.
+Nothing is deleted from the bucket here: with several servers on one bucket only the
+shared checkpoint store can say an object is garbage there (`control.bucket_gc`, which
+also keeps uploads and fetches in flight from being collected under, and makes the ledger
+forget what it deletes).
 """
 
 from __future__ import annotations
