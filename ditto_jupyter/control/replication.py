@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import enum
 import logging
 import threading
@@ -52,6 +53,10 @@ QUEUE_BATCH = 16
 #: Seconds the uploader waits after a failure, doubling up to the last.
 RETRY_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 _log = logging.getLogger(__name__)
+#: Whether the code running holds a write intent already (a checkpoint's, for its upload).
+_holding_intent: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ditto_holding_bucket_intent", default=False
+)
 
 
 class Durability(str, enum.Enum):
@@ -87,8 +92,9 @@ class Replication:
 
     @contextlib.contextmanager
     def intent(self) -> Iterator[None]:
-        """Hold a write intent for the block (nothing without coordination)."""
-        if self.coordination is None:
+        """Hold a write intent for the block (nothing without coordination, or inside a
+        block that holds one: a checkpoint's upload)."""
+        if self.coordination is None or _holding_intent.get():
             yield
             return
         with self.coordination.intent():
@@ -104,9 +110,11 @@ class Replication:
             yield
             return
         key = await asyncio.to_thread(coordination.open_intent)
+        holding = _holding_intent.set(True)  # its upload (`asyncio.to_thread`) inherits it
         try:
             yield
         finally:
+            _holding_intent.reset(holding)
             await asyncio.to_thread(coordination.close_intent, key)
 
     def start(self) -> None:

@@ -5,7 +5,7 @@ real Ceph gateway, as the servers of a deployment do. What no checkpoint referen
 from the bucket at one server's collection; a chunk an in-flight checkpoint on another
 server wrote stays; of two servers collecting at once exactly one collects; and a chunk
 collected and then needed again by another server's checkpoint is uploaded again, so the
-checkpoint resumes elsewhere.
+checkpoint resumes elsewhere; and the intent of a server that stopped blocks nobody.
 """
 
 from __future__ import annotations
@@ -259,3 +259,20 @@ def test_a_chunk_collected_and_needed_again_is_uploaded_again_and_resumes_elsewh
     assert workspace is not None
     assert (workspace / "data" / "table.csv").read_bytes() == TABLE
     assert ctx(c).namespace(rid) == {"x": 41}
+
+
+def test_the_intent_of_a_server_that_died_does_not_block_collection(
+    deployment: Deployment,
+) -> None:
+    a = deployment.server("a")
+    _, head = run(paused_with_table(a, "nb.ipynb"))
+    garbage = garbage_of_dropped_snapshot(a, head)
+    b = deployment.server("b")
+    coordination(b).open_intent()  # an upload in flight, never ended
+    report = a.bucket_gc(grace_seconds=0)
+    assert report is not None and report.reason is not None and "in flight" in report.reason
+    assert all(in_bucket(a, name) for name in garbage)
+    b.ownership.close()  # b is gone: its leases, the intent with them, run out
+    report = a.bucket_gc(grace_seconds=0)
+    assert report is not None and report.reason is None
+    assert not any(in_bucket(a, name) for name in garbage)

@@ -169,6 +169,12 @@ class SqliteReplicaLedger:
 
     def align(self, generation: int) -> bool:
         """Forget what is known to be in the bucket unless learnt at `generation`."""
+        try:  # a read first: the generation rarely moves, and a write waits for others
+            row = self._connection().execute("SELECT generation FROM generation").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise sqlite_failure(exc, self.place, "reading the replica ledger") from None
+        if row is not None and int(row[0]) == generation:
+            return False
         with self._write() as conn:
             row = conn.execute("SELECT generation FROM generation WHERE id = 1").fetchone()
             if row is not None and int(row[0]) == generation:
