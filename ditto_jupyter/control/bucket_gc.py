@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
@@ -100,6 +101,7 @@ class BucketCoordination:
         #: The lease key of the bucket (its URL and endpoint).
         self.bucket_key = str(replica.location)
         self.intent_wait_s = intent_wait_s
+        self._collecting = threading.Lock()  # one collection of this server at a time
 
     # ---- write intents -----------------------------------------------------------------
 
@@ -163,16 +165,23 @@ class BucketCoordination:
         """Delete the bucket's objects that no root reaches and that are older than
         `grace_seconds`, unless another server collects now (see the module)."""
         owner = self.ownership.owner_id
-        lease = self._take_collector()
-        if lease.holder.owner_id != owner:
+        if not self._collecting.acquire(blocking=False):
             return BucketGcReport(
-                collected=False,
-                reason=f"{lease.holder.describe()} collects {self.bucket_key} now",
+                collected=False, reason=f"this server collects {self.bucket_key} now"
             )
         try:
-            return self._collect(roots, grace_seconds)
+            lease = self._take_collector()
+            if lease.holder.owner_id != owner:
+                return BucketGcReport(
+                    collected=False,
+                    reason=f"{lease.holder.describe()} collects {self.bucket_key} now",
+                )
+            try:
+                return self._collect(roots, grace_seconds)
+            finally:
+                self.store.release_lease(COLLECTOR_LEASE, self.bucket_key, owner)
         finally:
-            self.store.release_lease(COLLECTOR_LEASE, self.bucket_key, owner)
+            self._collecting.release()
 
     def _take_collector(self) -> Lease:
         """Take (or renew) the collector's lease; the lease as it stands."""

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
 from ditto_jupyter.core.blobs.replica import BucketReplica, Transfer
+from ditto_jupyter.core.errors import StoreUnavailable
 from ditto_jupyter.core.models import RuntimeCheckpoint
 
 if TYPE_CHECKING:
@@ -258,7 +259,8 @@ class Replication:
                         "ditto: not replicating checkpoint %s: %s", upload.checkpoint_id, error
                     )
                     replica.ledger.dequeue([upload.checkpoint_id])
-                except BlobError as error:  # the object store or the local disk: later
+                except (BlobError, StoreUnavailable) as error:
+                    # the object store, the local disk or the checkpoint store: later
                     failures = self._failed(error, failures)
                     break
 
