@@ -5,12 +5,15 @@ real Ceph gateway, as the servers of a deployment do. What no checkpoint referen
 from the bucket at one server's collection; a chunk an in-flight checkpoint on another
 server wrote stays; of two servers collecting at once exactly one collects; and a chunk
 collected and then needed again by another server's checkpoint is uploaded again, so the
-checkpoint resumes elsewhere; and the intent of a server that stopped blocks nobody.
+checkpoint resumes elsewhere; and the intent of a server that stopped blocks nobody. A
+server whose bounded cache evicted a chunk that collection then deleted from the bucket
+stores the chunk's bytes again when a capture reuses a manifest listing it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import threading
 from collections.abc import Coroutine, Iterable, Iterator
@@ -26,6 +29,7 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.blobs.replica import Transfer, manifest_key
 from ditto_jupyter.core.blobs.replicated_chunks import chunk_key
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
+from ditto_jupyter.kernel.capture.capturing import capture_namespace
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 from tests.support.ceph_gateway import CephGateway, S3Bucket
@@ -50,12 +54,12 @@ class Deployment:
     bucket: S3Bucket
     servers: list[RuntimeService] = field(default_factory=list)
 
-    def server(self, name: str) -> RuntimeService:
+    def server(self, name: str, *, cache_bytes: int | None = None) -> RuntimeService:
         settings = ObjectStoreSettings(
             url=f"{self.bucket.url}/deployment",
             secret_file=self.root / "signing-secret",
             endpoint_url=self.bucket.endpoint,
-            cache_bytes=None,
+            cache_bytes=cache_bytes,
             durability="replicated",
         )
         service = open_runtime_service(
@@ -276,3 +280,87 @@ def test_the_intent_of_a_server_that_died_does_not_block_collection(
     report = a.bucket_gc(grace_seconds=0)
     assert report is not None and report.reason is None
     assert not any(in_bucket(a, name) for name in garbage)
+
+
+def test_a_reused_manifest_whose_evicted_chunk_was_collected_stores_its_bytes_again(
+    deployment: Deployment,
+) -> None:
+    """a's bounded cache evicts the chunks of a capture no checkpoint records (they are in
+    the bucket); b's collection deletes them there; a capture of the same namespace on a
+    (its chunk memo names the chunks, so the same manifest comes out) must store their
+    bytes again, or its upload finds them nowhere."""
+    a = deployment.server("a", cache_bytes=64 << 10)
+    replica = a.replication.replica
+    assert replica is not None
+    kernel_blobs = BlobStore(a.blobs.root)  # what a kernel of a opens: no bucket
+    namespace: dict[str, object] = {"blob": os.urandom(3 << 20)}
+    with coordination(a).intent():
+        first = capture_namespace(namespace, kernel_blobs, runtime_id="r-1")
+        replica.upload([first.manifest_id])
+    names = closure(a.blobs, [first.manifest_id])
+    chunks = [name.removeprefix("chunks/") for name in names if name.startswith("chunks/")]
+    in_files = [c for c in chunks if replica.storage.is_cached(c)]  # not inline ones
+    replica.storage.cache._min_age_s = 0.0  # no grace for a just-used chunk, for the test
+    replica.storage.cache.evict()
+    evicted = [c for c in in_files if not replica.storage.is_cached(c)]
+    assert len(evicted) >= 3  # the 1 MiB chunks are only in the bucket now
+
+    report = deployment.server("b").bucket_gc(grace_seconds=0)
+    assert report is not None and report.collected and report.reason is None
+    assert not any(in_bucket(a, name) for name in names)
+
+    with coordination(a).intent():  # the bucket's generation moved: a forgets
+        again = capture_namespace(namespace, kernel_blobs, runtime_id="r-1")
+        assert again.manifest_id == first.manifest_id
+        assert all(replica.storage.is_cached(c) for c in evicted)  # stored again
+        replica.upload([again.manifest_id])
+    assert all(in_bucket(a, name) for name in names)  # and uploaded again
+    c = deployment.server("c")  # a node that never saw them reads every chunk back
+    fetched = c.replication.replica
+    assert fetched is not None
+    fetched.fetch([again.manifest_id])
+    assert all(c.blobs.get_chunk(name) for name in chunks)
+
+
+def test_an_unchanged_workspace_whose_evicted_chunks_were_collected_is_snapshot_anew(
+    deployment: Deployment,
+) -> None:
+    """a's workspace snapshot that no checkpoint records (its capture never was) has its
+    chunks evicted from a's bounded cache and collected from the bucket by b; the next
+    checkpoint of the unchanged workspace must not reuse that snapshot, whose bytes are
+    nowhere: it reads the files again, and the runtime resumes on another server."""
+    a = deployment.server("a", cache_bytes=64 << 10)
+    replica = a.replication.replica
+    assert replica is not None
+    data = os.urandom(3 << 20)
+
+    async def unrecorded_snapshot() -> tuple[str, str]:
+        runtime = await a.create_runtime("nb.ipynb", "ana")
+        backend = a.backends.get(runtime.runtime_id)
+        assert backend is not None
+        await backend.write_bytes("data/blob.bin", data)
+        with coordination(a).intent():
+            ref = await backend.checkpoint()  # no checkpoint records this snapshot
+            assert ref.provider_snapshot_id is not None
+            replica.upload([ref.provider_snapshot_id])
+        return runtime.runtime_id, ref.provider_snapshot_id
+
+    rid, snapshot = run(unrecorded_snapshot())
+    names = closure(a.blobs, [snapshot])
+    chunks = [name.removeprefix("chunks/") for name in names if name.startswith("chunks/")]
+    in_files = [c for c in chunks if replica.storage.is_cached(c)]
+    replica.storage.cache._min_age_s = 0.0  # no grace for a just-used chunk, for the test
+    replica.storage.cache.evict()
+    assert len([c for c in in_files if not replica.storage.is_cached(c)]) >= 3
+
+    report = deployment.server("b").bucket_gc(grace_seconds=0)
+    assert report is not None and report.collected and report.reason is None
+    assert not any(in_bucket(a, name) for name in names)
+
+    run(a.pause(rid))  # replicated: returns once the bucket holds everything it needs
+    deployment.stop(a)
+    c = deployment.server("c")
+    run(c.resume(rid))
+    workspace = c.workspace_path(rid)
+    assert workspace is not None
+    assert (workspace / "data" / "blob.bin").read_bytes() == data

@@ -440,14 +440,26 @@ class LocalBackend:
     def _same_as_last(self, manifest: dict[str, Any]) -> str | None:
         """The last snapshot's manifest id when it lists exactly these entries (only the
         scan's clock differs), so a checkpoint of an unchanged workspace writes nothing;
-        None when anything differs or that manifest cannot be read."""
+        None when anything differs, that manifest cannot be read, or a chunk it lists has
+        no bytes left anywhere (evicted from a bounded cache, then collected from the
+        bucket: the new snapshot stores the files again)."""
         last = self._last_manifest_id
         if last is None:
             return None
+        blobs = self._provider.blobs
         try:  # read again: a delete-snapshot may have removed it since
-            body = self._provider.blobs.get_manifest(last)
+            body = blobs.get_manifest(last)
+            lost = blobs.unbacked_chunks([last])
         except (BlobError, OSError) as error:
             _log.info("ditto: workspace %s snapshots anew: %s", self._backend_id, error)
+            return None
+        if lost:
+            _log.info(
+                "ditto: workspace %s snapshots anew: %d chunk(s) of its last snapshot are "
+                "neither cached here nor known to be in the object store",
+                self._backend_id,
+                len(lost),
+            )
             return None
         return last if _content_of(body) == _content_of(manifest) else None
 
