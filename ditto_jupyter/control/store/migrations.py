@@ -10,7 +10,7 @@ metadata into columns and fields of their own; step 5 adds the table of leftover
 the table of leases, where every runtime live at the time gets a lease that has already run
 out (no server of this version runs it yet), so the first server to look may take it over.
 Step 7 adds the column of a checkpoint's notebook document (no checkpoint held one before).
-Step 8 adds the table of bucket generations: how many times a collector has deleted from
+Step 9 adds the table of bucket generations: how many times a collector has deleted from
 each shared bucket (a replica ledger older than that forgets what it knew was there).
 """
 
@@ -316,10 +316,10 @@ def _add_document_column_v7(conn: Connection) -> None:
     )
 
 
-# ---- step 8: bucket generations ------------------------------------------------------------
+# ---- step 9: bucket generations ------------------------------------------------------------
 
 
-def _create_bucket_generations_v8(conn: Connection) -> None:
+def _create_bucket_generations_v9(conn: Connection) -> None:
     conn.exec_driver_sql(
         "CREATE TABLE bucket_generations (url TEXT PRIMARY KEY, generation BIGINT NOT NULL)"
     )
@@ -339,7 +339,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "leftovers: resources a cleanup could not free", _create_leftovers_v5),
     Migration(6, "leases: which server holds a live runtime", _create_leases_v6),
     Migration(7, "the notebook document of a checkpoint", _add_document_column_v7),
-    Migration(8, "bucket generations: deletions from a bucket", _create_bucket_generations_v8),
+    Migration(9, "bucket generations: deletions from a bucket", _create_bucket_generations_v9),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

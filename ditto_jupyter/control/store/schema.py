@@ -145,7 +145,7 @@ LEASES = sa.Table(
     sa.Index("leases_by_owner", "owner_id"),
 )
 
-# How many deletion phases garbage collection has begun on each shared bucket (schema 8):
+# How many deletion phases garbage collection has begun on each shared bucket (schema 9):
 # a server's replica ledger made at an older generation may name objects gone since.
 BUCKET_GENERATIONS = sa.Table(
     "bucket_generations",

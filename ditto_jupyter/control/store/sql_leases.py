@@ -1,5 +1,5 @@
 """Leases on SQL: the `leases` table (schema 6) of the checkpoint store, and the
-generations of shared buckets (schema 8) that garbage collection's leases go with.
+generations of shared buckets (schema 9) that garbage collection's leases go with.
 
 A lease is taken in one write transaction (SQLite `BEGIN IMMEDIATE`, PostgreSQL's write
 lock): the current row is read and replaced only when `lease_free_for` allows, so of two
