@@ -20,6 +20,7 @@ the snapshot discarded, the kernel left running), and the kernel refuses cells o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
@@ -197,6 +198,10 @@ class Checkpointing:
         fencing = seal and precaptured is None
         try:
             async with parts.replication.writing(), parts.provider_work(runtime_id) as work:
+                if precaptured is not None:  # taken before the intent: a collection may
+                    await asyncio.to_thread(  # have deleted what it reuses in between
+                        parts.replication.require_backed, [precaptured.manifest_id]
+                    )
                 if fencing:
                     await parts.context.fence(session)
                 checkpoint, session = await self._take_checkpoint(

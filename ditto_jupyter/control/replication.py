@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
 from ditto_jupyter.core.blobs.replica import BucketReplica, Transfer
-from ditto_jupyter.core.errors import StoreUnavailable
+from ditto_jupyter.core.errors import Conflict, StoreUnavailable
 from ditto_jupyter.core.models import RuntimeCheckpoint
 
 if TYPE_CHECKING:
@@ -117,6 +117,24 @@ class Replication:
         finally:
             _holding_intent.reset(holding)
             await asyncio.to_thread(coordination.close_intent, key)
+
+    def require_backed(self, manifest_ids: Sequence[str]) -> None:
+        """Inside a write intent: refuse a capture taken before it (a kernel's own) when a
+        chunk it lists has no bytes left anywhere: this server's cache had evicted it and a
+        collection deleted it from the bucket before the intent (Conflict: capture again,
+        which stores the chunk's bytes again, see `BlobStore.unbacked_chunks`)."""
+        replica = self.replica
+        if replica is None:
+            return
+        lost = replica.store.unbacked_chunks(manifest_ids)
+        if lost:
+            lost = replica.confirm_in_bucket(lost)
+        if lost:
+            raise Conflict(
+                f"the capture {', '.join(manifest_ids)} lists {len(lost)} chunk(s) whose bytes "
+                "are gone (this server's cache let them go, then garbage collection deleted "
+                "them from the object store): capture again, which stores them again"
+            )
 
     def start(self) -> None:
         """Take up the uploads a stop or a crash cut short (once `mark_replicated` is set)."""

@@ -29,6 +29,7 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.blobs.replica import Transfer, manifest_key
 from ditto_jupyter.core.blobs.replicated_chunks import chunk_key
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
+from ditto_jupyter.core.errors import Conflict
 from ditto_jupyter.kernel.capture.capturing import capture_namespace
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
@@ -54,13 +55,15 @@ class Deployment:
     bucket: S3Bucket
     servers: list[RuntimeService] = field(default_factory=list)
 
-    def server(self, name: str, *, cache_bytes: int | None = None) -> RuntimeService:
+    def server(
+        self, name: str, *, cache_bytes: int | None = None, durability: str = "replicated"
+    ) -> RuntimeService:
         settings = ObjectStoreSettings(
             url=f"{self.bucket.url}/deployment",
             secret_file=self.root / "signing-secret",
             endpoint_url=self.bucket.endpoint,
             cache_bytes=cache_bytes,
-            durability="replicated",
+            durability=durability,
         )
         service = open_runtime_service(
             self.root / name,
@@ -364,3 +367,44 @@ def test_an_unchanged_workspace_whose_evicted_chunks_were_collected_is_snapshot_
     workspace = c.workspace_path(rid)
     assert workspace is not None
     assert (workspace / "data" / "blob.bin").read_bytes() == data
+
+
+def test_a_kernels_own_capture_whose_evicted_chunks_were_collected_meanwhile_is_refused(
+    deployment: Deployment,
+) -> None:
+    """A kernel captures itself before its server opens the checkpoint's write intent; its
+    chunk memo names chunks a's cache evicted (the bucket held them), and b's collection
+    deletes them from the bucket in between. With `local` durability the checkpoint would
+    be recorded with those bytes nowhere: it is refused instead, and the kernel's next
+    capture stores them again and is uploaded."""
+    a = deployment.server("a", cache_bytes=64 << 10, durability="local")
+    replica = a.replication.replica
+    assert replica is not None
+    kernel_blobs = BlobStore(a.blobs.root)  # what a kernel of a opens: no bucket
+    rid = run(a.create_runtime("nb.ipynb", "ana")).runtime_id
+    namespace: dict[str, object] = {"blob": os.urandom(3 << 20)}
+    with coordination(a).intent():  # an earlier capture, uploaded, never recorded
+        first = capture_namespace(namespace, kernel_blobs, runtime_id=rid)
+        replica.upload([first.manifest_id])
+    in_files = [
+        name.removeprefix("chunks/")
+        for name in closure(a.blobs, [first.manifest_id])
+        if name.startswith("chunks/") and replica.storage.is_cached(name.removeprefix("chunks/"))
+    ]
+    replica.storage.cache._min_age_s = 0.0  # no grace for a just-used chunk, for the test
+    replica.storage.cache.evict()
+    assert len([c for c in in_files if not replica.storage.is_cached(c)]) >= 3
+
+    namespace["y"] = 1
+    own = capture_namespace(namespace, kernel_blobs, runtime_id=rid)  # no intent yet
+    report = deployment.server("b").bucket_gc(grace_seconds=0)
+    assert report is not None and report.collected and report.deleted_chunks >= 3
+
+    head = a.head_checkpoint(rid)
+    with pytest.raises(Conflict, match="capture again"):
+        run(a.checkpoint(rid, precaptured=own))
+    assert a.head_checkpoint(rid) == head  # nothing recorded
+    again = capture_namespace(namespace, kernel_blobs, runtime_id=rid)  # stores them again
+    run(a.checkpoint(rid, precaptured=again))
+    assert a.replication.drain(timeout=60)  # the upload behind the checkpoint
+    assert all(in_bucket(a, name) for name in closure(a.blobs, [again.manifest_id]))

@@ -109,6 +109,16 @@ class BucketReplica:
         wanted = set(manifest_ids)
         return not wanted or self.ledger.known(ObjectKind.MANIFEST, wanted) == wanted
 
+    def confirm_in_bucket(self, chunks: Sequence[str]) -> list[str]:
+        """Ask the bucket about chunks this server has neither the bytes of nor a record
+        that the bucket holds (its ledger forgot at a collection): those the bucket has are
+        recorded as there; the ones it lacks, returned, have no bytes anywhere."""
+        wanted = list(dict.fromkeys(chunks))
+        found = list(self._pool.map(lambda name: self.bucket.exists(chunk_key(name)), wanted))
+        present = [name for name, there in zip(wanted, found, strict=True) if there]
+        self.ledger.record(ObjectKind.CHUNK, present)
+        return [name for name, there in zip(wanted, found, strict=True) if not there]
+
     # ---- upload -----------------------------------------------------------------------
 
     def upload(self, manifest_ids: Iterable[str]) -> Transfer:
