@@ -20,6 +20,7 @@ the snapshot discarded, the kernel left running), and the kernel refuses cells o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
@@ -206,7 +207,11 @@ class Checkpointing:
             check_self_capture(self.parts.blobs, runtime_id, precaptured)
         fencing = seal and precaptured is None
         try:
-            async with parts.provider_work(runtime_id) as work:
+            async with parts.replication.writing(), parts.provider_work(runtime_id) as work:
+                if precaptured is not None:  # taken before the intent: a collection may
+                    await asyncio.to_thread(  # have deleted what it reuses in between
+                        parts.replication.require_backed, [precaptured.manifest_id]
+                    )
                 if fencing:
                     await parts.context.fence(session)
                 checkpoint, session, capture = await self._take_checkpoint(

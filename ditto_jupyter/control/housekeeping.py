@@ -1,4 +1,5 @@
-"""Housekeeping: delete a checkpoint's snapshot, prune automatic checkpoints, collect garbage.
+"""Housekeeping: delete a checkpoint's snapshot, prune automatic checkpoints, collect garbage
+(in this server's blob store, and in the bucket servers share: `bucket_gc`).
 
 None of these touch a runtime's live state. Delete-snapshot is the one operation whose
 store write comes before the provider work: the store records the deletion first, so no
@@ -9,13 +10,15 @@ deletion that fails is logged and recorded as left behind, never raised after th
 
 from __future__ import annotations
 
+import logging
 import re
 
 from ditto_jupyter.control.autocheckpoint_pruning import thinned
+from ditto_jupyter.control.bucket_gc import BucketGcReport
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import collecting_damaged_rows
-from ditto_jupyter.core.blobs import GRACE_SECONDS, GcReport
-from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobError, GcReport
+from ditto_jupyter.core.errors import InvalidRequest, StoreUnavailable
 from ditto_jupyter.core.models import (
     AutoCheckpointPruneResult,
     BackendCheckpointRef,
@@ -24,6 +27,7 @@ from ditto_jupyter.core.models import (
 )
 
 _HEX_ID = re.compile(r"\b[0-9a-f]{64}\b")
+_log = logging.getLogger(__name__)
 
 
 def _without_snapshot(checkpoint: RuntimeCheckpoint) -> RuntimeCheckpoint:
@@ -132,3 +136,24 @@ class Housekeeping:
     def gc(self, *, grace_seconds: float = GRACE_SECONDS) -> GcReport:
         """Free blob-store chunks and manifests no checkpoint references any more."""
         return self.parts.blobs.gc(self.parts.guard.referenced, grace_seconds=grace_seconds)
+
+    def bucket_gc(self, *, grace_seconds: float = GRACE_SECONDS) -> BucketGcReport | None:
+        """Delete from the shared bucket what no checkpoint references (None: no bucket);
+        one server at a time collects (see `bucket_gc`)."""
+        coordination = self.parts.replication.coordination
+        if coordination is None:
+            return None
+        return coordination.collect(self.live_manifests, grace_seconds=grace_seconds)
+
+    def gc_everywhere(self, *, grace_seconds: float = GRACE_SECONDS) -> GcReport:
+        """This server's collection, then the shared bucket's (whose failure is logged:
+        what it would have deleted goes at the next collection)."""
+        report = self.gc(grace_seconds=grace_seconds)
+        try:
+            found = self.bucket_gc(grace_seconds=grace_seconds)
+        except (BlobError, StoreUnavailable) as error:
+            _log.warning("ditto: garbage collection of the shared bucket failed: %s", error)
+        else:
+            if found is not None and found.reason:
+                _log.info("ditto: the shared bucket was not wholly collected: %s", found.reason)
+        return report

@@ -425,7 +425,9 @@ class Lifecycle:
         """Record that a live runtime's context ended outside the control plane (see
         `RuntimeService.mark_lost`)."""
         parts = self.parts
-        async with parts.guard.operation(runtime_id):
+        # a write intent from the snapshot to its record: no collection on another server
+        # deletes what the snapshot reuses in the bucket (`bucket_gc`)
+        async with parts.guard.operation(runtime_id), parts.replication.writing():
             session = parts.guard.session(runtime_id)
             if session.status in (SessionLifecycleStatus.PAUSED, SessionLifecycleStatus.CLOSED):
                 return session.to_runtime()

@@ -19,21 +19,33 @@ Before a restore, a checkout or a resume reads a checkpoint, `make_local` fetche
 server lacks (another server took it, or the cache let it go), so the kernel, which never
 gets the object store's credentials, reads everything from the local disk.
 
+Every upload and fetch, and every checkpoint from before its capture until its record is
+written (`writing`), holds a write intent in the shared store (`bucket_gc`) once the
+service has given its coordination (`coordinate`): garbage collection deletes nothing from
+the bucket while one is open, and the replica ledger forgets what it knew was there when a
+collection deleted since.
+
 With no object store, every method does nothing and states are None.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import enum
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import Literal
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
 from ditto_jupyter.core.blobs.replica import BucketReplica, Transfer
+from ditto_jupyter.core.errors import Conflict, StoreUnavailable
 from ditto_jupyter.core.models import RuntimeCheckpoint
+
+if TYPE_CHECKING:
+    from ditto_jupyter.control.bucket_gc import BucketCoordination
 
 #: What a checkpoint's `replication` says.
 ReplicationState = Literal["local", "replicated"]
@@ -42,6 +54,10 @@ QUEUE_BATCH = 16
 #: Seconds the uploader waits after a failure, doubling up to the last.
 RETRY_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 _log = logging.getLogger(__name__)
+#: Whether the code running holds a write intent already (a checkpoint's, for its upload).
+_holding_intent: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ditto_holding_bucket_intent", default=False
+)
 
 
 class Durability(str, enum.Enum):
@@ -68,6 +84,57 @@ class Replication:
         self.last_error: BaseException | None = None
         #: Record that a checkpoint's blobs are all in the bucket (the service's store).
         self.mark_replicated: Callable[[str], None] = lambda checkpoint_id: None
+        #: Write intents and collection on the shared bucket (the service's store).
+        self.coordination: BucketCoordination | None = None
+
+    def coordinate(self, coordination: BucketCoordination) -> None:
+        """Hold write intents through `coordination` from now on (before `start`)."""
+        self.coordination = coordination
+
+    @contextlib.contextmanager
+    def intent(self) -> Iterator[None]:
+        """Hold a write intent for the block (nothing without coordination, or inside a
+        block that holds one: a checkpoint's upload)."""
+        if self.coordination is None or _holding_intent.get():
+            yield
+            return
+        with self.coordination.intent():
+            yield
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """Hold a write intent while a checkpoint is taken and recorded: a collection on
+        another server deletes nothing its capture reuses (opened on a worker thread, as
+        it may wait for a deletion phase to end)."""
+        coordination = self.coordination
+        if coordination is None:
+            yield
+            return
+        key = await asyncio.to_thread(coordination.open_intent)
+        holding = _holding_intent.set(True)  # its upload (`asyncio.to_thread`) inherits it
+        try:
+            yield
+        finally:
+            _holding_intent.reset(holding)
+            await asyncio.to_thread(coordination.close_intent, key)
+
+    def require_backed(self, manifest_ids: Sequence[str]) -> None:
+        """Inside a write intent: refuse a capture taken before it (a kernel's own) when a
+        chunk it lists has no bytes left anywhere: this server's cache had evicted it and a
+        collection deleted it from the bucket before the intent (Conflict: capture again,
+        which stores the chunk's bytes again, see `BlobStore.unbacked_chunks`)."""
+        replica = self.replica
+        if replica is None:
+            return
+        lost = replica.store.unbacked_chunks(manifest_ids)
+        if lost:
+            lost = replica.confirm_in_bucket(lost)
+        if lost:
+            raise Conflict(
+                f"the capture {', '.join(manifest_ids)} lists {len(lost)} chunk(s) whose bytes "
+                "are gone (this server's cache let them go, then garbage collection deleted "
+                "them from the object store): capture again, which stores them again"
+            )
 
     def start(self) -> None:
         """Take up the uploads a stop or a crash cut short (once `mark_replicated` is set)."""
@@ -111,9 +178,15 @@ class Replication:
     async def upload(self, manifests: Sequence[str]) -> Transfer:
         """Put these manifests and all they list in the bucket now (ObjectStoreUnavailable
         when it refuses: then nothing more is known to be there)."""
-        if self.replica is None or not manifests:
+        replica = self.replica
+        if replica is None or not manifests:
             return Transfer()
-        return await asyncio.to_thread(self.replica.upload, list(manifests))
+
+        def upload() -> Transfer:
+            with self.intent():
+                return replica.upload(list(manifests))
+
+        return await asyncio.to_thread(upload)
 
     def upload_soon(self, checkpoint_id: str, manifests: Sequence[str]) -> None:
         """Queue a checkpoint's manifests for the uploader; returns at once."""
@@ -145,9 +218,15 @@ class Replication:
     async def make_local(self, manifests: Sequence[str]) -> Transfer:
         """Fetch what this server lacks of these manifests (NotReplicated when the bucket
         has not got one, ObjectStoreUnavailable when it refuses)."""
-        if self.replica is None or not manifests:
+        replica = self.replica
+        if replica is None or not manifests:
             return Transfer()
-        return await asyncio.to_thread(self.replica.fetch, list(manifests))
+
+        def fetch() -> Transfer:
+            with self.intent():
+                return replica.fetch(list(manifests))
+
+        return await asyncio.to_thread(fetch)
 
     # ---- the uploader -----------------------------------------------------------------
 
@@ -188,8 +267,9 @@ class Replication:
                 if self._stopping:
                     break
                 try:
-                    replica.upload(upload.manifests)
-                    self._recorded(upload.checkpoint_id)
+                    with self.intent():
+                        replica.upload(upload.manifests)
+                        self._recorded(upload.checkpoint_id)
                     replica.ledger.dequeue([upload.checkpoint_id])
                     failures = 0
                 except BlobNotFound as error:  # collected since (its checkpoint went)
@@ -197,7 +277,8 @@ class Replication:
                         "ditto: not replicating checkpoint %s: %s", upload.checkpoint_id, error
                     )
                     replica.ledger.dequeue([upload.checkpoint_id])
-                except BlobError as error:  # the object store or the local disk: later
+                except (BlobError, StoreUnavailable) as error:
+                    # the object store, the local disk or the checkpoint store: later
                     failures = self._failed(error, failures)
                     break
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.backends.manager import BackendManager
+from ditto_jupyter.control.bucket_gc import BucketCoordination, BucketGcReport
 from ditto_jupyter.control.checkpoint_documents import CheckpointDocuments, DocumentToRecord
 from ditto_jupyter.control.checkpointing import Checkpointing
 from ditto_jupyter.control.collector import BackgroundCollector
@@ -105,7 +106,9 @@ class RuntimeService:
         self.default_backend = default_backend
         self.ownership = RuntimeOwnership(store, lease_holder, ttl_ms=lease_ttl_ms)
         self.guard = OperationGuard(store, context, self.ownership)
-        self.collector = BackgroundCollector(self.gc, follow_up_seconds=GRACE_SECONDS + 1)
+        self.collector = BackgroundCollector(
+            lambda: self._housekeeping.gc_everywhere(), follow_up_seconds=GRACE_SECONDS + 1
+        )
         self.parts = RuntimeParts(
             store=store,
             blobs=blobs,
@@ -118,6 +121,10 @@ class RuntimeService:
         )
         self.replication = self.parts.replication
         self.replication.mark_replicated = self._mark_replicated
+        if self.replication.replica is not None:
+            self.replication.coordinate(
+                BucketCoordination(store, self.ownership, self.replication.replica)
+            )
         self.replication.start()
         self._checkpointing = Checkpointing(self.parts)
         self._lifecycle = Lifecycle(
@@ -572,6 +579,11 @@ class RuntimeService:
         thread instead.
         """
         return self._housekeeping.gc(grace_seconds=grace_seconds)
+
+    def bucket_gc(self, *, grace_seconds: float = GRACE_SECONDS) -> BucketGcReport | None:
+        """Delete from the shared bucket what no checkpoint references (None: no bucket).
+        One server at a time: another one's collection answers `collected=False`."""
+        return self._housekeeping.bucket_gc(grace_seconds=grace_seconds)
 
     def close_store(self, *, upload_timeout: float = 60.0) -> None:
         """Upload what waits for the object store (for up to `upload_timeout` seconds; the

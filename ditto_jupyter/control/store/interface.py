@@ -270,6 +270,17 @@ class CheckpointStore(Protocol):
         """The leases of one kind (of one owner: an index lookup), by key."""
         ...
 
+    # ---- shared buckets (garbage collection across servers, `control.bucket_gc`) ----------
+
+    def bucket_generation(self, url: str) -> int:
+        """How many deletion phases garbage collection has begun on the bucket `url` (0:
+        none): a replica ledger made at another generation may name objects gone since."""
+        ...
+
+    def advance_bucket_generation(self, url: str) -> int:
+        """Count one more deletion phase on the bucket `url`; the new generation."""
+        ...
+
     def close(self) -> None:
         """Release connections; later calls raise StoreError."""
         ...

@@ -86,6 +86,7 @@ class _MemState:
     leftovers: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, id) -> json
     seq: int = 0
     leases: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, key) -> json
+    bucket_generations: dict[str, int] = field(default_factory=dict)  # bucket URL -> count
 
     def copy(self) -> _MemState:
         return _MemState(
@@ -96,6 +97,7 @@ class _MemState:
             dict(self.leftovers),
             self.seq,
             dict(self.leases),
+            dict(self.bucket_generations),
         )
 
 
@@ -519,6 +521,19 @@ class MemoryCheckpointStore:
             for lease in found
             if lease.kind == kind and (owner_id is None or lease.holder.owner_id == owner_id)
         ]
+
+    def bucket_generation(self, url: str) -> int:
+        """How many deletion phases garbage collection has begun on the bucket `url`."""
+        require_id(url, "a bucket URL")
+        return self._view().bucket_generations.get(url, 0)
+
+    def advance_bucket_generation(self, url: str) -> int:
+        """Count one more deletion phase on the bucket `url`; the new generation."""
+        require_id(url, "a bucket URL")
+        with self._write() as state:
+            generation = state.bucket_generations.get(url, 0) + 1
+            state.bucket_generations[url] = generation
+        return generation
 
     def close(self) -> None:
         """Forget nothing, but refuse later calls (mirrors the SQL store)."""

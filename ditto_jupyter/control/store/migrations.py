@@ -13,6 +13,8 @@ Step 7 adds the column of a checkpoint's notebook document (no checkpoint held o
 Step 8 keeps in the name and document indexes only the checkpoints that have one (every
 query on them asks for a value), so an unnamed checkpoint without a document writes
 neither index.
+Step 9 adds the table of bucket generations: how many times a collector has deleted from
+each shared bucket (a replica ledger older than that forgets what it knew was there).
 """
 
 from __future__ import annotations
@@ -333,6 +335,15 @@ def _partial_name_and_document_indexes_v8(conn: Connection) -> None:
     )
 
 
+# ---- step 9: bucket generations ------------------------------------------------------------
+
+
+def _create_bucket_generations_v9(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        "CREATE TABLE bucket_generations (url TEXT PRIMARY KEY, generation BIGINT NOT NULL)"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
     Migration(
@@ -352,6 +363,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "name and document indexes only where a checkpoint has one",
         _partial_name_and_document_indexes_v8,
     ),
+    Migration(9, "bucket generations: deletions from a bucket", _create_bucket_generations_v9),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

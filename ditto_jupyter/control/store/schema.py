@@ -159,6 +159,15 @@ LEASES = sa.Table(
     sa.Index("leases_by_owner", "owner_id"),
 )
 
+# How many deletion phases garbage collection has begun on each shared bucket (schema 9):
+# a server's replica ledger made at an older generation may name objects gone since.
+BUCKET_GENERATIONS = sa.Table(
+    "bucket_generations",
+    METADATA,
+    sa.Column("url", sa.Text, primary_key=True),
+    sa.Column("generation", sa.BigInteger, nullable=False),
+)
+
 
 KEY: sa.BindParameter[str] = sa.bindparam("key", type_=sa.Text)
 RUNTIME_EXISTS = sa.select(SESSIONS.c.runtime_id).where(SESSIONS.c.runtime_id == KEY)

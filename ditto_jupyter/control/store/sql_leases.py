@@ -1,4 +1,5 @@
-"""Leases on SQL: the `leases` table (schema 6) of the checkpoint store.
+"""Leases on SQL: the `leases` table (schema 6) of the checkpoint store, and the
+generations of shared buckets (schema 9) that garbage collection's leases go with.
 
 A lease is taken in one write transaction (SQLite `BEGIN IMMEDIATE`, PostgreSQL's write
 lock): the current row is read and replaced only when `lease_free_for` allows, so of two
@@ -13,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ditto_jupyter.control.store.interface import lease_free_for, require_id, require_model
-from ditto_jupyter.control.store.schema import LEASES
+from ditto_jupyter.control.store.schema import BUCKET_GENERATIONS, LEASES
 from ditto_jupyter.control.store.sql_database import SqlDatabase
 from ditto_jupyter.core.models import Lease, LeaseHolder
 
@@ -144,3 +145,24 @@ class SqlLeases(SqlDatabase):
         with self._read() as conn:
             rows = conn.execute(query).all()
         return [_lease_of(row) for row in rows]
+
+    def bucket_generation(self, url: str) -> int:
+        """How many deletion phases garbage collection has begun on the bucket `url`."""
+        require_id(url, "a bucket URL")
+        query = sa.select(BUCKET_GENERATIONS.c.generation).where(BUCKET_GENERATIONS.c.url == url)
+        with self._read() as conn:
+            found = conn.execute(query).scalar_one_or_none()
+        return 0 if found is None else int(found)
+
+    def advance_bucket_generation(self, url: str) -> int:
+        """Count one more deletion phase on the bucket `url`; the new generation."""
+        require_id(url, "a bucket URL")
+        with self._write() as conn:
+            generation = self.bucket_generation(url) + 1
+            statement = self.insert(BUCKET_GENERATIONS).values(url=url, generation=generation)
+            conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["url"], set_={"generation": statement.excluded.generation}
+                )
+            )
+        return generation

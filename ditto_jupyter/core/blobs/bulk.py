@@ -7,7 +7,10 @@ too. `commit` then:
 
 1. syncs every staged chunk once (one `syncfs`, or a few fsyncs);
 2. in one catalogue transaction, names the staged chunks (renames, create-only), records
-   every chunk and manifest and the references between them, and commits durably.
+   every chunk and manifest and the references between them, and commits durably. A
+   manifest stored already is reused, unless a chunk of its closure has no bytes left
+   anywhere (a bounded cache evicted it and collection deleted the bucket's copy): then
+   the commit fails with BlobNotFound, and the writer stores the chunks' bytes again.
 
 So a manifest is recorded only once every chunk it lists is durable under its name, and a
 write that fails at any point (a full disk, a chunk collected meanwhile) leaves the store as
@@ -198,8 +201,9 @@ class BulkWrite:
                     [(now, key_of(n), stale) for n in found],
                 )
                 new = set(inline) | set(staged)
+                committed = {signed.manifest_id for signed in manifests}
                 for signed in manifests:
-                    written += self._record(conn, signed, now, new)
+                    written += self._record(conn, signed, now, new, committed)
             logged = index.last_write_bytes()
             inline_bytes = sum(len(d) for d in inline.values())
             self.log_overhead += max(0, logged - written - inline_bytes)
@@ -219,15 +223,33 @@ class BulkWrite:
         return written
 
     def _record(
-        self, conn: sqlite3.Connection, signed: SignedManifest, now: float, new: set[str]
+        self,
+        conn: sqlite3.Connection,
+        signed: SignedManifest,
+        now: float,
+        new: set[str],
+        committed: set[str],
     ) -> int:
         """Inside the commit: record one manifest and the references it holds; its bytes
-        (0 when it was stored already)."""
+        (0 when it was stored already). A manifest stored already is reused only when the
+        bytes of its closure are still somewhere (see `BlobStore.unbacked_chunks`); its
+        children in this commit were checked as they were recorded."""
         key = key_of(signed.manifest_id)
         stored = conn.execute("SELECT touched FROM manifests WHERE id = ?", (key,)).fetchone()
         if stored is not None:
             if float(stored[0]) < now - TOUCH_REFRESH_SECONDS:
                 conn.execute("UPDATE manifests SET touched = ? WHERE id = ?", (now, key))
+            lost = self._store.unbacked_chunks(
+                [child for child in signed.children if child not in committed],
+                chunks=signed.chunks,
+                staged=new,
+            )
+            if lost:
+                raise BlobNotFound(
+                    f"manifest {signed.manifest_id} is stored, but chunk {lost[0]} it lists "
+                    "is neither on this machine nor known to be in the object store (evicted, "
+                    f"then collected there; {len(lost)} such chunk(s)): write its bytes again"
+                )
             return 0
         storage = self._store.storage
         for name in signed.chunks:

@@ -131,6 +131,11 @@ class LocalDiskChunks:
         """What messages call this storage's place."""
         return self._place
 
+    @property
+    def evicts(self) -> bool:
+        """False: a chunk file goes only when garbage collection frees it."""
+        return False
+
     def local_path(self, name: str) -> str:
         """The file holding the chunk `name` (which may not exist)."""
         return os.path.join(self._chunks_dir, name[:2], name)

@@ -1,4 +1,5 @@
-"""An S3-compatible bucket, as the blob store's replica uses it: create-only puts, gets, heads.
+"""An S3-compatible bucket, as the blob store's replica uses it: create-only puts, gets, heads,
+listings and deletes (garbage collection).
 
 The client is boto3 (botocore): it has the whole standard AWS credential chain
 (environment variables, the shared credentials and config files with their profiles, SSO,
@@ -182,6 +183,22 @@ class ObjectStore:
             self._client.delete_object(Bucket=self.location.bucket, Key=self.location.key(name))
         except Exception as error:
             raise self.failure(error, f"deleting {name}") from None
+
+    def listing(self, folder: str) -> dict[str, float]:
+        """The objects under `folder` (`chunks/`, `manifests/`): name (as `get` takes it)
+        to when it was last written (seconds since the epoch, the object store's clock)."""
+        found: dict[str, float] = {}
+        start = len(self.location.prefix)
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.location.bucket, Prefix=self.location.key(folder)
+            )
+            for page in pages:
+                for entry in page.get("Contents", []):
+                    found[entry["Key"][start:]] = entry["LastModified"].timestamp()
+        except Exception as error:
+            raise self.failure(error, f"listing {folder}") from None
+        return found
 
     def check(self) -> None:
         """Ask for the bucket itself: ObjectStoreUnavailable unless it is there and these

@@ -18,8 +18,10 @@ restore load anything), chunks with no local copy are fetched and checked agains
 names, and everything is recorded in the local store in one bulk write (without a sync:
 the bucket holds the durable copy). Both move chunks on a pool of threads.
 
-Nothing is deleted from the bucket here: reference counts are per data directory, and with
-several servers on one bucket only shared counts can say a chunk is garbage there.
+Nothing is deleted from the bucket here: with several servers on one bucket only the
+shared checkpoint store can say an object is garbage there (`control.bucket_gc`, which
+also keeps uploads and fetches in flight from being collected under, and makes the ledger
+forget what it deletes).
 """
 
 from __future__ import annotations
@@ -106,6 +108,16 @@ class BucketReplica:
         """Whether this server knows every one of these manifests is in the bucket."""
         wanted = set(manifest_ids)
         return not wanted or self.ledger.known(ObjectKind.MANIFEST, wanted) == wanted
+
+    def confirm_in_bucket(self, chunks: Sequence[str]) -> list[str]:
+        """Ask the bucket about chunks this server has neither the bytes of nor a record
+        that the bucket holds (its ledger forgot at a collection): those the bucket has are
+        recorded as there; the ones it lacks, returned, have no bytes anywhere."""
+        wanted = list(dict.fromkeys(chunks))
+        found = list(self._pool.map(lambda name: self.bucket.exists(chunk_key(name)), wanted))
+        present = [name for name, there in zip(wanted, found, strict=True) if there]
+        self.ledger.record(ObjectKind.CHUNK, present)
+        return [name for name, there in zip(wanted, found, strict=True) if not there]
 
     # ---- upload -----------------------------------------------------------------------
 

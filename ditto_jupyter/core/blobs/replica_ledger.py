@@ -5,9 +5,13 @@ store's own. Two facts are kept:
 
 - objects known to be in the bucket: chunks and manifests this server uploaded, found there
   (a create-only put that answered "exists") or fetched. The bucket is the truth; this is a
-  cache of it. A fact is recorded only after the bucket confirmed it, and nothing deletes
-  from the bucket yet (see `replica`), so a fact never goes stale. A manifest is put only
-  after everything it lists, so a manifest known to be there vouches for its whole closure;
+  cache of it. A fact is recorded only after the bucket confirmed it. Garbage collection
+  (`control.bucket_gc`) deletes from a shared bucket, and counts each deletion phase in the
+  shared store (the bucket's generation): facts learnt at another generation may be stale,
+  so the ledger keeps the generation it learnt them at, and `align` forgets them all when
+  the bucket's has moved on (the uploads after it put every object again, create-only).
+  A manifest is put only after everything it lists, so a manifest known to be there
+  vouches for its whole closure;
 - the upload queue: checkpoints recorded but not yet replicated, each with the manifests
   it keeps alive, so an upload cut short by a restart is taken up again.
 
@@ -45,6 +49,8 @@ _SCHEMA = (
     " kind INTEGER NOT NULL, id BLOB NOT NULL, PRIMARY KEY (kind, id)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS upload_queue ("
     " checkpoint TEXT PRIMARY KEY, manifests TEXT NOT NULL, queued REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS generation ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL)",
 )
 _log = logging.getLogger(__name__)
 
@@ -73,6 +79,11 @@ class ReplicaLedger(Protocol):
 
     def record(self, kind: ObjectKind, ids: Iterable[str]) -> None:
         """Record that these objects are in the bucket (the bucket said so)."""
+        ...
+
+    def align(self, generation: int) -> bool:
+        """Forget every object known to be in the bucket unless the facts were learnt at
+        the bucket's `generation` (see the module); whether it forgot."""
         ...
 
     def enqueue(self, checkpoint_id: str, manifest_ids: Iterable[str]) -> None:
@@ -155,6 +166,33 @@ class SqliteReplicaLedger:
         if rows:
             with self._write() as conn:
                 conn.executemany("INSERT OR IGNORE INTO replicated (kind, id) VALUES (?, ?)", rows)
+
+    def align(self, generation: int) -> bool:
+        """Forget what is known to be in the bucket unless learnt at `generation`."""
+        try:  # a read first: the generation rarely moves, and a write waits for others
+            row = self._connection().execute("SELECT generation FROM generation").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise sqlite_failure(exc, self.place, "reading the replica ledger") from None
+        if row is not None and int(row[0]) == generation:
+            return False
+        with self._write() as conn:
+            row = conn.execute("SELECT generation FROM generation WHERE id = 1").fetchone()
+            if row is not None and int(row[0]) == generation:
+                return False
+            conn.execute("DELETE FROM replicated")
+            conn.execute(
+                "INSERT INTO generation (id, generation) VALUES (1, ?) "
+                "ON CONFLICT (id) DO UPDATE SET generation = excluded.generation",
+                (generation,),
+            )
+        if row is not None:
+            _log.info(
+                "objects were collected from the bucket since this server last wrote to it "
+                "(generation %s, now %s): what it knew was there is forgotten",
+                row[0],
+                generation,
+            )
+        return True
 
     def enqueue(self, checkpoint_id: str, manifest_ids: Iterable[str]) -> None:
         """Queue a checkpoint's manifests for upload."""

@@ -213,6 +213,12 @@ class ReplicatedChunks:
         """The local data directory (the bucket is named by errors of its own)."""
         return self.local.place
 
+    @property
+    def evicts(self) -> bool:
+        """True: the cache lets chunks the bucket holds go, and collection may delete the
+        bucket's copy since (a kernel's store counts too: its server's cache evicts)."""
+        return True
+
     def batch(self, *, durable: bool) -> CachedBatch:
         """A bulk write into the local disk."""
         return CachedBatch(self.local.batch(durable=durable), self.cache)

@@ -11,6 +11,9 @@ it is durable and when it is freed; the storage only keeps bytes:
   retried or racing write is harmless;
 - `get`, `exists`, `local_path`: reads;
 - `delete`: garbage collection frees a chunk;
+- `evicts`: whether the storage may let a recorded chunk's bytes go on its own (a bounded
+  cache of an object store), so that a stored manifest no longer proves its chunks' bytes
+  exist (see `BlobStore.unbacked_chunks`);
 - `stale_batches`: the batches of writers that died, for garbage collection to clear.
 
 `local_disk.LocalDiskChunks` is the one implementation today (`chunks/ab/<hex>` files).
@@ -84,6 +87,12 @@ class ChunkStorage(Protocol):
     @property
     def place(self) -> str:
         """What messages call the place ("the data directory /x", a bucket URL)."""
+        ...
+
+    @property
+    def evicts(self) -> bool:
+        """Whether a recorded chunk's bytes may go without garbage collection (evicted
+        from a cache whose copy elsewhere can be collected since)."""
         ...
 
     def batch(self, *, durable: bool) -> ChunkBatch:

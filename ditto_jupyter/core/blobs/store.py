@@ -17,7 +17,7 @@ import os
 import secrets
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,8 @@ GRACE_SECONDS = 600.0
 #: Manifests documents this big or bigger are stored zstd-compressed when that helps.
 MANIFEST_COMPRESS_MIN = 1024
 _HEX = frozenset("0123456789abcdef")
+#: Ids asked about in one `IN (...)` (well below SQLite's limit of variables).
+_BATCH = 500
 _log = logging.getLogger(__name__)
 
 
@@ -239,6 +241,56 @@ class BlobStore:
             "SELECT data IS NULL FROM chunks WHERE digest = ?", (key_of(digest),)
         )
         return bool(rows) and (not rows[0][0] or self.storage.exists(digest))
+
+    def unbacked_chunks(
+        self,
+        manifest_ids: Iterable[str] = (),
+        *,
+        chunks: Iterable[str] = (),
+        staged: Collection[str] = (),
+    ) -> list[str]:
+        """Chunks listed by these stored manifests' closures (and `chunks`) whose bytes
+        are nowhere this store can vouch for: no row, or a file neither on this machine nor
+        known by the storage to be elsewhere. `staged` chunks count as present.
+
+        A stored manifest proves its chunks exist only on storage that never lets them go
+        (`ChunkStorage.evicts`, always [] there). On a bounded cache a chunk the bucket
+        held may be evicted, then collected from the bucket while a manifest no checkpoint
+        references still lists it here: reusing that manifest would name bytes that exist
+        nowhere. Runs inside or outside a write transaction of this thread.
+        """
+        if not self.storage.evicts:
+            return []
+        listed: dict[str, None] = dict.fromkeys(chunks)
+        seen: set[str] = set()
+        pending = list(manifest_ids)
+        while pending:
+            manifest_id = pending.pop()
+            if manifest_id in seen:
+                continue
+            seen.add(manifest_id)
+            body = self.get_manifest(manifest_id)
+            listed.update(dict.fromkeys(body.get("chunks", [])))
+            pending.extend(body.get("manifests", []))
+        names = [name for name in listed if name not in staged]
+        in_files: set[str] = set()
+        rowed: set[str] = set()
+        for start in range(0, len(names), _BATCH):
+            batch = names[start : start + _BATCH]
+            marks = ",".join("?" * len(batch))
+            for key, in_file in self.index.read(
+                f"SELECT digest, data IS NULL FROM chunks WHERE digest IN ({marks})",
+                tuple(key_of(name) for name in batch),
+            ):
+                assert isinstance(key, bytes)
+                rowed.add(hex_of(key))
+                if in_file:
+                    in_files.add(hex_of(key))
+        return [
+            name
+            for name in names
+            if name not in rowed or (name in in_files and not self.storage.exists(name))
+        ]
 
     def stored_chunk(self, digest: str) -> bytes:
         """A chunk's stored form (codec tag + payload), from the catalogue or the storage."""
