@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
 from ditto_jupyter.core.blobs.replica import BucketReplica, Transfer
-from ditto_jupyter.core.errors import Conflict, StoreUnavailable
+from ditto_jupyter.core.errors import CaptureLost, StoreUnavailable
 from ditto_jupyter.core.models import RuntimeCheckpoint
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class Replication:
     def require_backed(self, manifest_ids: Sequence[str]) -> None:
         """Inside a write intent: refuse a capture taken before it (a kernel's own) when a
         chunk it lists has no bytes left anywhere: this server's cache had evicted it and a
-        collection deleted it from the bucket before the intent (Conflict: capture again,
+        collection deleted it from the bucket before the intent (CaptureLost: capture again,
         which stores the chunk's bytes again, see `BlobStore.unbacked_chunks`)."""
         replica = self.replica
         if replica is None:
@@ -130,7 +130,7 @@ class Replication:
         if lost:
             lost = replica.confirm_in_bucket(lost)
         if lost:
-            raise Conflict(
+            raise CaptureLost(
                 f"the capture {', '.join(manifest_ids)} lists {len(lost)} chunk(s) whose bytes "
                 "are gone (this server's cache let them go, then garbage collection deleted "
                 "them from the object store): capture again, which stores them again"

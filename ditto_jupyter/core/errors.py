@@ -107,6 +107,13 @@ class Conflict(DittoError):
     http_status = 409
 
 
+class CaptureLost(Conflict):
+    """A kernel's own capture names bytes that are gone (this server's cache let them go,
+    then the object store's collection deleted them): capture again, which stores them."""
+
+    code = "CaptureLost"
+
+
 class StoreUnavailable(DittoError):
     """The checkpoint store or blob store could not be read or written (not bad input)."""
 
@@ -123,6 +130,7 @@ ERROR_TYPES: tuple[type[DittoError], ...] = (
     RuntimeNotPaused,
     RuntimeClosed,
     Conflict,
+    CaptureLost,
     UnsupportedBackend,
     BackendError,
     RateLimited,

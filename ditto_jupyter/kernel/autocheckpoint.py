@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ditto_jupyter.core.blobs import BlobNotFound
 from ditto_jupyter.core.environment import WORKSPACE_ENV
-from ditto_jupyter.core.errors import DittoError, UnsupportedBackend
-from ditto_jupyter.core.models import AutoCheckpointCell
+from ditto_jupyter.core.errors import CaptureLost, DittoError, UnsupportedBackend
+from ditto_jupyter.core.models import AutoCheckpointCell, ContextCapture
 from ditto_jupyter.kernel.capture import open_blob_store
 from ditto_jupyter.kernel.capture.capturing import (
     NamespaceSnapshot,
@@ -46,6 +46,7 @@ from ditto_jupyter.kernel.capture.journal import QUIET_MAGICS as QUIET_MAGICS
 from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
 from ditto_jupyter.kernel.capture.journal import only_quiet_magics as only_quiet_magics
 from ditto_jupyter.kernel.capture.kernel_entry import changes_since, collection_paused
+from ditto_jupyter.kernel.capture_again import record_own_capture
 from ditto_jupyter.kernel.write_behind import WriteBehind
 
 if TYPE_CHECKING:
@@ -261,23 +262,34 @@ class AutoCheckpointer:
         self.flush()  # in order: the checkpoints before this one are recorded first
         self._write_failed = False
         previous = self.host.last_manifest
-        snapshot, capture = capture_with_snapshot(
-            namespace,
-            blobs,
-            previous_manifest_id=previous,
-            runtime_id=control.runtime_id,
-            base=base,
-            touched=touched,
-            figures_reached=reached,
-            mark=mark,
-        )
-        if snapshot.base is not None:
-            snapshot.base.foreign = foreign
-        if capture.manifest_id == previous and not workspace_changed:
+
+        def take(whole: bool) -> tuple[NamespaceSnapshot, ContextCapture]:
+            snapshot, capture = capture_with_snapshot(
+                namespace,
+                blobs,
+                previous_manifest_id=None if whole else previous,
+                runtime_id=control.runtime_id,
+                base=None if whole else base,
+                touched=None if whole else touched,
+                figures_reached=None if whole else reached,
+                mark=mark,
+            )
+            if snapshot.base is not None:
+                snapshot.base.foreign = foreign
+            return snapshot, capture
+
+        def record(taken: tuple[NamespaceSnapshot, ContextCapture]) -> bool:
+            capture = taken[1]
+            if capture.manifest_id == previous and not workspace_changed:
+                return False  # unchanged: nothing to record
+            control.checkpoint(capture, name, None, cell)
+            return True
+
+        (snapshot, capture), recorded = record_own_capture(take, record)
+        if not recorded:
             self._base = snapshot.base
             self.skipped += 1
             return
-        control.checkpoint(capture, name, None, cell)
         self._base = snapshot.base  # only once recorded: an unrecorded state is not a base
         self.host.last_manifest = capture.manifest_id
         self._taken(name, fingerprint)
@@ -311,8 +323,8 @@ class AutoCheckpointer:
             self._recorded()
         except Exception as error:
             self._write_failed = True
-            if isinstance(error, BlobNotFound):
-                forget_chunks()
+            if isinstance(error, (BlobNotFound, CaptureLost)):
+                forget_chunks()  # and the next cell captures everything again
             detail = (
                 f"{error.code}: {error.message}"
                 if isinstance(error, DittoError)

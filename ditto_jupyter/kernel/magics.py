@@ -42,12 +42,14 @@ from ditto_jupyter.core.environment import CONVERSATION_ID_ENV
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
 from ditto_jupyter.core.models import (
     CheckpointSummary,
+    ContextCapture,
     RuntimeRecord,
     UnrestorableValue,
 )
 from ditto_jupyter.kernel import pause_fence
 from ditto_jupyter.kernel.autocheckpoint import DEFAULT_KEEP, AutoCheckpointer
 from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
+from ditto_jupyter.kernel.capture_again import record_own_capture
 from ditto_jupyter.kernel.history_magics import HistoryMagics
 from ditto_jupyter.kernel.local_control import control_from_environment
 from ditto_jupyter.kernel.magic_results import SandboxResult, TableResult
@@ -234,6 +236,16 @@ class DittoMagics(Magics):
         except UsageError as error:  # one line, not a traceback
             raise InvalidRequest(str(error).splitlines()[-1]) from None
 
+    def _capture_for(self, control: RuntimeControl) -> Callable[[bool], ContextCapture]:
+        """This kernel's capture for `control`'s runtime: after its last one, or whole."""
+        blobs = open_blob_store(control.blob_root)
+        return lambda whole: capture_namespace(
+            self.namespace,
+            blobs,
+            previous_manifest_id=None if whole else self.last_manifest,
+            runtime_id=control.runtime_id,
+        )
+
     # ---- magics -------------------------------------------------------------------------
 
     @_with_arguments()
@@ -253,13 +265,10 @@ class DittoMagics(Magics):
             metadata = parse_metadata(args.metadata)
             started = time.perf_counter()
             control = self.control
-            capture = capture_namespace(
-                self.namespace,
-                open_blob_store(control.blob_root),
-                previous_manifest_id=self.last_manifest,
-                runtime_id=control.runtime_id,
+            capture, result = record_own_capture(
+                self._capture_for(control),
+                lambda capture: control.checkpoint(capture, args.name, metadata),
             )
-            result = control.checkpoint(capture, args.name, metadata)
             self.last_manifest = capture.manifest_id
             elapsed = time.perf_counter() - started
             label = f" {args.name!r}" if args.name else ""
@@ -343,13 +352,10 @@ class DittoMagics(Magics):
         def run() -> None:
             args = self._args(DittoMagics.pause, line)
             control = self.control
-            capture = capture_namespace(
-                self.namespace,
-                open_blob_store(control.blob_root),
-                previous_manifest_id=self.last_manifest,
-                runtime_id=control.runtime_id,
+            capture, result = record_own_capture(
+                self._capture_for(control),
+                lambda capture: control.pause_self(capture, args.name),
             )
-            result = control.pause_self(capture, args.name)
             self.last_manifest = capture.manifest_id
             self.autocheckpointer.turn_off()  # the runtime is paused: nothing more to record
             pause_fence.seal_now(result.runtime.runtime_id)  # cells queued after this: refused

@@ -30,8 +30,9 @@ _ERROR_TEXT = {
     "400": "InvalidRequest: the body is not JSON, not an object or too big, or a field is "
     "missing, of the wrong type, unknown, or over a limit (see Limits).",
     "404": "RuntimeNotFound or CheckpointNotFound: unknown id.",
-    "409": "SessionBusy, RuntimePaused, RuntimeNotPaused, RuntimeClosed or Conflict (nothing "
-    "to undo; a checkpoint that does not await a document).",
+    "409": "SessionBusy, RuntimePaused, RuntimeNotPaused, RuntimeClosed, Conflict (nothing "
+    "to undo; a checkpoint that does not await a document) or CaptureLost (a kernel's own "
+    "capture names bytes collected meanwhile: the kernel captures again).",
     "422": "UnsupportedBackend: the checkpoint's backend cannot do what was asked.",
     "429": "RateLimited: the provider refused for rate or concurrency limits.",
     "502": "BackendError: the provider or the kernel failed.",

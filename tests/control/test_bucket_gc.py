@@ -29,8 +29,10 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.blobs.replica import Transfer, manifest_key
 from ditto_jupyter.core.blobs.replicated_chunks import chunk_key
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
-from ditto_jupyter.core.errors import Conflict
+from ditto_jupyter.core.errors import CaptureLost
+from ditto_jupyter.core.models import ContextCapture
 from ditto_jupyter.kernel.capture.capturing import capture_namespace
+from ditto_jupyter.kernel.capture_again import record_own_capture
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 from tests.support.ceph_gateway import CephGateway, S3Bucket
@@ -369,14 +371,12 @@ def test_an_unchanged_workspace_whose_evicted_chunks_were_collected_is_snapshot_
     assert (workspace / "data" / "blob.bin").read_bytes() == data
 
 
-def test_a_kernels_own_capture_whose_evicted_chunks_were_collected_meanwhile_is_refused(
+def evicted_after_upload(
     deployment: Deployment,
-) -> None:
-    """A kernel captures itself before its server opens the checkpoint's write intent; its
-    chunk memo names chunks a's cache evicted (the bucket held them), and b's collection
-    deletes them from the bucket in between. With `local` durability the checkpoint would
-    be recorded with those bytes nowhere: it is refused instead, and the kernel's next
-    capture stores them again and is uploaded."""
+) -> tuple[RuntimeService, BlobStore, str, dict[str, object]]:
+    """Server a (a 64 KiB cache, `local` durability), a kernel's blob store on it, a
+    runtime, and its namespace, whose earlier capture was uploaded but never recorded
+    and whose chunks a's cache has let go (at least 3 of them)."""
     a = deployment.server("a", cache_bytes=64 << 10, durability="local")
     replica = a.replication.replica
     assert replica is not None
@@ -394,17 +394,57 @@ def test_a_kernels_own_capture_whose_evicted_chunks_were_collected_meanwhile_is_
     replica.storage.cache._min_age_s = 0.0  # no grace for a just-used chunk, for the test
     replica.storage.cache.evict()
     assert len([c for c in in_files if not replica.storage.is_cached(c)]) >= 3
+    return a, kernel_blobs, rid, namespace
 
+
+def test_a_kernels_own_capture_whose_evicted_chunks_were_collected_meanwhile_is_refused(
+    deployment: Deployment,
+) -> None:
+    """A kernel captures itself before its server opens the checkpoint's write intent; its
+    chunk memo names chunks a's cache evicted (the bucket held them), and b's collection
+    deletes them from the bucket in between. With `local` durability the checkpoint would
+    be recorded with those bytes nowhere: it is refused instead, and the kernel's next
+    capture stores them again and is uploaded."""
+    a, kernel_blobs, rid, namespace = evicted_after_upload(deployment)
     namespace["y"] = 1
     own = capture_namespace(namespace, kernel_blobs, runtime_id=rid)  # no intent yet
     report = deployment.server("b").bucket_gc(grace_seconds=0)
     assert report is not None and report.collected and report.deleted_chunks >= 3
 
     head = a.head_checkpoint(rid)
-    with pytest.raises(Conflict, match="capture again"):
+    with pytest.raises(CaptureLost, match="capture again"):
         run(a.checkpoint(rid, precaptured=own))
     assert a.head_checkpoint(rid) == head  # nothing recorded
     again = capture_namespace(namespace, kernel_blobs, runtime_id=rid)  # stores them again
     run(a.checkpoint(rid, precaptured=again))
     assert a.replication.drain(timeout=60)  # the upload behind the checkpoint
     assert all(in_bucket(a, name) for name in closure(a.blobs, [again.manifest_id]))
+
+
+def test_a_kernel_whose_capture_is_refused_so_captures_again_by_itself(
+    deployment: Deployment,
+) -> None:
+    """What `%checkpoint`, `%pause` and `%autocheckpoint` do with that refusal: the kernel
+    forgets its chunk memo and captures again, whole, and that checkpoint is recorded; the
+    user sees one checkpoint, not an error."""
+    a, kernel_blobs, rid, namespace = evicted_after_upload(deployment)
+    namespace["y"] = 1
+    taken: list[bool] = []
+
+    def take(whole: bool) -> ContextCapture:
+        captured = capture_namespace(namespace, kernel_blobs, runtime_id=rid)
+        if not taken:  # the collection runs between the first capture and its intent
+            report = deployment.server("b").bucket_gc(grace_seconds=0)
+            assert report is not None and report.deleted_chunks >= 3
+        taken.append(whole)
+        return captured
+
+    captured, result = record_own_capture(
+        take, lambda capture: run(a.checkpoint(rid, precaptured=capture))
+    )
+    assert taken == [False, True]
+    head = a.head_checkpoint(rid)
+    assert head is not None and head.checkpoint_id == result.checkpoint_id
+    assert head.context_manifest_id == captured.manifest_id
+    assert a.replication.drain(timeout=60)
+    assert all(in_bucket(a, name) for name in closure(a.blobs, [captured.manifest_id]))
