@@ -14,6 +14,7 @@ them, and the checkpoint is where they still are.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from ditto_jupyter.backends.base import InPlaceRestorer
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
@@ -24,6 +25,7 @@ from ditto_jupyter.core.models import (
     BackendCheckpointRef,
     RuntimeCheckpoint,
     SessionRecord,
+    UnrestorableValue,
     now_ms,
 )
 
@@ -65,6 +67,34 @@ class FilesBack:
                 "(it was deleted), so its files cannot come back"
             )
         return backend
+
+    async def move(
+        self,
+        session: SessionRecord,
+        backend: DirtyTrackingBackend | None,
+        head: RuntimeCheckpoint | None,
+        target: RuntimeCheckpoint,
+        variables: Callable[[], Awaitable[list[UnrestorableValue]]] | None = None,
+    ) -> list[UnrestorableValue]:
+        """Move the runtime to `target`: its files back, then `variables()` (the server's
+        restore of the kernel's variables; None when the kernel restored them itself),
+        the files put back if that fails, the files it replaced kept, the snapshot's hold
+        let go, and `target` made the head. What the variables could not bring back."""
+        runtime_id = session.session_id
+        unrestorable: list[UnrestorableValue] = []
+        try:
+            safety = await self.bring_back(session, backend, head, target)
+            try:
+                if variables is not None:
+                    unrestorable = await variables()
+            except BaseException:
+                await self.put_back(session, backend, head, safety)
+                raise
+            self.keep_replaced(session, head, target, safety)
+        finally:
+            self.parts.guard.let_go(runtime_id)
+        self.parts.store.set_head(runtime_id, target.checkpoint_id)
+        return unrestorable
 
     async def bring_back(
         self,

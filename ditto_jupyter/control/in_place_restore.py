@@ -42,19 +42,13 @@ class InPlaceRestore:
             await parts.make_local(checkpoint)
             head = self._head(runtime_id)
             backend = await self._files_backend(runtime_id, checkpoint, head)
-            try:
-                safety = await self.files.bring_back(session, backend, head, checkpoint)
-                try:
-                    unrestorable = await parts.context.restore(
-                        session, checkpoint.context_manifest_id
-                    )
-                except BaseException:
-                    await self.files.put_back(session, backend, head, safety)
-                    raise
-                self.files.keep_replaced(session, head, checkpoint, safety)
-            finally:
-                parts.guard.let_go(runtime_id)
-            parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
+            unrestorable = await self.files.move(
+                session,
+                backend,
+                head,
+                checkpoint,
+                lambda: parts.context.restore(session, checkpoint.context_manifest_id),
+            )
         return checkpoint, unrestorable
 
     async def record_restore(self, runtime_id: str, checkpoint_id: str) -> None:
@@ -67,12 +61,7 @@ class InPlaceRestore:
             refuse_pruned(checkpoint)
             head = self._head(runtime_id)
             backend = await self._files_backend(runtime_id, checkpoint, head)
-            try:
-                safety = await self.files.bring_back(session, backend, head, checkpoint)
-                self.files.keep_replaced(session, head, checkpoint, safety)
-            finally:
-                parts.guard.let_go(runtime_id)
-            parts.store.set_head(runtime_id, checkpoint_id)
+            await self.files.move(session, backend, head, checkpoint)
 
     def _head(self, runtime_id: str) -> RuntimeCheckpoint | None:
         head_id = self.parts.store.get_head(runtime_id)

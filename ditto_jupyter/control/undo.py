@@ -86,17 +86,13 @@ class Undo:
             await parts.guard.require_idle(session)
             head, target = self.plan(runtime_id)
             backend = await self.files.required_backend(session, target)
-            try:
-                safety = await self.files.bring_back(session, backend, head, target)
-                try:
-                    unrestorable = await parts.context.restore(session, target.context_manifest_id)
-                except BaseException:
-                    await self.files.put_back(session, backend, head, safety)
-                    raise
-                self.files.keep_replaced(session, head, target, safety)
-            finally:
-                parts.guard.let_go(runtime_id)
-            parts.store.set_head(runtime_id, target.checkpoint_id)
+            unrestorable = await self.files.move(
+                session,
+                backend,
+                head,
+                target,
+                lambda: parts.context.restore(session, target.context_manifest_id),
+            )
         return await self._result(session, target, head.automatic, unrestorable)
 
     async def record_undo(
@@ -115,12 +111,7 @@ class Undo:
                     f"not {undone_checkpoint_id[:12]}: undo again"
                 )
             backend = await self.files.required_backend(session, target)
-            try:
-                safety = await self.files.bring_back(session, backend, head, target)
-                self.files.keep_replaced(session, head, target, safety)
-            finally:
-                parts.guard.let_go(runtime_id)
-            parts.store.set_head(runtime_id, target.checkpoint_id)
+            await self.files.move(session, backend, head, target)
         return await self._result(session, target, head.automatic, target.unrestorable)
 
     async def _result(
