@@ -67,6 +67,7 @@ from benchmarks.state_fingerprint import compare  # noqa: E402
 from ditto_jupyter.control.service import RuntimeService  # noqa: E402
 from ditto_jupyter.core.blobs import BlobStore  # noqa: E402
 from ditto_jupyter.core.errors import BackendError, DittoError  # noqa: E402
+from ditto_jupyter.core.namespace_manifest import load_namespace, recorded_variables  # noqa: E402
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost  # noqa: E402
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver  # noqa: E402
 from ditto_jupyter.wiring import open_runtime_service  # noqa: E402
@@ -74,7 +75,6 @@ from ditto_jupyter.wiring import open_runtime_service  # noqa: E402
 WORK = ROOT / "benchmarks" / ".work" / "bench_notebooks"
 NOOP_EVERY = 3
 SNAPSHOT = "benchmarks.state_fingerprint:snapshot"
-STATE_NAMES = "benchmarks.state_fingerprint:state_names"
 UNSTABLE = "benchmarks.state_fingerprint:unstable_pickles"
 PICKLE_COST = "benchmarks.state_fingerprint:pickle_cost"
 
@@ -178,9 +178,21 @@ class Bench:
     def _kernel(service: RuntimeService, runtime_id: str) -> str:
         return str(service.session(runtime_id).handle_state["kernel_id"])
 
-    async def _noop_source(self, kernel_id: str, cells: list[Cell], position: int) -> str:
-        """Display the value assigned last that still exists (nothing, if none)."""
-        present = set(await self._json(kernel_id, STATE_NAMES))
+    @staticmethod
+    def _noop_source(
+        service: RuntimeService, runtime_id: str, cells: list[Cell], position: int
+    ) -> str:
+        """Display the value assigned last that still exists (nothing, if none), as the
+        head checkpoint (the cell before) recorded it: asking the kernel would run code no
+        cell showed, after which the change journal rightly vouches for nothing and the
+        no-op cell's checkpoint would pickle everything again."""
+        head = service.head_checkpoint(runtime_id)
+        manifest_id = head.context_manifest_id if head is not None else None
+        present = (
+            set(recorded_variables(load_namespace(service.blobs, manifest_id)))
+            if manifest_id is not None
+            else set()
+        )
         assigned = [n for cell in cells[:position] for n in bound_names(cell.source)]
         for name in reversed(assigned):
             if name in present:
@@ -210,7 +222,7 @@ class Bench:
         for position, cell in enumerate(cells):
             code = cell.source
             if cell.noop:
-                code = await self._noop_source(ours_kernel, cells, position)
+                code = self._noop_source(service, runtime_id, cells, position)
             cells[position] = Cell(code, cell.noop)
             await self.host.execute(ours_kernel, code)  # a tutorial that fails is a bug here
             now = result.mark("cells", now)
