@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import threading
 from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -34,7 +33,8 @@ from ditto_jupyter.core.models import ContextCapture
 from ditto_jupyter.kernel.capture.capturing import capture_namespace
 from ditto_jupyter.kernel.capture_again import record_own_capture
 from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
+from tests.support.ceph_fixtures import share_bucket
 from tests.support.ceph_gateway import CephGateway, S3Bucket
 
 pytest_plugins = ["tests.support.ceph_fixtures", "tests.support.postgres_fixtures"]
@@ -89,19 +89,11 @@ def deployment(
     s3_bucket: S3Bucket,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Deployment]:
-    for name, value in s3_bucket.credentials_env().items():
-        monkeypatch.setenv(name, value)
-    (tmp_path / "signing-secret").write_text(secrets.token_hex(32) + "\n")
-    (tmp_path / "signing-secret").chmod(0o600)
+    share_bucket(tmp_path, s3_bucket, monkeypatch)
     found = Deployment(tmp_path, postgres_url, s3_bucket)
     yield found
     for service in list(found.servers):
         found.stop(service)
-
-
-def ctx(service: RuntimeService) -> InMemoryContextCapture:
-    assert isinstance(service.context, InMemoryContextCapture)
-    return service.context
 
 
 def coordination(service: RuntimeService) -> BucketCoordination:

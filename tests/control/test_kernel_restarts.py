@@ -17,7 +17,7 @@ from ditto_jupyter.control.lifecycle import LOST_CHECKPOINT_NAME
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
 
 T = TypeVar("T")
 
@@ -31,11 +31,6 @@ def service(tmp_path: Path) -> Iterator[RuntimeService]:
     svc = open_runtime_service(tmp_path / "data", context_factory=InMemoryContextCapture)
     yield svc
     svc.close_store()
-
-
-def ctx(service: RuntimeService) -> InMemoryContextCapture:
-    assert isinstance(service.context, InMemoryContextCapture)
-    return service.context
 
 
 def restart(service: RuntimeService, runtime_id: str) -> None:

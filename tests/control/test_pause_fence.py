@@ -16,7 +16,7 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import SessionBusy
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
 
 T = TypeVar("T")
 
@@ -30,11 +30,6 @@ def service(tmp_path: Path) -> Iterator[RuntimeService]:
     svc = open_runtime_service(tmp_path / "data", context_factory=InMemoryContextCapture)
     yield svc
     svc.close_store()
-
-
-def ctx(service: RuntimeService) -> InMemoryContextCapture:
-    assert isinstance(service.context, InMemoryContextCapture)
-    return service.context
 
 
 def test_a_cell_during_the_pause_cancels_it(service: RuntimeService) -> None:

@@ -20,7 +20,7 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import SessionBusy
 from ditto_jupyter.core.models import RUNTIME_LEASE, LeaseHolder, SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
 
 T = TypeVar("T")
 
@@ -50,11 +50,6 @@ def first(data_dir: Path) -> Iterator[RuntimeService]:
     service = open_service(data_dir, this_process("http://first:8888/"), ttl_ms=60_000)
     yield service
     service.close_store()
-
-
-def ctx(service: RuntimeService) -> InMemoryContextCapture:
-    assert isinstance(service.context, InMemoryContextCapture)
-    return service.context
 
 
 def elsewhere(url: str) -> LeaseHolder:

@@ -24,7 +24,7 @@ from ditto_jupyter.core.errors import (
 )
 from ditto_jupyter.core.models import ContextCapture, SessionLifecycleStatus, SessionRecord
 from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
 from tests.support.stored_blobs import tamper_manifest
 
 T = TypeVar("T")
@@ -53,11 +53,6 @@ def service(data_dir: Path) -> Iterator[RuntimeService]:
     svc = open_runtime_service(data_dir, context_factory=SlowContext)
     yield svc
     svc.close_store()
-
-
-def ctx(service: RuntimeService) -> InMemoryContextCapture:
-    assert isinstance(service.context, InMemoryContextCapture)
-    return service.context
 
 
 async def write(service: RuntimeService, runtime_id: str, path: str, data: bytes) -> None:

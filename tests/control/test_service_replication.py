@@ -26,7 +26,8 @@ from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.core.errors import StoreUnavailable
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
+from tests.support.ceph_fixtures import share_bucket
 from tests.support.ceph_gateway import CephGateway, S3Bucket, fetched_bytes
 
 pytest_plugins = ["tests.support.ceph_fixtures"]
@@ -76,19 +77,11 @@ class Deployment:
 def deployment(
     tmp_path: Path, ceph_gateway: CephGateway, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Deployment]:
-    for name, value in s3_bucket.credentials_env().items():
-        monkeypatch.setenv(name, value)
-    (tmp_path / "signing-secret").write_text(secrets.token_hex(32) + "\n")
-    (tmp_path / "signing-secret").chmod(0o600)
+    share_bucket(tmp_path, s3_bucket, monkeypatch)
     found = Deployment(tmp_path, s3_bucket, ceph_gateway)
     yield found
     for service in list(found.servers):
         found.stop(service)
-
-
-def ctx(service: RuntimeService) -> InMemoryContextCapture:
-    assert isinstance(service.context, InMemoryContextCapture)
-    return service.context
 
 
 async def fill(service: RuntimeService, runtime_id: str) -> None:

@@ -23,7 +23,7 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import BackendError, SessionBusy
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture
+from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
 
 T = TypeVar("T")
 
@@ -42,11 +42,6 @@ def service(data_dir: Path) -> Iterator[RuntimeService]:
     svc = open_runtime_service(data_dir, context_factory=InMemoryContextCapture)
     yield svc
     svc.close_store()
-
-
-def ctx(service: RuntimeService) -> InMemoryContextCapture:
-    assert isinstance(service.context, InMemoryContextCapture)
-    return service.context
 
 
 def workspace(service: RuntimeService, runtime_id: str) -> Path:

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
+
+if TYPE_CHECKING:
+    from ditto_jupyter.control.service import RuntimeService
 
 
 class InMemoryContextCapture:
@@ -110,3 +113,9 @@ class InMemoryContextCapture:
             namespace = orjson.loads(self.blobs.get_bytes(body["chunks"]))
         self.namespaces[session.session_id] = namespace
         return []
+
+
+def ctx(service: RuntimeService) -> InMemoryContextCapture:
+    """The in-memory context capture a test's service runs on."""
+    assert isinstance(service.context, InMemoryContextCapture)
+    return service.context
