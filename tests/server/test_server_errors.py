@@ -21,9 +21,10 @@ from ditto_jupyter.core import errors
 from ditto_jupyter.server.app import DittoJupyterApp
 from tests.fakes.e2b_cloud import ROUTE_CREATE_SNAPSHOT, FakeE2BCloud
 from tests.fakes.e2b_fixtures import fake_e2b  # noqa: F401
+from tests.fakes.lost_capture import RefusesFirstCapture
 from tests.fakes.refusing_sqlite import disk_full, locked_error, refusing_writes
 from tests.server.conftest import OpenRuntime
-from tests.server.notebook_sessions import kill_kernel, sleeping
+from tests.server.notebook_sessions import kill_kernel, run, sleeping
 
 Api = Any  # the `api` fixture of conftest.py
 
@@ -215,6 +216,7 @@ async def test_every_error_code_is_reachable(
     ditto_app: DittoJupyterApp,
     open_runtime: OpenRuntime,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each error type is answered to a real request, with its status.
 
@@ -236,6 +238,19 @@ async def test_every_error_code_is_reachable(
     await call("GET", f"{rid}/checkpoints/missing")
     cp = await call("POST", "checkpoint", {"runtime_id": rid})
     await call("POST", "undo", {"runtime_id": rid})  # no %autocheckpoint cell to undo: Conflict
+    assert ditto_app.service is not None
+    replication = ditto_app.service.replication
+    with monkeypatch.context() as patch:  # a kernel's own capture whose bytes were collected
+        patch.setattr(
+            replication, "require_backed", RefusesFirstCapture(replication.require_backed)
+        )
+        token = await run(
+            ditto_app, rt.kernel_id, "print(__import__('os').environ['DITTO_RUNTIME_TOKEN'])"
+        )
+        detail = await call("GET", f"{rid}/checkpoints/{cp['checkpoint_id']}")
+        capture = {"manifest_id": detail["context_manifest_id"]}
+        body = {"runtime_id": rid, "runtime_token": token.strip(), "capture": capture}
+        await call("POST", "self/checkpoint", body)
     async with sleeping(ditto_app, rt.kernel_id, tmp_path):
         await call("POST", "checkpoint", {"runtime_id": rid})
     for status in (429, 500):  # the provider refuses: rate limit, then its own failure
