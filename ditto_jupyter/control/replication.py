@@ -36,6 +36,7 @@ import contextvars
 import enum
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -223,8 +224,19 @@ class Replication:
             return Transfer()
 
         def fetch() -> Transfer:
+            started = time.perf_counter()
             with self.intent():
-                return replica.fetch(list(manifests))
+                moved = replica.fetch(list(manifests))
+            if moved.chunks or moved.manifests:
+                _log.info(
+                    "ditto: fetched %d chunks (%d bytes) and %d manifests from %s in %.3f s",
+                    moved.chunks,
+                    moved.chunk_bytes,
+                    moved.manifests,
+                    replica.location,
+                    time.perf_counter() - started,
+                )
+            return moved
 
         return await asyncio.to_thread(fetch)
 

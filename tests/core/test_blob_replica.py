@@ -216,21 +216,62 @@ def test_a_manifest_not_signed_with_the_shared_secret_is_refused(
     assert other.store.stored_bytes() == 0
 
 
-def test_a_chunk_changed_in_the_bucket_is_refused_and_nothing_is_recorded(
+def test_a_small_chunk_changed_in_the_bucket_is_refused_and_nothing_is_recorded(
     tmp_path: Path, s3_bucket: S3Bucket, secret: bytes
 ) -> None:
     a = replica(tmp_path / "a", s3_bucket, secret)
     manifest_id, _ = state(a.store)
     a.upload([manifest_id])
-    victim = a.store.get_manifest(manifest_id)["chunks"][1]
+    child = a.store.get_manifest(manifest_id)["manifests"][0]
+    victim = a.store.get_manifest(child)["chunks"][0]  # kept inline: checked as it arrives
     a.bucket.delete(chunk_key(victim))
-    a.bucket.put_new(chunk_key(victim), b"R" + os.urandom(MIB))
+    a.bucket.put_new(chunk_key(victim), b"R" + b"not the small chunk")
     b = replica(tmp_path / "b", s3_bucket, secret)
     with pytest.raises(BlobIntegrityError):
         b.fetch([manifest_id])
     assert not b.store.has_manifest(manifest_id)
     assert b.store.stored_bytes() == 0
     assert not b.ledger.known(ObjectKind.MANIFEST, [manifest_id])
+
+
+@pytest.mark.parametrize("read", ["get_chunk", "read_chunk_into"])
+def test_a_big_chunk_changed_in_the_bucket_is_refused_at_its_first_read_and_fetched_again(
+    tmp_path: Path, s3_bucket: S3Bucket, secret: bytes, read: str
+) -> None:
+    a = replica(tmp_path / "a", s3_bucket, secret)
+    manifest_id, data = state(a.store)
+    a.upload([manifest_id])
+    chunks = a.store.get_manifest(manifest_id)["chunks"]
+    victim = chunks[1]
+    good = a.store.stored_chunk(victim)
+    a.bucket.delete(chunk_key(victim))
+    a.bucket.put_new(chunk_key(victim), b"R" + os.urandom(MIB))
+    b = replica(tmp_path / "b", s3_bucket, secret)
+    b.fetch([manifest_id])
+    with pytest.raises(BlobIntegrityError, match="copy was dropped"):
+        if read == "get_chunk":
+            b.store.get_chunk(victim)
+        else:
+            b.store.read_chunk_into(victim, memoryview(bytearray(MIB)))
+    assert not b.storage.is_cached(victim)  # the bad copy is not read again
+    a.bucket.delete(chunk_key(victim))  # the bucket has its good copy again
+    a.bucket.put_new(chunk_key(victim), good)
+    again = b.fetch([manifest_id])
+    assert again.chunks == 1
+    assert b.store.get_bytes(chunks) == data
+
+
+def test_a_chunk_that_fails_its_check_with_no_other_copy_is_kept(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "alone")
+    stored = store.put_bytes(os.urandom(2 * MIB))
+    victim = stored.chunks[0]
+    path = Path(store.chunk_file(victim))
+    path.chmod(0o644)
+    path.write_bytes(b"R" + os.urandom(MIB))
+    with pytest.raises(BlobIntegrityError) as refused:
+        store.get_chunk(victim)
+    assert "dropped" not in str(refused.value)
+    assert path.exists()  # the only copy: evidence, never deleted by a read
 
 
 def test_a_manifest_never_replicated_is_named_as_such(

@@ -58,7 +58,11 @@ def _copy_raw_chunk(blobs: BlobStore, digest: str, target: int, position: int) -
         size = os.fstat(source).st_size - 1
         if size <= 0 or os.pread(source, 1, 0) != CODEC_RAW:
             return None
-        with mmap.mmap(source, 0, prot=mmap.PROT_READ) as mapped, memoryview(mapped) as view:
+        with (
+            blobs.checking(digest),
+            mmap.mmap(source, 0, prot=mmap.PROT_READ) as mapped,
+            memoryview(mapped) as view,
+        ):
             if blake3.blake3(view[1:]).hexdigest() != digest:
                 raise BlobIntegrityError(f"chunk {digest} does not match its content hash")
         done = 0

@@ -126,8 +126,9 @@ class BulkWrite:
         return name, size
 
     def put_stored(self, name: str, stored: bytes) -> None:
-        """Stage a chunk's stored form as it is (fetched from a replica and checked against
-        its name already), even when the catalogue lists it: the bytes are not here."""
+        """Stage a chunk's stored form as it is (fetched from a replica: a small one checked
+        against its name already, a big one at its first read), even when the catalogue
+        lists it: the bytes are not here."""
         self._store.chunk_file(name)  # refuses what is not a chunk id
         with self._lock:
             if self._aborted:

@@ -168,6 +168,10 @@ class LocalDiskChunks:
             raise os_failure(exc, self._place, f"deleting chunk {name}") from None
         return True
 
+    def drop_corrupt(self, name: str) -> bool:
+        """Keep a chunk file that failed its check: it is the only copy (False)."""
+        return False
+
     def shard(self, name: str) -> tuple[str, bool]:
         """The folder of chunk `name`, created if missing; whether it was created now."""
         prefix = name[:2]

@@ -14,9 +14,15 @@ bucket vouches for its whole closure, which is what `replicated` means.
 puts what the ledger does not know is there. `fetch` makes a closure local: manifests the
 local catalogue lacks are fetched and verified against the deployment's shared signing
 secret (a manifest the secret does not sign is refused, so a bucket writer cannot make a
-restore load anything), chunks with no local copy are fetched and checked against their
-names, and everything is recorded in the local store in one bulk write (without a sync:
-the bucket holds the durable copy). Both move chunks on a pool of threads.
+restore load anything), chunks with no local copy are fetched, and everything is recorded
+in the local store in one bulk write (without a sync: the bucket holds the durable copy).
+Both move chunks on a pool of threads.
+
+A fetched chunk is checked against its name once, when it is first read (every read of a
+chunk checks it: the kernel's restore, the workspace's copy), not also as it arrives: on
+a resume that check is a third of the fetch. A copy that fails it is dropped from this
+machine (`BlobStore.checking`), so the next fetch brings it again; small chunks, kept in
+the catalogue rather than in files of their own, are checked as they arrive.
 
 Nothing is deleted from the bucket here: with several servers on one bucket only the
 shared checkpoint store can say an object is garbage there (`control.bucket_gc`, which
@@ -35,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.blobs import codec
 from ditto_jupyter.core.blobs.errors import BlobError, BlobNotFound, NotReplicated
-from ditto_jupyter.core.blobs.index import key_of
+from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT, key_of
 from ditto_jupyter.core.blobs.object_store import ObjectStore, ObjectStoreLocation
 from ditto_jupyter.core.blobs.replica_ledger import ObjectKind, ReplicaLedger
 from ditto_jupyter.core.blobs.replicated_chunks import ReplicatedChunks, chunk_key
@@ -195,7 +201,8 @@ class BucketReplica:
 
                 def get_chunk(name: str) -> str:
                     stored = self.bucket.get(chunk_key(name))
-                    codec.decode(name, stored)  # refuses what does not match its name
+                    if len(stored) < SMALL_OBJECT_LIMIT:  # kept inline: checked now
+                        codec.decode(name, stored)  # refuses what does not match its name
                     bulk.put_stored(name, stored)
                     moved.add_chunk(len(stored))
                     return name

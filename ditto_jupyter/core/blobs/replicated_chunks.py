@@ -276,6 +276,14 @@ class ReplicatedChunks:
         self.cache.forget(name)
         return self.local.delete(name)
 
+    def drop_corrupt(self, name: str) -> bool:
+        """Free a local copy that failed its check when the bucket holds the chunk, so that
+        the next read or fetch brings it again (True); else keep it, the only copy."""
+        if not self.ledger.known(ObjectKind.CHUNK, [name]):
+            return False
+        self.delete(name)
+        return True
+
     def stale_batches(self, cutoff: float) -> Iterator[StaleDiskBatch]:
         """What local writers that died left."""
         return self.local.stale_batches(cutoff)

@@ -116,6 +116,11 @@ class ChunkStorage(Protocol):
         """Free a chunk; False when it was not there."""
         ...
 
+    def drop_corrupt(self, name: str) -> bool:
+        """Free a local copy that failed its check when another copy exists to read again
+        (the bucket's); whether it did. The only copy of a chunk is never dropped."""
+        ...
+
     def stale_batches(self, cutoff: float) -> Iterator[StaleBatch]:
         """Batches whose writers died before `cutoff` (Unix seconds), for collection."""
         ...

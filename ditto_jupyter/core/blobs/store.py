@@ -302,7 +302,24 @@ class BlobStore:
 
     def get_chunk(self, digest: str) -> bytes:
         """Read one chunk and check its content against its name."""
-        return codec.decode(digest, self.stored_chunk(digest))
+        with self.checking(digest):
+            return codec.decode(digest, self.stored_chunk(digest))
+
+    @contextlib.contextmanager
+    def checking(self, digest: str) -> Iterator[None]:
+        """Around a read of one chunk: when its local copy fails its check and another copy
+        exists (a fetched chunk is checked here, at its first read, not as it arrives), the
+        bad copy is dropped, so that reading or fetching again brings a good one."""
+        try:
+            yield
+        except BlobIntegrityError as error:
+            if not self.storage.drop_corrupt(digest):
+                raise
+            _log.warning("ditto: dropped this server's copy of chunk %s: %s", digest, error)
+            raise BlobIntegrityError(
+                f"{error}; this machine's copy was dropped, and the next restore fetches it "
+                "again from the object store"
+            ) from None
 
     def read_chunk_into(self, digest: str, target: memoryview) -> None:
         """Read one chunk straight into `target` (exactly its size), checking its name.
@@ -311,6 +328,10 @@ class BlobStore:
         shuffled chunks are decompressed and unshuffled into `target`; the others are
         decoded as `get_chunk` does, then copied.
         """
+        with self.checking(digest):
+            self._read_chunk_into(digest, target)
+
+    def _read_chunk_into(self, digest: str, target: memoryview) -> None:
         stored: bytes | None = None
         try:
             with open(self.chunk_file(digest), "rb", buffering=0) as handle:
