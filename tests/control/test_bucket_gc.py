@@ -16,7 +16,6 @@ import asyncio
 import os
 import threading
 from collections.abc import Coroutine, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,15 +26,13 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.blobs.replica import Transfer, manifest_key
 from ditto_jupyter.core.blobs.replicated_chunks import chunk_key
-from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.core.errors import CaptureLost
 from ditto_jupyter.core.models import ContextCapture
 from ditto_jupyter.kernel.capture.capturing import capture_namespace
 from ditto_jupyter.kernel.capture_again import record_own_capture
-from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
-from tests.support.ceph_fixtures import share_bucket
+from tests.fakes.fake_context_capture import ctx
 from tests.support.ceph_gateway import CephGateway, S3Bucket
+from tests.support.deployment import Deployment, deploy
 
 pytest_plugins = ["tests.support.ceph_fixtures", "tests.support.postgres_fixtures"]
 pytestmark = [pytest.mark.s3, pytest.mark.postgres]
@@ -48,39 +45,6 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-@dataclass
-class Deployment:
-    """Servers of one deployment: one PostgreSQL database, one bucket, one secret."""
-
-    root: Path
-    store_url: str
-    bucket: S3Bucket
-    servers: list[RuntimeService] = field(default_factory=list)
-
-    def server(
-        self, name: str, *, cache_bytes: int | None = None, durability: str = "replicated"
-    ) -> RuntimeService:
-        settings = ObjectStoreSettings(
-            url=f"{self.bucket.url}/deployment",
-            secret_file=self.root / "signing-secret",
-            endpoint_url=self.bucket.endpoint,
-            cache_bytes=cache_bytes,
-            durability=durability,
-        )
-        service = open_runtime_service(
-            self.root / name,
-            context_factory=InMemoryContextCapture,
-            store_url=self.store_url,
-            object_store=settings,
-        )
-        self.servers.append(service)
-        return service
-
-    def stop(self, service: RuntimeService) -> None:
-        service.close_store(upload_timeout=30)
-        self.servers.remove(service)
-
-
 @pytest.fixture
 def deployment(
     tmp_path: Path,
@@ -89,11 +53,14 @@ def deployment(
     s3_bucket: S3Bucket,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Deployment]:
-    share_bucket(tmp_path, s3_bucket, monkeypatch)
-    found = Deployment(tmp_path, postgres_url, s3_bucket)
-    yield found
-    for service in list(found.servers):
-        found.stop(service)
+    yield from deploy(
+        tmp_path,
+        ceph_gateway,
+        s3_bucket,
+        monkeypatch,
+        store_url=postgres_url,
+        durability="replicated",
+    )
 
 
 def coordination(service: RuntimeService) -> BucketCoordination:

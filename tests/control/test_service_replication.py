@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,13 +21,11 @@ import pytest
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs.errors import NotReplicated, ObjectStoreUnavailable
 from ditto_jupyter.core.blobs.replica import manifest_key
-from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.core.errors import StoreUnavailable
 from ditto_jupyter.core.models import SessionLifecycleStatus
-from ditto_jupyter.wiring import open_runtime_service
-from tests.fakes.fake_context_capture import InMemoryContextCapture, ctx
-from tests.support.ceph_fixtures import share_bucket
+from tests.fakes.fake_context_capture import ctx
 from tests.support.ceph_gateway import CephGateway, S3Bucket, fetched_bytes
+from tests.support.deployment import Deployment, deploy
 
 pytest_plugins = ["tests.support.ceph_fixtures"]
 pytestmark = pytest.mark.s3
@@ -40,48 +37,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-@dataclass
-class Deployment:
-    """Servers of one deployment: one checkpoint store, one bucket, one signing secret."""
-
-    root: Path
-    bucket: S3Bucket
-    gateway: CephGateway
-    servers: list[RuntimeService] = field(default_factory=list)
-
-    def settings(self, durability: str = "local") -> ObjectStoreSettings:
-        return ObjectStoreSettings(
-            url=f"{self.bucket.url}/deployment",
-            secret_file=self.root / "signing-secret",
-            endpoint_url=self.bucket.endpoint,
-            cache_bytes=None,
-            durability=durability,
-        )
-
-    def server(self, name: str, durability: str = "local") -> RuntimeService:
-        service = open_runtime_service(
-            self.root / name,
-            context_factory=InMemoryContextCapture,
-            store_url=f"sqlite:///{self.root / 'shared.db'}",
-            object_store=self.settings(durability),
-        )
-        self.servers.append(service)
-        return service
-
-    def stop(self, service: RuntimeService) -> None:
-        service.close_store(upload_timeout=30)
-        self.servers.remove(service)
-
-
 @pytest.fixture
 def deployment(
     tmp_path: Path, ceph_gateway: CephGateway, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Deployment]:
-    share_bucket(tmp_path, s3_bucket, monkeypatch)
-    found = Deployment(tmp_path, s3_bucket, ceph_gateway)
-    yield found
-    for service in list(found.servers):
-        found.stop(service)
+    yield from deploy(tmp_path, ceph_gateway, s3_bucket, monkeypatch)
 
 
 async def fill(service: RuntimeService, runtime_id: str) -> None:
