@@ -12,9 +12,7 @@ CI=true a skip is a failure).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -36,14 +34,3 @@ def ceph_gateway() -> Iterator[CephGateway]:
 def s3_bucket(ceph_gateway: CephGateway) -> S3Bucket:
     """A new, empty bucket of the session's gateway."""
     return ceph_gateway.bucket()
-
-
-def share_bucket(root: Path, bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Hand the bucket's keys to the AWS credential chain, and write a deployment's
-    signing secret (mode 0600) under `root`; its path."""
-    for name, value in bucket.credentials_env().items():
-        monkeypatch.setenv(name, value)
-    secret = root / "signing-secret"
-    secret.write_text(secrets.token_hex(32) + "\n")
-    secret.chmod(0o600)
-    return secret

@@ -4,6 +4,7 @@ servers of a JupyterHub deployment, in process, with the in-memory context captu
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,6 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.support.ceph_fixtures import share_bucket
 from tests.support.ceph_gateway import CephGateway, S3Bucket
 
 
@@ -58,6 +58,17 @@ class Deployment:
         """Stop one server (its uploads finish first)."""
         service.close_store(upload_timeout=30)
         self.servers.remove(service)
+
+
+def share_bucket(root: Path, bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Hand the bucket's keys to the AWS credential chain, and write a deployment's
+    signing secret (mode 0600) under `root`; its path."""
+    for name, value in bucket.credentials_env().items():
+        monkeypatch.setenv(name, value)
+    secret = root / "signing-secret"
+    secret.write_text(secrets.token_hex(32) + "\n")
+    secret.chmod(0o600)
+    return secret
 
 
 def deploy(
