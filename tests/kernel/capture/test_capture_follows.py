@@ -22,6 +22,8 @@ from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
 LAST_TIMING = "ditto_jupyter.kernel.capture:last_timing"
+#: bench_notebooks' probe of the live state (benchmarks/state_fingerprint.py).
+FINGERPRINT = "benchmarks.state_fingerprint:snapshot"
 
 #: 200 values of the kinds notebooks hold, and 20 open figures (MPLBACKEND=Agg).
 NOTEBOOK = """
@@ -194,3 +196,22 @@ def test_showing_a_list_of_the_notebooks_own_objects_is_captured_again(
     after, pickled = kernel.capture()
     assert pickled >= 1
     assert after.manifest_id != first.manifest_id
+
+
+def test_the_benchmarks_fingerprint_does_not_make_the_next_checkpoint_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    checkout = str(Path(__file__).resolve().parents[3])  # benchmarks/ is not installed
+    monkeypatch.setenv("PYTHONPATH", checkout)
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.cell(NOTEBOOK)
+        first, _ = kernel.capture()
+        probe = kernel.run(kernel.host.call(kernel.kernel_id, FINGERPRINT, {}))
+        assert isinstance(probe, dict) and "number_3" in probe["values"]
+        again, pickled = kernel.capture()
+        assert pickled == 0  # the probe only read: nothing to pickle again
+        assert again.manifest_id == first.manifest_id
+    finally:
+        kernel.close()
