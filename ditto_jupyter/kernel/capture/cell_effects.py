@@ -129,6 +129,8 @@ def _from_untrusted_module(module_name: object) -> bool:
 
 #: Nodes whose body is code the notebook keeps and may run again later (U's sources).
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+#: Code objects a cell's comprehensions compile to (Python 3.11): they run with the cell.
+_RUN_AT_ONCE = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>"})
 #: Nodes that bind the name in their `name` (`rest` for a mapping pattern) field.
 _NAMED = (*_DEFINITIONS[:3], ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping)
 
@@ -248,7 +250,7 @@ class CellEffects:
             return None
         if visitor.empty:
             return set()
-        self._defined_names |= visitor.in_definitions
+        self._defined_names |= self._definition_names(code, visitor)
         self._defined_code_dynamic |= visitor.dynamic_in_definitions
         if visitor.dynamic or self._defined_code_dynamic:
             return None
@@ -261,6 +263,30 @@ class CellEffects:
         except Exception:  # _Unbounded, or a value whose attributes raise: play safe
             return None
         return touched
+
+    def _definition_names(self, code: str, visitor: _SourceNames) -> set[str]:
+        """The global names the functions, lambdas and classes a cell defines can use when
+        they run later: the names their compiled code loads, stores or deletes as a name
+        (their parameters and locals are no global, an attribute name is none either).
+        Where the cell does not compile, every name its definitions mention."""
+        if not visitor.in_definitions:
+            return set()
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        try:
+            compiled = compile(code, "<cell>", "exec", flags=flags, dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return set(visitor.in_definitions)
+        names: set[str] = set()
+        pending = [inner for inner in compiled.co_consts if isinstance(inner, types.CodeType)]
+        while pending:
+            inner = pending.pop()
+            if inner.co_name in _RUN_AT_ONCE:  # the cell's own comprehension: runs now
+                pending.extend(c for c in inner.co_consts if isinstance(c, types.CodeType))
+                continue
+            found, dynamic = self._code_names(inner)
+            names |= found
+            self._defined_code_dynamic |= dynamic
+        return names
 
     def _scan_live_code(self, namespace: Mapping[str, object]) -> None:
         """Add to U the names used by every live function whose globals are the namespace.
@@ -337,11 +363,13 @@ class CellEffects:
                 yield wrapped
 
     def _code_names(self, code: types.CodeType) -> tuple[frozenset[str], bool]:
-        """Names a code object (and the code nested in it) uses, and whether it is dynamic."""
+        """The global names a code object (and the code nested in it) loads, stores or
+        deletes, and whether it is dynamic. An attribute's name is no global (`x.data`
+        reaches `x`, never the variable `data`); a module it imports counts as a name."""
         cached = self._code_cache.get(id(code))
         if cached is not None and cached[0] is code:
             return cached[1], cached[2]
-        names = set(code.co_names)
+        names: set[str] = set()
         dynamic = False
         for instruction in dis.get_instructions(code):
             argument, operation = instruction.argval, instruction.opname
@@ -349,6 +377,8 @@ class CellEffects:
                 continue
             if operation in _ATTRIBUTE_OPS or operation == "IMPORT_FROM":
                 dynamic = dynamic or argument in DYNAMIC_ATTRIBUTES
+            else:
+                names.add(argument)
             if operation not in _ATTRIBUTE_OPS:
                 dynamic = dynamic or argument.split(".")[0] in DYNAMIC_NAMES
         for constant in code.co_consts:

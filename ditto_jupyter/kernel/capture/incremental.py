@@ -114,9 +114,11 @@ def plan_reuse(
 
 
 def pulled_back(base: CaptureBase, kept: list[int], ids: dict[str, set[int]]) -> list[int]:
-    """The kept components that share an identity-bearing object with a recaptured value."""
-    owner = {object_id: i for i in kept for object_id in base.ids[i]}
-    if not owner:
+    """The kept components that share an identity-bearing object with a recaptured value.
+
+    In time linear in what was recaptured, not in what is kept: a no-op capture recaptures
+    nothing and looks at nothing (`isdisjoint` walks the smaller of its two sets)."""
+    recaptured: set[int] = set().union(*ids.values())
+    if not recaptured:
         return []
-    hit = {owner[object_id] for found in ids.values() for object_id in found if object_id in owner}
-    return sorted(hit)
+    return [i for i in kept if not base.ids[i].isdisjoint(recaptured)]

@@ -89,10 +89,11 @@ def only_quiet_magics(python: str) -> bool:
 def shows_one_value(shell: Any, python: str, namespace: Mapping[str, object]) -> bool:
     """Whether a cell only shows one variable (`fig`, `df`: a bare name) whose display runs
     no notebook code: its class and every display formatter for it come from installed
-    packages or the standard library, it is no builtin container (whose display shows its
-    elements), and no class of the notebook defines a display method. Showing it then
-    changes nothing a checkpoint keeps (a library's display may fill a cache, as a
-    figure's repr fills its transforms, but the value means the same)."""
+    packages or the standard library, and no class of the notebook defines a display
+    method. A builtin container (`stats`, a list of dicts) shows its elements: each of
+    them must qualify (`_shown_values`). Showing it then changes nothing a checkpoint
+    keeps (a library's display may fill a cache, as a figure's repr fills its transforms,
+    but the value means the same)."""
     if not python or len(python) > 200:
         return False
     try:
@@ -105,15 +106,49 @@ def shows_one_value(shell: Any, python: str, namespace: Mapping[str, object]) ->
     if not isinstance(node, ast.Name) or node.id not in namespace:
         return False
     value = namespace[node.id]
-    kind = type(value)
-    if kind in _SHOWN_ATOMS:
+    if type(value) in _SHOWN_ATOMS:
         return True
-    if kind in _SHOWN_CONTAINERS or not _trusted_code(kind):
+    shown = _shown_values(value)
+    if shown is None or any(_displays_itself(other) for other in list(namespace.values())):
         return False
-    if any(_displays_itself(other) for other in list(namespace.values())):
+    printers = getattr(getattr(shell, "display_formatter", None), "formatters", {})
+    return all(_displayed_by_libraries(each, printers) for each in shown)
+
+
+#: How many objects a shown builtin container may hold (nested ones counted) for its
+#: display to be vouched for; a bigger one counts as a cell that may have changed it.
+SHOWN_ELEMENTS_LIMIT = 256
+
+
+def _shown_values(value: object) -> list[object] | None:
+    """The values showing `value` displays by their own code: itself, or for a builtin
+    container (exactly list, tuple, dict, set, frozenset: a subclass shows itself) every
+    element and key, nested ones too; None when there are more than `SHOWN_ELEMENTS_LIMIT`."""
+    shown: list[object] = []
+    pending = [value]
+    seen: set[int] = set()
+    while pending:
+        each = pending.pop()
+        if type(each) in _SHOWN_ATOMS or id(each) in seen:
+            continue
+        seen.add(id(each))
+        if len(seen) > SHOWN_ELEMENTS_LIMIT:
+            return None
+        if isinstance(each, dict) and type(each) is dict:
+            pending.extend(each.keys())
+            pending.extend(each.values())
+        elif isinstance(each, list | tuple | set | frozenset) and type(each) in _SHOWN_CONTAINERS:
+            pending.extend(each)
+        else:
+            shown.append(each)
+    return shown
+
+
+def _displayed_by_libraries(value: object, printers: Mapping[str, Any]) -> bool:
+    """Whether a value's class and every display formatter for it are library code."""
+    if not _trusted_code(type(value)):
         return False
-    formatter = getattr(shell, "display_formatter", None)
-    for each in getattr(formatter, "formatters", {}).values():
+    for each in printers.values():
         try:
             printer = each.lookup(value)
         except Exception:  # no printer registered for it: the default display

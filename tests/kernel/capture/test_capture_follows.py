@@ -22,6 +22,8 @@ from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
 LAST_TIMING = "ditto_jupyter.kernel.capture:last_timing"
+#: bench_notebooks' probe of the live state (benchmarks/state_fingerprint.py).
+FINGERPRINT = "benchmarks.state_fingerprint:snapshot"
 
 #: 200 values of the kinds notebooks hold, and 20 open figures (MPLBACKEND=Agg).
 NOTEBOOK = """
@@ -136,3 +138,80 @@ def test_what_no_cell_showed_makes_the_next_capture_whole(kernel: Kernel) -> Non
     kernel.capture()  # whole: the thread may change anything while it runs
     _, pickled = kernel.capture()
     assert pickled >= 200 + 20  # still running, and it ran since the capture before
+
+
+def test_a_functions_parameters_and_locals_are_not_the_globals_of_the_same_name(
+    kernel: Kernel,
+) -> None:
+    kernel.cell(NOTEBOOK)
+    kernel.capture()  # the journal follows the cells from here
+    # a function whose parameters and locals share the names of big globals; it uses one
+    # global of its own, `number_0`: only that name can change whenever it runs
+    kernel.cell(
+        "def scaled(array_0, items_0):\n"
+        "    point_0 = [v * 2 for v in array_0]\n"
+        "    return point_0, items_0, number_0\n"
+    )
+    kernel.capture()
+    kernel.cell("number_7 = -1.0")
+    _, pickled = kernel.capture()
+    assert pickled == 2  # `number_7`, and `number_0` the function may read: nothing more
+
+
+def test_a_function_called_back_by_a_library_still_recaptures_the_globals_it_changes(
+    kernel: Kernel,
+) -> None:
+    kernel.cell(NOTEBOOK)
+    kernel.capture()  # the journal follows the cells from here: it reads the definitions
+    kernel.cell("seen = []\ndef shown(v):\n    width = len(seen)\n    seen.append(width)\n")
+    kernel.cell("np.set_printoptions(formatter={'int': lambda v: shown(v) or str(v)})")
+    first, _ = kernel.capture()
+    kernel.cell("text = str(np.arange(3))")  # numpy calls `shown`, which no cell names here
+    after, pickled = kernel.capture()
+    assert pickled >= 2  # `text`, and `seen` the function appended to
+    assert after.manifest_id != first.manifest_id
+    assert kernel.cell("print(len(seen))").strip() == "3"
+
+
+def test_showing_a_list_of_library_values_pickles_nothing(kernel: Kernel) -> None:
+    kernel.cell(NOTEBOOK)
+    kernel.cell("stats = [{'med': array_3, 'fliers': (number_3, 'x')}, items_4]")
+    first, _ = kernel.capture()
+    kernel.cell("stats")  # shows the list: numpy's and the builtins' display, nothing else
+    shown, pickled = kernel.capture()
+    assert pickled == 0
+    assert shown.manifest_id == first.manifest_id
+
+
+def test_showing_a_list_of_the_notebooks_own_objects_is_captured_again(
+    kernel: Kernel,
+) -> None:
+    kernel.cell(NOTEBOOK)
+    kernel.cell(
+        "log = []\nclass Loud:\n    def __repr__(self):\n        log.append(1)\n"
+        "        return 'loud'\nshown = [Loud()]\ndel Loud\n"
+    )
+    first, _ = kernel.capture()
+    kernel.cell("shown")  # its element's display is the notebook's code: it changes `log`
+    after, pickled = kernel.capture()
+    assert pickled >= 1
+    assert after.manifest_id != first.manifest_id
+
+
+def test_the_benchmarks_fingerprint_does_not_make_the_next_checkpoint_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    checkout = str(Path(__file__).resolve().parents[3])  # benchmarks/ is not installed
+    monkeypatch.setenv("PYTHONPATH", checkout)
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.cell(NOTEBOOK)
+        first, _ = kernel.capture()
+        probe = kernel.run(kernel.host.call(kernel.kernel_id, FINGERPRINT, {}))
+        assert isinstance(probe, dict) and "number_3" in probe["values"]
+        again, pickled = kernel.capture()
+        assert pickled == 0  # the probe only read: nothing to pickle again
+        assert again.manifest_id == first.manifest_id
+    finally:
+        kernel.close()

@@ -63,6 +63,19 @@ LIBRARY_CELLS = [
     "np.random.rand()",
 ]
 
+#: Notebook code a library runs on a cell's behalf (numpy's print formatter): the globals
+#: that code names change though the cell names neither them nor the function; its
+#: parameters and locals are no globals (`width`, `v` exist as variables too).
+CALLBACK_CELLS = [
+    "seen = []\nwidth = 'a global'\nv = [0]",
+    "def shown(v):\n    width = len(seen)\n    seen.append(width)\n    return str(v)\n",
+    "np.set_printoptions(formatter={'int': lambda v: shown(v)})",
+    "text = str(np.arange(3))",
+    "callbacks = [lambda: seen.append(k) for k in range(2)]",
+    "callbacks[1]()",
+    "np.set_printoptions(formatter=None)",
+]
+
 FIGURE_CELLS = [
     "import matplotlib.pyplot as plt\nfig, (ax, other) = plt.subplots(1, 2)",
     "line, = ax.plot([1, 2, 3])",
@@ -123,8 +136,9 @@ def walk(cells: list[str], blobs: BlobStore, setup: str = "") -> list[tuple[byte
         (MIXED_CELLS, "import pandas as pd"),
         (FIGURE_CELLS, "import matplotlib\nmatplotlib.use('Agg')"),
         (LIBRARY_CELLS, ""),
+        (CALLBACK_CELLS, ""),
     ],
-    ids=["aliasing", "kishu", "mixed", "figures", "library-state"],
+    ids=["aliasing", "kishu", "mixed", "figures", "library-state", "callbacks"],
 )
 def test_each_incremental_capture_says_what_a_whole_one_says(
     cells: list[str], setup: str, blobs: BlobStore
