@@ -41,7 +41,8 @@ JOURNAL_SIZE_LIMIT = 1024 * 1024
 IDLE_SECONDS = 0.5
 #: Bytes of a WAL frame's header, before the page image.
 FRAME_HEADER = 24
-_LOG_HEADER = 32
+#: Bytes of a WAL file's header, written again whenever the log restarts.
+LOG_HEADER = 32
 _U32 = struct.Struct(">I")
 
 
@@ -72,15 +73,15 @@ def log_position(database: Path) -> LogPosition:
     except OSError:
         return LogPosition()
     try:
-        header = os.pread(fd, _LOG_HEADER, 0)
-        if len(header) < _LOG_HEADER:
+        header = os.pread(fd, LOG_HEADER, 0)
+        if len(header) < LOG_HEADER:
             return LogPosition()
         frame_size = _U32.unpack_from(header, 8)[0] + FRAME_HEADER
         salts = header[16:24]
-        low, high = 0, max(0, (os.fstat(fd).st_size - _LOG_HEADER) // frame_size)
+        low, high = 0, max(0, (os.fstat(fd).st_size - LOG_HEADER) // frame_size)
         while low < high:
             middle = (low + high) // 2
-            frame = os.pread(fd, FRAME_HEADER, _LOG_HEADER + middle * frame_size)
+            frame = os.pread(fd, FRAME_HEADER, LOG_HEADER + middle * frame_size)
             if frame[8:16] == salts:
                 low = middle + 1
             else:
@@ -99,7 +100,8 @@ class LogMeter:
 
     `start` is read while the transaction holds the write lock (no other writer can
     append then), `stop` right after its commit. A transaction that restarted the log
-    (its first write after a full checkpoint: new salts) wrote every frame there is.
+    (its first write after a full checkpoint: new salts) wrote every frame there is, and
+    the log's header before them (into a log truncated to nothing, that is what it grew).
     """
 
     database: Path
@@ -113,10 +115,8 @@ class LogMeter:
         """The bytes appended since `start` (call once the transaction committed)."""
         after = log_position(self.database)
         if after.salts == self.before.salts:
-            frames = max(0, after.frames - self.before.frames)
-        else:
-            frames = after.frames
-        return frames * after.frame_size
+            return max(0, after.frames - self.before.frames) * after.frame_size
+        return LOG_HEADER + after.frames * after.frame_size if after.frames else 0
 
 
 class IdleLogs:

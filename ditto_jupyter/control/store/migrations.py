@@ -15,6 +15,11 @@ query on them asks for a value), so an unnamed checkpoint without a document wri
 neither index.
 Step 9 adds the table of bucket generations: how many times a collector has deleted from
 each shared bucket (a replica ledger older than that forgets what it knew was there).
+Step 10 narrows what a checkpoint writes (issue 25 section 2: a page image per index in the
+log): the index by creation time goes (only the full listing ordered by it, and that reads
+every row anyway), the automatic index keeps only whole automatic checkpoints, and the
+parent index only checkpoints whose parent is another runtime's (the one query on it asks
+for those), marked by a new column, `parent_elsewhere`.
 """
 
 from __future__ import annotations
@@ -344,6 +349,39 @@ def _create_bucket_generations_v9(conn: Connection) -> None:
     )
 
 
+# ---- step 10: fewer index pages per checkpoint ------------------------------------------------
+
+
+def _narrow_checkpoint_indexes_v10(conn: Connection) -> None:
+    conn.exec_driver_sql(
+        "ALTER TABLE checkpoints ADD COLUMN parent_elsewhere BOOLEAN NOT NULL DEFAULT FALSE"
+    )
+    # A parent that is not a checkpoint of the same runtime (another's, or gone) counts as
+    # elsewhere: the index then holds every checkpoint the query could be asking about.
+    conn.exec_driver_sql(
+        "UPDATE checkpoints SET parent_elsewhere = TRUE WHERE parent_checkpoint_id IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM checkpoints AS parent "
+        "WHERE parent.checkpoint_id = checkpoints.parent_checkpoint_id "
+        "AND parent.runtime_id = checkpoints.runtime_id)"
+    )
+    # The predicates are written as each dialect renders the queries' own terms, which is
+    # what lets the planner use a partial index (SQLite matches the terms as written).
+    sqlite = conn.dialect.name == "sqlite"
+    elsewhere = "parent_elsewhere = 1" if sqlite else "parent_elsewhere"
+    whole = "automatic = 1 AND pruned = 0" if sqlite else "automatic AND NOT pruned"
+    conn.exec_driver_sql("DROP INDEX checkpoints_by_created")
+    conn.exec_driver_sql("DROP INDEX checkpoints_by_parent")
+    conn.exec_driver_sql(
+        f"CREATE INDEX checkpoints_by_parent ON checkpoints (parent_checkpoint_id) "
+        f"WHERE {elsewhere}"
+    )
+    conn.exec_driver_sql("DROP INDEX checkpoints_automatic")
+    conn.exec_driver_sql(
+        "CREATE INDEX checkpoints_automatic ON checkpoints (runtime_id, created_at_ms, seq) "
+        f"WHERE {whole}"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
     Migration(
@@ -364,6 +402,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         _partial_name_and_document_indexes_v8,
     ),
     Migration(9, "bucket generations: deletions from a bucket", _create_bucket_generations_v9),
+    Migration(
+        10,
+        "fewer index pages per checkpoint: no creation-time index, partial automatic and "
+        "parent indexes",
+        _narrow_checkpoint_indexes_v10,
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Connection
 
 from ditto_jupyter.control.store.interface import (
     BUSY_TIMEOUT_MS,
@@ -188,7 +188,20 @@ class SqlCheckpointStore(SqlLeases):
             "document_manifest_id": checkpoint.document_manifest_id,
         }
         with self._write(refs_of_checkpoint(checkpoint)) as conn:
+            row["parent_elsewhere"] = self._parent_elsewhere(conn, checkpoint)
             conn.execute(self._upserts["checkpoints"], row)
+
+    @staticmethod
+    def _parent_elsewhere(conn: Connection, checkpoint: RuntimeCheckpoint) -> bool:
+        """Whether the checkpoint's parent is not one of its own runtime's checkpoints
+        (another runtime's, or not stored): only those are in `checkpoints_by_parent`."""
+        parent = checkpoint.parent_checkpoint_id
+        if parent is None:
+            return False
+        owner = conn.execute(
+            sa.select(CHECKPOINTS.c.runtime_id).where(CHECKPOINTS.c.checkpoint_id == parent)
+        ).scalar_one_or_none()
+        return owner != checkpoint.runtime_id
 
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
         """The checkpoint with that id, or None."""
@@ -199,16 +212,21 @@ class SqlCheckpointStore(SqlLeases):
         return load_model(RuntimeCheckpoint, data, f"checkpoint {checkpoint_id!r}")
 
     def _select_checkpoints(self, where: Any) -> list[RuntimeCheckpoint]:
-        query = sa.select(CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.data)
-        if where is not None:
-            query = query.where(where)
+        query = sa.select(CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.data).where(where)
         query = query.order_by(CHECKPOINTS.c.created_at_ms, CHECKPOINTS.c.seq)
         return self._load_checkpoints(query)
 
     def list_checkpoints(self, runtime_id: str | None = None) -> list[RuntimeCheckpoint]:
-        """Checkpoints (of one runtime, or all), oldest first."""
-        where = None if runtime_id is None else CHECKPOINTS.c.runtime_id == runtime_id
-        return self._select_checkpoints(where)
+        """Checkpoints (of one runtime, or all), oldest first.
+
+        All of them are read in insertion order and sorted here by creation time (a stable
+        sort keeps that order among equal times): no index by creation time is kept, as
+        every checkpoint would write a page of it, and this listing reads every row anyway."""
+        if runtime_id is not None:
+            return self._select_checkpoints(CHECKPOINTS.c.runtime_id == runtime_id)
+        query = sa.select(CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.data)
+        listed = self._load_checkpoints(query.order_by(CHECKPOINTS.c.seq))
+        return sorted(listed, key=lambda checkpoint: checkpoint.created_at_ms)
 
     def find_checkpoints(
         self, prefix: str, runtime_id: str | None = None
@@ -359,7 +377,9 @@ class SqlCheckpointStore(SqlLeases):
             sa.select(HEADS.c.checkpoint_id).where(HEADS.c.checkpoint_id.in_(ids)),
             sa.select(sessions.source_checkpoint_id).where(sessions.source_checkpoint_id.in_(ids)),
             sa.select(cps.parent_checkpoint_id).where(
-                cps.parent_checkpoint_id.in_(ids), cps.runtime_id != runtime_id
+                cps.parent_elsewhere,
+                cps.parent_checkpoint_id.in_(ids),
+                cps.runtime_id != runtime_id,
             ),
         )
 
