@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sys
 from pathlib import Path
 
 import psutil
@@ -25,6 +24,7 @@ from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
 from ditto_jupyter.hosts.kernel_start import START_ATTEMPTS
 from tests.fakes.taken_port import first_port_taken
+from tests.support.dying_kernel import write_dying_kernel_spec
 
 pytestmark = pytest.mark.slow  # real kernels, three starts in the second test
 
@@ -81,12 +81,7 @@ def test_a_kernel_that_always_dies_gets_the_clear_error_after_its_starts(
 ) -> None:
     """An import error at start: each start dies, the error says so, nothing is left."""
     caplog.set_level(logging.WARNING, logger="ditto_jupyter.hosts.kernel_start")
-    spec = tmp_path / "kernels" / "dies"
-    spec.mkdir(parents=True)
-    argv = [sys.executable, "-c", "import no_such_module_for_ditto", "-f", "{connection_file}"]
-    spec.joinpath("kernel.json").write_text(
-        json.dumps({"argv": argv, "display_name": "Dies", "language": "python"})
-    )
+    dying = write_dying_kernel_spec(tmp_path / "kernels")
     connections = tmp_path / "connections"
     connections.mkdir()
 
@@ -95,7 +90,7 @@ def test_a_kernel_that_always_dies_gets_the_clear_error_after_its_starts(
         before = child_pids()
         try:
             with pytest.raises(BackendError) as failed:
-                await host.start_kernel("dies", cwd=tmp_path)
+                await host.start_kernel(dying, cwd=tmp_path)
             message = str(failed.value)
             assert "did not start: Kernel died before replying to kernel_info" in message
             assert f"it died in each of {START_ATTEMPTS} starts" in message
