@@ -13,9 +13,12 @@ and looking at its ports by binding them would hold them for a moment, which is 
 being fixed. So every death before the first answer counts: the dead kernel is shut down
 (removed from its manager, its connection file deleted, its ports given back to the cache)
 and started again under the same id, on ports chosen afresh, `START_ATTEMPTS` starts in
-all. A kernel that dies for its own reasons (a bad kernel spec, an import error) dies each
-time and gets its last start's error, which says how many starts it had. A kernel that
-lives but does not answer in time is shut down and not started again.
+all. A kernel whose shell port answers as another kind of socket (`KernelUnreachable`:
+another kernel's iopub, say) is in the same case before it has even tried to bind: it is
+shut down and started again too. A kernel that dies for its own reasons (a bad kernel
+spec, an import error) dies each time and gets its last start's error, which says how many
+starts it had. A kernel that lives but does not answer in time is shut down and not
+started again.
 
 Jupyter's restarter is held off until the kernel has answered: it would revive a kernel
 that died starting on the same ports (`restart_kernel(newports=True)` keeps the ports the
@@ -29,7 +32,12 @@ import logging
 from typing import Any
 
 from ditto_jupyter.core.errors import BackendError
-from ditto_jupyter.hosts.kernel_channel import KernelChannel, own_client, running_process
+from ditto_jupyter.hosts.kernel_channel import (
+    KernelChannel,
+    KernelUnreachable,
+    own_client,
+    running_process,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +85,21 @@ async def start_answering(
         try:
             await channel.start()
         except BackendError as error:
-            died = await running_process(kernel) is None
+            # Its shell port held by another kind of socket: it dies once it tries to bind.
+            unreachable = isinstance(error, KernelUnreachable)
+            lost = unreachable or await running_process(kernel) is None
             ports = list(kernel.ports)
             await _discard(manager, kernel_id)
-            if not died or kernel_id in manager:  # alive and silent, or not removed
+            if not lost or kernel_id in manager:  # alive and silent, or not removed
                 raise
             if attempt >= attempts:
                 starts = f"{attempts} starts" if attempts > 1 else "1 start"
-                raise BackendError(f"{error} (it died in each of {starts})") from error
+                raise BackendError(f"{error} (in each of its {starts})") from error
             log.warning(
-                "kernel %s died before it answered (start %d of %d; one of its ports %s may "
-                "have been taken by another process): starting it again on new ports",
+                "kernel %s %s (start %d of %d; one of its ports %s may have been taken by "
+                "another process): starting it again on new ports",
                 kernel_id,
+                "could not be reached" if unreachable else "died before it answered",
                 attempt,
                 attempts,
                 ports,

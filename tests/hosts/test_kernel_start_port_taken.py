@@ -93,7 +93,7 @@ def test_a_kernel_that_always_dies_gets_the_clear_error_after_its_starts(
                 await host.start_kernel(dying, cwd=tmp_path)
             message = str(failed.value)
             assert "did not start: Kernel died before replying to kernel_info" in message
-            assert f"it died in each of {START_ATTEMPTS} starts" in message
+            assert f"in each of its {START_ATTEMPTS} starts" in message
             assert len(restarts_logged(caplog)) == START_ATTEMPTS - 1
             assert host.manager.list_kernel_ids() == []
             assert list(connections.iterdir()) == []

@@ -109,7 +109,7 @@ async def test_a_server_kernel_that_always_dies_gets_the_clear_error_after_its_s
         await ditto_app.host.start_kernel(dying, cwd=jp_root_dir)
     message = str(failed.value)
     assert "did not start: Kernel died before replying to kernel_info" in message
-    assert f"it died in each of {START_ATTEMPTS} starts" in message
+    assert f"in each of its {START_ATTEMPTS} starts" in message
     assert len(restarts_logged(caplog)) == START_ATTEMPTS - 1
     assert set(manager.list_kernel_ids()) == kernels_before
     assert connection_files(jp_serverapp) == files_before
