@@ -8,7 +8,6 @@ one `KernelChannel`, opened when it starts.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,8 @@ from jupyter_core.paths import jupyter_runtime_dir
 
 from ditto_jupyter.core.environment import without_workspace
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
-from ditto_jupyter.hosts.kernel_channel import KernelChannel, own_client, running_process
-
-log = logging.getLogger(__name__)
+from ditto_jupyter.hosts.kernel_channel import KernelChannel
+from ditto_jupyter.hosts.kernel_start import start_answering
 
 
 class JupyterClientHost:
@@ -49,6 +47,8 @@ class JupyterClientHost:
         """Start a kernel in `cwd` with `env` added to this process's environment.
 
         The kernel never inherits this process's `DITTO_WORKSPACE` (its own comes in `env`).
+        It returns once the kernel answers; one that died first (a port it was given may
+        have been taken) is started again on new ports (`kernel_start.start_answering`).
         """
         inherited = without_workspace(os.environ)
         kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": {**inherited, **(env or {})}}
@@ -56,24 +56,7 @@ class JupyterClientHost:
             if not Path(cwd).is_dir():
                 raise InvalidRequest(f"kernel working directory {cwd} is not a directory")
             kwargs["cwd"] = str(cwd)
-        try:
-            kernel_id = str(await self.manager.start_kernel(**kwargs))
-        except Exception as error:
-            raise BackendError(f"could not start a {kernel_name} kernel: {error}") from error
-        kernel: Any = self.manager.get_kernel(kernel_id)  # an AsyncKernelManager
-
-        async def process() -> object | None:
-            return await running_process(kernel)
-
-        channel = KernelChannel(own_client(kernel), kernel_id, process=process)
-        try:
-            await channel.start()
-        except BaseException:
-            try:
-                await self.manager.shutdown_kernel(kernel_id, now=True)
-            except Exception:
-                log.warning("kernel %s that failed to start did not shut down", kernel_id)
-            raise
+        kernel_id, channel = await start_answering(self.manager, kwargs)
         self._channels[kernel_id] = channel
         return kernel_id
 

@@ -58,6 +58,11 @@ class KernelDied(BackendError):
     """The kernel process a request was sent to died before it answered (502)."""
 
 
+class KernelUnreachable(BackendError):
+    """The kernel's shell port takes no messages: another kind of socket holds it, so a
+    kernel starting on it dies there, or one that ran there is gone (502)."""
+
+
 async def running_process(kernel: Any) -> object | None:
     """The process a jupyter_client kernel manager runs now, or None when it runs none.
 
@@ -191,8 +196,8 @@ class KernelChannel:
             return self._unreachable(error)
         return BackendError(f"kernel {self.kernel_id} did not start: {error}")
 
-    def _unreachable(self, error: zmq.ZMQError) -> BackendError:
-        return BackendError(
+    def _unreachable(self, error: zmq.ZMQError) -> KernelUnreachable:
+        return KernelUnreachable(
             f"kernel {self.kernel_id} is unreachable: its shell channel takes no messages ({error})"
         )
 

@@ -9,7 +9,10 @@ kernels of JupyterLab's sessions do. `is_busy` reads the server's tracked `execu
 calls into a kernel reuse `ditto_jupyter.hosts.kernel_channel.KernelChannel` (the message
 logic of the embedded host) over a client of the server's kernel manager, each bound to the
 kernel process it was sent to: a kernel killed mid-call ends the call with `KernelDied`
-(502), even when Jupyter's restarter has already revived it under the same id.
+(502), even when Jupyter's restarter has already revived it under the same id. A start
+returns once the kernel answers, and a kernel that died before it did (a port it was given
+taken by another process) is started again on new ports
+(`ditto_jupyter.hosts.kernel_start`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from ditto_jupyter.core.environment import runtime_identity_env, without_runtime
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
-from ditto_jupyter.hosts.kernel_channel import KernelChannel, own_client, running_process
+from ditto_jupyter.hosts.kernel_channel import KernelChannel
+from ditto_jupyter.hosts.kernel_start import channel_to, start_answering
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 
 if TYPE_CHECKING:
@@ -85,21 +89,20 @@ class ServerKernelHost:
         """Start a server kernel in `cwd` with the extension's environment; its id.
 
         `kernel_id` chooses the id (the warm pool knows its kernels before they start).
+        It returns once the kernel answers, its channel open; a kernel that died first (a
+        port it was given may have been taken) is started again under the same id on new
+        ports (`ditto_jupyter.hosts.kernel_start.start_answering`).
         """
         inherited = without_runtime_identity(os.environ)  # the server's, if any
         full_env = {**inherited, **self.kernel_env(starting_runtime.get()), **(env or {})}
         kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": full_env}
-        if kernel_id is not None:
-            kwargs["kernel_id"] = kernel_id
         if cwd is not None:
             if not Path(cwd).is_dir():
                 raise InvalidRequest(f"kernel working directory {cwd} is not a directory")
             kwargs["cwd"] = str(cwd)
-        try:
-            started = await self.kernel_manager.start_kernel(**kwargs)
-        except Exception as error:
-            raise BackendError(f"could not start a {kernel_name} kernel: {error}") from error
-        return str(started)
+        started, channel = await start_answering(self.kernel_manager, kwargs, kernel_id=kernel_id)
+        self._channels[started] = channel
+        return started
 
     def notebook_folder(self, session: SessionRecord) -> Path:
         """Where a runtime's kernels run: its notebook's folder, as a Jupyter session's do.
@@ -191,14 +194,7 @@ class ServerKernelHost:
                 return channel
             if kernel_id not in self.kernel_manager:
                 raise BackendError(f"kernel {kernel_id} is not running")
-            kernel: Any = self.kernel_manager.get_kernel(kernel_id)
-
-            async def process() -> object | None:
-                if kernel_id not in self.kernel_manager:
-                    return None
-                return await running_process(kernel)
-
-            channel = KernelChannel(own_client(kernel), kernel_id, process=process)
+            channel = channel_to(self.kernel_manager, kernel_id)
             await channel.start()
             self._channels[kernel_id] = channel
             return channel

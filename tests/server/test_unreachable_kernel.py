@@ -12,6 +12,11 @@ The kernels are real ipykernels that start slowly (as under load), under the rea
 Jupyter server of pytest-jupyter; real PUB sockets hold their shell ports. Whether libzmq
 drops the pipe is a race it wins about three times in four, so three kernels are tried
 at once: before the fix, at least one froze the loop nearly every run.
+
+Two ways in: a kernel someone else started (JupyterLab: the channel opens on the first
+call) gives an error; a kernel ditto starts (`ServerKernelHost.start_kernel`) meets the
+taken port during its start, and is started again on new ports
+(`ditto_jupyter.hosts.kernel_start`): it answers.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.hosts.kernel_calls import PREPARE_KERNEL
 from ditto_jupyter.server.app import DittoJupyterApp
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
+from tests.fakes.taken_port import first_ports_taken
 
 pytestmark = pytest.mark.slow  # real kernels under a real Jupyter server
 
@@ -81,7 +87,10 @@ async def test_kernels_whose_shell_port_was_taken_give_errors_not_a_frozen_serve
 ) -> None:
     host = ditto_app.host
     assert host is not None
-    kernel_ids = [await host.start_kernel(slow_kernel_name) for _ in range(3)]
+    # started as JupyterLab starts them: the channel opens on the first call
+    kernel_ids = [
+        await host.kernel_manager.start_kernel(kernel_name=slow_kernel_name) for _ in range(3)
+    ]
     try:
         with ExitStack() as stack:
             for kernel_id in kernel_ids:
@@ -93,6 +102,30 @@ async def test_kernels_whose_shell_port_was_taken_give_errors_not_a_frozen_serve
             assert error.startswith(f"kernel {kernel_id} "), error
             assert "unreachable" in error or "died" in error, error
             assert kernel_id not in host._channels  # no half-open channel is kept
+    finally:
+        for kernel_id in kernel_ids:
+            await host.shutdown_kernel(kernel_id)
+
+
+@pytest.mark.timeout(120)  # the loop must not freeze during the start either
+async def test_kernels_started_on_a_shell_port_taken_start_again_and_answer(
+    ditto_app: DittoJupyterApp, slow_kernel_name: str
+) -> None:
+    host = ditto_app.host
+    assert host is not None
+    with first_ports_taken(3, socket_type=zmq.PUB) as taken:
+        # every start ends before the sockets go: a failed one must not leave the others
+        results = await asyncio.gather(
+            *(host.start_kernel(slow_kernel_name) for _ in range(3)), return_exceptions=True
+        )
+    kernel_ids = [result for result in results if isinstance(result, str)]
+    try:
+        assert [str(r) for r in results if not isinstance(r, str)] == []
+        assert taken.handed_out == 3  # each first start was given a port a PUB holds
+        for kernel_id in kernel_ids:
+            ports = host.kernel_manager.get_kernel(kernel_id).ports
+            assert not set(ports) & set(taken.ports)
+            assert await host.call(kernel_id, PREPARE_KERNEL, {"workspace": None}) is True
     finally:
         for kernel_id in kernel_ids:
             await host.shutdown_kernel(kernel_id)
