@@ -94,7 +94,14 @@ async def start_answering(
                 raise
             if attempt >= attempts:
                 starts = f"{attempts} starts" if attempts > 1 else "1 start"
-                raise BackendError(f"{error} (in each of its {starts})") from error
+                # One sentence whichever way it was seen to die (its process gone before
+                # the first request, or jupyter_client's "Kernel died before replying").
+                why = (
+                    str(error)
+                    if unreachable
+                    else f"kernel {kernel_id} did not start: it died before it answered"
+                )
+                raise BackendError(f"{why} (in each of its {starts})") from error
             log.warning(
                 "kernel %s %s (start %d of %d; one of its ports %s may have been taken by "
                 "another process): starting it again on new ports",

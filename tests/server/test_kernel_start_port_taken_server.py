@@ -108,7 +108,7 @@ async def test_a_server_kernel_that_always_dies_gets_the_clear_error_after_its_s
     with pytest.raises(BackendError) as failed:
         await ditto_app.host.start_kernel(dying, cwd=jp_root_dir)
     message = str(failed.value)
-    assert "did not start: Kernel died before replying to kernel_info" in message
+    assert "did not start: it died before it answered" in message
     assert f"in each of its {START_ATTEMPTS} starts" in message
     assert len(restarts_logged(caplog)) == START_ATTEMPTS - 1
     assert set(manager.list_kernel_ids()) == kernels_before
