@@ -16,6 +16,7 @@ import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 
 from ditto_jupyter.server.app import DittoJupyterApp
+from ditto_jupyter.server.events import RUNTIME_EVENT_SCHEMA_ID
 from tests.server.notebook_sessions import open_notebook_session, run
 
 Api = Callable[..., Awaitable[tuple[int, Any]]]
@@ -135,3 +136,15 @@ def open_runtime(
         return runtime
 
     return open_
+
+
+@pytest.fixture
+def events(jp_serverapp: Any) -> list[dict[str, Any]]:
+    """Every runtime event emitted from now on."""
+    seen: list[dict[str, Any]] = []
+
+    async def listener(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+        seen.append(data)
+
+    jp_serverapp.event_logger.add_listener(schema_id=RUNTIME_EVENT_SCHEMA_ID, listener=listener)
+    return seen

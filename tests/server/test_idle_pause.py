@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from ditto_jupyter.server.app import DittoJupyterApp
-from ditto_jupyter.server.events import RUNTIME_EVENT_SCHEMA_ID
 from ditto_jupyter.server.idle_pauser import IDLE_PAUSE_NAME, IdlePauser
 from tests.server.conftest import Api, OpenRuntime
 from tests.server.notebook_sessions import sleeping, user_variables
@@ -43,18 +42,6 @@ def pause_idle_after() -> float:
 def jp_server_config(jp_server_config: Any, pause_idle_after: float) -> Any:
     jp_server_config.DittoJupyterApp.pause_idle_after = pause_idle_after
     return jp_server_config
-
-
-@pytest.fixture
-def events(jp_serverapp: Any) -> list[dict[str, Any]]:
-    """Every runtime event emitted from now on."""
-    seen: list[dict[str, Any]] = []
-
-    async def listener(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
-        seen.append(data)
-
-    jp_serverapp.event_logger.add_listener(schema_id=RUNTIME_EVENT_SCHEMA_ID, listener=listener)
-    return seen
 
 
 def pauser(app: DittoJupyterApp) -> IdlePauser:

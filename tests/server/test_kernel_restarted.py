@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from ditto_jupyter.server.app import DittoJupyterApp
-from ditto_jupyter.server.events import RUNTIME_EVENT_SCHEMA_ID
 from tests.server.conftest import Api, OpenRuntime
 from tests.server.notebook_sessions import run, user_variables
 
@@ -41,17 +40,6 @@ import ditto_jupyter
 @pytest.fixture
 def ditto_load_magics() -> bool:
     return False
-
-
-@pytest.fixture
-def events(jp_serverapp: Any) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-
-    async def listener(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
-        seen.append(data)
-
-    jp_serverapp.event_logger.add_listener(schema_id=RUNTIME_EVENT_SCHEMA_ID, listener=listener)
-    return seen
 
 
 def kernel_pid(app: DittoJupyterApp, kernel_id: str) -> int:

@@ -20,7 +20,6 @@ import pytest
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.hosts.kernel_start import START_ATTEMPTS
 from ditto_jupyter.server.app import DittoJupyterApp
-from ditto_jupyter.server.events import RUNTIME_EVENT_SCHEMA_ID
 from tests.fakes.taken_port import first_port_taken
 from tests.server.conftest import Api, OpenRuntime
 from tests.server.notebook_sessions import user_variables
@@ -34,17 +33,6 @@ AGAIN = "starting it again on new ports"
 @pytest.fixture
 def ditto_load_magics() -> bool:
     return False  # REST only
-
-
-@pytest.fixture
-def events(jp_serverapp: Any) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-
-    async def listener(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
-        seen.append(data)
-
-    jp_serverapp.event_logger.add_listener(schema_id=RUNTIME_EVENT_SCHEMA_ID, listener=listener)
-    return seen
 
 
 def restarts_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
