@@ -50,6 +50,9 @@ class JupyterClientHost:
         It returns once the kernel answers; one that died first (a port it was given may
         have been taken) is started again on new ports (`kernel_start.start_answering`).
         """
+        connection_dir = getattr(self.manager, "connection_dir", "")
+        if connection_dir:  # jupyter-server makes it; on a machine that never ran one, we do
+            Path(connection_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         inherited = without_workspace(os.environ)
         kwargs: dict[str, Any] = {"kernel_name": kernel_name, "env": {**inherited, **(env or {})}}
         if cwd is not None:

@@ -340,3 +340,24 @@ def test_a_manager_given_with_no_kernels_yet_is_the_one_used() -> None:
     manager = AsyncMultiKernelManager()
     assert len(manager) == 0  # falsy: `manager or default` would drop it
     assert JupyterClientHost(manager).manager is manager
+
+
+def test_a_kernel_starts_where_jupyters_runtime_dir_does_not_exist_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine that never ran a Jupyter server has no runtime dir: `%checkout` without a
+    server (the embedded host) must still start its kernel, not fail on the connection file."""
+    runtime_dir = tmp_path / "never-made" / "runtime"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime_dir))
+    host = JupyterClientHost()
+    loop = asyncio.new_event_loop()
+    try:
+        kernel_id = loop.run_until_complete(host.start_kernel(cwd=tmp_path))
+        try:
+            assert loop.run_until_complete(host.execute(kernel_id, "print(6 * 7)")).strip() == "42"
+            assert runtime_dir.is_dir()
+            assert runtime_dir.stat().st_mode & 0o777 == 0o700
+        finally:
+            loop.run_until_complete(host.shutdown_kernel(kernel_id))
+    finally:
+        loop.close()
