@@ -65,17 +65,82 @@ class Pod:
 
 
 def library_containers() -> set[int]:
-    """Ids of builtin containers that are matplotlib's configuration (`rcParams` values,
-    such as the `path.effects` list every artist holds): the library's, never the
-    notebook's to change in place, so each pod may carry its own copy (a pickle never kept
-    their identity with the live configuration either)."""
+    """Ids of builtin containers that are matplotlib's own data: its configuration
+    (`rcParams` values, such as the `path.effects` list every artist holds) and the
+    containers its modules and classes hold (the colour tables every colormap of a name
+    shares). The library's, never the notebook's to change in place, so each pod may carry
+    its own copy (a pickle never kept their identity with the live library either)."""
     matplotlib = sys.modules.get("matplotlib")
     found: set[int] = set()
     for name in ("rcParams", "rcParamsDefault", "rcParamsOrig"):
         params = getattr(matplotlib, name, None)
         if isinstance(params, dict):
             found.update(id(v) for v in dict.values(params) if type(v) in BUILTIN_CONTAINERS)
-    return found
+    return found | _module_data()
+
+
+#: Packages whose modules' containers `library_containers` counts as library data.
+LIBRARY_DATA_PACKAGES = ("matplotlib", "mpl_toolkits")
+#: The most containers one walk of their modules visits (it stops there: fewer are exempt).
+LIBRARY_DATA_LIMIT = 200_000
+#: Exact types the walk looks inside (builtin containers, tuples of them).
+_WALKED = frozenset({dict, list, set, frozenset, tuple})
+
+
+class _ModuleData:
+    """The containers of the library's modules, found once per set of loaded modules. The
+    containers themselves are kept, so no id in `ids` can be reused by a notebook's object."""
+
+    def __init__(self) -> None:
+        self.module_count = -1
+        self.modules: frozenset[str] = frozenset()
+        self.held: list[object] = []
+        self.ids: set[int] = set()
+
+
+_data = _ModuleData()
+
+
+def _module_data() -> set[int]:
+    """Ids of the builtin containers held by the globals of matplotlib's loaded modules and
+    by the classes they define (walked again when a module of the package was imported).
+    A stale answer only exempts fewer containers, or ones the library dropped (still held)."""
+    if len(sys.modules) == _data.module_count:
+        return _data.ids
+    _data.module_count = len(sys.modules)
+    loaded = frozenset(
+        name for name in list(sys.modules) if name.partition(".")[0] in LIBRARY_DATA_PACKAGES
+    )
+    if loaded == _data.modules:
+        return _data.ids
+    held: list[object] = []
+    ids: set[int] = set()
+    pending: list[object] = []
+    for name in loaded:
+        module = sys.modules.get(name)
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for value in list(namespace.values()):
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                pending.extend(v for v in list(vars(value).values()) if type(v) in _WALKED)
+            elif type(value) in _WALKED:
+                pending.append(value)
+    while pending and len(ids) < LIBRARY_DATA_LIMIT:
+        value = pending.pop()
+        kind = type(value)
+        if id(value) in ids:
+            continue
+        ids.add(id(value))
+        held.append(value)
+        if kind is dict:
+            members: list[object] = [*dict.keys(value), *dict.values(value)]  # type: ignore[arg-type]
+        else:
+            members = list(value)  # type: ignore[call-overload]
+        pending.extend(m for m in members if type(m) in _WALKED)
+    _data.modules, _data.held = loaded, held
+    _data.ids = {id(obj) for obj in held if type(obj) in BUILTIN_CONTAINERS}
+    return _data.ids
 
 
 def index_pod(pod: Pod, atoms: Atoms, library: set[int]) -> None:

@@ -215,3 +215,27 @@ def test_the_benchmarks_fingerprint_does_not_make_the_next_checkpoint_whole(
         assert again.manifest_id == first.manifest_id
     finally:
         kernel.close()
+
+
+def test_figures_that_share_a_colormap_keep_their_pods(kernel: Kernel) -> None:
+    """Every colormap of one name shares matplotlib's colour table (a module's list of
+    lists): that library data, held by two figures, does not cost the figures their pods,
+    so a cell that changes nothing pickles nothing, and a cell that changes one figure
+    pickles that figure's pod and what refers into it, not the other figure."""
+    kernel.cell(NOTEBOOK)
+    kernel.cell(
+        "colored = []\n"
+        "for i in range(2):\n"
+        "    fig, ax = plt.subplots()\n"
+        "    ax.scatter(np.arange(10), np.arange(10), c=np.arange(10) * (i + 1))\n"
+        "    ax.imshow(np.arange(16).reshape(4, 4), cmap='viridis')\n"
+        "    colored.append(fig)\n"
+    )
+    kernel.capture()
+    kernel.cell("number_3")
+    _, pickled = kernel.capture()
+    assert pickled == 0
+    kernel.cell("fig.axes[0].set_title('changed')")  # the second figure
+    _, pickled = kernel.capture()
+    # its pod and the streams referring into it: pyplot's list, `colored`, `fig`, `ax`
+    assert 1 <= pickled <= 5
