@@ -6,7 +6,9 @@ hold the same one are pickled apart and come back equal (singletons come back as
 themselves). Atomic are:
 
 - None, Ellipsis, NotImplemented, numbers, strings, bytes, tuples, frozensets, ranges and
-  slices (their mutable members are in the pickle's memo on their own), dates and times,
+  slices (their mutable members are in the pickle's memo on their own), and subclasses of
+  them whose instances have no `__dict__` (a namedtuple; matplotlib's `BarContainer`, a
+  tuple with attributes of its own, is identity-bearing), dates and times,
   decimals, fractions, UUIDs, paths, compiled patterns, enum members, instances of exactly
   `object` (sentinels), frozen dataclass instances;
 - types, modules, code objects, builtin and extension functions and descriptors, and any
@@ -70,6 +72,8 @@ _ATOMIC_TYPES: tuple[type, ...] = (
     re.Pattern,
     enum.Enum,
 )
+#: Immutable builtin values: a subclass whose instances carry a `__dict__` is not atomic.
+_VALUE_TYPES = (str, bytes, int, float, complex, tuple, frozenset)
 #: Exact types that are never atomic (checked first: most of a pickle's memo is these).
 _CONTAINER_TYPES = frozenset({dict, list, set, bytearray})
 #: (module, attribute) of the immutable classes of libraries loaded on demand.
@@ -183,6 +187,8 @@ class Atoms:
             return _MUTABLE
         if issubclass(cls, type):
             return _CLASS
+        if _value_with_attributes(cls):
+            return _MUTABLE
         if cls is object or issubclass(cls, self.kinds):
             return _ATOMIC
         if cls is types.FunctionType:
@@ -209,3 +215,15 @@ class Atoms:
                 )
             self._class_attributes[cls] = found
         return found
+
+
+def _value_with_attributes(cls: type) -> bool:
+    """Whether `cls` subclasses an immutable builtin value but its instances have a
+    `__dict__` (attributes set in place: two names holding one instance see the change);
+    an enum member is a singleton, atomic anyway."""
+    return (
+        issubclass(cls, _VALUE_TYPES)
+        and cls not in _VALUE_TYPES
+        and cls.__dictoffset__ != 0
+        and not issubclass(cls, enum.Enum)
+    )

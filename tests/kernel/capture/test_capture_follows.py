@@ -239,3 +239,21 @@ def test_figures_that_share_a_colormap_keep_their_pods(kernel: Kernel) -> None:
     _, pickled = kernel.capture()
     # its pod and the streams referring into it: pyplot's list, `colored`, `fig`, `ax`
     assert 1 <= pickled <= 5
+
+
+def test_a_histograms_bar_container_is_referred_to_in_its_figures_pod(kernel: Kernel) -> None:
+    """`n, bins, patches = ax.hist(...)` keeps matplotlib's `BarContainer` (a tuple with
+    attributes of its own) in `patches` and in its axes: it is one object of the figure's
+    pod that `patches` refers to, so the figures keep their pods (a cell that changes
+    nothing pickles nothing) and a restore gives back one container, not two."""
+    kernel.cell(NOTEBOOK)
+    kernel.cell(
+        "fig, ax = plt.subplots()\nn, bins, patches = ax.hist(np.arange(100) % 7, bins=5)\n"
+    )
+    first, _ = kernel.capture()
+    kernel.cell("number_3")
+    _, pickled = kernel.capture()
+    assert pickled == 0
+    kernel.cell("patches = None; ax = None")
+    kernel.run(kernel.context.restore(kernel.session, first.manifest_id))
+    assert kernel.cell("print(patches is ax.containers[0], len(patches))").split() == ["True", "5"]

@@ -250,3 +250,34 @@ def test_a_flat_container_has_the_same_identity_ids_as_its_full_memo() -> None:
         assert (id(value) in found) is (not isinstance(value, tuple))  # a tuple is atomic
     assert _flat_memo([[*range(300), [1]]]) is None  # a mutable member: the memo is copied
     assert _flat_memo([list(range(10))]) is None  # short: copying is as cheap
+
+
+def test_a_tuple_with_attributes_of_its_own_keeps_its_identity(blobs: BlobStore) -> None:
+    """A subclass of tuple whose instances carry attributes (matplotlib's `BarContainer`)
+    is changed in place like any object: two names holding one are one group, and come
+    back as one object. A library's namedtuple (no `__dict__`) stays atomic: it ties
+    nothing together."""
+    ns = new_namespace()
+    run(
+        ns,
+        """
+        from urllib.parse import urlsplit
+
+        class Bars(tuple):
+            pass
+
+        bars = Bars([1, 2, 3])  # no attribute yet: nothing but the tuple itself is shared
+        holder = {"bars": bars}
+        address = urlsplit("https://example.org/notebook")
+        other = {"address": address}
+        """,
+    )
+    captured = capture_namespace(ns, blobs)
+    grouped = groups(blobs, captured.manifest_id)
+    assert ["bars", "holder"] in grouped
+    assert ["address"] in grouped and ["other"] in grouped
+    fresh = new_namespace()
+    assert restore_namespace(fresh, blobs, captured.manifest_id) == []
+    assert fresh["holder"]["bars"] is fresh["bars"]  # type: ignore[index]
+    run(fresh, "bars.label = 'set through one name'")
+    assert fresh["holder"]["bars"].label == "set through one name"  # type: ignore[index]
