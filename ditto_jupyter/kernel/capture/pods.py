@@ -85,15 +85,20 @@ LIBRARY_DATA_PACKAGES = ("matplotlib", "mpl_toolkits")
 LIBRARY_DATA_LIMIT = 200_000
 #: Exact types the walk looks inside (builtin containers, tuples of them).
 _WALKED = frozenset({dict, list, set, frozenset, tuple})
+#: Library classes whose instances the walk looks inside too: the colormap registry and
+#: the colormaps it holds (a colormap fetched by name is a shallow copy: it shares their
+#: segment data and colour lists).
+_DATA_HOLDERS = (("matplotlib.cm", "ColormapRegistry"), ("matplotlib.colors", "Colormap"))
 
 
 class _ModuleData:
-    """The containers of the library's modules, found once per set of loaded modules. The
-    containers themselves are kept, so no id in `ids` can be reused by a notebook's object."""
+    """The containers of the library's modules, each module walked once (when it is first
+    seen loaded). The containers themselves are kept, so no id in `ids` can be reused by a
+    notebook's object."""
 
     def __init__(self) -> None:
         self.module_count = -1
-        self.modules: frozenset[str] = frozenset()
+        self.walked: set[str] = set()
         self.held: list[object] = []
         self.ids: set[int] = set()
 
@@ -103,43 +108,53 @@ _data = _ModuleData()
 
 def _module_data() -> set[int]:
     """Ids of the builtin containers held by the globals of matplotlib's loaded modules and
-    by the classes they define (walked again when a module of the package was imported).
-    A stale answer only exempts fewer containers, or ones the library dropped (still held)."""
+    by the classes they define, and inside its colormaps (see `_DATA_HOLDERS`). A module
+    is walked once, the first time it is seen loaded: what a library adds later is not
+    counted (its containers then make a capture give up pods, as before)."""
     if len(sys.modules) == _data.module_count:
         return _data.ids
     _data.module_count = len(sys.modules)
-    loaded = frozenset(
-        name for name in list(sys.modules) if name.partition(".")[0] in LIBRARY_DATA_PACKAGES
-    )
-    if loaded == _data.modules:
+    new = [
+        name
+        for name in list(sys.modules)
+        if name.partition(".")[0] in LIBRARY_DATA_PACKAGES and name not in _data.walked
+    ]
+    if not new:
         return _data.ids
-    held: list[object] = []
-    ids: set[int] = set()
+    holders = tuple(
+        cls
+        for module, attribute in _DATA_HOLDERS
+        if isinstance(cls := getattr(sys.modules.get(module), attribute, None), type)
+    )
     pending: list[object] = []
-    for name in loaded:
-        module = sys.modules.get(name)
-        namespace = getattr(module, "__dict__", None)
+    for name in new:
+        _data.walked.add(name)
+        namespace = getattr(sys.modules.get(name), "__dict__", None)
         if not isinstance(namespace, dict):
             continue
         for value in list(namespace.values()):
             if isinstance(value, type) and getattr(value, "__module__", None) == name:
                 pending.extend(v for v in list(vars(value).values()) if type(v) in _WALKED)
-            elif type(value) in _WALKED:
+            elif type(value) in _WALKED or isinstance(value, holders):
                 pending.append(value)
-    while pending and len(ids) < LIBRARY_DATA_LIMIT:
+    seen = {id(obj) for obj in _data.held}
+    while pending and len(seen) < LIBRARY_DATA_LIMIT:
         value = pending.pop()
         kind = type(value)
-        if id(value) in ids:
+        if id(value) in seen:
             continue
-        ids.add(id(value))
-        held.append(value)
+        seen.add(id(value))
+        _data.held.append(value)
+        if kind in BUILTIN_CONTAINERS:
+            _data.ids.add(id(value))
+        members: list[object]
         if kind is dict:
-            members: list[object] = [*dict.keys(value), *dict.values(value)]  # type: ignore[arg-type]
-        else:
+            members = [*dict.keys(value), *dict.values(value)]  # type: ignore[arg-type]
+        elif kind in _WALKED:
             members = list(value)  # type: ignore[call-overload]
-        pending.extend(m for m in members if type(m) in _WALKED)
-    _data.modules, _data.held = loaded, held
-    _data.ids = {id(obj) for obj in held if type(obj) in BUILTIN_CONTAINERS}
+        else:  # a colormap or the registry: its attributes
+            members = [getattr(value, "__dict__", None)]
+        pending.extend(m for m in members if type(m) in _WALKED or isinstance(m, holders))
     return _data.ids
 
 

@@ -219,7 +219,8 @@ def test_the_benchmarks_fingerprint_does_not_make_the_next_checkpoint_whole(
 
 def test_figures_that_share_a_colormap_keep_their_pods(kernel: Kernel) -> None:
     """Every colormap of one name shares matplotlib's colour table (a module's list of
-    lists): that library data, held by two figures, does not cost the figures their pods,
+    lists, or the segment data of the registry's colormap it was copied from): that library
+    data, held by two figures, does not cost the figures their pods,
     so a cell that changes nothing pickles nothing, and a cell that changes one figure
     pickles that figure's pod and what refers into it, not the other figure."""
     kernel.cell(NOTEBOOK)
@@ -229,6 +230,7 @@ def test_figures_that_share_a_colormap_keep_their_pods(kernel: Kernel) -> None:
         "    fig, ax = plt.subplots()\n"
         "    ax.scatter(np.arange(10), np.arange(10), c=np.arange(10) * (i + 1))\n"
         "    ax.imshow(np.arange(16).reshape(4, 4), cmap='viridis')\n"
+        "    ax.pcolormesh(np.arange(16).reshape(4, 4), cmap='seismic_r')\n"
         "    colored.append(fig)\n"
     )
     kernel.capture()
