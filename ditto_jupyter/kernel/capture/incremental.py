@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ditto_jupyter.core.models import UnrestorableValue
+from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
 
 _generation = 0
 
@@ -60,9 +61,9 @@ class CaptureBase:
     #: The change journal's serial and `figure_watch`'s when this capture was taken.
     mark: int = 0
     watch_mark: int = 0
-    #: Whether code ran behind the cells' back when it was taken (a thread, a task): the
-    #: next capture cannot follow it.
-    foreign: bool = False
+    #: What could run behind the cells' back when it was taken (threads with their run
+    #: counts, tasks): the next capture follows it only if none of that ran since.
+    foreign: ThreadActivity = field(default_factory=ThreadActivity)
     #: The library objects (`library_held`) its components hold: id -> (object, digest).
     library: dict[int, tuple[object, bytes]] = field(default_factory=dict)
 

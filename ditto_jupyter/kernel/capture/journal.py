@@ -9,9 +9,10 @@ The journal says what that is, from everything that ran in the kernel in between
 - pyplot's current figure before and after each cell: `plt.title()`, `df.plot()` and
   seaborn draw on it without naming it (`figure_watch` sees the rest: every matplotlib
   setter marks its figure changed);
-- at capture time, code that may still run behind the cells' back: a thread that is not
-  the kernel's own or ditto's, a pending asyncio task running notebook code. Then the next
-  capture is whole too, since that code may run until then.
+- at capture time, code that may run behind the cells' back: a thread that is not the
+  kernel's own or ditto's, a pending asyncio task running notebook code
+  (`thread_activity`). A capture follows the one before only when no such code ran in
+  between: the same threads, none of them scheduled since (the OS's counts), no task.
 
 So a value is kept only when nothing that ran could have reached it; where the journal
 cannot tell, the capture pickles. Outside IPython (a plain dict) there is no journal, and
@@ -21,14 +22,14 @@ every capture is whole.
 from __future__ import annotations
 
 import ast
-import asyncio
 import sys
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
+from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
+from ditto_jupyter.kernel.capture.thread_activity import foreign_threads as foreign_threads
 
 #: Kernel calls that change no variable (their module's own bookkeeping aside), and
 #: calls that replace the namespace (a restore: the next capture is whole anyway).
@@ -39,9 +40,6 @@ QUIET_MAGICS = frozenset(
 )
 #: How many cells the journal remembers; a capture older than that is followed wholly.
 MAX_ENTRIES = 4096
-#: Modules whose threads belong to the kernel itself, and the prefix of ditto's own threads.
-_KERNEL_THREAD_MODULES = ("ipykernel", "IPython", "jupyter_client", "zmq", "tornado", "comm")
-_DITTO_THREAD_PREFIX = "ditto-"
 
 
 def cell_python(shell: Any, source: str) -> str:
@@ -282,12 +280,11 @@ class ChangeJournal:
         return touched, figures
 
     @staticmethod
-    def foreign_activity() -> bool:
-        """Whether code may run behind the cells' back now (a thread that is not the
-        kernel's or ditto's, a pending task of notebook code): a capture taken now cannot
-        vouch for what changed since the one before, nor can the next one for what changed
-        since this one (a capture's base remembers it: `CaptureBase.foreign`)."""
-        return bool(foreign_threads()) or _notebook_tasks_pending()
+    def foreign_activity() -> ThreadActivity:
+        """What may run behind the cells' back now (a thread that is not the kernel's or
+        ditto's, a pending task of notebook code): a capture follows the one before only
+        when nothing of it ran in between (`ThreadActivity.quiet_since`)."""
+        return ThreadActivity.now()
 
 
 # ---- the kernel's journal -------------------------------------------------------------
@@ -370,35 +367,3 @@ def current_figure() -> Any:
     helpers = sys.modules.get("matplotlib._pylab_helpers")
     manager = helpers.Gcf.get_active() if helpers is not None else None
     return getattr(getattr(manager, "canvas", None), "figure", None)
-
-
-def foreign_threads() -> list[threading.Thread]:
-    """Live threads that are neither the kernel's own nor ditto's."""
-    found = []
-    for thread in threading.enumerate():
-        if thread is threading.main_thread() or thread.name.startswith(_DITTO_THREAD_PREFIX):
-            continue
-        target = getattr(thread, "_target", None)
-        module = str(getattr(target, "__module__", None) or type(thread).__module__)
-        if module.split(".")[0] in _KERNEL_THREAD_MODULES:
-            continue
-        found.append(thread)
-    return found
-
-
-def _notebook_tasks_pending() -> bool:
-    """Whether the kernel's event loop has a pending task running code of the notebook (a
-    coroutine whose code is not from an installed package or the standard library)."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    from ditto_jupyter.kernel.capture.cell_effects import is_trusted_file_name
-
-    for task in asyncio.all_tasks(loop):
-        code = getattr(task.get_coro(), "cr_code", None)
-        if task.done() or code is None:
-            continue
-        if not is_trusted_file_name(code.co_filename):
-            return True
-    return False

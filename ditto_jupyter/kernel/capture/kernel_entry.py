@@ -25,6 +25,7 @@ from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
 from ditto_jupyter.kernel.capture.pickling import dumps_so_far
 from ditto_jupyter.kernel.capture.restoring import restore_namespace
 from ditto_jupyter.kernel.capture.rules import ipython_shell
+from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
 from ditto_jupyter.kernel.write_behind import flush_all
 
 
@@ -98,13 +99,14 @@ def capture_following(
 
 def changes_since(
     journal: ChangeJournal | None, base: CaptureBase | None
-) -> tuple[set[str] | None, list[Any], bool]:
+) -> tuple[set[str] | None, list[Any], ThreadActivity]:
     """What may have changed since `base` by the journal: the names (None: anything), the
-    figures pyplot made current, and whether code runs behind the cells' back now."""
+    figures pyplot made current, and what may run behind the cells' back now (anything,
+    when some of it ran since `base` was taken)."""
     if journal is None:
-        return None, [], False
+        return None, [], ThreadActivity()
     foreign = journal.foreign_activity()
-    if base is None or not base.usable() or base.foreign or foreign:
+    if base is None or not base.usable() or not foreign.quiet_since(base.foreign):
         return None, [], foreign
     touched, reached = journal.since(base.mark)
     return touched, reached, foreign

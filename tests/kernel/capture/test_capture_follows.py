@@ -133,11 +133,48 @@ def test_what_no_cell_showed_makes_the_next_capture_whole(kernel: Kernel) -> Non
     _, pickled = kernel.capture()
     assert pickled >= 200 + 20
     kernel.cell("import threading, time")
-    kernel.cell("worker = threading.Thread(target=time.sleep, args=(30,), daemon=True)")
+    kernel.cell("ticks = [0]")
+    kernel.cell("def tick():\n    while True:\n        ticks[0] += 1\n        time.sleep(0.01)\n")
+    kernel.cell("worker = threading.Thread(target=tick, daemon=True)")
     kernel.cell("worker.start()")
-    kernel.capture()  # whole: the thread may change anything while it runs
+    kernel.capture()  # whole: a thread started since the capture before, and ran
+    kernel.cell("number_1")  # a cell that changes nothing, while the thread goes on
     _, pickled = kernel.capture()
-    assert pickled >= 200 + 20  # still running, and it ran since the capture before
+    assert pickled >= 200 + 20  # the thread ran since the capture before: anything
+
+
+def test_a_thread_that_has_not_run_since_the_last_capture_changes_nothing(
+    kernel: Kernel,
+) -> None:
+    """joblib's loky executor keeps threads alive after a cell with `n_jobs`, blocked until
+    the next parallel call: once the capture after the cell that started them is taken,
+    a thread the OS has not scheduled since ran no code, so a cell that changes nothing
+    pickles nothing; the moment it runs again, the capture is whole again."""
+    kernel.cell(NOTEBOOK)
+    kernel.cell("import threading")
+    kernel.cell("wake, woken = threading.Event(), []")
+    kernel.cell(
+        "def wait_then_change():\n"
+        "    while True:\n"
+        "        wake.wait()\n"
+        "        wake.clear()\n"
+        "        woken.append(1)\n"
+    )
+    kernel.cell("waiter = threading.Thread(target=wait_then_change, daemon=True)")
+    kernel.cell("waiter.start()")
+    _, pickled = kernel.capture()
+    assert pickled >= 200 + 20  # a thread started since: whole
+    kernel.cell("number_1")
+    _, pickled = kernel.capture()
+    assert pickled == 0  # it sat blocked on its event: it changed nothing
+    kernel.cell("number_2")
+    _, pickled = kernel.capture()
+    assert pickled == 0
+    # the thread runs code no cell shows: it changes `woken` behind the cells' back
+    kernel.cell("number_3; wake.set()")
+    kernel.cell("import time; time.sleep(0.2); number_4")
+    _, pickled = kernel.capture()
+    assert pickled >= 200 + 20
 
 
 def test_a_functions_parameters_and_locals_are_not_the_globals_of_the_same_name(
