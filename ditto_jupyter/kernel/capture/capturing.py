@@ -145,13 +145,8 @@ def snapshot_namespace(
         same = incremental and base is not None and same_figures(base.pyplot_figures, open_figs)
         kept_list = base.values.get(PYPLOT) if same and base is not None else None
         values[PYPLOT] = kept_list if kept_list is not None else open_figs
-    plan = CapturePlan(namespace, values, open_figs, watch_mark=figure_watch.now())
     following = base if incremental else None
-    try:
-        plan.pickle(following, touched or set(), figures_reached or [])
-    except PodConflict:  # a list or dict shared across a pod's edge: no pods this time
-        plan = CapturePlan(namespace, values, open_figs, watch_mark=plan.watch_mark, pods=False)
-        plan.pickle(following, touched or set(), figures_reached or [])
+    plan = _plan(namespace, values, open_figs, following, touched, figures_reached)
     unrestorable.extend(plan.unrestorable)
 
     writer = ChunkWriter(blobs, defer=defer)
@@ -208,6 +203,8 @@ def snapshot_namespace(
         unrestorable={u.name: u for u in failed if u.name in values},
         signature=snapshot.signature(),
         deps=[entry[3] for entry in ordered],
+        name_deps=plan.name_deps,
+        unpodded=[figure for _, figure in open_figs if id(figure) in plan.unpodded],
         figures=[entry[4] for entry in ordered],
         pods=plan.pods,
         pyplot_figures=open_figs,
@@ -216,6 +213,67 @@ def snapshot_namespace(
         library=library_digests(namespace, set().union(*component_ids), plan.library_memo),
     )
     return snapshot
+
+
+def _plan(
+    namespace: dict[str, object],
+    values: dict[str, object],
+    open_figs: list[tuple[int, Any]],
+    following: CaptureBase | None,
+    touched: set[str] | None,
+    figures_reached: list[Any] | None,
+) -> CapturePlan:
+    """The capture's pickles. A figure that shares a builtin container with another figure
+    or a variable is pickled as a plain value (grouped with what shares it) and every other
+    figure stays a pod. The capture before's plain figures stay plain when nothing of their
+    group can have changed (so the sharing is still there: equal state, equal manifest)."""
+    watch_mark = figure_watch.now()
+    unpodded = _still_plain(following, values, touched, figures_reached or [])
+    pods = True
+    while True:
+        plan = CapturePlan(
+            namespace, values, open_figs, watch_mark=watch_mark, pods=pods, unpodded=unpodded
+        )
+        try:
+            plan.pickle(following, touched or set(), figures_reached or [])
+            return plan
+        except PodConflict as conflict:  # a list or dict shared across a pod's edge
+            more = {id(figure) for figure in conflict.figures} - unpodded
+            if not more:  # no figure named, or none new: no pods this time
+                pods = False
+            unpodded = unpodded | more
+
+
+def _still_plain(
+    base: CaptureBase | None,
+    values: dict[str, object],
+    touched: set[str] | None,
+    reached: list[Any],
+) -> set[int]:
+    """Ids of the figures `base` pickled as plain values whose group is as it was: every
+    name of it (pyplot's list included: the same figures open) still bound to the same
+    value and untouched, the figure unchanged and not made current around a cell."""
+    if base is None or touched is None:
+        return set()
+    reached_ids = {id(figure) for figure in reached}
+    found: set[int] = set()
+    for figure in base.unpodded:
+        names = [
+            name
+            for component, held in zip(base.components, base.figures, strict=True)
+            if any(each is figure for each in held)
+            for name in component["names"]
+        ]
+        if (
+            names
+            and id(figure) not in reached_ids
+            and not figure_watch.changed_since(figure, base.watch_mark)
+            and all(
+                n not in touched and n in values and values[n] is base.values.get(n) for n in names
+            )
+        ):
+            found.add(id(figure))
+    return found
 
 
 @dataclass

@@ -54,6 +54,11 @@ class CaptureBase:
     generation: int = field(default_factory=current_generation)
     #: Per component: the pods it refers to, and the figures it holds (watched).
     deps: list[set[str]] = field(default_factory=list)
+    #: Per variable: the pods it refers to (its own pickle's, or its group's).
+    name_deps: dict[str, set[str]] = field(default_factory=dict)
+    #: Open figures it pickled as plain values, not pods (they shared a builtin container
+    #: with another figure or a variable).
+    unpodded: list[Any] = field(default_factory=list)
     figures: list[list[Any]] = field(default_factory=list)
     #: pyplot's figures as pods (`pods.Pod`, pyplot's order), and its open figures.
     pods: list[Any] = field(default_factory=list)

@@ -38,7 +38,7 @@ from ditto_jupyter.kernel.capture.pods import (
     index_pod,
     library_containers,
     pod_name,
-    shares_container,
+    sharing_pods,
 )
 from ditto_jupyter.kernel.capture.rules import failure_reason, type_name
 from ditto_jupyter.kernel.capture.summaries import group_digests, own_digests, summaries_of
@@ -59,12 +59,16 @@ class CapturePlan:
         *,
         watch_mark: int,
         pods: bool = True,
+        unpodded: set[int] | None = None,
     ) -> None:
         self.namespace = namespace
         self.values = values
         self.open_figures = open_figures
         self.watch_mark = watch_mark
-        self.use_pods = pods and bool(open_figures)
+        #: Ids of open figures pickled as plain values, not as pods (they share a builtin
+        #: container with another figure or a variable).
+        self.unpodded = unpodded or set()
+        self.use_pods = pods and any(id(f) not in self.unpodded for _, f in open_figures)
         self.atoms = Atoms(namespace)
         self.pods: list[Pod] = []
         self.unrestorable: list[UnrestorableValue] = []
@@ -72,6 +76,10 @@ class CapturePlan:
         self.kept_ids: list[set[int]] = []
         self.kept_held: list[list[object]] = []
         self.kept_deps: list[set[str]] = []
+        #: The pods each variable refers to (its own reach where it was pickled whole
+        #: alone, its group's else): a cell that touched it can have changed only those.
+        self.name_deps: dict[str, set[str]] = {}
+        self.pyplot_reach: set[str] | None = None
         self.kept_figures: list[list[Any]] = []
         self.singles: dict[str, Pickled] = {}
         self.partial: dict[str, Pickled] = {}
@@ -102,7 +110,11 @@ class CapturePlan:
     ) -> set[str]:
         """One planning round; the kept pods found to need pickling again (empty: done)."""
         self.pods, self.unrestorable = [], []
-        order = [(pod_name(n), f) for n, f in self.open_figures] if self.use_pods else []
+        order = (
+            [(pod_name(n), f) for n, f in self.open_figures if id(f) not in self.unpodded]
+            if self.use_pods
+            else []
+        )
         names = {name for name, _ in order}
         recapture = set(self.values)
         dirty_pods = {name for name, _ in order}
@@ -127,8 +139,12 @@ class CapturePlan:
             attempt: list[UnrestorableValue] = []
             self._pickle_singles(chosen, attempt)
             pickles = {**self.singles, **self.partial}
-            if self.use_pods and any(shares_container(f, self.pods) for f in self.ids.values()):
-                raise PodConflict("a builtin container is shared with a figure")
+            if self.use_pods:
+                shared = [
+                    p.figure for ids in self.ids.values() for p in sharing_pods(ids, self.pods)
+                ]
+                if shared:
+                    raise PodConflict("a builtin container is shared with a figure", shared)
             again = {
                 pod
                 for name, p in pickles.items()
@@ -148,17 +164,39 @@ class CapturePlan:
             for i in back:
                 recapture.update(n for n in base.components[i]["names"] if n in self.values)
         self.unrestorable = [*attempt, *failed_before.values()]
+        self.name_deps = {}
         if base is not None:
             self.kept = [base.components[i] for i in kept]
             self.kept_ids = [base.ids[i] for i in kept]
             self.kept_held = [base.held[i] for i in kept]
             self.kept_deps = [base.deps[i] for i in kept]
+            self.name_deps = {
+                name: base.name_deps[name]
+                for i in kept
+                for name in base.components[i]["names"]
+                if name in base.name_deps
+            }
             self.kept_figures = [base.figures[i] for i in kept]
         self.groups = components(list(self.ids), self.ids)
+        self._reaches()
         together = [n for group in self.groups if len(group) > 1 for n in group]
         self.own_digests = own_digests({**self.singles, **self.partial}, together)
         self.partial.clear()  # kept until grouped: their memos keep the objects they name
         return set()
+
+    def _reaches(self) -> None:
+        """Each new variable's pods (`name_deps`): its own pickle's, where it was pickled
+        whole alone; else its group's (what it stopped at is held by the group's others).
+        pyplot's list refers to every pod by listing it: its reach is that of the figures
+        it holds as plain values only (`pyplot_reach`)."""
+        reach = {n: set(p.pods_used) for n, p in {**self.singles, **self.partial}.items()}
+        if PYPLOT in reach and self.pyplot_reach is not None:
+            reach[PYPLOT] = self.pyplot_reach
+        for group in self.groups:
+            together: set[str] = set().union(*(reach.get(n, set()) for n in group))
+            for name in group:
+                single = name in self.singles and name != PYPLOT
+                self.name_deps[name] = reach[name] if single else together
 
     def _decide(
         self,
@@ -209,9 +247,10 @@ class CapturePlan:
         suspect = set(range(len(base.components))) - set(
             plan_reuse(base, self.values, touched, []).kept
         )
-        for i in suspect:
-            if base.components[i]["names"] != [PYPLOT]:
-                dirty_pods |= base.deps[i] & names
+        for i in suspect:  # by each variable's own reach where it was pickled whole alone
+            for name in base.components[i]["names"]:
+                if name != PYPLOT:
+                    dirty_pods |= base.name_deps.get(name, base.deps[i]) & names
         while True:  # pods referring to a pod pickled again are pickled again
             more = {
                 name
@@ -248,13 +287,19 @@ class CapturePlan:
                     pickled = pickle_values(
                         self.namespace, [figure], pod_refs=dict(refs), probe_animated=True
                     )
-                except Exception as error:  # an unpicklable figure: no pods this time
-                    raise PodConflict(f"figure {name} could not be pickled alone") from error
+                except Exception as error:  # an unpicklable figure: a plain value this time
+                    raise PodConflict(
+                        f"figure {name} could not be pickled alone", [figure]
+                    ) from error
                 pod = Pod(name, figure, pickled)
                 index_pod(pod, self.atoms, library)
                 others = [*self.pods, *(p for n, p in old_pods.items() if n not in pending)]
-                if shares_container(pod.containers, [p for p in others if p.name != name]):
-                    raise PodConflict(f"{name} shares a builtin container with another figure")
+                shared = sharing_pods(pod.containers, [p for p in others if p.name != name])
+                if shared:
+                    raise PodConflict(
+                        f"{name} shares a builtin container with another figure",
+                        [figure, *(p.figure for p in shared)],
+                    )
                 for later_name, _ in order:  # kept pods holding this one's objects
                     later = old_pods.get(later_name)
                     if (
@@ -276,6 +321,7 @@ class CapturePlan:
         atoms = self.atoms
         refs = self.refs or None
         self.singles, self.partial, self.ids = {}, {}, {}
+        self.pyplot_reach = None
         reached: set[int] = set()  # the identity-bearing objects the pickles so far hold
         for name in sorted(values, key=lambda n: n != PYPLOT):
             value = values[name]
@@ -300,8 +346,20 @@ class CapturePlan:
             reached.update(found)
             _watch(pickled)
             (self.partial if pickled.stopped else self.singles)[name] = pickled
+            if name == PYPLOT and refs is not None:
+                self.pyplot_reach = self._plain_figures_reach(refs)
         _EXTRACTED_LAST_TIME.difference_update(values)
         _EXTRACTED_LAST_TIME.update(n for n, p in self.singles.items() if p.extracted)
+
+    def _plain_figures_reach(self, refs: dict[int, tuple[str, int]]) -> set[str] | None:
+        """The pods the open figures pickled as plain values refer to (None: unknown)."""
+        plain = [f for _, f in self.open_figures if id(f) in self.unpodded]
+        if not plain:
+            return set()
+        try:
+            return set(pickle_values(self.namespace, [plain], pod_refs=refs).pods_used)
+        except Exception:  # pickled in pyplot's list all the same: its reach is all it refers to
+            return None
 
     # ---- storing -----------------------------------------------------------------------
 

@@ -15,12 +15,14 @@ every stream that refers to it, is kept from the capture before (see `figure_wat
 Only mutable objects other than builtin containers can be referred to this way (the
 pickler consults its reducer for nothing else). A list, dict or set that a pod holds and
 something outside it holds too (`texts = fig.texts`) cannot be, so such a capture gives up
-pods and groups the figures with their variables as one component, as before.
+pods for the figures concerned: they are pickled as plain values, grouped with what shares
+their containers, while every other figure stays a pod (`CapturePlan`'s `unpodded`).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +47,13 @@ def is_pod_name(name: str) -> bool:
 
 
 class PodConflict(Exception):
-    """A builtin container is shared between a pod and something outside it."""
+    """A builtin container is shared between a pod and something outside it. `figures`
+    holds the figures concerned (none: all of them): the capture is planned again with
+    those as plain values, grouped with what shares their containers."""
+
+    def __init__(self, message: str, figures: Iterable[Any] = ()) -> None:
+        super().__init__(message)
+        self.figures = list(figures)
 
 
 @dataclass
@@ -183,10 +191,9 @@ def index_pod(pod: Pod, atoms: Atoms, library: set[int]) -> None:
     pod.animated = pod.pickled.animated
 
 
-def shares_container(ids: set[int], pods: list[Pod]) -> bool:
-    """Whether identity-bearing objects `ids` (a pickle's) include a builtin container that
-    one of `pods` holds too."""
-    return any(not ids.isdisjoint(pod.containers) for pod in pods)
+def sharing_pods(ids: set[int], pods: list[Pod]) -> list[Pod]:
+    """The pods holding a builtin container among `ids` (a pickle's identity ids)."""
+    return [pod for pod in pods if not ids.isdisjoint(pod.containers)]
 
 
 def same_figures(before: list[tuple[int, Any]], now: list[tuple[int, Any]]) -> bool:

@@ -296,3 +296,38 @@ def test_a_histograms_bar_container_is_referred_to_in_its_figures_pod(kernel: Ke
     kernel.cell("patches = None; ax = None")
     kernel.run(kernel.context.restore(kernel.session, first.manifest_id))
     assert kernel.cell("print(patches is ax.containers[0], len(patches))").split() == ["True", "5"]
+
+
+def test_figures_sharing_a_notebook_list_are_plain_values_and_the_others_stay_pods(
+    kernel: Kernel,
+) -> None:
+    """Two colormaps made from one notebook list, drawn in two figures: that list is the
+    notebook's, shared across the figures' edges, so those two figures are pickled as plain
+    values grouped with it, and only them: every other figure stays a pod. A cell that
+    changes nothing pickles nothing; a cell that draws on another figure pickles that
+    figure's pod, not the shared ones; a restore gives back one list for both colormaps."""
+    kernel.cell(NOTEBOOK)
+    kernel.cell(
+        "from matplotlib.colors import ListedColormap\n"
+        "colors = ['#ffffcc', '#a1dab4', '#41b6c4']\n"
+        "grid = np.arange(9).reshape(3, 3)\n"
+        "fig_a, ax_a = plt.subplots()\n"
+        "ax_a.imshow(grid, cmap=ListedColormap(colors))\n"
+        "fig_b, ax_b = plt.subplots()\n"
+        "ax_b.imshow(grid, cmap=ListedColormap(colors))\n"
+        "plt.figure(1)\n"  # the current figure: a cell may draw on it unnamed
+    )
+    first, _ = kernel.capture()
+    kernel.cell("number_3")
+    _, pickled = kernel.capture()
+    assert pickled == 0
+    kernel.cell("last_figure.axes[0].set_title('changed')")
+    _, pickled = kernel.capture()
+    # that figure's pod and the current one's, and what refers into them (pyplot's list,
+    # with the two figures of the shared list inside it, `figures`, `last_figure`), and
+    # one look at what those two figures refer to: none of the other 18 figures
+    assert 1 <= pickled <= 7
+    kernel.cell("colors = None; ax_a = ax_b = None")
+    kernel.run(kernel.context.restore(kernel.session, first.manifest_id))
+    same = "ax_a.images[0].cmap.colors is colors is ax_b.images[0].cmap.colors"
+    assert kernel.cell(f"print({same}, len(plt.get_fignums()))").split() == ["True", "22"]
