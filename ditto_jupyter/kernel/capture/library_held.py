@@ -53,6 +53,10 @@ _UNCHANGING = (
     importlib.machinery.ExtensionFileLoader,
 )
 
+#: Exact types of `_UNCHANGING` (and of the artist base): a set look-up decides most
+#: globals (functions, classes, modules, strings) before the `isinstance` walk of the tuple.
+_UNCHANGING_EXACT = frozenset(_UNCHANGING)
+
 _cache: tuple[int, int, dict[int, object]] | None = None
 
 
@@ -69,6 +73,8 @@ def library_objects(notebook: dict[str, object]) -> dict[int, object]:
     skipped = (*_UNCHANGING, artist) if artist is not None else _UNCHANGING
     main = getattr(modules.get("__main__"), "__dict__", None)
     found: dict[int, object] = {}
+    # by exact type: whether its instances can change (not one of `skipped`)
+    verdicts: dict[type, bool] = dict.fromkeys(_UNCHANGING_EXACT, False)
     for name, module in list(modules.items()):
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict) or name in _NOTEBOOK_MODULES:
@@ -76,7 +82,11 @@ def library_objects(notebook: dict[str, object]) -> dict[int, object]:
         if namespace is notebook or namespace is main:
             continue
         for value in list(namespace.values()):
-            if not isinstance(value, skipped):
+            kind = type(value)
+            verdict = verdicts.get(kind)
+            if verdict is None:
+                verdict = verdicts[kind] = not issubclass(kind, skipped)
+            if verdict:
                 found[id(value)] = value
     _cache = (len(modules), id(notebook), found)
     return found

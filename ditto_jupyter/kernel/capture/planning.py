@@ -36,7 +36,6 @@ from ditto_jupyter.kernel.capture.pods import (
     Pod,
     PodConflict,
     index_pod,
-    library_containers,
     pod_name,
     sharing_pods,
 )
@@ -277,7 +276,6 @@ class CapturePlan:
         before it. A kept pod holding an object of one pickled now is pickled again."""
         refs: dict[int, tuple[str, int]] = {}
         pending = set(dirty)
-        library = library_containers() if pending else set()
         for name, figure in order:
             old = old_pods.get(name)
             if name not in pending and old is not None:
@@ -292,7 +290,7 @@ class CapturePlan:
                         f"figure {name} could not be pickled alone", [figure]
                     ) from error
                 pod = Pod(name, figure, pickled)
-                index_pod(pod, self.atoms, library)
+                index_pod(pod, self.atoms)
                 others = [*self.pods, *(p for n, p in old_pods.items() if n not in pending)]
                 shared = sharing_pods(pod.containers, [p for p in others if p.name != name])
                 if shared:

@@ -134,6 +134,15 @@ def _module_data() -> set[int]:
         for module, attribute in _DATA_HOLDERS
         if isinstance(cls := getattr(sys.modules.get(module), attribute, None), type)
     )
+    walked: dict[type, bool] = dict.fromkeys(_WALKED, True)  # by exact type: look inside?
+
+    def inside(value: object) -> bool:
+        kind = type(value)
+        verdict = walked.get(kind)
+        if verdict is None:
+            verdict = walked[kind] = issubclass(kind, holders)
+        return verdict
+
     pending: list[object] = []
     for name in new:
         _data.walked.add(name)
@@ -143,7 +152,7 @@ def _module_data() -> set[int]:
         for value in list(namespace.values()):
             if isinstance(value, type) and getattr(value, "__module__", None) == name:
                 pending.extend(v for v in list(vars(value).values()) if type(v) in _WALKED)
-            elif type(value) in _WALKED or isinstance(value, holders):
+            elif inside(value):
                 pending.append(value)
     seen = {id(obj) for obj in _data.held}
     while pending and len(seen) < LIBRARY_DATA_LIMIT:
@@ -162,11 +171,11 @@ def _module_data() -> set[int]:
             members = list(value)  # type: ignore[call-overload]
         else:  # a colormap or the registry: its attributes
             members = [getattr(value, "__dict__", None)]
-        pending.extend(m for m in members if type(m) in _WALKED or isinstance(m, holders))
+        pending.extend(m for m in members if inside(m))
     return _data.ids
 
 
-def index_pod(pod: Pod, atoms: Atoms, library: set[int]) -> None:
+def index_pod(pod: Pod, atoms: Atoms) -> None:
     """Fill a freshly pickled pod's references from its pickler's memo (once per pod)."""
     assert pod.pickled is not None
     refs: dict[int, tuple[str, int]] = {}
@@ -186,14 +195,19 @@ def index_pod(pod: Pod, atoms: Atoms, library: set[int]) -> None:
                 held.append(obj)
             else:
                 riders.update(riding)
-    pod.refs, pod.containers, pod.held = refs, containers - riders - library, held
+    pod.refs, pod.containers, pod.held = refs, containers - riders, held
     pod.deps = set(pod.pickled.pods_used)
     pod.animated = pod.pickled.animated
 
 
 def sharing_pods(ids: set[int], pods: list[Pod]) -> list[Pod]:
-    """The pods holding a builtin container among `ids` (a pickle's identity ids)."""
-    return [pod for pod in pods if not ids.isdisjoint(pod.containers)]
+    """The pods holding a builtin container among `ids` (a pickle's identity ids) that is
+    not the library's (`library_containers`, walked only when some container is shared)."""
+    found = [pod for pod in pods if not ids.isdisjoint(pod.containers)]
+    if not found:
+        return []
+    library = library_containers()
+    return [pod for pod in found if not (ids & pod.containers) <= library]
 
 
 def same_figures(before: list[tuple[int, Any]], now: list[tuple[int, Any]]) -> bool:
