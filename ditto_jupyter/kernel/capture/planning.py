@@ -132,7 +132,9 @@ class CapturePlan:
                 and (name in touched or name not in base.values or base.values[name] is not value)
             }
         self._pickle_pods(order, dirty_pods, old_pods)
-        self.refs = {k: v for pod in self.pods for k, v in pod.refs.items()}
+        self.refs = {}
+        for pod in self.pods:  # dict.update: this is hundreds of thousands of objects
+            self.refs.update(pod.refs)
         while True:
             chosen = {name: self.values[name] for name in self.values if name in recapture}
             attempt: list[UnrestorableValue] = []

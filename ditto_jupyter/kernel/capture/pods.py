@@ -70,6 +70,14 @@ class Pod:
     held: list[Any] = field(default_factory=list)  # keeps those ids from being reused
     deps: set[str] = field(default_factory=set)  # the pods it refers to
     animated: bool = False
+    #: `containers` less the library's (`library_containers`), found the first time asked.
+    own_containers: set[int] | None = None
+
+    def notebook_containers(self) -> set[int]:
+        """The builtin containers it holds that are not the library's."""
+        if self.own_containers is None:
+            self.own_containers = self.containers - library_containers()
+        return self.own_containers
 
 
 def library_containers() -> set[int]:
@@ -204,10 +212,7 @@ def sharing_pods(ids: set[int], pods: list[Pod]) -> list[Pod]:
     """The pods holding a builtin container among `ids` (a pickle's identity ids) that is
     not the library's (`library_containers`, walked only when some container is shared)."""
     found = [pod for pod in pods if not ids.isdisjoint(pod.containers)]
-    if not found:
-        return []
-    library = library_containers()
-    return [pod for pod in found if not (ids & pod.containers) <= library]
+    return [pod for pod in found if not ids.isdisjoint(pod.notebook_containers())]
 
 
 def same_figures(before: list[tuple[int, Any]], now: list[tuple[int, Any]]) -> bool:
