@@ -6,9 +6,10 @@ The journal says what that is, from everything that ran in the kernel in between
 - every cell, read by `CellEffects` (the names its code can have touched; None: anything);
 - code no cell showed: a silent execute request with code, a user expression or a kernel
   call that is not ditto's own, a comm message (a widget's callback): anything;
-- pyplot's current figure before and after each cell: `plt.title()`, `df.plot()` and
-  seaborn draw on it without naming it (`figure_watch` sees the rest: every matplotlib
-  setter marks its figure changed);
+- the figures pyplot handed to each cell's code (`pyplot_access`): `plt.title()`,
+  `df.plot()` and seaborn draw on the current figure without naming it (`figure_watch`
+  sees the rest: every matplotlib setter marks its figure changed); where pyplot was not
+  watched for the whole cell, its current figure before and after the cell;
 - at capture time, code that may run behind the cells' back: a thread that is not the
   kernel's own or ditto's, a pending asyncio task running notebook code
   (`thread_activity`). A capture follows the one before only when no such code ran in
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
+from ditto_jupyter.kernel.capture.pyplot_access import FigureAccess
 from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
 from ditto_jupyter.kernel.capture.thread_activity import foreign_threads as foreign_threads
 
@@ -202,6 +204,7 @@ class ChangeJournal:
         self._visible = False  # the execution under way is a cell (pre_run_cell came)
         self._current_before: Any = None
         self._taken: Any = None  # the last cell result journaled
+        self.figure_access = FigureAccess()  # the figures pyplot handed to the cell
 
     # ---- recording -------------------------------------------------------------------
 
@@ -223,6 +226,7 @@ class ChangeJournal:
     def _pre_run_cell(self, info: Any) -> None:
         self._visible = True
         self._current_before = current_figure()
+        self.figure_access.start()
 
     def _post_run_cell(self, result: Any) -> None:
         self.take_cell(result)
@@ -244,12 +248,16 @@ class ChangeJournal:
                 touched = self.effects.touched_by(read, namespace)
         except Exception:  # a cell we cannot read could have done anything
             touched = None
+        handed = self.figure_access.stop()
         figures: list[Any] = []
-        if touched is None or any(
+        if handed is not None:  # what pyplot handed to the cell's code, and nothing else
+            figures = list({id(f): f for f in handed}.values())
+        elif touched is None or any(
             type(namespace[n]) not in _ATOMS for n in touched if n in namespace
         ):
-            # a cell that named more than numbers and strings may have drawn on pyplot's
-            # current figure without naming it (`df.plot()`, seaborn): it counts as reached
+            # pyplot was not watched the whole cell: a cell that named more than numbers
+            # and strings may have drawn on pyplot's current figure without naming it
+            # (`df.plot()`, seaborn): it counts as reached
             figures = [f for f in (self._current_before, current_figure()) if f is not None]
         self._current_before = None
         self.record(touched, figures)

@@ -331,3 +331,23 @@ def test_figures_sharing_a_notebook_list_are_plain_values_and_the_others_stay_po
     kernel.run(kernel.context.restore(kernel.session, first.manifest_id))
     same = "ax_a.images[0].cmap.colors is colors is ax_b.images[0].cmap.colors"
     assert kernel.cell(f"print({same}, len(plt.get_fignums()))").split() == ["True", "22"]
+
+
+def test_only_the_figures_pyplot_hands_to_a_cell_count_as_reached(kernel: Kernel) -> None:
+    """A cell that computes on arrays does not reach pyplot's current figure: its capture
+    pickles what the cell named, not that figure's pod. A cell that writes into the current
+    figure in place through pyplot (no setter, no name of a variable) is captured: pyplot
+    handed it the figure."""
+    kernel.cell(NOTEBOOK)  # `last_figure` is pyplot's current figure
+    kernel.capture()
+    kernel.cell("total = float(array_3.sum())")
+    _, pickled = kernel.capture()
+    assert pickled == 2  # `total` and `array_3`, the cell's names: no figure
+    before, _ = kernel.capture()
+    kernel.cell("plt.gca().lines[0].get_ydata()[0] = 99")
+    after, pickled = kernel.capture()
+    assert pickled >= 1 and after.manifest_id != before.manifest_id
+    kernel.run(kernel.context.restore(kernel.session, before.manifest_id))
+    assert kernel.cell("print(last_figure.axes[0].lines[0].get_ydata()[0])").strip() == "0"
+    kernel.run(kernel.context.restore(kernel.session, after.manifest_id))
+    assert kernel.cell("print(last_figure.axes[0].lines[0].get_ydata()[0])").strip() == "99"
