@@ -229,7 +229,7 @@ class AutoCheckpointer:
             base = None
         # every cell is journaled, even one captured whole: what it defines is known later
         journal.take_cell(result)
-        touched, reached, foreign = changes_since(journal, base)
+        touched, reached, foreign, fresh = changes_since(journal, base)
         mark = journal.serial
         name = checkpoint_name(count)
         cell = automatic_cell(count, source, failed)
@@ -241,6 +241,7 @@ class AutoCheckpointer:
                 base=base,
                 touched=touched,
                 figures_reached=reached,
+                fresh=fresh,
                 mark=mark,
                 defer=True,
             )
@@ -272,6 +273,7 @@ class AutoCheckpointer:
                 base=None if whole else base,
                 touched=None if whole else touched,
                 figures_reached=None if whole else reached,
+                fresh=None if whole else fresh,
                 mark=mark,
             )
             if snapshot.base is not None:

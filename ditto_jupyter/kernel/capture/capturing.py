@@ -72,6 +72,7 @@ def capture_with_snapshot(
     base: CaptureBase | None = None,
     touched: set[str] | None = None,
     figures_reached: list[Any] | None = None,
+    fresh: set[str] | None = None,
     mark: int = 0,
 ) -> tuple[NamespaceSnapshot, ContextCapture]:
     """`snapshot_namespace` then `finish`, here and now; the snapshot (whose `base` the next
@@ -86,6 +87,7 @@ def capture_with_snapshot(
             base=base,
             touched=touched,
             figures_reached=figures_reached,
+            fresh=fresh,
             mark=mark,
         )
         return snapshot, snapshot.finish()
@@ -104,6 +106,7 @@ def snapshot_namespace(
     base: CaptureBase | None = None,
     touched: set[str] | None = None,
     figures_reached: list[Any] | None = None,
+    fresh: set[str] | None = None,
     mark: int = 0,
     defer: bool = False,
 ) -> NamespaceSnapshot:
@@ -146,7 +149,7 @@ def snapshot_namespace(
         kept_list = base.values.get(PYPLOT) if same and base is not None else None
         values[PYPLOT] = kept_list if kept_list is not None else open_figs
     following = base if incremental else None
-    plan = _plan(namespace, values, open_figs, following, touched, figures_reached)
+    plan = _plan(namespace, values, open_figs, following, touched, figures_reached, fresh)
     unrestorable.extend(plan.unrestorable)
 
     writer = ChunkWriter(blobs, defer=defer)
@@ -222,6 +225,7 @@ def _plan(
     following: CaptureBase | None,
     touched: set[str] | None,
     figures_reached: list[Any] | None,
+    fresh: set[str] | None,
 ) -> CapturePlan:
     """The capture's pickles. A figure that shares a builtin container with another figure
     or a variable is pickled as a plain value (grouped with what shares it) and every other
@@ -235,7 +239,7 @@ def _plan(
             namespace, values, open_figs, watch_mark=watch_mark, pods=pods, unpodded=unpodded
         )
         try:
-            plan.pickle(following, touched or set(), figures_reached or [])
+            plan.pickle(following, touched or set(), figures_reached or [], fresh or set())
             return plan
         except PodConflict as conflict:  # a list or dict shared across a pod's edge
             more = {id(figure) for figure in conflict.figures} - unpodded

@@ -152,6 +152,8 @@ class _SourceNames(ast.NodeVisitor):
 
     def __init__(self, namespace: Mapping[str, object]) -> None:
         self.names: set[str] = set()
+        #: Names the cell binds anew before any read of them (`bound_before_read`).
+        self.fresh: set[str] = set()
         self.in_definitions: set[str] = set()
         self.dynamic = False
         self.dynamic_in_definitions = False
@@ -229,6 +231,10 @@ class CellEffects:
         self._defined_code_dynamic = False
         self._code_cache: dict[int, tuple[types.CodeType, frozenset[str], bool]] = {}
         self._scan_pending = True
+        #: Of the names the last `touched_by` answered, those the cell bound anew before
+        #: reading them, that no notebook function uses: the cell reached nothing through
+        #: their old values.
+        self.fresh: set[str] = set()
 
     def expect_unseen_code(self) -> None:
         """Notebook code may exist that no cell showed (a restore): scan for it next call."""
@@ -238,6 +244,7 @@ class CellEffects:
         """The global names `code` may read, write, delete or mutate; None: anything."""
         if self._scan_pending:
             self._scan_live_code(namespace)
+        self.fresh = set()
         touched = self._touched_by(code, namespace)
         # A cell that could do anything may have made functions no source showed (exec, %run).
         self._scan_pending = touched is None
@@ -262,6 +269,7 @@ class CellEffects:
             self._close_over_values(touched, namespace)
         except Exception:  # _Unbounded, or a value whose attributes raise: play safe
             return None
+        self.fresh = visitor.fresh - self._defined_names
         return touched
 
     def _definition_names(self, code: str, visitor: _SourceNames) -> set[str]:
@@ -391,6 +399,60 @@ class CellEffects:
         return frozenset(names), dynamic
 
 
+def bound_before_read(tree: ast.Module) -> set[str]:
+    """The names a cell binds at its top level, unconditionally (an assignment to the name
+    itself, an import, a def or a class), before anything in the cell mentions them
+    otherwise: no code of the cell can reach their old values through them. Any other
+    mention first (a read, a `del`, an augmented assignment, the name inside a function, a
+    comprehension or a decorator, a binding under `if`, `for`, `with` or `try`) counts as a
+    read."""
+    assigned: set[str] = set()
+    read: set[str] = set()
+    for statement in tree.body:
+        targets = _binding_targets(statement)
+        mentioned: set[str] = set()
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name):
+                if not any(node is target for target in targets):
+                    mentioned.add(node.id)
+            elif node is not statement:
+                mentioned.update(_names_of(node))
+        read |= mentioned - assigned
+        assigned |= _definite_bindings(statement)
+    return assigned - read
+
+
+def _definite_bindings(statement: ast.stmt) -> set[str]:
+    """The names one top-level statement binds whenever it completes."""
+    if isinstance(statement, ast.Import):
+        return {alias.asname or alias.name.split(".")[0] for alias in statement.names}
+    if isinstance(statement, ast.ImportFrom):
+        return {alias.asname or alias.name for alias in statement.names if alias.name != "*"}
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {statement.name}
+    return {target.id for target in _binding_targets(statement)}
+
+
+def _binding_targets(statement: ast.stmt) -> list[ast.Name]:
+    """The name nodes an assignment statement binds itself (not attributes or items)."""
+    if isinstance(statement, ast.Assign):
+        return [name for target in statement.targets for name in _target_names(target)]
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        return _target_names(statement.target)
+    return []
+
+
+def _target_names(target: ast.expr) -> list[ast.Name]:
+    """The name nodes an assignment target is made of (through tuples, lists, stars)."""
+    if isinstance(target, ast.Name):
+        return [target]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    if isinstance(target, ast.Tuple | ast.List):
+        return [name for element in target.elts for name in _target_names(element)]
+    return []
+
+
 def _parse(code: str, namespace: Mapping[str, object]) -> _SourceNames | None:
     """The names in a cell's source; None when it does not parse."""
     flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -401,6 +463,8 @@ def _parse(code: str, namespace: Mapping[str, object]) -> _SourceNames | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     visitor.empty = not getattr(tree, "body", None)
+    if isinstance(tree, ast.Module):
+        visitor.fresh = bound_before_read(tree)
     return visitor
 
 

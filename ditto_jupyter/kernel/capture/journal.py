@@ -190,6 +190,7 @@ class _Entry:
     serial: int
     touched: set[str] | None  # None: anything
     figures: list[Any] = field(default_factory=list)  # pyplot's current figure around it
+    fresh: set[str] = field(default_factory=set)  # bound anew before any read of them
 
 
 class ChangeJournal:
@@ -208,10 +209,16 @@ class ChangeJournal:
 
     # ---- recording -------------------------------------------------------------------
 
-    def record(self, touched: set[str] | None, figures: list[Any] | None = None) -> None:
-        """One more thing ran: the names it can have touched (None: anything)."""
+    def record(
+        self,
+        touched: set[str] | None,
+        figures: list[Any] | None = None,
+        fresh: set[str] | None = None,
+    ) -> None:
+        """One more thing ran: the names it can have touched (None: anything), the figures
+        it reached, the names it bound anew before reading them."""
         self.serial += 1
-        self._entries.append(_Entry(self.serial, touched, figures or []))
+        self._entries.append(_Entry(self.serial, touched, figures or [], fresh or set()))
         if len(self._entries) > MAX_ENTRIES:
             del self._entries[: len(self._entries) - MAX_ENTRIES]
 
@@ -242,10 +249,12 @@ class ChangeJournal:
         try:
             python = cell_python(self.shell, source if isinstance(source, str) else "")
             read = "" if only_quiet_magics(python) else python
+            fresh: set[str] = set()
             if shows_one_value(self.shell, read, namespace):
                 touched: set[str] | None = set()
             else:
                 touched = self.effects.touched_by(read, namespace)
+                fresh = self.effects.fresh
         except Exception:  # a cell we cannot read could have done anything
             touched = None
         handed = self.figure_access.stop()
@@ -260,7 +269,7 @@ class ChangeJournal:
             # (`df.plot()`, seaborn): it counts as reached
             figures = [f for f in (self._current_before, current_figure()) if f is not None]
         self._current_before = None
-        self.record(touched, figures)
+        self.record(touched, figures, fresh)
 
     def _post_execute(self) -> None:
         if self._executing and not self._visible:  # silent code: nothing showed it
@@ -286,6 +295,18 @@ class ChangeJournal:
             touched |= entry.touched
             figures.extend(entry.figures)
         return touched, figures
+
+    def fresh_since(self, mark: int) -> set[str]:
+        """The names whose first mention since `mark` bound them anew before reading them:
+        no code since reached their values of then through them."""
+        decided: set[str] = set()
+        fresh: set[str] = set()
+        for entry in self._entries:
+            if entry.serial <= mark or entry.touched is None:
+                continue
+            fresh |= (entry.fresh & entry.touched) - decided
+            decided |= entry.touched
+        return fresh
 
     @staticmethod
     def foreign_activity() -> ThreadActivity:

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.models import ContextCapture
@@ -79,7 +79,7 @@ def capture_following(
     journal = journal_of(namespace)
     held = _bases.pop(id(namespace), None)
     base = held[1] if held is not None and held[0] is namespace else None
-    touched, reached, foreign = changes_since(journal, base)
+    changes = changes_since(journal, base)
     mark = journal.serial if journal is not None else 0
     snapshot, capture = capture_with_snapshot(
         namespace,
@@ -87,29 +87,37 @@ def capture_following(
         previous_manifest_id=previous_manifest_id,
         runtime_id=runtime_id,
         base=base,
-        touched=touched,
-        figures_reached=reached,
+        touched=changes.touched,
+        figures_reached=changes.reached,
+        fresh=changes.fresh,
         mark=mark,
     )
     if journal is not None and snapshot.base is not None:
-        snapshot.base.foreign = foreign
+        snapshot.base.foreign = changes.foreign
         _bases[id(namespace)] = (namespace, snapshot.base)
     return capture
 
 
-def changes_since(
-    journal: ChangeJournal | None, base: CaptureBase | None
-) -> tuple[set[str] | None, list[Any], ThreadActivity]:
-    """What may have changed since `base` by the journal: the names (None: anything), the
-    figures pyplot made current, and what may run behind the cells' back now (anything,
-    when some of it ran since `base` was taken)."""
+class Changes(NamedTuple):
+    """What may have changed since a capture, by the journal."""
+
+    touched: set[str] | None  # the names the cells can have touched (None: anything)
+    reached: list[Any]  # the figures pyplot handed to them
+    foreign: ThreadActivity  # what may run behind the cells' back now
+    fresh: set[str]  # touched names bound anew before any read: their old values unreached
+
+
+def changes_since(journal: ChangeJournal | None, base: CaptureBase | None) -> Changes:
+    """What may have changed since `base` by the journal (anything, when code ran behind
+    the cells' back since `base` was taken)."""
     if journal is None:
-        return None, [], ThreadActivity()
+        return Changes(None, [], ThreadActivity(), set())
     foreign = journal.foreign_activity()
     if base is None or not base.usable() or not foreign.quiet_since(base.foreign):
-        return None, [], foreign
+        return Changes(None, [], foreign, set())
     touched, reached = journal.since(base.mark)
-    return touched, reached, foreign
+    fresh = journal.fresh_since(base.mark) if touched is not None else set()
+    return Changes(touched, reached, foreign, fresh)
 
 
 @contextlib.contextmanager

@@ -94,18 +94,30 @@ class CapturePlan:
 
     # ---- deciding and pickling ---------------------------------------------------------
 
-    def pickle(self, base: CaptureBase | None, touched: set[str], reached: list[Any]) -> None:
-        """Pickle what may have changed since `base` (None: everything)."""
+    def pickle(
+        self,
+        base: CaptureBase | None,
+        touched: set[str],
+        reached: list[Any],
+        fresh: set[str] | None = None,
+    ) -> None:
+        """Pickle what may have changed since `base` (None: everything); `fresh`: touched
+        names bound anew before any read (nothing reached their old values through them)."""
         forced: set[str] = set()
         for _ in range(MAX_ROUNDS):
-            again = self._round(base, touched, reached, forced)
+            again = self._round(base, touched, reached, forced, fresh or set())
             if not again:
                 return
             forced |= again
         raise PodConflict("the pods kept changing hands")  # then a capture without pods
 
     def _round(
-        self, base: CaptureBase | None, touched: set[str], reached: list[Any], forced: set[str]
+        self,
+        base: CaptureBase | None,
+        touched: set[str],
+        reached: list[Any],
+        forced: set[str],
+        fresh: set[str],
     ) -> set[str]:
         """One planning round; the kept pods found to need pickling again (empty: done)."""
         self.pods, self.unrestorable = [], []
@@ -123,7 +135,7 @@ class CapturePlan:
         suspects: set[str] = set()  # values the cells since may have used to reach a pod
         if base is not None:
             dirty_pods, kept, recapture, failed_before, old_pods = self._decide(
-                base, touched, reached, order, forced
+                base, touched, reached, order, forced, fresh
             )
             suspects = {
                 name
@@ -206,6 +218,7 @@ class CapturePlan:
         reached: list[Any],
         order: list[tuple[str, Any]],
         forced: set[str],
+        fresh: set[str],
     ) -> tuple[set[str], list[int], set[str], dict[str, UnrestorableValue], dict[str, Pod]]:
         """Which pods and base components may have changed; the rest is kept."""
         reached_ids = {id(figure) for figure in reached}
@@ -243,15 +256,20 @@ class CapturePlan:
             if changed_library_objects(self.namespace, ids, base.library, self.library_memo)
         )
         names = {name for name, _ in order}
-        # the pods a touched, new, rebound or gone variable refers to: the cells may have
-        # changed their objects through it (pyplot's list is ours: opening a figure is not)
-        suspect = set(range(len(base.components))) - set(
-            plan_reuse(base, self.values, touched, []).kept
-        )
-        for i in suspect:  # by each variable's own reach where it was pickled whole alone
-            for name in base.components[i]["names"]:
-                if name != PYPLOT:
-                    dirty_pods |= base.name_deps.get(name, base.deps[i]) & names
+        # the pods a variable the cells can have read through its old value, or a gone one,
+        # refers to: the cells may have changed their objects through it (a name bound anew
+        # before any read reached nothing of its old value; pyplot's list is ours, opening a
+        # figure changes none)
+        component_of = {n: i for i, c in enumerate(base.components) for n in c["names"]}
+        gone_or_rebound = {
+            name
+            for name, value in base.values.items()
+            if name not in self.values or (name not in touched and self.values[name] is not value)
+        }
+        for name in ((touched - fresh) | gone_or_rebound) & component_of.keys():
+            if name != PYPLOT:
+                i = component_of[name]
+                dirty_pods |= base.name_deps.get(name, base.deps[i]) & names
         while True:  # pods referring to a pod pickled again are pickled again
             more = {
                 name

@@ -351,3 +351,26 @@ def test_only_the_figures_pyplot_hands_to_a_cell_count_as_reached(kernel: Kernel
     assert kernel.cell("print(last_figure.axes[0].lines[0].get_ydata()[0])").strip() == "0"
     kernel.run(kernel.context.restore(kernel.session, after.manifest_id))
     assert kernel.cell("print(last_figure.axes[0].lines[0].get_ydata()[0])").strip() == "99"
+
+
+def test_names_bound_anew_before_any_read_do_not_reach_their_old_figures(
+    kernel: Kernel,
+) -> None:
+    """`fig, ax = plt.subplots()` in a cell that never read the old `fig` and `ax`: nothing
+    reached the figure they held through them, so its pod is kept. A cell that wrote into
+    the old figure through `ax` first, then bound `ax` anew, is captured with that write."""
+    kernel.cell(NOTEBOOK)
+    kernel.cell("fig, ax = plt.subplots()\nax.plot(np.arange(10))")
+    kernel.capture()
+    kernel.cell("fig, ax = plt.subplots()\nax.plot([3, 2, 1])")
+    _, pickled = kernel.capture()
+    # the new figure's pod, pyplot's list, `fig`, `ax`: not the figure they held before
+    assert pickled <= 4
+    kernel.cell("old_figure = fig")
+    before, _ = kernel.capture()
+    kernel.cell("ax.lines[0].get_ydata()[0] = 7\nfig, ax = plt.subplots()")
+    after, pickled = kernel.capture()
+    kernel.run(kernel.context.restore(kernel.session, before.manifest_id))
+    assert kernel.cell("print(old_figure.axes[0].lines[0].get_ydata()[0])").strip() == "3"
+    kernel.run(kernel.context.restore(kernel.session, after.manifest_id))
+    assert kernel.cell("print(old_figure.axes[0].lines[0].get_ydata()[0])").strip() == "7"

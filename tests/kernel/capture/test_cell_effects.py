@@ -286,3 +286,37 @@ def pickled_state(namespace: dict[str, object]) -> dict[str, bytes]:
         except Exception:
             continue
     return state
+
+
+@pytest.mark.parametrize(
+    ("code", "fresh"),
+    [
+        ("fig, axes = plt.subplots(2)\nfor i in range(2):\n    axes[i].plot([i])", {"fig", "axes"}),
+        ("x = x + 1", set()),  # read first
+        ("x = 1\nx = x + 1", {"x"}),  # the read is of the new value
+        ("y += 1", set()),
+        ("del z\nz = 2", set()),
+        ("if flag:\n    a = 1\nb = a", {"b"}),  # a binding under `if` is no binding
+        ("def f():\n    return g\ng = 1", {"f"}),  # `g` is mentioned in f first
+        ("import numpy as np\nfrom os import path as p", {"np", "p"}),
+        ("fig.x = 1\nfig = 2", set()),  # an attribute set is a read of `fig`
+        ("k = [k for k in range(3)]", set()),
+        ("w = (v := 3)", {"w"}),
+    ],
+)
+def test_names_bound_anew_before_any_read_are_fresh(code: str, fresh: set[str]) -> None:
+    """A name the cell binds at top level, unconditionally, before any other mention of it:
+    the cell reached nothing through its old value (the capture need not suspect what that
+    value held). Every other mention first counts as a read."""
+    namespace = notebook("flag = True\nx = y = z = 0\nfig = object()")
+    effects = CellEffects()
+    assert effects.touched_by(code, namespace) is not None
+    assert effects.fresh == fresh
+
+
+def test_a_name_a_notebook_function_uses_is_never_fresh() -> None:
+    """A function may read the old value when the cell calls it, before the new binding."""
+    namespace = notebook("fig = object()\ndef show():\n    return fig\n")
+    effects = CellEffects()
+    effects.touched_by("show()\nfig = 1", namespace)
+    assert effects.fresh == set()
