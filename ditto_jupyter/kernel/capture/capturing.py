@@ -90,11 +90,34 @@ def capture_with_snapshot(
             fresh=fresh,
             mark=mark,
         )
-        return snapshot, snapshot.finish()
+        if _unchanged_since(snapshot, base, blobs):  # what it would write is there already
+            assert base is not None and snapshot.base is not None and base.manifest_id
+            snapshot.discard()
+            snapshot.base.manifest_id = base.manifest_id
+            return snapshot, snapshot.same_as(base.manifest_id)
+        capture = snapshot.finish()
+        if snapshot.base is not None:
+            snapshot.base.manifest_id = capture.manifest_id
+        return snapshot, capture
     except BlobNotFound:
         forget_chunks()
         snapshot = snapshot_namespace(namespace, blobs, runtime_id=runtime_id, mark=mark)
         return snapshot, snapshot.finish()
+
+
+def _unchanged_since(
+    snapshot: NamespaceSnapshot, base: CaptureBase | None, blobs: BlobStore
+) -> bool:
+    """Whether `snapshot` says what `base`'s stored manifest says (equal signatures, the
+    same runtime), and that manifest is still in the store: then nothing is written."""
+    return (
+        base is not None
+        and snapshot.base is not None
+        and base.manifest_id is not None
+        and snapshot.base.signature == base.signature
+        and snapshot.runtime_id == base.runtime_id
+        and blobs.has_manifest(base.manifest_id)
+    )
 
 
 def snapshot_namespace(
@@ -207,9 +230,11 @@ def snapshot_namespace(
         signature=snapshot.signature(),
         deps=[entry[3] for entry in ordered],
         name_deps=plan.name_deps,
+        runtime_id=runtime_id,
         unpodded=[figure for _, figure in open_figs if id(figure) in plan.unpodded],
         figures=[entry[4] for entry in ordered],
         pods=plan.pods,
+        pod_refs=plan.refs,
         pyplot_figures=open_figs,
         mark=mark,
         watch_mark=plan.watch_mark,
@@ -321,6 +346,18 @@ class NamespaceSnapshot:
             self.records_pyplot,
         ]
         return hashlib.blake2b(orjson.dumps(document), digest_size=16).digest()
+
+    def same_as(self, manifest_id: str) -> ContextCapture:
+        """The capture of a state stored already as `manifest_id`: nothing written."""
+        return ContextCapture(
+            manifest_id=manifest_id,
+            bytes_written=0,
+            database_bytes=0,
+            unrestorable=self.unrestorable,
+            execution_count=self.execution_count,
+            cells_run=self.cells_run,
+            kernel_process=KERNEL_PROCESS,
+        )
 
     def discard(self) -> None:
         """Drop a deferred snapshot unwritten: the chunks it took are no longer in flight,

@@ -63,6 +63,11 @@ class CaptureBase:
     #: pyplot's figures as pods (`pods.Pod`, pyplot's order), and its open figures.
     pods: list[Any] = field(default_factory=list)
     pyplot_figures: list[tuple[int, Any]] = field(default_factory=list)
+    #: The manifest it was stored as (once stored), and the runtime it names.
+    manifest_id: str | None = None
+    runtime_id: str | None = None
+    #: Every pod's references merged (object id -> pod, memo index), read only.
+    pod_refs: dict[int, tuple[str, int]] = field(default_factory=dict)
     #: The change journal's serial and `figure_watch`'s when this capture was taken.
     mark: int = 0
     watch_mark: int = 0

@@ -15,6 +15,7 @@ more, so it ends).
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any
 
@@ -143,10 +144,7 @@ class CapturePlan:
                 if name != PYPLOT
                 and (name in touched or name not in base.values or base.values[name] is not value)
             }
-        self._pickle_pods(order, dirty_pods, old_pods)
-        self.refs = {}
-        for pod in self.pods:  # dict.update: this is hundreds of thousands of objects
-            self.refs.update(pod.refs)
+        self._pickle_pods(order, dirty_pods, old_pods, base)
         while True:
             chosen = {name: self.values[name] for name in self.values if name in recapture}
             attempt: list[UnrestorableValue] = []
@@ -290,20 +288,30 @@ class CapturePlan:
         return dirty_pods, reuse.kept, reuse.recapture, reuse.unrestorable, old_pods
 
     def _pickle_pods(
-        self, order: list[tuple[str, Any]], dirty: set[str], old_pods: dict[str, Pod]
+        self,
+        order: list[tuple[str, Any]],
+        dirty: set[str],
+        old_pods: dict[str, Pod],
+        base: CaptureBase | None,
     ) -> None:
         """Each pod in pyplot's order: kept as stored, or pickled referring to the pods
-        before it. A kept pod holding an object of one pickled now is pickled again."""
+        before it. A kept pod holding an object of one pickled now is pickled again. The
+        pods' references (`refs`) are merged once (dict.update: a figure holds 100,000s of
+        objects), and not at all when every pod is the capture before's."""
         refs: dict[int, tuple[str, int]] = {}
+        merged = 0  # self.pods[:merged] are in `refs`
         pending = set(dirty)
         for name, figure in order:
             old = old_pods.get(name)
             if name not in pending and old is not None:
                 pod = old
             else:
+                for earlier in self.pods[merged:]:
+                    refs.update(earlier.refs)
+                merged = len(self.pods)
                 try:
                     pickled = pickle_values(
-                        self.namespace, [figure], pod_refs=dict(refs), probe_animated=True
+                        self.namespace, [figure], pod_refs=refs, probe_animated=True
                     )
                 except Exception as error:  # an unpicklable figure: a plain value this time
                     raise PodConflict(
@@ -328,7 +336,13 @@ class CapturePlan:
                         pending.add(later_name)
                 _watch(pickled)
             self.pods.append(pod)
-            refs.update(pod.refs)
+        kept_all = base is not None and len(base.pods) == len(self.pods)
+        if base is not None and kept_all and all(map(operator.is_, base.pods, self.pods)):
+            self.refs = base.pod_refs
+            return
+        for earlier in self.pods[merged:]:
+            refs.update(earlier.refs)
+        self.refs = refs
 
     def _pickle_singles(self, values: dict[str, object], unrestorable: list[Any]) -> None:
         """Pickle each value alone, but never an object again that an earlier pickle holds

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.models import ContextCapture, SessionRecord
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
@@ -58,8 +59,10 @@ class Kernel:
     def __init__(self, root: Path) -> None:
         self.loop = asyncio.new_event_loop()
         self.host = JupyterClientHost()
-        blobs = root / "blobs"
-        self.context = KernelContextDriver(self.host, blobs, notebook_folder=lambda _: root)
+        self.blob_root = root / "blobs"
+        self.context = KernelContextDriver(
+            self.host, self.blob_root, notebook_folder=lambda _: root
+        )
         session = SessionRecord(session_id="follows", conversation_id="nb.ipynb", sender_id="t")
         handle = self.run(self.context.start(session, root))
         self.session = session.model_copy(update={"handle_state": handle})
@@ -374,3 +377,20 @@ def test_names_bound_anew_before_any_read_do_not_reach_their_old_figures(
     assert kernel.cell("print(old_figure.axes[0].lines[0].get_ydata()[0])").strip() == "3"
     kernel.run(kernel.context.restore(kernel.session, after.manifest_id))
     assert kernel.cell("print(old_figure.axes[0].lines[0].get_ydata()[0])").strip() == "7"
+
+
+def test_a_capture_of_an_unchanged_state_whose_manifest_was_collected_stores_it_again(
+    kernel: Kernel,
+) -> None:
+    """A capture that says what the last one said writes nothing (its manifest is there);
+    when that manifest was collected meanwhile, it is stored again, never named unstored."""
+    kernel.cell(NOTEBOOK)
+    first, _ = kernel.capture()
+    again, _ = kernel.capture()
+    assert again.manifest_id == first.manifest_id and again.bytes_written == 0
+    blobs = BlobStore(kernel.blob_root)
+    assert blobs.delete_manifest(first.manifest_id)
+    assert not blobs.has_manifest(first.manifest_id)
+    stored, _ = kernel.capture()
+    assert stored.manifest_id == first.manifest_id and stored.bytes_written > 0
+    assert blobs.has_manifest(first.manifest_id)
