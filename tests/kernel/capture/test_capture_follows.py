@@ -53,6 +53,23 @@ del i, fig, ax
 """
 
 
+#: A cell that waits until the thread `waiter` is blocked: its run counts (Linux's
+#: /proc/self/task/<id>/schedstat) are the same twice in a row.
+SETTLE = """
+import time
+def _counts():
+    with open(f"/proc/self/task/{waiter.native_id}/schedstat") as file:
+        return file.read()
+_last = _counts()
+while True:
+    time.sleep(0.02)
+    _now = _counts()
+    if _now == _last:
+        break
+    _last = _now
+"""
+
+
 class Kernel:
     """One kernel with its capture, on the module's own event loop."""
 
@@ -141,7 +158,7 @@ def test_what_no_cell_showed_makes_the_next_capture_whole(kernel: Kernel) -> Non
     kernel.cell("worker = threading.Thread(target=tick, daemon=True)")
     kernel.cell("worker.start()")
     kernel.capture()  # whole: a thread started since the capture before, and ran
-    kernel.cell("number_1")  # a cell that changes nothing, while the thread goes on
+    kernel.cell("time.sleep(0.1)")  # changes nothing, while the thread ticks 10 times
     _, pickled = kernel.capture()
     assert pickled >= 200 + 20  # the thread ran since the capture before: anything
 
@@ -165,6 +182,7 @@ def test_a_thread_that_has_not_run_since_the_last_capture_changes_nothing(
     )
     kernel.cell("waiter = threading.Thread(target=wait_then_change, daemon=True)")
     kernel.cell("waiter.start()")
+    kernel.cell(SETTLE)  # until the OS's counts of it stop moving: blocked on `wake`
     _, pickled = kernel.capture()
     assert pickled >= 200 + 20  # a thread started since: whole
     kernel.cell("number_1")
