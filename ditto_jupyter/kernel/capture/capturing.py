@@ -235,6 +235,7 @@ def snapshot_namespace(
         figures=[entry[4] for entry in ordered],
         pods=plan.pods,
         pod_refs=plan.refs,
+        shared=plan.shared,
         pyplot_figures=open_figs,
         mark=mark,
         watch_mark=plan.watch_mark,

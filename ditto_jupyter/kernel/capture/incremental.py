@@ -63,6 +63,8 @@ class CaptureBase:
     #: pyplot's figures as pods (`pods.Pod`, pyplot's order), and its open figures.
     pods: list[Any] = field(default_factory=list)
     pyplot_figures: list[tuple[int, Any]] = field(default_factory=list)
+    #: Objects two of its pods share: id -> (object, digest, the pod holding it).
+    shared: dict[int, tuple[object, bytes, str]] = field(default_factory=dict)
     #: The manifest it was stored as (once stored), and the runtime it names.
     manifest_id: str | None = None
     runtime_id: str | None = None

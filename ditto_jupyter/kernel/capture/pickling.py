@@ -175,6 +175,8 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         #: pickled again; `pods_used` are the pods this pickle referred to.
         self.pod_refs: dict[int, tuple[str, int]] | None = None
         self.pods_used: set[str] = set()
+        #: The objects of those pods it referred to, by id.
+        self.pod_objects: dict[int, Any] = {}
         #: The matplotlib figures this pickle holds (they are watched for changes), and
         #: whether one of its artists is animated (its changes are not passed up).
         self.figures: list[Any] = []
@@ -203,6 +205,7 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
             hit = refs.get(id(obj))
             if hit is not None:
                 self.pods_used.add(hit[0])
+                self.pod_objects[id(obj)] = obj
                 return (_pod_object, hit)
         if self.stop_at is not None and id(obj) in self.stop_at:
             self.stopped.add(id(obj))
@@ -326,6 +329,7 @@ class Pickled:
     stopped: set[int] = field(default_factory=set)
     #: The pods it refers to, the figures it holds, whether an artist of them is animated.
     pods_used: set[str] = field(default_factory=set)
+    pod_objects: dict[int, Any] = field(default_factory=dict)
     figures: list[Any] = field(default_factory=list)
     animated: bool = False
 
@@ -421,6 +425,7 @@ def pickle_values(
         pickled.pickler = pickled.out = None
         pickled.stopped = pickler.stopped
     pickled.pods_used = set(pickler.pods_used)
+    pickled.pod_objects = dict(pickler.pod_objects)
     pickled.figures = list(pickler.figures)
     pickled.animated = pickler.animated
     return pickled

@@ -16,6 +16,7 @@ more, so it ends).
 from __future__ import annotations
 
 import operator
+import os
 import sys
 from typing import Any
 
@@ -24,7 +25,7 @@ from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
 from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
-from ditto_jupyter.kernel.capture.library_held import changed_library_objects
+from ditto_jupyter.kernel.capture.library_held import changed_library_objects, library_digest
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTES, BUFFER_PICKLE
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
@@ -80,6 +81,11 @@ class CapturePlan:
         #: alone, its group's else): a cell that touched it can have changed only those.
         self.name_deps: dict[str, set[str]] = {}
         self.pyplot_reach: set[str] | None = None
+        #: Objects two figures share (one pod's, another's borrowed): id -> (object, its
+        #: digest now, the pod holding it), and the pods whose such objects are new.
+        self.shared: dict[int, tuple[object, bytes, str]] = {}
+        self._digests: dict[int, bytes] = {}
+        self.newly_shared: set[str] = set()
         self.kept_figures: list[list[Any]] = []
         self.singles: dict[str, Pickled] = {}
         self.partial: dict[str, Pickled] = {}
@@ -145,6 +151,8 @@ class CapturePlan:
                 and (name in touched or name not in base.values or base.values[name] is not value)
             }
         self._pickle_pods(order, dirty_pods, old_pods, base)
+        if self.newly_shared:  # kept pods whose object a figure pickled now shares: again
+            return self.newly_shared
         while True:
             chosen = {name: self.values[name] for name in self.values if name in recapture}
             attempt: list[UnrestorableValue] = []
@@ -190,10 +198,29 @@ class CapturePlan:
             self.kept_figures = [base.figures[i] for i in kept]
         self.groups = components(list(self.ids), self.ids)
         self._reaches()
+        self._share_digests()
         together = [n for group in self.groups if len(group) > 1 for n in group]
         self.own_digests = own_digests({**self.singles, **self.partial}, together)
         self.partial.clear()  # kept until grouped: their memos keep the objects they name
         return set()
+
+    def _digest(self, object_id: int, shared: object) -> bytes:
+        """The digest of an object figures share, taken once per capture (an object that
+        cannot be pickled alone digests to a new value each time: always changed)."""
+        digest = self._digests.get(object_id)
+        if digest is None:
+            digest = library_digest(shared) or os.urandom(16)
+            self._digests[object_id] = digest
+        return digest
+
+    def _share_digests(self) -> None:
+        """The objects the pods share, each with its digest and the pod holding it."""
+        self.shared = {}
+        for pod in self.pods:
+            for object_id, shared in pod.borrowed.items():
+                holder = _holder(self.pods, object_id)
+                if holder is not None and object_id not in self.shared:
+                    self.shared[object_id] = (shared, self._digest(object_id, shared), holder)
 
     def _reaches(self) -> None:
         """Each new variable's pods (`name_deps`): its own pickle's, where it was pickled
@@ -241,6 +268,12 @@ class CapturePlan:
                 dirty_pods.add(name)
             else:
                 old_pods[name] = old
+        # an object two figures share can have changed through either of them, or by the
+        # library itself (matplotlib's cached unit paths, which `bar` writes into): a
+        # digest of it that moved makes the pod holding it be pickled again
+        for object_id, (shared, digest, owner) in base.shared.items():
+            if owner in position and self._digest(object_id, shared) != digest:
+                dirty_pods.add(owner)
         pod_figures = {id(figure) for _, figure in order}
         dirty_components = {
             i
@@ -301,6 +334,8 @@ class CapturePlan:
         refs: dict[int, tuple[str, int]] = {}
         merged = 0  # self.pods[:merged] are in `refs`
         pending = set(dirty)
+        self.newly_shared = set()
+        known = base.shared if base is not None else {}
         for name, figure in order:
             old = old_pods.get(name)
             if name not in pending and old is not None:
@@ -326,6 +361,16 @@ class CapturePlan:
                         f"{name} shares a builtin container with another figure",
                         [figure, *(p.figure for p in shared)],
                     )
+                # a kept pod whose object this one shares for the first time: the cell may
+                # have changed it through this figure (no digest of it to tell)
+                self.newly_shared.update(
+                    holder
+                    for object_id in pod.borrowed
+                    if object_id not in known
+                    and (holder := _holder(self.pods, object_id)) is not None
+                    and holder not in pending
+                    and holder in old_pods
+                )
                 for later_name, _ in order:  # kept pods holding this one's objects
                     later = old_pods.get(later_name)
                     if (
@@ -443,6 +488,14 @@ class CapturePlan:
             if pod.pickled is not None:
                 pod.pickled.pickler = pod.pickled.out = None
                 pod.pickled.memo = {}
+
+
+def _holder(pods: list[Pod], object_id: int) -> str | None:
+    """The pod that pickled an object by value (the others that hold it borrowed it)."""
+    for pod in pods:
+        if object_id in pod.refs and object_id not in pod.borrowed:
+            return pod.name
+    return None
 
 
 def _watch(pickled: Pickled) -> None:

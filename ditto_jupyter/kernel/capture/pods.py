@@ -69,6 +69,8 @@ class Pod:
     containers: set[int] = field(default_factory=set)  # ids of builtin containers inside
     held: list[Any] = field(default_factory=list)  # keeps those ids from being reused
     deps: set[str] = field(default_factory=set)  # the pods it refers to
+    #: The objects of earlier pods it refers to (by id): shared across figures' edges.
+    borrowed: dict[int, Any] = field(default_factory=dict)
     animated: bool = False
     #: `containers` less the library's (`library_containers`), found the first time asked.
     own_containers: set[int] | None = None
@@ -205,6 +207,7 @@ def index_pod(pod: Pod, atoms: Atoms) -> None:
                 riders.update(riding)
     pod.refs, pod.containers, pod.held = refs, containers - riders, held
     pod.deps = set(pod.pickled.pods_used)
+    pod.borrowed = dict(pod.pickled.pod_objects)
     pod.animated = pod.pickled.animated
 
 

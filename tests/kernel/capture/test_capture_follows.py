@@ -412,3 +412,28 @@ def test_a_capture_of_an_unchanged_state_whose_manifest_was_collected_stores_it_
     stored, _ = kernel.capture()
     assert stored.manifest_id == first.manifest_id and stored.bytes_written > 0
     assert blobs.has_manifest(first.manifest_id)
+
+
+def test_an_object_two_figures_share_is_followed_when_the_library_writes_into_it(
+    kernel: Kernel,
+) -> None:
+    """matplotlib hands every square marker and every bar the same cached unit rectangle
+    (`Path.unit_rectangle()`), and `bar` writes into it: a cell that draws bars on a new
+    figure changes the older figures' markers without touching those figures. The first
+    time a figure shares an object of another's pod, that pod is pickled again; from then
+    on the shared object is digested at each capture, and a digest that moved has its pod
+    pickled again. A restore gives back what was live."""
+    kernel.cell("import matplotlib.pyplot as plt")
+    kernel.capture()
+    kernel.cell("fig_1 = plt.figure()\nplt.plot([1, 2, 3], [1, 4, 9], 'bs')")
+    kernel.capture()
+    kernel.cell("fig_2 = plt.figure()\nplt.plot([3, 2, 1], 'gs')")  # shares it from now on
+    kernel.capture()
+    kernel.cell("fig_3 = plt.figure()\nplt.bar(['a', 'b'], [1, 2])")  # writes into it
+    after, _ = kernel.capture()
+    steps = "[f.axes[0].lines[0]._marker._path._interpolation_steps for f in (fig_1, fig_2)]"
+    live = kernel.cell(f"print({steps})").strip()
+    assert live == "[100, 100]"  # what bar wrote into the shared path
+    kernel.cell("fig_1 = fig_2 = fig_3 = None\nplt.close('all')")
+    kernel.run(kernel.context.restore(kernel.session, after.manifest_id))
+    assert kernel.cell(f"print({steps})").strip() == live
