@@ -26,6 +26,8 @@ import pickle
 import sys
 import types
 
+import xxhash
+
 from ditto_jupyter.kernel.capture.rules import imported_class
 
 #: Globals that are never state a cell can change behind the journal's back: types,
@@ -106,6 +108,20 @@ def library_digest(obj: object) -> bytes:
     except Exception:  # unpicklable alone: always taken as changed
         return _UNKNOWN
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def shared_digest(obj: object) -> bytes:
+    """A digest of an object's state whose big buffers (numpy arrays) are hashed in place
+    (XXH3), not copied into the pickle; `_UNKNOWN` when it cannot be pickled alone."""
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+        digest = hashlib.blake2b(data, digest_size=16)
+        for buffer in buffers:
+            digest.update(xxhash.xxh3_128_digest(buffer.raw()))
+    except Exception:  # unpicklable alone, or a buffer that is not contiguous
+        return _UNKNOWN
+    return digest.digest()
 
 
 def library_digests(

@@ -25,7 +25,7 @@ from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
 from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
-from ditto_jupyter.kernel.capture.library_held import changed_library_objects, library_digest
+from ditto_jupyter.kernel.capture.library_held import changed_library_objects, shared_digest
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTES, BUFFER_PICKLE
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
@@ -209,12 +209,13 @@ class CapturePlan:
         cannot be pickled alone digests to a new value each time: always changed)."""
         digest = self._digests.get(object_id)
         if digest is None:
-            digest = library_digest(shared) or os.urandom(16)
+            digest = shared_digest(shared) or os.urandom(16)
             self._digests[object_id] = digest
         return digest
 
     def _share_digests(self) -> None:
-        """The objects the pods share, each with its digest and the pod holding it."""
+        """The objects of a pod that a later pod refers to, each with its digest and the
+        pod holding it (a variable that refers into a pod is the journal's to follow)."""
         self.shared = {}
         for pod in self.pods:
             for object_id, shared in pod.borrowed.items():
