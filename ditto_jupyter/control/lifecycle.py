@@ -213,11 +213,11 @@ class Lifecycle:
             live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
             if live and caller_runtime_id != source.session_id:
                 await parts.guard.require_idle(source)
-            await parts.make_local(checkpoint, variables=False)  # the files come back first
             async with (
                 parts.replication.fetching(_variables(checkpoint)) as incoming,
                 parts.provider_work(child_id) as work,
             ):
+                await parts.make_local(checkpoint, variables=False)  # the files: read first
                 backend = await self._materialise_backend(work, checkpoint, child_id)
                 child = checkpoint.session.model_copy(
                     update={
@@ -273,11 +273,11 @@ class Lifecycle:
                 raise CheckpointNotFound(f"paused runtime {runtime_id} has no checkpoint")
             checkpoint = parts.checkpoint(head)
             merged = merged_metadata(session.metadata, metadata)
-            await parts.make_local(checkpoint, variables=False)  # the files come back first
             async with (
                 parts.replication.fetching(_variables(checkpoint)) as incoming,
                 parts.provider_work(runtime_id) as work,
             ):
+                await parts.make_local(checkpoint, variables=False)  # the files: read first
                 backend = await self._materialise_backend(work, checkpoint, runtime_id)
                 session = session.model_copy(
                     update={
