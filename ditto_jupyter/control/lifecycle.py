@@ -342,9 +342,10 @@ class Lifecycle:
             self._undo_context(work, session)
         else:
             session = session.model_copy(update={"handle_state": handle_state})
-        unrestorable = await self.parts.context.restore(
-            session, checkpoint.context_manifest_id, arrivals=arrivals
-        )
+        manifest_id = checkpoint.context_manifest_id
+        if arrivals is None:  # no fetch under way: a context driver of any age serves
+            return session, await self.parts.context.restore(session, manifest_id)
+        unrestorable = await self.parts.context.restore(session, manifest_id, arrivals=arrivals)
         return session, unrestorable
 
     # ---- pause, close --------------------------------------------------------------------

@@ -224,7 +224,10 @@ class BucketReplica:
         try:
             if roots:
                 staged.closure = self._remote_closure(roots, moved, log)
-                staged.missing = self._without_local_copy(list(staged.closure.chunks))
+                chunks = list(staged.closure.chunks)
+                staged.missing = self._without_local_copy(chunks)
+                fetching = set(staged.missing)  # the others are read now: not to be evicted
+                self.storage.cache.use([c for c in chunks if c not in fetching])
             if log is not None:
                 log.announce(staged.missing)
             if staged.missing or staged.closure.bodies:
@@ -384,7 +387,7 @@ class StagedFetch:
             bulk.abort()  # ends the write (nothing is left staged)
             replica.ledger.record(ObjectKind.CHUNK, self.missing)
             replica.ledger.record(ObjectKind.MANIFEST, self.closure.bodies)
-        replica.storage.cache.use(list(self.closure.chunks))
+        replica.storage.cache.use(self.missing)
         return self.moved
 
     def abort(self) -> None:
