@@ -18,8 +18,15 @@ random float64 (nothing compresses or dedups), built by three cells.
 - **anchor** (ElasticNotebook's baseline): `POST /api/kernels/{id}/restart` plus re-running
   the three cells, as one execute request, on a kernel of no runtime.
 
-Before each timed operation, the previous checkpoint's upload (if any) has finished, so no
-row pays for another's upload. Run from the repo root:
+The local-disk server runs beside A and B, and each round takes every local-disk row and
+its object-store twin one right after the other (the local one first in even rounds, second
+in odd ones), so that both see the same machine: this one has two cores, shared with
+whatever else runs, and a row taken a minute after its twin measures the load as much as
+the code. Before each timed operation every server is settled: the previous checkpoint's
+upload (if any) has finished, the warm pool holds its kernel, and no server process nor
+kernel has used the CPU for a moment, so no row pays for another's upload or for a pooled
+kernel starting up. The servers and their kernels run this checkout's code (it is put
+first on their PYTHONPATH). Run from the repo root:
 `.venv/bin/python -m benchmarks.bench_scale_out [rounds]` (default 3; a few minutes).
 Writes the `bench_scale_out` section of benchmarks/RESULTS.md.
 """
@@ -62,6 +69,9 @@ CELLS = [
 NEW_DATA = "data = np.random.default_rng({seed}).random(" + f"{DATA_MIB} * 2**20 // 8)"
 PROBE = "print(data.nbytes, round(float(data[:1000].sum()), 6))"
 GIVE_UP_S = 300.0
+#: A server is settled when it and its kernels used less CPU than this over `QUIET_S`.
+QUIET_CPU_S = 0.02
+QUIET_S = 0.25
 
 
 class Node:
@@ -118,13 +128,17 @@ def kernel_processes(server: LiveServer) -> int:
 
 def wait_for_pool(server: LiveServer) -> None:
     """Until the warm pool holds its kernel beside the listed ones (pooled kernels are
-    not listed), plus a moment for its warm-up (channel open, capture code imported)."""
+    not listed), plus a moment for its warm-up when it had to wait (channel open, capture
+    code imported)."""
     deadline = time.monotonic() + GIVE_UP_S
+    waited = False
     while time.monotonic() < deadline:
         listed = server.request("GET", "api/kernels").json()
         if kernel_processes(server) >= len(listed) + 1:
-            time.sleep(1.5)
+            if waited:
+                time.sleep(1.5)
             return
+        waited = True
         time.sleep(0.2)
     raise RuntimeError("the warm kernel pool did not refill in time")
 
@@ -133,33 +147,62 @@ def fresh_data(node: Node, kernel_id: str, seed: int) -> None:
     node.server.execute(kernel_id, NEW_DATA.format(seed=seed))
 
 
-def local_disk_rows(root: Path, rounds: int, timings: dict[str, list[float]]) -> None:
-    """The local-disk server: checkpoint, restore, pause, resume on the same server."""
-    with LiveServer(root / "local", config=server_config(root, bucket=None, secret_file=None)) as s:
-        node = Node("local", s)
-        session = s.open_notebook("local.ipynb")
-        rid, kernel = session["id"], session["kernel"]["id"]
+def settle(*nodes: Node) -> None:
+    """Until every server has its pooled kernel and it and its kernels are idle."""
+    for node in nodes:
+        wait_for_pool(node.server)
+    for node in nodes:
+        assert node.server.process is not None
+        server = psutil.Process(node.server.process.pid)
+        deadline = time.monotonic() + GIVE_UP_S
+        while busy_for(server, QUIET_S) >= QUIET_CPU_S:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{node.name}: the server did not settle")
+
+
+def busy_for(process: psutil.Process, seconds: float) -> float:
+    """CPU seconds a process and its children used over the next `seconds`."""
+
+    def used() -> float:
+        total = 0.0
+        for one in [process, *process.children(recursive=True)]:
+            try:
+                times = one.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+        return total
+
+    before = used()
+    time.sleep(seconds)
+    return used() - before
+
+
+class Runtime:
+    """One notebook runtime served by a node, and its kernel now."""
+
+    def __init__(self, node: Node, notebook: str) -> None:
+        session = node.server.open_notebook(notebook)
+        self.node, self.rid, self.kernel = node, session["id"], session["kernel"]["id"]
         for cell in CELLS:
-            s.execute(kernel, cell)
-        for r in range(rounds):
-            fresh_data(node, kernel, 100 + r)
-            t, taken = node.post("checkpoint", {"runtime_id": rid})
-            timings["local checkpoint"].append(t)
-            t, _ = node.post(
-                "restore", {"runtime_id": rid, "checkpoint_id": taken["checkpoint_id"]}
-            )
-            timings["local restore"].append(t)
-            fresh_data(node, kernel, 200 + r)
-            t, _ = node.post("pause", {"runtime_id": rid})
-            timings["local pause"].append(t)
-            wait_for_pool(s)
-            t, resumed = node.post("resume", {"runtime_id": rid})
-            timings["local resume"].append(t)
-            kernel = resumed["kernel_id"]
-            assert s.execute(kernel, PROBE).startswith(str(DATA_MIB * MIB))
+            node.server.execute(self.kernel, cell)
+
+    def fresh_data(self, seed: int) -> None:
+        fresh_data(self.node, self.kernel, seed)
+
+    def post(self, route: str, body: dict[str, Any] | None = None) -> tuple[float, dict[str, Any]]:
+        return self.node.post(route, {"runtime_id": self.rid, **(body or {})})
+
+    def resume_on(self, node: Node) -> float:
+        """Resume on `node` (the same or another server); the seconds it took."""
+        self.node = node
+        elapsed, resumed = self.post("resume")
+        self.kernel = resumed["kernel_id"]
+        assert node.server.execute(self.kernel, PROBE).startswith(str(DATA_MIB * MIB))
+        return elapsed
 
 
-def object_store_rows(
+def paired_rows(
     root: Path,
     gateway: CephGateway,
     bucket: S3Bucket,
@@ -168,47 +211,57 @@ def object_store_rows(
     timings: dict[str, list[float]],
     fetched: dict[str, list[int]],
 ) -> None:
-    """Servers A and B on one bucket: every operation, and resume on the other server."""
+    """The local-disk server beside servers A and B on one bucket: each operation on both,
+    one right after the other, and resume on the other server."""
     config = server_config(root, bucket=bucket, secret_file=secret_file)
     with (
+        LiveServer(root / "local", config=server_config(root, bucket=None, secret_file=None)) as d,
         LiveServer(root / "node-a", config=config) as a_server,
         LiveServer(root / "node-b", config=config) as b_server,
     ):
-        here, there = Node("A", a_server), Node("B", b_server)
-        session = a_server.open_notebook("scale.ipynb")
-        rid, kernel = session["id"], session["kernel"]["id"]
-        for cell in CELLS:
-            a_server.execute(kernel, cell)
+        nodes = Node("local", d), Node("A", a_server), Node("B", b_server)
+        local, s3 = Runtime(nodes[0], "local.ipynb"), Runtime(nodes[1], "scale.ipynb")
+        taken: dict[str, str] = {}  # the checkpoint each server took this round
+
+        def both(row: str, run: Callable[[Runtime, str], float], r: int) -> None:
+            order = [(local, "local"), (s3, "s3")]
+            for runtime, where in order if r % 2 == 0 else order[::-1]:
+                s3.node.wait_replicated(s3.rid)
+                settle(*nodes)
+                timings[f"{where} {row}"].append(run(runtime, where))
+
+        def checkpoint(runtime: Runtime, where: str) -> float:
+            elapsed, answer = runtime.post("checkpoint")
+            taken[where] = answer["checkpoint_id"]
+            return elapsed
+
+        def restore(runtime: Runtime, where: str) -> float:
+            return runtime.post("restore", {"checkpoint_id": taken[where]})[0]
+
+        def resume_same(runtime: Runtime, where: str) -> float:
+            before = gateway.counters()
+            elapsed = runtime.resume_on(runtime.node)
+            if where == "s3":
+                fetched["same"].append(fetched_bytes(before, gateway.counters()))
+            return elapsed
+
         for r in range(rounds):
-            fresh_data(here, kernel, 300 + r)
-            here.wait_replicated(rid)
-            t, taken = here.post("checkpoint", {"runtime_id": rid})
-            timings["s3 checkpoint"].append(t)
-            here.wait_replicated(rid)
-            t, _ = here.post(
-                "restore", {"runtime_id": rid, "checkpoint_id": taken["checkpoint_id"]}
-            )
-            timings["s3 restore"].append(t)
-            fresh_data(here, kernel, 400 + r)
-            t, _ = here.post("pause", {"runtime_id": rid})
-            timings["s3 pause"].append(t)
-            wait_for_pool(here.server)
+            local.fresh_data(100 + r)
+            s3.fresh_data(300 + r)
+            both("checkpoint", checkpoint, r)
+            both("restore", restore, r)
+            local.fresh_data(200 + r)
+            s3.fresh_data(400 + r)
+            both("pause", lambda runtime, _: runtime.post("pause")[0], r)
+            both("resume", resume_same, r)
+            s3.fresh_data(500 + r)  # new chunks: the other server has none
+            s3.post("pause")
+            other = nodes[2] if s3.node is nodes[1] else nodes[1]
+            s3.node.wait_replicated(s3.rid)
+            settle(*nodes)
             before = gateway.counters()
-            t, resumed = here.post("resume", {"runtime_id": rid})
-            fetched["same"].append(fetched_bytes(before, gateway.counters()))
-            timings["s3 resume, same server"].append(t)
-            kernel = resumed["kernel_id"]
-            assert here.server.execute(kernel, PROBE).startswith(str(DATA_MIB * MIB))
-            fresh_data(here, kernel, 500 + r)  # new chunks: the other server has none
-            here.post("pause", {"runtime_id": rid})
-            wait_for_pool(there.server)
-            before = gateway.counters()
-            t, resumed = there.post("resume", {"runtime_id": rid})
+            timings["s3 resume, other server"].append(s3.resume_on(other))
             fetched["other"].append(fetched_bytes(before, gateway.counters()))
-            timings["s3 resume, other server"].append(t)
-            kernel = resumed["kernel_id"]
-            assert there.server.execute(kernel, PROBE).startswith(str(DATA_MIB * MIB))
-            here, there = there, here
 
 
 def replicated_rows(
@@ -225,6 +278,7 @@ def replicated_rows(
             s.execute(kernel, cell)
         for r in range(rounds):
             fresh_data(node, kernel, 600 + r)
+            settle(node)
             t, _ = node.post("checkpoint", {"runtime_id": rid})
             timings["s3 checkpoint, replicated durability"].append(t)
 
@@ -257,13 +311,18 @@ def main(rounds: int) -> None:
             "s3 checkpoint, replicated durability",
             "s3 restore",
             "s3 pause",
-            "s3 resume, same server",
+            "s3 resume",
             "s3 resume, other server",
             "anchor",
         )
     }
     fetched: dict[str, list[int]] = {"same": [], "other": []}
     started = time.monotonic()
+    # the servers and their kernels run this checkout (a kernel's working directory is
+    # its notebook's folder: without this it imports whichever copy is installed)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    )
     with tempfile.TemporaryDirectory(prefix="bench-scale-out-") as tmp, running_gateway() as gw:
         root = Path(tmp)
         bucket = gw.bucket()
@@ -272,8 +331,7 @@ def main(rounds: int) -> None:
         secret_file.write_text(secrets.token_hex(32))
         secret_file.chmod(0o600)
         anchor_rows(root, rounds, timings)
-        local_disk_rows(root, rounds, timings)
-        object_store_rows(root, gw, bucket, secret_file, rounds, timings, fetched)
+        paired_rows(root, gw, bucket, secret_file, rounds, timings, fetched)
         replicated_rows(root, bucket, secret_file, rounds, timings)
     write_results(rounds, timings, fetched, time.monotonic() - started)
 
@@ -283,7 +341,7 @@ def write_results(
 ) -> None:
     med: Callable[[str], float] = lambda key: statistics.median(timings[key])  # noqa: E731
     local_cp, s3_cp = med("local checkpoint"), med("s3 checkpoint")
-    same, other = med("s3 resume, same server"), med("s3 resume, other server")
+    same, other = med("s3 resume"), med("s3 resume, other server")
     rows = [
         ["checkpoint", _s(local_cp), _s(s3_cp), f"{s3_cp / local_cp:.2f}"],
         [
@@ -356,7 +414,10 @@ def write_results(
         f"run took {took:.0f} s. State: {DATA_MIB} MiB of random float64 built by "
         f"`{'`; `'.join(CELLS)}`; each timed checkpoint and pause follows new data (a new "
         "seed), so it writes 100 MiB of new chunks. The gateway is Ceph 16 radosgw on "
-        "loopback with a memstore OSD; the servers reach it with boto3.\n\n"
+        "loopback with a memstore OSD; the servers reach it with boto3. Each local-disk "
+        "row and its S3 twin are taken one right after the other in every round (their "
+        "order alternating), each with every server settled first: uploads done, the pool "
+        "full, no process busy.\n\n"
         f"{table}\n\n{targets}\n\n"
         f"A resume on the other server fetched {other_bytes / MIB:.1f} MiB (median) from the "
         "gateway; one on the server that paused it, none. Checkpoints are recorded `local` "
@@ -365,6 +426,8 @@ def write_results(
     )
     write_section("bench_scale_out", "Scale-out: 100 MiB through the S3 gateway", body)
     print(body)
+    for key, values in timings.items():  # every round, for the spread behind the medians
+        print(f"{key}: {', '.join(_s(value) for value in values)}")
 
 
 def _s(value: float) -> str:

@@ -56,10 +56,12 @@ class ContextDriver(Protocol):
         ...
 
     async def restore(
-        self, session: SessionRecord, manifest_id: str | None
+        self, session: SessionRecord, manifest_id: str | None, *, arrivals: str | None = None
     ) -> list[UnrestorableValue]:
         """Replace the live context with a captured one (None: an empty context).
 
+        `arrivals`: the arrival log of a fetch of the checkpoint still under way, for the
+        restore to read what the store lacks from as it lands (`BlobStore.reading_arrivals`).
         Returns the values the checkpoint could not keep, to show the user again.
         """
         ...

@@ -85,6 +85,11 @@ def _context_of(handle_state: dict[str, Any]) -> dict[str, Any]:
     return without_bookkeeping(handle_state)
 
 
+def _variables(checkpoint: RuntimeCheckpoint) -> list[str]:
+    """The manifest of a checkpoint's variables, if it has one."""
+    return [checkpoint.context_manifest_id] if checkpoint.context_manifest_id else []
+
+
 def child_runtime_id(source_runtime_id: str) -> str:
     """The id of a checkout's child: the source id, `-`, and a UUID-based suffix."""
     return f"{source_runtime_id}-{uuid.uuid4().hex[:12]}"
@@ -208,8 +213,11 @@ class Lifecycle:
             live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
             if live and caller_runtime_id != source.session_id:
                 await parts.guard.require_idle(source)
-            await parts.make_local(checkpoint)
-            async with parts.provider_work(child_id) as work:
+            async with (
+                parts.replication.fetching(_variables(checkpoint)) as incoming,
+                parts.provider_work(child_id) as work,
+            ):
+                await parts.make_local(checkpoint, variables=False)  # the files: read first
                 backend = await self._materialise_backend(work, checkpoint, child_id)
                 child = checkpoint.session.model_copy(
                     update={
@@ -230,8 +238,9 @@ class Lifecycle:
                     }
                 )
                 child, unrestorable = await self._start_context(
-                    work, child, backend, checkpoint, handle_state
+                    work, child, backend, checkpoint, handle_state, arrivals=incoming.log
                 )
+                await incoming.commit()
                 with work.commit():
                     parts.store.insert_session(child)
                     parts.store.put_binding(parts.binding(child_id, backend))
@@ -264,8 +273,11 @@ class Lifecycle:
                 raise CheckpointNotFound(f"paused runtime {runtime_id} has no checkpoint")
             checkpoint = parts.checkpoint(head)
             merged = merged_metadata(session.metadata, metadata)
-            await parts.make_local(checkpoint)
-            async with parts.provider_work(runtime_id) as work:
+            async with (
+                parts.replication.fetching(_variables(checkpoint)) as incoming,
+                parts.provider_work(runtime_id) as work,
+            ):
+                await parts.make_local(checkpoint, variables=False)  # the files: read first
                 backend = await self._materialise_backend(work, checkpoint, runtime_id)
                 session = session.model_copy(
                     update={
@@ -278,8 +290,9 @@ class Lifecycle:
                     }
                 )
                 session, unrestorable = await self._start_context(
-                    work, session, backend, checkpoint, handle_state
+                    work, session, backend, checkpoint, handle_state, arrivals=incoming.log
                 )
+                await incoming.commit()
                 with work.commit():
                     parts.store.put_session(session)
                     parts.store.put_binding(parts.binding(runtime_id, backend))
@@ -314,8 +327,11 @@ class Lifecycle:
         backend: DirtyTrackingBackend,
         checkpoint: RuntimeCheckpoint,
         handle_state: dict[str, Any] | None,
+        *,
+        arrivals: str | None = None,
     ) -> tuple[SessionRecord, list[UnrestorableValue]]:
-        """Start (or adopt) a context for `session` and restore the checkpoint into it.
+        """Start (or adopt) a context for `session` and restore the checkpoint into it,
+        reading what is still being fetched from the arrival log `arrivals`.
 
         Returns the session and every value the new context does not hold. A context this
         call started is stopped again when the operation fails.
@@ -326,7 +342,10 @@ class Lifecycle:
             self._undo_context(work, session)
         else:
             session = session.model_copy(update={"handle_state": handle_state})
-        unrestorable = await self.parts.context.restore(session, checkpoint.context_manifest_id)
+        manifest_id = checkpoint.context_manifest_id
+        if arrivals is None:  # no fetch under way: a context driver of any age serves
+            return session, await self.parts.context.restore(session, manifest_id)
+        unrestorable = await self.parts.context.restore(session, manifest_id, arrivals=arrivals)
         return session, unrestorable
 
     # ---- pause, close --------------------------------------------------------------------

@@ -17,7 +17,9 @@ durable (`RuntimeCheckpoint.replication`):
 
 Before a restore, a checkout or a resume reads a checkpoint, `make_local` fetches what this
 server lacks (another server took it, or the cache let it go), so the kernel, which never
-gets the object store's credentials, reads everything from the local disk.
+gets the object store's credentials, reads everything from the local disk. A resume and a
+checkout fetch the checkpoint's variables while the kernel restores them instead
+(`fetching`, `incoming_blobs`): the kernel reads each chunk as soon as it has landed.
 
 Every upload and fetch, and every checkpoint from before its capture until its record is
 written (`writing`), holds a write intent in the shared store (`bucket_gc`) once the
@@ -40,6 +42,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
+from ditto_jupyter.control.incoming_blobs import IncomingBlobs
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
 from ditto_jupyter.core.blobs.replica import BucketReplica, Transfer
 from ditto_jupyter.core.errors import CaptureLost, StoreUnavailable
@@ -239,6 +242,28 @@ class Replication:
             return moved
 
         return await asyncio.to_thread(fetch)
+
+    @contextlib.asynccontextmanager
+    async def fetching(self, manifests: Sequence[str]) -> AsyncIterator[IncomingBlobs]:
+        """Fetch what this server lacks of these manifests while the block runs; a restore
+        given the `log` of what this yields reads each blob as it lands. The fetch is
+        recorded at `commit` (or at the end of the block). When the block fails, the fetch
+        is given up and nothing of it is recorded; when the fetch failed of itself, its own
+        error (NotReplicated, ObjectStoreUnavailable...) is raised rather than the block's."""
+        incoming = IncomingBlobs(self.replica, self.intent)
+        incoming.start(manifests)
+        try:
+            yield incoming
+        except Exception as error:
+            cause = await incoming.close(failed=True)
+            if cause is not None:  # the fetch says what failed; the restore only waited
+                _log.info("ditto: a restore failed as its fetch did (%s): %s", cause, error)
+                raise cause from None
+            raise
+        except BaseException:
+            await incoming.close(failed=True)
+            raise
+        await incoming.close(failed=False)
 
     # ---- the uploader -----------------------------------------------------------------
 

@@ -99,9 +99,14 @@ class RuntimeParts:
             manifests += self.backends.referenced_manifests(ref)
         return manifests
 
-    async def make_local(self, checkpoint: RuntimeCheckpoint) -> None:
-        """Fetch what this server lacks of a checkpoint's blobs before reading them."""
-        await self.replication.make_local(self.manifests_of(checkpoint))
+    async def make_local(self, checkpoint: RuntimeCheckpoint, *, variables: bool = True) -> None:
+        """Fetch what this server lacks of a checkpoint's blobs before reading them; with
+        `variables=False`, all but its variables (fetched while the kernel restores them:
+        `Replication.fetching`)."""
+        manifests = self.manifests_of(checkpoint)
+        if not variables:
+            manifests = [m for m in manifests if m != checkpoint.context_manifest_id]
+        await self.replication.make_local(manifests)
 
     # ---- cleanups that may fail (logged, and what they leave recorded) ------------------
 

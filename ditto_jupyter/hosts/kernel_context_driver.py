@@ -115,13 +115,15 @@ class KernelContextDriver:
         await self.host.call(self.kernel_id(session), UNSEAL, {})
 
     async def restore(
-        self, session: SessionRecord, manifest_id: str | None
+        self, session: SessionRecord, manifest_id: str | None, *, arrivals: str | None = None
     ) -> list[UnrestorableValue]:
-        """Replace the kernel's namespace with a captured one (None: an empty one)."""
+        """Replace the kernel's namespace with a captured one (None: an empty one), reading
+        what the store lacks from a fetch's arrival log as it lands."""
         kernel_id = self.kernel_id(session)
-        result = await self.host.call(
-            kernel_id, RESTORE, {"blob_root": str(self.blob_root), "manifest_id": manifest_id}
-        )
+        args: dict[str, object] = {"blob_root": str(self.blob_root), "manifest_id": manifest_id}
+        if arrivals is not None:
+            args["arrivals"] = arrivals
+        result = await self.host.call(kernel_id, RESTORE, args)
         if not isinstance(result, list):
             raise BackendError(f"kernel {kernel_id} returned a malformed restore result")
         try:

@@ -147,12 +147,13 @@ class StandaloneContext:
             await self.kernels.unseal(session)
 
     async def restore(
-        self, session: SessionRecord, manifest_id: str | None
+        self, session: SessionRecord, manifest_id: str | None, *, arrivals: str | None = None
     ) -> list[UnrestorableValue]:
         if self.is_self(session):
             self.last_manifest = manifest_id
-            return restore_namespace(self.namespace, self.blobs, manifest_id)
-        return await self.kernels.restore(session, manifest_id)
+            with self.blobs.reading_arrivals(arrivals) as blobs:
+                return restore_namespace(self.namespace, blobs, manifest_id)
+        return await self.kernels.restore(session, manifest_id, arrivals=arrivals)
 
 
 class LocalControl:

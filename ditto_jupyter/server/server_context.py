@@ -61,6 +61,6 @@ class ServerContextCapture:
         await self.inner.unseal(session)
 
     async def restore(
-        self, session: SessionRecord, manifest_id: str | None
+        self, session: SessionRecord, manifest_id: str | None, *, arrivals: str | None = None
     ) -> list[UnrestorableValue]:
-        return await self.inner.restore(session, manifest_id)
+        return await self.inner.restore(session, manifest_id, arrivals=arrivals)

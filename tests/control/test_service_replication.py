@@ -5,13 +5,18 @@ bucket, stand for two servers of a deployment. A checkpoint is `local` until its
 in the bucket; with `replicated` durability, and for every pause, they are there before the
 record is written; a pause on one server resumes on the other; and a gateway that is
 stopped or refuses the credentials fails a pause with one sentence naming it, leaving the
-runtime running and nothing recorded.
+runtime running and nothing recorded. A resume on the other server fetches the variables
+while the context restores them; when that fails (a chunk that fails its check, a
+manifest the bucket lacks, a gateway that stops mid-fetch), the runtime stays paused and
+nothing of the fetch is recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import threading
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,8 +24,12 @@ from typing import Any, TypeVar
 import pytest
 
 from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.blobs.errors import NotReplicated, ObjectStoreUnavailable
-from ditto_jupyter.core.blobs.replica import manifest_key
+from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT
+from ditto_jupyter.core.blobs.replica import BucketReplica, manifest_key
+from ditto_jupyter.core.blobs.replica_ledger import ObjectKind
+from ditto_jupyter.core.blobs.replicated_chunks import chunk_key
 from ditto_jupyter.core.errors import StoreUnavailable
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from tests.fakes.fake_context_capture import ctx
@@ -194,3 +203,114 @@ def test_a_checkpoint_still_local_on_its_server_is_not_checked_out_elsewhere(
     assert a.replication.drain(timeout=60)
     child = run(b.checkout(taken.checkpoint_id))
     assert ctx(b).namespace(child.runtime.runtime_id)["x"] == 41
+
+
+# ---- a resume elsewhere that fails while the variables are fetched ---------------------
+
+
+def paused_elsewhere(deployment: Deployment) -> tuple[str, str, RuntimeService, BucketReplica]:
+    """A runtime filled (with a big variable: chunks of their own) and paused on server a,
+    which then stops; its id, the variables' manifest, server b and b's replica."""
+    a = deployment.server("a")
+    rid = run(a.create_runtime("nb.ipynb", "ana")).runtime_id
+    run(fill(a, rid))
+    ctx(a).execute(rid, noise=os.urandom(400_000).hex())  # does not compress below 64 KiB
+    paused = run(a.pause(rid))
+    variables = a.get_checkpoint(paused.checkpoint_id).context_manifest_id
+    assert variables is not None
+    deployment.stop(a)
+    b = deployment.server("b")
+    replica = b.replication.replica
+    assert replica is not None
+    return rid, variables, b, replica
+
+
+def listed_chunks(replica: BucketReplica, manifest_id: str) -> list[str]:
+    """The chunks a manifest in the bucket lists (read from the bucket, verified)."""
+    document = replica.bucket.get(manifest_key(manifest_id))
+    return list(replica.store.verified_body(manifest_id, document)["chunks"])
+
+
+def holds_none_of(store: BlobStore, replica: BucketReplica, manifest_id: str) -> bool:
+    """Whether nothing of a manifest's fetch is on the server: not the manifest, not a row
+    or a file of a chunk it lists, nothing staged, nothing in the ledger."""
+    chunks = listed_chunks(replica, manifest_id)
+    return (
+        not store.has_manifest(manifest_id)
+        and not any(store.has_chunk(c) or os.path.exists(store.chunk_file(c)) for c in chunks)
+        and not list((store.root / "tmp").iterdir())
+        and not replica.ledger.known(ObjectKind.MANIFEST, [manifest_id])
+        and not replica.ledger.known(ObjectKind.CHUNK, chunks)
+    )
+
+
+def test_a_chunk_failing_its_check_in_a_resume_elsewhere_records_nothing_of_the_fetch(
+    deployment: Deployment,
+) -> None:
+    rid, variables, b, replica = paused_elsewhere(deployment)
+    victim = next(
+        c
+        for c in listed_chunks(replica, variables)
+        if len(replica.bucket.get(chunk_key(c))) >= SMALL_OBJECT_LIMIT  # checked at its read
+    )
+    good = replica.bucket.get(chunk_key(victim))
+    replica.bucket.delete(chunk_key(victim))
+    replica.bucket.put_new(chunk_key(victim), b"R" + os.urandom(len(good) - 1))
+    with pytest.raises(Exception, match="does not match its content hash"):
+        run(b.resume(rid))
+    assert run(b.get_runtime(rid)).status is SessionLifecycleStatus.PAUSED
+    assert holds_none_of(b.blobs, replica, variables)
+    replica.bucket.delete(chunk_key(victim))
+    replica.bucket.put_new(chunk_key(victim), good)  # the bucket has its good copy again
+    run(b.resume(rid))
+    assert ctx(b).namespace(rid)["x"] == 41
+
+
+def test_a_resume_elsewhere_whose_variables_were_never_replicated_records_nothing(
+    deployment: Deployment,
+) -> None:
+    rid, variables, b, replica = paused_elsewhere(deployment)
+    document = replica.bucket.get(manifest_key(variables))
+    replica.bucket.delete(manifest_key(variables))
+    with pytest.raises(NotReplicated, match="not replicated it"):
+        run(b.resume(rid))
+    assert run(b.get_runtime(rid)).status is SessionLifecycleStatus.PAUSED
+    assert not b.blobs.has_manifest(variables)
+    assert not list((b.blobs.root / "tmp").iterdir())
+    replica.bucket.put_new(manifest_key(variables), document)
+    run(b.resume(rid))
+    assert ctx(b).namespace(rid)["x"] == 41
+
+
+def test_a_gateway_that_stops_mid_resume_is_named_and_the_runtime_stays_paused(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rid, variables, b, replica = paused_elsewhere(deployment)
+    held = listed_chunks(replica, variables)[0]
+    reached, go = threading.Event(), threading.Event()
+    get = replica.bucket.get
+
+    def get_held_back(name: str) -> bytes:
+        if name == chunk_key(held):  # the gateway goes away before this chunk comes
+            reached.set()
+            go.wait()
+        return get(name)
+
+    def stop_the_gateway_when_reached() -> None:
+        reached.wait()
+        deployment.gateway.stop_gateway()
+        go.set()
+
+    monkeypatch.setattr(replica.bucket, "get", get_held_back)
+    stopper = threading.Thread(target=stop_the_gateway_when_reached, daemon=True)
+    stopper.start()
+    try:
+        with pytest.raises(ObjectStoreUnavailable, match="cannot be reached"):
+            run(b.resume(rid))
+    finally:
+        stopper.join()
+        deployment.gateway.start_gateway()
+    assert run(b.get_runtime(rid)).status is SessionLifecycleStatus.PAUSED
+    assert holds_none_of(b.blobs, replica, variables)
+    run(b.resume(rid))
+    assert ctx(b).namespace(rid)["x"] == 41

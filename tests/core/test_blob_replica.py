@@ -23,12 +23,14 @@ from ditto_jupyter.core.blobs import (
     BlobStore,
     ManifestSignatureError,
 )
+from ditto_jupyter.core.blobs.arrivals import ArrivalLog, FetchFailed
 from ditto_jupyter.core.blobs.errors import BlobError, ObjectStoreUnavailable
 from ditto_jupyter.core.blobs.object_store import ObjectStoreLocation
 from ditto_jupyter.core.blobs.replica import BucketReplica, manifest_key
 from ditto_jupyter.core.blobs.replica_ledger import ObjectKind
 from ditto_jupyter.core.blobs.replicated_chunks import ReplicatedChunks, chunk_key
 from ditto_jupyter.core.blobs.replicated_store import open_replicated_store
+from tests.support.arrival_readers import Reading
 from tests.support.ceph_gateway import CephGateway, S3Bucket, fetched_bytes
 
 pytest_plugins = ["tests.support.ceph_fixtures"]
@@ -79,6 +81,14 @@ def state(store: BlobStore, size: int = 3 * MIB, seed: int = 1) -> tuple[str, by
 
 def body_bytes(store: BlobStore, manifest_id: str) -> bytes:
     return store.get_bytes(store.get_manifest(manifest_id)["chunks"])
+
+
+def contents(store: BlobStore) -> tuple[list[tuple[str, int]], list[str], list[str], list[str]]:
+    """What a store holds: its catalogue's chunks and manifests, its chunk files, and what
+    is left in its staging folder."""
+    files = sorted(p.name for p in (store.root / "chunks").rglob("*") if p.is_file())
+    staging = sorted(p.name for p in (store.root / "tmp").iterdir())
+    return sorted(store.iter_chunks()), sorted(store.iter_manifests()), files, staging
 
 
 # ---- round trips ----------------------------------------------------------------------
@@ -291,6 +301,94 @@ def test_a_data_directory_with_another_secret_is_refused(
     BlobStore(tmp_path / "old")  # made its own secret
     with pytest.raises(BlobError, match="signing secret of its own"):
         replica(tmp_path / "old", s3_bucket, secret)
+
+
+# ---- a fetch read as it lands -------------------------------------------------------
+
+
+def test_a_staged_fetch_is_read_as_it_lands_and_recorded_only_once_committed(
+    tmp_path: Path, s3_bucket: S3Bucket, secret: bytes
+) -> None:
+    a = replica(tmp_path / "a", s3_bucket, secret)
+    manifest_id, data = state(a.store)
+    a.upload([manifest_id])
+    b = replica(tmp_path / "b", s3_bucket, secret)
+    before = contents(b.store)
+    log = ArrivalLog(b.store.root / "tmp", place=b.store.place)
+    staged = b.stage([manifest_id], log=log)
+    kernel = BlobStore(b.store.root)  # as a kernel of the server opens it
+    with kernel.reading_arrivals(log.path) as reader:
+        assert body_bytes(reader, manifest_id) == data  # every manifest and chunk, logged
+        child = reader.get_manifest(manifest_id)["manifests"][0]
+        assert reader.get_chunk(reader.get_manifest(child)["chunks"][0]) == b"small chunk 1"
+    assert contents(b.store)[:3] == before[:3]  # nothing recorded, nothing named yet
+    assert not b.replicated([manifest_id])
+    moved = staged.commit()
+    log.close()
+    assert (moved.chunks, moved.manifests) == (4, 2)
+    assert body_bytes(BlobStore(b.store.root), manifest_id) == data
+    assert b.replicated([manifest_id])
+    assert contents(b.store)[3] == before[3]  # no staging, no log left
+    assert (b.fetch([manifest_id]).chunks, b.fetch([manifest_id]).manifests) == (0, 0)
+
+
+def test_a_staged_fetch_given_up_leaves_the_store_as_it_was(
+    tmp_path: Path, s3_bucket: S3Bucket, secret: bytes
+) -> None:
+    a = replica(tmp_path / "a", s3_bucket, secret)
+    manifest_id, _ = state(a.store)
+    a.upload([manifest_id])
+    b = replica(tmp_path / "b", s3_bucket, secret)
+    before = contents(b.store)
+    log = ArrivalLog(b.store.root / "tmp", place=b.store.place)
+    b.stage([manifest_id], log=log).abort()
+    log.close()
+    assert contents(b.store) == before
+    assert not b.ledger.known(ObjectKind.MANIFEST, [manifest_id])
+
+
+def test_a_gateway_that_stops_mid_fetch_fails_the_fetch_and_the_reader_waiting_at_once(
+    tmp_path: Path,
+    ceph_gateway: CephGateway,
+    s3_bucket: S3Bucket,
+    secret: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a = replica(tmp_path / "a", s3_bucket, secret)
+    manifest_id, _ = state(a.store, size=6 * MIB)
+    a.upload([manifest_id])
+    held = a.store.get_manifest(manifest_id)["chunks"][3]
+    b = replica(tmp_path / "b", s3_bucket, secret)
+    before = contents(b.store)
+    reached, go = threading.Event(), threading.Event()
+    get = b.bucket.get
+
+    def get_held_back(name: str) -> bytes:
+        if name == chunk_key(held):  # the gateway goes away before this chunk comes
+            reached.set()
+            go.wait()
+        return get(name)
+
+    monkeypatch.setattr(b.bucket, "get", get_held_back)
+    log = ArrivalLog(b.store.root / "tmp", place=b.store.place)
+    with BlobStore(b.store.root).reading_arrivals(log.path) as reader:
+        staging = Reading(lambda: b.stage([manifest_id], log=log))
+        waiting = Reading(lambda: reader.get_chunk(held))
+        while not reached.is_set():
+            assert staging.is_alive()
+            reached.wait(0.01)
+        ceph_gateway.stop_gateway()
+        try:
+            go.set()
+            with pytest.raises(FetchFailed, match="cannot be reached"):
+                waiting.outcome()
+            with pytest.raises(ObjectStoreUnavailable, match="cannot be reached"):
+                staging.outcome()
+        finally:
+            ceph_gateway.start_gateway()
+    log.close()
+    assert contents(b.store) == before
+    assert not b.ledger.known(ObjectKind.MANIFEST, [manifest_id])
 
 
 # ---- failures of the object store -----------------------------------------------------

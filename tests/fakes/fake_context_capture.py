@@ -105,12 +105,13 @@ class InMemoryContextCapture:
         self.sealed.discard(session.session_id)
 
     async def restore(
-        self, session: SessionRecord, manifest_id: str | None
+        self, session: SessionRecord, manifest_id: str | None, *, arrivals: str | None = None
     ) -> list[UnrestorableValue]:
         namespace: dict[str, Any] = {}
         if manifest_id is not None:
-            body = self.blobs.get_manifest(manifest_id)
-            namespace = orjson.loads(self.blobs.get_bytes(body["chunks"]))
+            with self.blobs.reading_arrivals(arrivals) as blobs:
+                body = blobs.get_manifest(manifest_id)
+                namespace = orjson.loads(blobs.get_bytes(body["chunks"]))
         self.namespaces[session.session_id] = namespace
         return []
 

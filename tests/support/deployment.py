@@ -5,13 +5,15 @@ servers of a JupyterHub deployment, in process, with the in-memory context captu
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
@@ -42,12 +44,18 @@ class Deployment:
         )
 
     def server(
-        self, name: str, *, durability: str | None = None, cache_bytes: int | None = None
+        self,
+        name: str,
+        *,
+        durability: str | None = None,
+        cache_bytes: int | None = None,
+        context_factory: Callable[[BlobStore], ContextDriver] = InMemoryContextCapture,
     ) -> RuntimeService:
-        """A server on the data directory `root/name`."""
+        """A server on the data directory `root/name` (its contexts in memory, unless
+        `context_factory` says otherwise: real kernels)."""
         service = open_runtime_service(
             self.root / name,
-            context_factory=InMemoryContextCapture,
+            context_factory=context_factory,
             store_url=self.store_url,
             object_store=self.settings(durability, cache_bytes=cache_bytes),
         )

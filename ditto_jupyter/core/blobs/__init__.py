@@ -29,6 +29,8 @@ Modules, one job each:
   name and record them all in one catalogue transaction. A manifest is recorded only when
   every chunk it lists is durable, and a write that fails leaves the store as it was
   (`BlobStore.bulk_write()`; `put_chunk`/`put_bytes`/`put_manifest` are bulk writes too);
+- `arrivals`: the log of a fetch still under way, which a restore reads each blob from as
+  it lands, before the fetch is recorded (`BlobStore.reading_arrivals`);
 - `index`: the catalogue (SQLite), shared by every process on the root;
 - `storage`: the seam, `ChunkStorage`: where big chunks keep their bytes;
 - `local_disk`: `LocalDiskChunks`, that storage on the local disk;

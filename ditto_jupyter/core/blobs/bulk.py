@@ -125,19 +125,21 @@ class BulkWrite:
             raise
         return name, size
 
-    def put_stored(self, name: str, stored: bytes) -> None:
+    def put_stored(self, name: str, stored: bytes) -> str | None:
         """Stage a chunk's stored form as it is (fetched from a replica: a small one checked
         against its name already, a big one at its first read), even when the catalogue
-        lists it: the bytes are not here."""
+        lists it: the bytes are not here. Returns the file a big chunk is staged in now, which
+        may be read until the commit (None: a small chunk, kept in memory until then, or a
+        chunk this write has staged already)."""
         self._store.chunk_file(name)  # refuses what is not a chunk id
         with self._lock:
             if self._aborted:
                 raise BlobError("this blob write was dropped; nothing more can be put in it")
             if name in self._inline or name in self._staged:
-                return
+                return None
             if len(stored) < SMALL_OBJECT_LIMIT:
                 self._inline[name] = stored
-                return
+                return None
             self._staged[name] = len(stored)
             if self._batch is None:
                 self._batch = self._store.storage.batch(durable=self._durable)
@@ -148,6 +150,7 @@ class BulkWrite:
             with self._lock:
                 self._staged.pop(name, None)
             raise
+        return batch.staged(name)
 
     def has_chunk(self, digest: str) -> bool:
         """Whether the chunk is stored, or staged by this write."""

@@ -232,6 +232,11 @@ class DiskBatch:
         """The names `publish` created."""
         return list(self._created)
 
+    def staged(self, name: str) -> str | None:
+        """The staged file of a chunk `add` has written (None once published)."""
+        with self._lock:
+            return self._staged.get(name)
+
     def _staging_folder(self) -> str:
         """This batch's own folder under tmp/ (made on first use), locked while it lives."""
         if self._folder is None:

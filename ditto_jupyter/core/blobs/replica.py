@@ -18,6 +18,13 @@ restore load anything), chunks with no local copy are fetched, and everything is
 in the local store in one bulk write (without a sync: the bucket holds the durable copy).
 Both move chunks on a pool of threads.
 
+A fetch is two steps, `stage` then `StagedFetch.commit`, so that a restore can read what
+lands before anything is recorded: `stage` may write an arrival log (`arrivals`) naming
+each manifest as it is verified and each chunk as it is staged, in the order the manifests
+list them (the order a restore reads them); a kernel restoring meanwhile reads from it.
+The fetch is recorded (`commit`) only once that restore is over, or dropped (`abort`),
+which leaves the local store as it was.
+
 A fetched chunk is checked against its name once, when it is first read (every read of a
 chunk checks it: the kernel's restore, the workspace's copy), not also as it arrives: on
 a resume that check is a third of the fetch. A copy that fails it is dropped from this
@@ -40,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.blobs import codec
+from ditto_jupyter.core.blobs.arrivals import ArrivalLog
 from ditto_jupyter.core.blobs.errors import BlobError, BlobNotFound, NotReplicated
 from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT, key_of
 from ditto_jupyter.core.blobs.object_store import ObjectStore, ObjectStoreLocation
@@ -75,6 +83,10 @@ class Transfer:
         with self._lock:
             self.chunks += 1
             self.chunk_bytes += size
+
+
+class FetchCancelled(BlobError):
+    """A fetch given up by its caller before it was over (nothing of it is recorded)."""
 
 
 @dataclass
@@ -189,35 +201,91 @@ class BucketReplica:
         replicated from the server that took it); ObjectStoreUnavailable when the
         bucket refuses. Either way the local store is as it was before.
         """
+        staged = self.stage(manifest_ids)
+        try:
+            return staged.commit()
+        finally:
+            staged.abort()  # nothing left to drop once committed
+
+    def stage(
+        self,
+        manifest_ids: Iterable[str],
+        *,
+        log: ArrivalLog | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> StagedFetch:
+        """Fetch these manifests and what they list into a bulk write, not yet recorded;
+        `log` is told each manifest and chunk as it lands, then `done` or `failed`. Set
+        `cancelled` to give the fetch up (FetchCancelled). The errors are `fetch`'s; on
+        one, nothing stays staged."""
         moved = Transfer()
         roots = list(dict.fromkeys(manifest_ids))
-        if not roots:
-            return moved
-        closure = self._remote_closure(roots, moved)
-        chunks = list(closure.chunks)
-        missing = self._without_local_copy(chunks)
-        if missing or closure.bodies:
-            with self.store.bulk_write(durable=False) as bulk:
+        staged = StagedFetch(self, _Closure(), [], moved)
+        try:
+            if roots:
+                staged.closure = self._remote_closure(roots, moved, log)
+                chunks = list(staged.closure.chunks)
+                staged.missing = self._without_local_copy(chunks)
+                fetching = set(staged.missing)  # the others are read now: not to be evicted
+                self.storage.cache.use([c for c in chunks if c not in fetching])
+            if log is not None:
+                log.announce(staged.missing)
+            if staged.missing or staged.closure.bodies:
+                staged.bulk = self.store.bulk_write(durable=False)
+                self._stage_chunks(staged.bulk, staged.missing, moved, log, cancelled)
+            if cancelled is not None and cancelled.is_set():
+                raise FetchCancelled("the fetch was given up")
+            if log is not None:
+                log.done()
+        except BaseException as error:
+            if log is not None:
+                log.failed(error)
+            staged.abort()
+            raise
+        return staged
 
-                def get_chunk(name: str) -> str:
-                    stored = self.bucket.get(chunk_key(name))
-                    if len(stored) < SMALL_OBJECT_LIMIT:  # kept inline: checked now
-                        codec.decode(name, stored)  # refuses what does not match its name
-                    bulk.put_stored(name, stored)
-                    moved.add_chunk(len(stored))
-                    return name
+    def _stage_chunks(
+        self,
+        bulk: BulkWrite,
+        names: Sequence[str],
+        moved: Transfer,
+        log: ArrivalLog | None,
+        cancelled: threading.Event | None,
+    ) -> None:
+        """Fetch chunks into `bulk` on the pool, telling `log` as each lands. At the first
+        failure `log` is told at once, and the chunks not started yet are not fetched."""
+        stop = cancelled or threading.Event()
+        failures: list[BaseException] = []
+        lock = threading.Lock()
 
-                self._run_all(get_chunk, missing, lambda done: None)
-                self._record_manifests(bulk, closure)
-                bulk.commit()
-            self.ledger.record(ObjectKind.CHUNK, missing)
-            self.ledger.record(ObjectKind.MANIFEST, closure.bodies)
-        self.storage.cache.use(chunks)
-        return moved
+        def get_chunk(name: str) -> str:
+            if stop.is_set():
+                raise FetchCancelled("the fetch was given up")
+            try:
+                stored = self.bucket.get(chunk_key(name))
+                if len(stored) < SMALL_OBJECT_LIMIT:  # kept inline: checked now
+                    codec.decode(name, stored)  # refuses what does not match its name
+                file = bulk.put_stored(name, stored)
+                if log is not None:
+                    log.chunk(name, file=file, stored=None if file else stored)
+            except BaseException as error:
+                with lock:
+                    first = not failures
+                    failures.append(error)
+                stop.set()
+                if first and log is not None:
+                    log.failed(error)  # a restore waiting on it learns now, not at the end
+                raise
+            moved.add_chunk(len(stored))
+            return name
 
-    def _remote_closure(self, roots: Sequence[str], moved: Transfer) -> _Closure:
+        self._run_all(get_chunk, names, lambda done: None)
+
+    def _remote_closure(
+        self, roots: Sequence[str], moved: Transfer, log: ArrivalLog | None = None
+    ) -> _Closure:
         """The closure of `roots`: local manifests read here, the others fetched and
-        verified (kept in `bodies`, to record)."""
+        verified (kept in `bodies`, to record; told to `log`)."""
         closure = _Closure()
         seen: set[str] = set()
 
@@ -239,6 +307,8 @@ class BucketReplica:
                 body = self.store.verified_body(manifest_id, document)
                 closure.bodies[manifest_id] = body
                 moved.manifests += 1
+                if log is not None:
+                    log.manifest(manifest_id, document)
             for child in dict.fromkeys(body.get("manifests", [])):
                 visit(child)
             closure.chunks.update(dict.fromkeys(body.get("chunks", [])))
@@ -268,14 +338,6 @@ class BucketReplica:
             if c not in inline and not (c in in_files and self.storage.is_cached(c))
         ]
 
-    @staticmethod
-    def _record_manifests(bulk: BulkWrite, closure: _Closure) -> None:
-        """Stage the fetched manifests, children before parents."""
-        for manifest_id in closure.manifests:
-            body = closure.bodies.get(manifest_id)
-            if body is not None:
-                bulk.put_manifest(body)
-
     # ---- threads ----------------------------------------------------------------------
 
     def _run_all(
@@ -299,3 +361,37 @@ class BucketReplica:
         record(done)
         if failure is not None:
             raise failure
+
+
+@dataclass
+class StagedFetch:
+    """A fetch staged by `BucketReplica.stage`: `commit` records it, `abort` drops it."""
+
+    replica: BucketReplica
+    closure: _Closure
+    missing: list[str]
+    moved: Transfer
+    bulk: BulkWrite | None = None
+
+    def commit(self) -> Transfer:
+        """Record the fetched manifests and chunks in the local store (in one bulk write)
+        and in the ledger; what was fetched. On failure nothing is recorded."""
+        replica, bulk = self.replica, self.bulk
+        if bulk is not None:
+            for manifest_id in self.closure.manifests:  # children before parents
+                body = self.closure.bodies.get(manifest_id)
+                if body is not None:
+                    bulk.put_manifest(body)
+            bulk.commit()
+            self.bulk = None
+            bulk.abort()  # ends the write (nothing is left staged)
+            replica.ledger.record(ObjectKind.CHUNK, self.missing)
+            replica.ledger.record(ObjectKind.MANIFEST, self.closure.bodies)
+        replica.storage.cache.use(self.missing)
+        return self.moved
+
+    def abort(self) -> None:
+        """Drop what is staged and not committed: the local store stays as it was."""
+        bulk, self.bulk = self.bulk, None
+        if bulk is not None:
+            bulk.abort()

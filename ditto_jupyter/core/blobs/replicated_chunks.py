@@ -165,6 +165,10 @@ class CachedBatch:
     def __len__(self) -> int:
         return len(self._batch)
 
+    def staged(self, name: str) -> str | None:
+        """The staged file of a chunk (None once published)."""
+        return self._batch.staged(name)
+
     def sync(self) -> None:
         """Make the staged bytes durable."""
         self._batch.sync()

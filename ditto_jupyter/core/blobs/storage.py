@@ -44,6 +44,11 @@ class ChunkBatch(Protocol):
         """Chunks staged."""
         ...
 
+    def staged(self, name: str) -> str | None:
+        """The file holding a staged chunk's stored form until `publish` (another process
+        may read it: a kernel restoring what a fetch brings), if it has one."""
+        ...
+
     def sync(self) -> None:
         """Make the bytes of every staged chunk durable (not yet under their names)."""
         ...

@@ -5,11 +5,16 @@ It ties the parts of the package together: the catalogue (`index`), the chunk st
 (`bulk`), garbage collection (`gc`) and the import of the old layout (`legacy`). Every
 write goes through a `BulkWrite`; `put_chunk`, `put_bytes` and `put_manifest` are bulk
 writes of their own. One store serves every thread of a process.
+
+The store `reading_arrivals(log)` gives waits for a manifest or chunk it lacks in the
+arrival log of a fetch still under way (`arrivals`): a kernel restores a checkpoint while
+its server fetches it from the object store.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import hmac
 import logging
@@ -26,6 +31,7 @@ import orjson
 import zstandard
 
 from ditto_jupyter.core.blobs import codec
+from ditto_jupyter.core.blobs.arrivals import Arrivals
 from ditto_jupyter.core.blobs.bulk import BulkWrite, SignedManifest
 from ditto_jupyter.core.blobs.codec import CHUNK_SIZE, CODEC_RAW, CODEC_ZSTD, MIN_GAIN
 from ditto_jupyter.core.blobs.errors import (
@@ -101,6 +107,7 @@ class BlobStore:
             raise os_failure(exc, self.place, f"creating {self.root}") from None
         self.storage: ChunkStorage = storage or default_storage(self.root, self.place)
         self._secret = self._load_or_create_secret()
+        self._arrivals: Arrivals | None = None  # a fetch under way this reader waits for
         self.index = _shared_index(self.root / INDEX_FILE)
         if self._legacy_manifests.is_dir():
             import_legacy_layout(self)
@@ -293,12 +300,35 @@ class BlobStore:
         ]
 
     def stored_chunk(self, digest: str) -> bytes:
-        """A chunk's stored form (codec tag + payload), from the catalogue or the storage."""
+        """A chunk's stored form (codec tag + payload), from the catalogue or the storage,
+        or else (`reading_arrivals`) from a fetch under way, once it has landed."""
         self.chunk_file(digest)
         rows = self.index.read("SELECT data FROM chunks WHERE digest = ?", (key_of(digest),))
         if rows and isinstance(rows[0][0], bytes):
             return rows[0][0]
+        arrivals = self._arrivals
+        if arrivals is not None and not os.path.exists(self.storage.local_path(digest)):
+            stored = arrivals.chunk(digest)  # before the storage reads through to a bucket
+            if stored is not None:
+                return stored
         return self.storage.get(digest)
+
+    @contextlib.contextmanager
+    def reading_arrivals(self, log: str | None) -> Iterator[BlobStore]:
+        """This store, seen by a reader that waits for what it lacks in the arrival log
+        `log` of a fetch under way (None: this store as it is). A manifest or chunk missing
+        here is read from the log once it has landed; it is `FetchFailed` when that fetch
+        fails first, BlobNotFound when it does not bring it. Only the store given waits:
+        every other user of this one (the fetch itself) sees the store as it is."""
+        if log is None:
+            yield self
+            return
+        reader = copy.copy(self)  # the same catalogue, storage and secret
+        reader._arrivals = arrivals = Arrivals(log)
+        try:
+            yield reader
+        finally:
+            arrivals.close()
 
     def get_chunk(self, digest: str) -> bytes:
         """Read one chunk and check its content against its name."""
@@ -391,9 +421,13 @@ class BlobStore:
         try:
             return self.legacy_manifest_file(manifest_id).read_bytes()
         except FileNotFoundError:
-            raise BlobNotFound(f"manifest {manifest_id} is missing from the blob store") from None
+            pass
         except OSError as exc:
             raise os_failure(exc, self.place, f"reading manifest {manifest_id}") from None
+        document = self._arrivals.manifest_document(manifest_id) if self._arrivals else None
+        if document is not None:
+            return document
+        raise BlobNotFound(f"manifest {manifest_id} is missing from the blob store")
 
     def has_manifest(self, manifest_id: str) -> bool:
         """Whether the manifest is stored."""

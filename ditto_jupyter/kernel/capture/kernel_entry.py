@@ -171,11 +171,17 @@ def kernel_capture(
     return result.model_dump(mode="json")
 
 
-def kernel_restore(blob_root: str, manifest_id: str | None) -> list[dict[str, Any]]:
-    """Restore this kernel's namespace in place; the unrestorable values as JSON."""
+def kernel_restore(
+    blob_root: str, manifest_id: str | None, arrivals: str | None = None
+) -> list[dict[str, Any]]:
+    """Restore this kernel's namespace in place; the unrestorable values as JSON.
+
+    `arrivals`: the arrival log of the server's fetch of the checkpoint, still under way:
+    what the store lacks is read from it as it lands (`BlobStore.reading_arrivals`)."""
     started = time.perf_counter()
     flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
-    lost = restore_namespace(_user_namespace(), open_blob_store(blob_root), manifest_id)
+    with open_blob_store(blob_root).reading_arrivals(arrivals) as blobs:
+        lost = restore_namespace(_user_namespace(), blobs, manifest_id)
     _last_timing["restore_s"] = time.perf_counter() - started
     this_kernel.restored(manifest_id)  # `%autocheckpoint` follows the kernel's new state
     return [entry.model_dump(mode="json") for entry in lost]
