@@ -205,9 +205,11 @@ class Atoms:
     def _class_attribute_ids(self, cls: type) -> frozenset[int]:
         found = self._class_attributes.get(cls)
         if found is None:
-            found = _NO_RIDERS
+            # copyreg's cache of slot names, a list it stores in the class: no state
+            slots = cls.__dict__.get("__slotnames__")
+            found = frozenset({id(slots)}) if type(slots) is list else _NO_RIDERS
             if _importable(cls, self.namespace):
-                found = frozenset(
+                found = found | frozenset(
                     id(value)
                     for klass in cls.__mro__
                     for value in vars(klass).values()

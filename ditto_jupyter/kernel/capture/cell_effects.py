@@ -162,11 +162,29 @@ class _SourceNames(ast.NodeVisitor):
         self._imported: set[str] = set()
         self.imported_modules: set[str] = set()
         self._depth = 0
+        #: Names the cell's code loads as a value (not as the callee of a call): a
+        #: notebook function named so can be kept by whatever receives it.
+        self.value_mentions: set[str] = set()
+        #: (name, line) of the functions the cell binds with a plain `def` of its own
+        #: (undecorated, not inside a def, class or lambda): they run when called by name.
+        self.plain_defs: set[tuple[str, int]] = set()
+        self._callees: set[int] = set()
 
     def visit(self, node: ast.AST) -> None:
         """Take in one node's names and reach, then its children (one level deeper in a def)."""
         for name in _names_of(node):
             self._add(name)
+        if isinstance(node, ast.Call):
+            self._callees.add(id(node.func))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if id(node) not in self._callees and not self._depth:  # a def's: its code's
+                self.value_mentions.add(node.id)
+        elif (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and not self._depth
+            and not node.decorator_list
+        ):
+            self.plain_defs.add((node.name, node.lineno))
         if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
             self._reaches_namespace()
         elif isinstance(node, ast.Import | ast.ImportFrom):
@@ -229,7 +247,14 @@ class CellEffects:
         # every name the code of a live notebook function uses.
         self._defined_names: set[str] = set()
         self._defined_code_dynamic = False
-        self._code_cache: dict[int, tuple[types.CodeType, frozenset[str], bool]] = {}
+        self._code_cache: dict[
+            int, tuple[types.CodeType, frozenset[str], bool, frozenset[str]]
+        ] = {}
+        #: The values handed on during the cell being read (kept while it is read, so no
+        #: id is reused): their code joins U.
+        self._escaping: dict[int, object] = {}
+        #: The namespace's bindings as the cell being read started.
+        self._before: Mapping[str, object] = {}
         self._scan_pending = True
         #: Of the names the last `touched_by` answered, those the cell bound anew before
         #: reading them, that no notebook function uses: the cell reached nothing through
@@ -240,17 +265,27 @@ class CellEffects:
         """Notebook code may exist that no cell showed (a restore): scan for it next call."""
         self._scan_pending = True
 
-    def touched_by(self, code: str, namespace: Mapping[str, object]) -> set[str] | None:
-        """The global names `code` may read, write, delete or mutate; None: anything."""
+    def touched_by(
+        self,
+        code: str,
+        namespace: Mapping[str, object],
+        before: Mapping[str, object] | None = None,
+    ) -> set[str] | None:
+        """The global names `code` may read, write, delete or mutate; None: anything.
+
+        `before`: the namespace's bindings as the cell started (a copy), so code the cell
+        ran under a name it then bound anew counts too (default: `namespace` as it is)."""
         if self._scan_pending:
             self._scan_live_code(namespace)
         self.fresh = set()
-        touched = self._touched_by(code, namespace)
+        touched = self._touched_by(code, namespace, namespace if before is None else before)
         # A cell that could do anything may have made functions no source showed (exec, %run).
         self._scan_pending = touched is None
         return touched
 
-    def _touched_by(self, code: str, namespace: Mapping[str, object]) -> set[str] | None:
+    def _touched_by(
+        self, code: str, namespace: Mapping[str, object], before: Mapping[str, object]
+    ) -> set[str] | None:
         """`touched_by` without the bookkeeping of when to look for code no cell showed."""
         visitor = _parse(code, namespace)
         if visitor is None:
@@ -263,20 +298,36 @@ class CellEffects:
             return None
         if not all(_is_trusted_module_name(name) for name in visitor.imported_modules):
             return None
-        touched = visitor.names | self._defined_names
+        self._before, self._escaping = before, {}
         try:
+            for name in visitor.value_mentions:  # handed on as values: may run unnamed
+                for value in _bindings(name, namespace, before):
+                    self._escape(value, namespace)
+            touched = visitor.names | self._defined_names
             touched |= _shared_state_holders(namespace)
-            self._close_over_values(touched, namespace)
+            by_code = self._close_over_values(touched, namespace)
         except Exception:  # _Unbounded, or a value whose attributes raise: play safe
             return None
-        self.fresh = visitor.fresh - self._defined_names
+        finally:
+            self._before, self._escaping = {}, {}
+        self.fresh = visitor.fresh - self._defined_names - by_code
         return touched
 
+    def _escape(self, value: object, namespace: Mapping[str, object]) -> None:
+        """`value` (a notebook function, class, method, partial...) may be kept by code
+        that runs it later unnamed: the names its code uses join U for good."""
+        if id(value) in self._escaping or not _may_hold_code(value):
+            return
+        self._escaping[id(value)] = value
+        self._defined_names |= self._names_reached(value, namespace, set())
+
     def _definition_names(self, code: str, visitor: _SourceNames) -> set[str]:
-        """The global names the functions, lambdas and classes a cell defines can use when
-        they run later: the names their compiled code loads, stores or deletes as a name
-        (their parameters and locals are no global, an attribute name is none either).
-        Where the cell does not compile, every name its definitions mention."""
+        """The global names the lambdas, classes and decorated functions a cell defines can
+        use when they run later, unnamed: the names their compiled code loads, stores or
+        deletes as a name (their parameters and locals are no global, an attribute name is
+        none either). A plain `def` is not among them: bound to its name, it runs when
+        called by it, and joins U once handed on as a value (`_escape`). Where the cell
+        does not compile, every name its definitions mention."""
         if not visitor.in_definitions:
             return set()
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -291,10 +342,17 @@ class CellEffects:
             if inner.co_name in _RUN_AT_ONCE:  # the cell's own comprehension: runs now
                 pending.extend(c for c in inner.co_consts if isinstance(c, types.CodeType))
                 continue
+            plain = (inner.co_name, inner.co_firstlineno) in visitor.plain_defs
+            if plain and inner.co_name not in visitor.value_mentions:
+                continue  # bound by name: it runs when a cell (or code that runs) calls it
             found, dynamic = self._code_names(inner)
             names |= found
             self._defined_code_dynamic |= dynamic
         return names
+
+    def scan_live_code(self, namespace: Mapping[str, object]) -> None:
+        """Count the notebook code that exists now (`_scan_live_code`), at once."""
+        self._scan_live_code(namespace)
 
     def _scan_live_code(self, namespace: Mapping[str, object]) -> None:
         """Add to U the names used by every live function whose globals are the namespace.
@@ -310,15 +368,21 @@ class CellEffects:
                 self._defined_names |= names
                 self._defined_code_dynamic |= dynamic
 
-    def _close_over_values(self, touched: set[str], namespace: Mapping[str, object]) -> None:
-        """Add names reachable through the code of notebook values, until none is new."""
+    def _close_over_values(self, touched: set[str], namespace: Mapping[str, object]) -> set[str]:
+        """Add names reachable through the code of notebook values (bound to a name now, or
+        as the cell started), until none is new; the names that code reached."""
         pending = list(touched)
         visited: set[int] = set()
+        by_code: set[str] = set()
         while pending:
-            value = namespace.get(pending.pop())
-            new = self._names_reached(value, namespace, visited) - touched
-            touched |= new
-            pending.extend(new)
+            name = pending.pop()
+            for value in _bindings(name, namespace, self._before):
+                reached = self._names_reached(value, namespace, visited)
+                by_code |= reached
+                new = reached - touched
+                touched |= new
+                pending.extend(new)
+        return by_code
 
     def _names_reached(
         self, value: object, namespace: Mapping[str, object], visited: set[int]
@@ -338,6 +402,9 @@ class CellEffects:
                 if dynamic:
                     raise _Unbounded
                 reached |= names
+                for name in self._code_cache[id(inner)][3]:  # handed on by this code
+                    for handed in _bindings(name, namespace, self._before):
+                        self._escape(handed, namespace)
             else:
                 reached |= self._names_reached(inner, namespace, visited)
         return reached
@@ -378,6 +445,7 @@ class CellEffects:
         if cached is not None and cached[0] is code:
             return cached[1], cached[2]
         names: set[str] = set()
+        handed: set[str] = set()  # loaded as a value, not to be called at once
         dynamic = False
         for instruction in dis.get_instructions(code):
             argument, operation = instruction.argval, instruction.opname
@@ -387,15 +455,18 @@ class CellEffects:
                 dynamic = dynamic or argument in DYNAMIC_ATTRIBUTES
             else:
                 names.add(argument)
+                if operation in _LOADS and not _loaded_to_call(instruction):
+                    handed.add(argument)
             if operation not in _ATTRIBUTE_OPS:
                 dynamic = dynamic or argument.split(".")[0] in DYNAMIC_NAMES
         for constant in code.co_consts:
             if isinstance(constant, types.CodeType):
                 inner_names, inner_dynamic = self._code_names(constant)
                 names |= inner_names
+                handed |= self._code_cache[id(constant)][3]
                 dynamic = dynamic or inner_dynamic
         # Keep the code object itself, so its id cannot be reused while cached.
-        self._code_cache[id(code)] = (code, frozenset(names), dynamic)
+        self._code_cache[id(code)] = (code, frozenset(names), dynamic, frozenset(handed))
         return frozenset(names), dynamic
 
 
@@ -451,6 +522,35 @@ def _target_names(target: ast.expr) -> list[ast.Name]:
     if isinstance(target, ast.Tuple | ast.List):
         return [name for element in target.elts for name in _target_names(element)]
     return []
+
+
+#: Operations that load a global (or a name at module or class level).
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+
+
+def _loaded_to_call(instruction: dis.Instruction) -> bool:
+    """Whether a load pushes its global to be called at once (Python 3.11+ marks it: the
+    low bit of LOAD_GLOBAL's argument, `NULL + name`); before 3.11, never known."""
+    return (
+        sys.version_info >= (3, 11)
+        and instruction.opname == "LOAD_GLOBAL"
+        and isinstance(instruction.arg, int)
+        and bool(instruction.arg & 1)
+    )
+
+
+def _bindings(
+    name: str, namespace: Mapping[str, object], before: Mapping[str, object]
+) -> list[object]:
+    """What `name` is bound to now and was as the cell started (once each)."""
+    now = namespace.get(name)
+    then = before.get(name, now)
+    return [now] if then is now else [now, then]
+
+
+def _may_hold_code(value: object) -> bool:
+    """Whether a value can carry notebook code (not a number, string or module)."""
+    return not isinstance(value, str | bytes | int | float | complex | bool | type(None))
 
 
 def _parse(code: str, namespace: Mapping[str, object]) -> _SourceNames | None:

@@ -204,6 +204,7 @@ class ChangeJournal:
         self._executing = False  # code of an execute request runs (pre_execute came)
         self._visible = False  # the execution under way is a cell (pre_run_cell came)
         self._current_before: Any = None
+        self._bindings_before: dict[str, object] | None = None  # the namespace as it started
         self._taken: Any = None  # the last cell result journaled
         self.figure_access = FigureAccess()  # the figures pyplot handed to the cell
 
@@ -233,6 +234,7 @@ class ChangeJournal:
     def _pre_run_cell(self, info: Any) -> None:
         self._visible = True
         self._current_before = current_figure()
+        self._bindings_before = dict(self.shell.user_ns)
         self.figure_access.start()
 
     def _post_run_cell(self, result: Any) -> None:
@@ -253,7 +255,7 @@ class ChangeJournal:
             if shows_one_value(self.shell, read, namespace):
                 touched: set[str] | None = set()
             else:
-                touched = self.effects.touched_by(read, namespace)
+                touched = self.effects.touched_by(read, namespace, self._bindings_before)
                 fresh = self.effects.fresh
         except Exception:  # a cell we cannot read could have done anything
             touched = None
@@ -268,7 +270,7 @@ class ChangeJournal:
             # and strings may have drawn on pyplot's current figure without naming it
             # (`df.plot()`, seaborn): it counts as reached
             figures = [f for f in (self._current_before, current_figure()) if f is not None]
-        self._current_before = None
+        self._current_before = self._bindings_before = None
         self.record(touched, figures, fresh)
 
     def _post_execute(self) -> None:
@@ -331,6 +333,9 @@ def journal_of(namespace: Mapping[str, object]) -> ChangeJournal | None:
     if journal is None or journal.shell is not shell:
         journal = _journals[id(shell)] = ChangeJournal(shell)
         _attach(shell, journal)
+        # the code that exists now, no cell of which the journal saw: counted as it is,
+        # before the next cell runs (a plain `def` it shows from here is its own)
+        journal.effects.scan_live_code(shell.user_ns)
     return journal
 
 

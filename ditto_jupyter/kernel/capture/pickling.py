@@ -13,6 +13,7 @@ objects inside a large stream) go out of band, for the chunk store.
 
 from __future__ import annotations
 
+import copyreg
 import io
 import itertools
 import operator
@@ -48,6 +49,8 @@ PICKLE_MODULE = "ditto_jupyter.kernel.capture"
 
 
 _UNKNOWN: Any = object()
+#: copyreg's cache of a class's slot names (what pickling an instance stores in the class).
+_slotnames: Any = getattr(copyreg, "_slotnames")  # noqa: B009 - private, not in the stubs
 
 
 class _NamespaceRef:
@@ -213,6 +216,10 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         kind = type(obj)
         if kind is types.FunctionType and obj.__globals__ is self.namespace:
             return self._main_function_reduce(obj)
+        if isinstance(obj, type) and "__slotnames__" not in obj.__dict__:
+            # pickling an instance caches this in its class (copyreg): cached before the
+            # class is pickled, a class pickles to the same bytes before and after
+            _slotnames(obj)
         if isinstance(obj, io.IOBase) and not isinstance(obj, (io.StringIO, io.BytesIO)):
             name = getattr(obj, "name", None)
             raise pickle.PicklingError(f"cannot pickle an open file ({name!r})")

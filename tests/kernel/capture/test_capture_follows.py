@@ -213,7 +213,12 @@ def test_a_functions_parameters_and_locals_are_not_the_globals_of_the_same_name(
     kernel.capture()
     kernel.cell("number_7 = -1.0")
     _, pickled = kernel.capture()
-    assert pickled == 2  # `number_7`, and `number_0` the function may read: nothing more
+    assert pickled == 1  # `number_7`: the function did not run
+    kernel.cell("result = scaled([1.0], [2.0])")
+    _, pickled = kernel.capture()
+    # `result`, `scaled` and `number_0` the function read: not `array_0`, `items_0` or
+    # `point_0`, its parameters and locals
+    assert pickled == 3
 
 
 def test_a_function_called_back_by_a_library_still_recaptures_the_globals_it_changes(
@@ -437,3 +442,25 @@ def test_an_object_two_figures_share_is_followed_when_the_library_writes_into_it
     kernel.cell("fig_1 = fig_2 = fig_3 = None\nplt.close('all')")
     kernel.run(kernel.context.restore(kernel.session, after.manifest_id))
     assert kernel.cell(f"print({steps})").strip() == live
+
+
+def test_a_helper_function_counts_only_in_the_cells_that_call_it(kernel: Kernel) -> None:
+    """A plotting helper uses a global colormap that its figures hold: a cell that does not
+    call the helper cannot reach the colormap through it, so the figure is not pickled
+    again; a cell that calls it counts what it uses."""
+    kernel.cell(NOTEBOOK)
+    kernel.capture()  # the journal follows the cells from here: it sees the def
+    kernel.cell(
+        "from matplotlib.colors import ListedColormap\n"
+        "cmap_cv = ListedColormap(['red', 'blue'])\n"
+        "def draw(axes):\n"
+        "    axes.imshow(np.arange(4).reshape(2, 2), cmap=cmap_cv)\n"
+    )
+    kernel.cell("fig, ax = plt.subplots()\ndraw(ax)")
+    kernel.capture()
+    kernel.cell("total = float(array_3.sum())")
+    _, pickled = kernel.capture()
+    assert pickled == 2  # `total` and `array_3`: neither `cmap_cv` nor the figure
+    kernel.cell("draw(ax)")
+    _, pickled = kernel.capture()
+    assert pickled >= 3  # the figure drawn on, `cmap_cv` the helper used, what refers in

@@ -320,3 +320,49 @@ def test_a_name_a_notebook_function_uses_is_never_fresh() -> None:
     effects = CellEffects()
     effects.touched_by("show()\nfig = 1", namespace)
     assert effects.fresh == set()
+
+
+def test_a_plain_def_counts_only_when_called_or_handed_on() -> None:
+    """A function bound by a plain `def` runs when code calls it by name: a cell that does
+    not touches nothing its code uses. Handed on as a value (to a list, a library), it may
+    run unnamed later: from then on every cell counts what its code uses."""
+    effects, namespace = CellEffects(), notebook("registry = []\ncounter = 0\nlimit = 3")
+    code = "def bump():\n    global counter\n    counter += limit\n"
+    assert effects.touched_by(code, namespace) is not None
+    exec(code, namespace)
+    assert effects.touched_by("x = 1", namespace) == {"x"}
+    called = effects.touched_by("bump()", namespace)
+    assert called is not None and {"counter", "limit"} <= called
+    assert effects.touched_by("y = 2", namespace) == {"y"}
+    assert effects.touched_by("registry.append(bump)", namespace) is not None
+    later = effects.touched_by("z = 3", namespace)
+    assert later is not None and {"counter", "limit"} <= later
+
+
+def test_a_function_handed_on_by_code_that_runs_counts_from_then_on() -> None:
+    setup = (
+        "registry = []\ncounter = 0\n"
+        "def cb():\n    global counter\n    counter += 1\n"
+        "def register():\n    registry.append(cb)\n"
+    )
+    effects, namespace = CellEffects(), notebook()
+    assert effects.touched_by(setup, namespace) is not None
+    exec(setup, namespace)
+    assert effects.touched_by("x = 1", namespace) == {"x"}
+    assert effects.touched_by("register()", namespace) is not None  # hands `cb` on
+    later = effects.touched_by("y = 2", namespace)
+    assert later is not None and "counter" in later
+
+
+def test_code_a_cell_ran_under_a_name_it_then_bound_anew_counts() -> None:
+    """`before`: the bindings as the cell started, so a function the cell called (or
+    handed on) and then replaced still brings what its code uses."""
+    setup = "import pandas as pd\ndf = pd.Series([1, 2])\nk = 2\ndef score(v):\n    return v * k\n"
+    effects, namespace = CellEffects(), notebook()
+    effects.touched_by(setup, namespace)
+    exec(setup, namespace)
+    before = dict(namespace)
+    code = "s = df.apply(score)\nscore = None"
+    exec(code, namespace)
+    result = effects.touched_by(code, namespace, before)
+    assert result is not None and "k" in result
