@@ -1,4 +1,11 @@
-"""Chunk I/O of a capture: fixed-size chunks by BLAKE3 name, a fingerprint memo, one commit.
+"""Chunk I/O of a capture: chunks by BLAKE3 name, a fingerprint memo, one commit.
+
+A buffer (a numpy array's memory) is cut into fixed-size chunks: written into in place, its
+unchanged chunks stay where they were. A big pickle stream is cut where its content says
+(FastCDC, `content_cuts`): a value pickled again with a few bytes inserted or removed (a
+model added to a dict of fitted models) keeps the chunks before and after the change, where
+fixed boundaries would shift every chunk after it. Such an entry lists each chunk's length
+(`cuts`).
 
 A per-process memo maps an XXH3-128 fingerprint of a chunk to its BLAKE3 name: an unchanged
 buffer is fingerprinted (fast), never re-hashed or re-written. The memo learns from every
@@ -15,12 +22,14 @@ have named them, because the memo learns a capture's chunks only once it is reco
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import blake3
+import fastcdc
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobStore, BulkWrite
 from ditto_jupyter.kernel.capture.manifest import stored_entries
@@ -35,6 +44,22 @@ except ImportError:  # pragma: no cover - depends on the environment
 
     def _fingerprint(data: memoryview) -> str:
         return blake3.blake3(data).hexdigest()[:32]
+
+
+#: Streams longer than this are cut by content (shorter ones are one or two chunks anyway).
+CONTENT_DEFINED_MIN = CHUNK_SIZE
+#: FastCDC's bounds for those chunks: at most CHUNK_SIZE, as every chunk.
+_CDC_MIN, _CDC_AVERAGE, _CDC_MAX = CHUNK_SIZE // 4, CHUNK_SIZE // 2, CHUNK_SIZE
+
+
+def content_cuts(data: bytes) -> list[int]:
+    """The lengths of the chunks `data` is cut into where its content says (FastCDC)."""
+    return [
+        chunk.length
+        for chunk in fastcdc.fastcdc(
+            data, min_size=_CDC_MIN, avg_size=_CDC_AVERAGE, max_size=_CDC_MAX
+        )
+    ]
 
 
 class LiveBufferChanged(BlobError):
@@ -166,13 +191,24 @@ class ChunkWriter:
         """The name of a chunk this writer wrote, or that the memo knows."""
         return self._mine.get(fingerprint) or _chunk_memo.get(fingerprint)
 
-    def store(self, data: memoryview, itemsize: int = 1) -> dict[str, Any]:
-        """Store one byte string; its manifest entry `{"size", "chunks", "fps"}`.
+    def store(
+        self, data: memoryview, itemsize: int = 1, *, by_content: bool = False
+    ) -> dict[str, Any]:
+        """Store one byte string; its manifest entry `{"size", "chunks", "fps"}` (and
+        `cuts`, the chunks' lengths, when they were cut by content).
 
         `itemsize` is the size of the items the bytes hold (8 for float64), a hint for the
-        store's codec."""
+        store's codec; `by_content`: a pickle stream, cut where its content says when big."""
         view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
-        parts = [view[offset : offset + CHUNK_SIZE] for offset in range(0, len(view), CHUNK_SIZE)]
+        cuts: list[int] | None = None
+        if by_content and len(view) > CONTENT_DEFINED_MIN and isinstance(view.obj, bytes):
+            cuts = content_cuts(view.obj)
+            ends = list(itertools.accumulate(cuts))
+            parts = [view[end - length : end] for end, length in zip(ends, cuts, strict=True)]
+        else:
+            parts = [
+                view[offset : offset + CHUNK_SIZE] for offset in range(0, len(view), CHUNK_SIZE)
+            ]
         prints = fingerprint_chunks(parts)
         digests: list[str | None] = [self._known(fingerprint) for fingerprint in prints]
         if self.defer:
@@ -188,7 +224,7 @@ class ChunkWriter:
                 if not immutable:
                     self._live.append(len(self._pending))
                 self._pending.append((digests, index, fingerprint, (part, itemsize)))
-            return {"size": len(view), "chunks": digests, "fps": prints}
+            return _entry(len(view), digests, prints, cuts)
         missing: dict[str, _Part] = {}
         for part, fingerprint, digest in zip(parts, prints, digests, strict=True):
             if digest is None:
@@ -196,7 +232,7 @@ class ChunkWriter:
         if missing:
             learned = self._put(list(missing.values()), list(missing))
             digests = [learned.get(f, d) for d, f in zip(digests, prints, strict=True)]
-        return {"size": len(view), "chunks": [str(d) for d in digests], "fps": prints}
+        return _entry(len(view), [str(d) for d in digests], prints, cuts)
 
     def _put(self, parts: list[_Part], prints: list[str]) -> dict[str, str]:
         """Stage chunks (two threads for many, unless deferred: a write-behind leaves the
@@ -326,3 +362,13 @@ def read_chunks(blobs: BlobStore, reads: list[tuple[str, memoryview]]) -> None:
             blobs.read_chunk_into(digest, target)
     finally:
         rest.result()
+
+
+def _entry(
+    size: int, chunks: list[Any], prints: list[str], cuts: list[int] | None
+) -> dict[str, Any]:
+    """A stored byte string's manifest entry (`chunks` may still be filled in later)."""
+    entry: dict[str, Any] = {"size": size, "chunks": chunks, "fps": prints}
+    if cuts is not None:
+        entry["cuts"] = cuts
+    return entry

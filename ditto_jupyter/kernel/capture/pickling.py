@@ -472,6 +472,46 @@ def continue_pickling(
     return together
 
 
+#: Opcodes the C pickler writes outside any frame: PROTO (one byte after it), and the
+#: header of a payload of a frame's size or more, by the width of its length field.
+_PROTO = 0x80
+_FRAME = 0x95
+_UNFRAMED_LENGTHS = {ord("B"): 4, ord("X"): 4, 0x8E: 8, 0x8D: 8, 0x96: 8}
+
+
+def unframed(stream: bytes) -> bytes:
+    """The same pickle without its FRAME opcodes (framing is optional to an unpickler).
+
+    The C pickler of protocol 4+ cuts its output into frames of about 64 KiB, each opened
+    by a FRAME opcode and its 8-byte length: after a few bytes inserted or removed, every
+    later frame starts at another place of the content, and its header with it, so a
+    stream cut by content (`chunks.content_cuts`) would differ in every chunk after the
+    change. Any byte sequence this does not recognise leaves the stream as it was."""
+    view = memoryview(stream)
+    parts: list[memoryview] = []
+    position, end = 0, len(view)
+    while position < end:
+        opcode = view[position]
+        if opcode == _FRAME and position + 9 <= end:
+            length = int.from_bytes(view[position + 1 : position + 9], "little")
+            parts.append(view[position + 9 : position + 9 + length])
+            position += 9 + length
+        elif opcode == _PROTO and position + 2 <= end:
+            parts.append(view[position : position + 2])
+            position += 2
+        elif opcode in _UNFRAMED_LENGTHS:
+            width = _UNFRAMED_LENGTHS[opcode]
+            length = int.from_bytes(view[position + 1 : position + 1 + width], "little")
+            stop = position + 1 + width + length
+            parts.append(view[position:stop])
+            position = stop
+        else:
+            return stream
+    if position != end:
+        return stream
+    return b"".join(parts)
+
+
 def identity_ids(pickled: Pickled, atoms: Atoms) -> set[int]:
     """Ids of the objects in a pickle whose identity matters (mutable, shared by reference);
     immutable values and singletons are atomic (see `atoms`)."""

@@ -33,6 +33,7 @@ from ditto_jupyter.kernel.capture.pickling import (
     continue_pickling,
     identity_ids,
     pickle_values,
+    unframed,
 )
 from ditto_jupyter.kernel.capture.pods import (
     Pod,
@@ -609,6 +610,6 @@ def store_component(
         "names": names,
         "types": {name: type_name(values[name]) for name in names},
         "summaries": summaries_of(names, values),
-        "stream": writer.store(memoryview(pickled.stream)),
+        "stream": writer.store(memoryview(unframed(pickled.stream)), by_content=True),
         "buffers": buffers,
     }

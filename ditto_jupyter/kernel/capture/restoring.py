@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import itertools
 import mmap
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,10 +60,21 @@ def _allocate(size: int, kind: str) -> Any:
 
 
 def _chunk_views(stored: dict[str, Any], chunk_size: int) -> list[tuple[int, int]]:
+    """Where each chunk of a stored byte string goes: fixed-size chunks, or the lengths
+    its entry lists (`cuts`: a stream cut by content), each checked against the entry."""
     size, chunks = stored["size"], stored["chunks"]
-    if len(chunks) != -(-size // chunk_size) or len(stored.get("fps", chunks)) != len(chunks):
+    if len(stored.get("fps", chunks)) != len(chunks):
         raise BlobIntegrityError("a manifest entry does not match its chunk count")
-    return [(start, min(start + chunk_size, size)) for start in range(0, size, chunk_size)]
+    cuts = stored.get("cuts")
+    if cuts is None:
+        if len(chunks) != -(-size // chunk_size):
+            raise BlobIntegrityError("a manifest entry does not match its chunk count")
+        return [(start, min(start + chunk_size, size)) for start in range(0, size, chunk_size)]
+    lengths_fit = all(isinstance(n, int) and 0 < n <= CHUNK_SIZE for n in cuts)
+    if not lengths_fit or len(cuts) != len(chunks) or sum(cuts) != size:
+        raise BlobIntegrityError("a manifest entry's chunk lengths do not add up to its size")
+    ends = list(itertools.accumulate(cuts))
+    return [(end - length, end) for end, length in zip(ends, cuts, strict=True)]
 
 
 @dataclass

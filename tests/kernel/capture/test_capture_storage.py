@@ -202,3 +202,72 @@ def test_big_manifests_are_stored_compressed_and_still_checked(blobs: BlobStore)
     write_manifest_document(blobs.root, manifest_id, CODEC_ZSTD + b"not a zstd frame")
     with pytest.raises(ManifestSignatureError, match="not valid"):
         blobs.get_manifest(manifest_id)
+
+
+def test_a_big_stream_pickled_again_with_a_small_change_writes_the_chunks_around_it(
+    blobs: BlobStore,
+) -> None:
+    """A pickle stream of several chunks is cut where its content says: a value pickled
+    again with a few bytes more in the middle (a fitted model added to a dict of them)
+    keeps the chunks before and after the change, where fixed boundaries would shift, and
+    write again, every chunk after it. Both states restore exactly."""
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(
+        "import random\n"
+        "rng = random.Random(7)\n"
+        "models = {f'model_{i}': {'weights': [rng.random() for j in range(300)], 'name': f'm{i}'}"
+        " for i in range(1500)}",
+        namespace,
+    )
+    first = capture_namespace(namespace, blobs)
+    models = namespace["models"]
+    assert isinstance(models, dict)
+    models["model_700"]["name"] = "a much longer name than before, in the middle"
+    second = capture_namespace(namespace, blobs)
+    assert second.manifest_id != first.manifest_id
+    assert second.bytes_written < first.bytes_written / 4
+    for captured, name in ((first, "m700"), (second, models["model_700"]["name"])):
+        fresh: dict[str, object] = {"__name__": "__main__"}
+        assert restore_namespace(fresh, blobs, captured.manifest_id) == []
+        restored = fresh["models"]
+        assert isinstance(restored, dict) and restored["model_700"]["name"] == name
+        assert restored["model_1499"]["weights"] == models["model_1499"]["weights"]
+
+
+def test_chunk_lengths_that_do_not_add_up_are_refused() -> None:
+    from ditto_jupyter.core.blobs import BlobIntegrityError
+    from ditto_jupyter.kernel.capture.restoring import _chunk_views
+
+    entry = {"size": 10, "chunks": ["a", "b"], "fps": ["x", "y"], "cuts": [4, 6]}
+    assert _chunk_views(entry, 8) == [(0, 4), (4, 10)]
+    for cuts in ([4, 5], [10], [0, 10], [-1, 11]):
+        with pytest.raises(BlobIntegrityError):
+            _chunk_views({**entry, "cuts": cuts}, 8)
+
+
+def test_a_pickle_without_its_frames_loads_as_the_same_value() -> None:
+    """`unframed` drops protocol 5's FRAME opcodes (a big payload the pickler wrote outside
+    any frame, and several pickles written one after another, included); bytes it does not
+    recognise come back unchanged."""
+    import io
+    import pickle
+
+    from ditto_jupyter.kernel.capture.pickling import unframed
+
+    value = {
+        "numbers": list(range(50_000)),
+        "text": "x" * 200_000,
+        "raw": b"y" * 300_000,
+        "grow": bytearray(b"z" * 70_000),
+    }
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.dump([value])
+    pickler.dump(["a second pickle"])
+    framed = out.getvalue()
+    stripped = unframed(framed)
+    assert len(stripped) < len(framed) and b"\x95" not in stripped[:3]
+    reader = io.BytesIO(stripped)
+    assert pickle.load(reader) == [value]
+    assert pickle.load(reader) == ["a second pickle"]
+    assert unframed(b"\x95\xff" + framed) == b"\x95\xff" + framed  # not a pickle's frames
