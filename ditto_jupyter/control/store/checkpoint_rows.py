@@ -17,7 +17,7 @@ a page and none takes an overflow page (a whole record is ~1.5 KB).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,13 @@ MAX_DELTA = 512
 _OWN_FIELDS = tuple(
     name for name in RuntimeCheckpoint.model_fields if name not in COLUMN_FIELDS + SHARED_FIELDS
 )
+_OWN = frozenset(_OWN_FIELDS)
+_FIELDS = tuple(RuntimeCheckpoint.model_fields)
+#: The fields before the shared ones (all columns), and the other columns.
+_HEAD = _FIELDS[: _FIELDS.index(SHARED_FIELDS[0])]
+_TAIL_COLUMNS = tuple(name for name in COLUMN_FIELDS if name not in _HEAD)
+assert COLUMN_FIELDS[: len(_HEAD)] == _HEAD
+assert _FIELDS[len(_HEAD) : len(_HEAD) + len(SHARED_FIELDS)] == SHARED_FIELDS
 assert DELTA_KEY not in RuntimeCheckpoint.model_fields
 _DEFAULTS: dict[str, Any] = {
     name: orjson.loads(
@@ -97,12 +104,14 @@ def own_text(own: Mapping[str, Any], changes: Mapping[str, Any]) -> str:
 
 
 def record_text(
-    columns: Mapping[str, Any],
+    columns: Sequence[Any],
     base_text: str,
     base_blobs: tuple[str | None, str | None],
     data: str,
+    parsed: dict[str, dict[str, Any]] | None = None,
 ) -> str:
-    """The whole record's JSON from a row's columns, its base and its own JSON.
+    """The whole record's JSON from a row's columns (in `COLUMN_FIELDS` order), its base
+    and its own JSON (`parsed`: bases read already, by their text, for rows sharing them).
 
     DeltaError when they do not make one: a row or base that is not a JSON object, a delta
     that does not apply, or a record naming other blobs than its base holds (garbage
@@ -110,13 +119,34 @@ def record_text(
     a record migrated whole (one that did not read back) is kept as it was.
     """
     try:
-        base, own = orjson.loads(base_text), orjson.loads(data)
+        own = orjson.loads(data)
     except orjson.JSONDecodeError as error:
         raise DeltaError(f"it is not JSON ({error})") from None
-    if not isinstance(base, dict) or not isinstance(own, dict):
+    if not isinstance(own, dict):
         raise DeltaError("it is not a JSON object")
+    if DELTA_KEY not in own and own.keys() <= _OWN and _names(base_text, base_blobs):
+        # The base as the store wrote it: its members go in as they are, unparsed, after
+        # the fields before them (pydantic reads a record fastest in the model's order).
+        head = orjson.dumps(dict(zip(_HEAD, columns, strict=False))).decode()
+        tail = orjson.dumps(dict(zip(_TAIL_COLUMNS, columns[len(_HEAD) :], strict=True)))
+        members = [head[:-1], base_text[1:-1], tail.decode()[1:-1]]
+        if own:
+            members.append(data.strip()[1:-1])
+        return ",".join(members) + "}"
+    base = parsed.get(base_text) if parsed is not None else None
+    if base is None:
+        try:
+            base = orjson.loads(base_text)
+        except orjson.JSONDecodeError as error:
+            raise DeltaError(f"its base is not JSON ({error})") from None
+        if not isinstance(base, dict):
+            raise DeltaError("its base is not a JSON object")
+        if parsed is not None:
+            parsed[base_text] = base
     shared = apply_delta(base, own.pop(DELTA_KEY, {}))
-    record = {**columns, **shared, **own}
+    merged = {**dict(zip(COLUMN_FIELDS, columns, strict=True)), **shared, **own}
+    record = {name: merged.pop(name) for name in _FIELDS if name in merged}
+    record.update(merged)  # what is no field: refused when read
     ref = record.get("backend_ref")
     named = (
         record.get("context_manifest_id"),
@@ -125,3 +155,24 @@ def record_text(
     if named != base_blobs:
         raise DeltaError(f"it names the blobs {named}, its base {base_blobs}")
     return orjson.dumps(record).decode()
+
+
+_CONTEXT_KEY = '"context_manifest_id":'
+_SNAPSHOT_KEY = '"provider_snapshot_id":'
+
+
+def _names(base_text: str, blobs: tuple[str | None, str | None]) -> bool:
+    """Whether a base's JSON is as the store wrote it (`own_text`: compact, the shared
+    fields in order) and names these blobs (their last mentions: the backend ref and the
+    manifest come last but for the unrestorable values); one that is not (written by
+    hand) is read the careful way."""
+    if not (base_text.startswith('{"session":') and base_text.endswith("]}")):
+        return False
+    context, snapshot = blobs
+    at = base_text.rfind(_CONTEXT_KEY) + len(_CONTEXT_KEY)
+    if not base_text.startswith(f'"{context}"' if context else "null", at):
+        return False
+    if snapshot is None:
+        return '"backend_ref":null' in base_text or f"{_SNAPSHOT_KEY}null" in base_text
+    at = base_text.rfind(_SNAPSHOT_KEY) + len(_SNAPSHOT_KEY)
+    return at >= len(_SNAPSHOT_KEY) and base_text.startswith(f'"{snapshot}"', at)

@@ -49,6 +49,7 @@ from ditto_jupyter.control.store.schema import (
     GET_BINDING,
     GET_HEAD,
     GET_SESSION,
+    KEY,
     LEFTOVERS,
     SESSIONS,
 )
@@ -88,39 +89,68 @@ def _records(*, with_base: bool = False) -> sa.Select[Any]:
     return sa.select(*_RECORD).select_from(joined)
 
 
-def _whole_text(row: Any) -> str:
-    """The record's JSON from a row of `_records`; DamagedRecord when its parts do not
-    make one."""
-    key = row.checkpoint_id
-    if row.base_data is None:
-        raise DamagedRecord(f"stored checkpoint {key!r} is damaged: its base is gone")
-    columns = {name: getattr(row, name) for name in COLUMN_FIELDS}
+# Built once: SQLAlchemy then reuses their compiled form (a statement built per call costs
+# more than the lookup it runs).
+_RECORDS = _records()
+_RECORDS_OF_BASES = _records(with_base=True)
+_GET_RECORD = _RECORDS.where(CHECKPOINTS.c.checkpoint_id == KEY)
+_BASE: sa.BindParameter[int] = sa.bindparam("base", type_=sa.Integer)
+_STORED = sa.select(CHECKPOINTS.c.runtime_id, CHECKPOINTS.c.base_id).where(
+    CHECKPOINTS.c.checkpoint_id == KEY
+)
+_GET_BASE = sa.select(_BASES.context_manifest_id, _BASES.backend_snapshot_id, _BASES.data).where(
+    _BASES.id == _BASE
+)
+_ADD_BASE = sa.insert(CHECKPOINT_BASES)
+_BASE_USED = sa.select(CHECKPOINTS.c.seq).where(CHECKPOINTS.c.base_id == _BASE).limit(1)
+_DROP_BASE = sa.delete(CHECKPOINT_BASES).where(_BASES.id == _BASE)
+_SET_HEAD = (
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.runtime_id == sa.bindparam("runtime", type_=sa.Text))
+    .values(
+        head_checkpoint_id=sa.bindparam("head", type_=sa.Text),
+        head_elsewhere=sa.bindparam("elsewhere", type_=sa.Boolean),
+    )
+)
+
+
+_COLUMNS = len(COLUMN_FIELDS)
+
+
+def _whole_text(row: Sequence[Any], parsed: dict[str, dict[str, Any]] | None = None) -> str:
+    """The record's JSON from a row of `_records` (`parsed`: the bases read for the rows
+    before it); DamagedRecord when its parts do not make one."""
+    data, base_data, base_context, base_snapshot = row[_COLUMNS:]
+    if base_data is None:
+        raise DamagedRecord(f"stored checkpoint {row[0]!r} is damaged: its base is gone")
     try:
-        return record_text(columns, row.base_data, (row.base_context, row.base_snapshot), row.data)
+        return record_text(row[:_COLUMNS], base_data, (base_context, base_snapshot), data, parsed)
     except DeltaError as error:
         raise DamagedRecord(
-            f"stored checkpoint {key!r} is damaged: {error}; run `ditto doctor`"
+            f"stored checkpoint {row[0]!r} is damaged: {error}; run `ditto doctor`"
         ) from None
 
 
-def _stored_text(row: Any) -> str:
+def _stored_text(row: Sequence[Any]) -> str:
     """What a row holds, as text: its whole record, else its JSON and its base's (for
     `ditto doctor`, and for a collection that keeps alive what a damaged row names)."""
     try:
         return _whole_text(row)
     except DamagedRecord:
-        return f"{row.data}\n{row.base_data or ''}"
+        return f"{row[_COLUMNS]}\n{row[_COLUMNS + 1] or ''}"
 
 
 def _checkpoints_of(rows: Sequence[Any]) -> list[RuntimeCheckpoint]:
     """The checkpoints of `_records` rows; a damaged one is skipped (see `load_rows`)."""
     loaded: list[RuntimeCheckpoint] = []
+    parsed: dict[str, dict[str, Any]] = {}  # checkpoints after one another share a base
     for row in rows:
-        what = f"checkpoint {row.checkpoint_id!r}"
+        values = tuple(row)
         try:
-            loaded.append(load_model(RuntimeCheckpoint, _whole_text(row), what))
+            text = _whole_text(values, parsed)
+            loaded.append(load_model(RuntimeCheckpoint, text, f"checkpoint {values[0]!r}"))
         except DamagedRecord as error:
-            skip_damaged("checkpoint", str(row.checkpoint_id), error, _stored_text(row))
+            skip_damaged("checkpoint", str(values[0]), error, _stored_text(values))
     return loaded
 
 
@@ -250,22 +280,13 @@ class SqlCheckpointStore(SqlLeases):
         is deleted."""
         require_model(checkpoint, RuntimeCheckpoint, "put_checkpoint")
         parts = parts_of(checkpoint)
-        col = CHECKPOINTS.c
         with self._write(refs_of_checkpoint(checkpoint)) as conn:
-            stored = conn.execute(
-                sa.select(col.runtime_id, col.base_id).where(
-                    col.checkpoint_id == checkpoint.checkpoint_id
-                )
-            ).first()
+            stored = conn.execute(_STORED, {"key": checkpoint.checkpoint_id}).first()
             if stored is not None and stored.runtime_id != checkpoint.runtime_id:
                 raise moved_checkpoint(checkpoint, str(stored.runtime_id))
             parent = None
             if checkpoint.parent_checkpoint_id is not None:
-                parent = conn.execute(
-                    sa.select(col.runtime_id, col.base_id).where(
-                        col.checkpoint_id == checkpoint.parent_checkpoint_id
-                    )
-                ).first()
+                parent = conn.execute(_STORED, {"key": checkpoint.parent_checkpoint_id}).first()
             shared_with = [found.base_id for found in (stored, parent) if found is not None]
             base_id, changes = self._base_for(conn, parts, shared_with)
             row = {
@@ -297,11 +318,7 @@ class SqlCheckpointStore(SqlLeases):
         blobs = (parts.context_manifest_id, parts.backend_snapshot_id)
         best: tuple[int, dict[str, Any]] | None = None
         for base_id in dict.fromkeys(candidates):
-            found = conn.execute(
-                sa.select(
-                    _BASES.context_manifest_id, _BASES.backend_snapshot_id, _BASES.data
-                ).where(_BASES.id == base_id)
-            ).first()
+            found = conn.execute(_GET_BASE, {"base": base_id}).first()
             if found is None or (found.context_manifest_id, found.backend_snapshot_id) != blobs:
                 continue
             changes = delta_against(found.data, parts.shared)
@@ -312,11 +329,12 @@ class SqlCheckpointStore(SqlLeases):
         if best is not None:
             return best
         made = conn.execute(
-            sa.insert(CHECKPOINT_BASES).values(
-                context_manifest_id=parts.context_manifest_id,
-                backend_snapshot_id=parts.backend_snapshot_id,
-                data=own_text(parts.shared, {}),
-            )
+            _ADD_BASE,
+            {
+                "context_manifest_id": parts.context_manifest_id,
+                "backend_snapshot_id": parts.backend_snapshot_id,
+                "data": own_text(parts.shared, {}),
+            },
         )
         key = made.inserted_primary_key
         assert key is not None
@@ -325,15 +343,13 @@ class SqlCheckpointStore(SqlLeases):
     @staticmethod
     def _drop_if_unused(conn: Connection, base_id: int) -> None:
         """Delete a base that no checkpoint uses (the last one moved to another)."""
-        used = sa.select(CHECKPOINTS.c.seq).where(CHECKPOINTS.c.base_id == base_id).limit(1)
-        if conn.execute(used).first() is None:
-            conn.execute(sa.delete(CHECKPOINT_BASES).where(_BASES.id == base_id))
+        if conn.execute(_BASE_USED, {"base": base_id}).first() is None:
+            conn.execute(_DROP_BASE, {"base": base_id})
 
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
         """The checkpoint with that id, or None."""
-        query = _records().where(CHECKPOINTS.c.checkpoint_id == checkpoint_id)
         with self._read() as conn:
-            row = conn.execute(query).first()
+            row = conn.execute(_GET_RECORD, {"key": checkpoint_id}).first()
         if row is None:
             return None
         return load_model(RuntimeCheckpoint, _whole_text(row), f"checkpoint {checkpoint_id!r}")
@@ -341,7 +357,7 @@ class SqlCheckpointStore(SqlLeases):
     def _select_checkpoints(
         self, where: Any, *, with_base: bool = False
     ) -> list[RuntimeCheckpoint]:
-        query = _records(with_base=with_base).where(where)
+        query = (_RECORDS_OF_BASES if with_base else _RECORDS).where(where)
         query = query.order_by(CHECKPOINTS.c.created_at_ms, CHECKPOINTS.c.seq)
         return self._load_checkpoints(query)
 
@@ -353,7 +369,7 @@ class SqlCheckpointStore(SqlLeases):
         every checkpoint would write a page of it, and this listing reads every row anyway."""
         if runtime_id is not None:
             return self._select_checkpoints(CHECKPOINTS.c.runtime_id == runtime_id)
-        listed = self._load_checkpoints(_records().order_by(CHECKPOINTS.c.seq))
+        listed = self._load_checkpoints(_RECORDS.order_by(CHECKPOINTS.c.seq))
         return sorted(listed, key=lambda checkpoint: checkpoint.created_at_ms)
 
     def find_checkpoints(
@@ -396,7 +412,7 @@ class SqlCheckpointStore(SqlLeases):
         """Checkpoints whose id starts with `prefix` (in one runtime), in id order."""
         require_id(prefix, "a checkpoint id prefix")
         col = CHECKPOINTS.c
-        query = _records().where(self._id_prefix(prefix, runtime_id))
+        query = _RECORDS.where(self._id_prefix(prefix, runtime_id))
         query = query.order_by(self._by_codepoint(col.checkpoint_id)).limit(limit)
         return self._load_checkpoints(query)
 
@@ -412,7 +428,7 @@ class SqlCheckpointStore(SqlLeases):
         `after` (ValueError when it is not one of the runtime's), at most `limit`."""
         col = CHECKPOINTS.c
         order = (col.created_at_ms, col.seq)
-        query = _records().where(col.runtime_id == runtime_id)
+        query = _RECORDS.where(col.runtime_id == runtime_id)
         with self._read() as conn:
             if after is not None:
                 anchor = conn.execute(
@@ -432,8 +448,7 @@ class SqlCheckpointStore(SqlLeases):
         """The newest checkpoint of a runtime with exactly that name, or None."""
         col = CHECKPOINTS.c
         query = (
-            _records()
-            .where(col.name == name, col.runtime_id == runtime_id)
+            _RECORDS.where(col.name == name, col.runtime_id == runtime_id)
             .order_by(col.created_at_ms.desc(), col.seq.desc())
             .limit(1)
         )
@@ -463,10 +478,12 @@ class SqlCheckpointStore(SqlLeases):
         ids = list(dict.fromkeys(manifest_ids))
         if not ids:
             return set()
-        used = sa.exists().where(CHECKPOINTS.c.base_id == _BASES.id)
+        # A base goes with its last user (in that user's transaction): each one names
+        # what some checkpoint names, and were one left over, it would keep blobs, never
+        # free them.
         document = CHECKPOINTS.c.document_manifest_id
         queries = [
-            sa.select(column).where(column.in_(ids), used).distinct()
+            sa.select(column).where(column.in_(ids)).distinct()
             for column in (_BASES.context_manifest_id, _BASES.backend_snapshot_id)
         ]
         queries.append(sa.select(document).where(document.in_(ids)).distinct())
@@ -482,7 +499,7 @@ class SqlCheckpointStore(SqlLeases):
         beyond looked up in the heads, the checkout origins and the parents."""
         col = CHECKPOINTS.c
         whole = sa.and_(col.runtime_id == runtime_id, col.automatic, sa.not_(col.pruned))
-        newest_first = _records().where(whole)
+        newest_first = _RECORDS.where(whole)
         newest_first = newest_first.order_by(col.created_at_ms.desc(), col.seq.desc())
         with self._read() as conn:
             count = conn.execute(sa.select(sa.func.count()).where(whole)).scalar_one()
@@ -559,16 +576,10 @@ class SqlCheckpointStore(SqlLeases):
         not stored yet counts as another's: it is in the index, where a prune finds it)."""
         elsewhere = False
         if checkpoint_id is not None:
-            owner = conn.execute(
-                sa.select(CHECKPOINTS.c.runtime_id).where(
-                    CHECKPOINTS.c.checkpoint_id == checkpoint_id
-                )
-            ).scalar_one_or_none()
-            elsewhere = owner != runtime_id
+            owner = conn.execute(_STORED, {"key": checkpoint_id}).first()
+            elsewhere = owner is None or owner.runtime_id != runtime_id
         conn.execute(
-            sa.update(SESSIONS)
-            .where(SESSIONS.c.runtime_id == runtime_id)
-            .values(head_checkpoint_id=checkpoint_id, head_elsewhere=elsewhere)
+            _SET_HEAD, {"runtime": runtime_id, "head": checkpoint_id, "elsewhere": elsewhere}
         )
 
     # ---- backend bindings -----------------------------------------------------------
@@ -636,7 +647,7 @@ class SqlCheckpointStore(SqlLeases):
                 rows = conn.execute(sa.select(key, table.c.data).order_by(key)).all()
             damaged += damaged_of(table.name, model, ((str(k), str(d)) for k, d in rows))
         with self._read() as conn:
-            records = conn.execute(_records().order_by(CHECKPOINTS.c.checkpoint_id)).all()
+            records = conn.execute(_RECORDS.order_by(CHECKPOINTS.c.checkpoint_id)).all()
         whole: list[tuple[str, str]] = []
         for row in records:
             try:
