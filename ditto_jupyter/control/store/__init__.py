@@ -42,7 +42,8 @@ Modules: `interface` (the `CheckpointStore` protocol, errors, shared checks), `s
 SQL tables as they are now), `migrations` (the steps that get any database there),
 `sql_database` (`SqlDatabase`: engine, connections, transactions, errors, migrating),
 `sql_leases` (the leases on it), `sql` (`SqlCheckpointStore`, the records on it),
-`checkpoint_rows` and `record_delta` (how it cuts a checkpoint into rows), `memory`
+`checkpoint_rows` and `record_delta` (how it cuts a checkpoint into rows), `sql_records`
+(how it reads them back), `memory`
 (`MemoryCheckpointStore`), `opening` (`open_store`).
 """
 

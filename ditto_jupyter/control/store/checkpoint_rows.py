@@ -48,6 +48,7 @@ _OWN_FIELDS = tuple(
     name for name in RuntimeCheckpoint.model_fields if name not in COLUMN_FIELDS + SHARED_FIELDS
 )
 _OWN = frozenset(_OWN_FIELDS)
+_BASE_START = '{"session":{'
 _FIELDS = tuple(RuntimeCheckpoint.model_fields)
 #: The fields before the shared ones (all columns), and the other columns.
 _HEAD = _FIELDS[: _FIELDS.index(SHARED_FIELDS[0])]
@@ -114,9 +115,10 @@ def record_text(
     and its own JSON (`parsed`: bases read already, by their text, for rows sharing them).
 
     DeltaError when they do not make one: a row or base that is not a JSON object, a delta
-    that does not apply, or a record naming other blobs than its base holds (garbage
-    collection would not see them). A row's own JSON wins over the columns and the base:
-    a record migrated whole (one that did not read back) is kept as it was.
+    that does not apply, or one that names other blobs than its base's columns (garbage
+    collection would not see them; a base's JSON and columns are written together). A
+    row's own JSON wins over the columns and the base: a record migrated whole (one that
+    did not read back) is kept as it was.
     """
     try:
         own = orjson.loads(data)
@@ -124,9 +126,10 @@ def record_text(
         raise DeltaError(f"it is not JSON ({error})") from None
     if not isinstance(own, dict):
         raise DeltaError("it is not a JSON object")
-    if DELTA_KEY not in own and own.keys() <= _OWN and _names(base_text, base_blobs):
-        # The base as the store wrote it: its members go in as they are, unparsed, after
-        # the fields before them (pydantic reads a record fastest in the model's order).
+    if DELTA_KEY not in own and own.keys() <= _OWN and base_text.startswith(_BASE_START):
+        # The base as the store wrote it (`own_text` of the shared fields, beside the blob
+        # columns made of the same checkpoint): its members go in as they are, unparsed,
+        # after the fields before them (pydantic reads a record fastest in field order).
         head = orjson.dumps(dict(zip(_HEAD, columns, strict=False))).decode()
         tail = orjson.dumps(dict(zip(_TAIL_COLUMNS, columns[len(_HEAD) :], strict=True)))
         members = [head[:-1], base_text[1:-1], tail.decode()[1:-1]]
@@ -155,24 +158,3 @@ def record_text(
     if named != base_blobs:
         raise DeltaError(f"it names the blobs {named}, its base {base_blobs}")
     return orjson.dumps(record).decode()
-
-
-_CONTEXT_KEY = '"context_manifest_id":'
-_SNAPSHOT_KEY = '"provider_snapshot_id":'
-
-
-def _names(base_text: str, blobs: tuple[str | None, str | None]) -> bool:
-    """Whether a base's JSON is as the store wrote it (`own_text`: compact, the shared
-    fields in order) and names these blobs (their last mentions: the backend ref and the
-    manifest come last but for the unrestorable values); one that is not (written by
-    hand) is read the careful way."""
-    if not (base_text.startswith('{"session":') and base_text.endswith("]}")):
-        return False
-    context, snapshot = blobs
-    at = base_text.rfind(_CONTEXT_KEY) + len(_CONTEXT_KEY)
-    if not base_text.startswith(f'"{context}"' if context else "null", at):
-        return False
-    if snapshot is None:
-        return '"backend_ref":null' in base_text or f"{_SNAPSHOT_KEY}null" in base_text
-    at = base_text.rfind(_SNAPSHOT_KEY) + len(_SNAPSHOT_KEY)
-    return at >= len(_SNAPSHOT_KEY) and base_text.startswith(f'"{snapshot}"', at)

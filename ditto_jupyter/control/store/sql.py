@@ -14,13 +14,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
+from ditto_jupyter.control.store import sql_records as records
 from ditto_jupyter.control.store.checkpoint_rows import (
-    COLUMN_FIELDS,
     CheckpointParts,
     delta_against,
     own_text,
     parts_of,
-    record_text,
 )
 from ditto_jupyter.control.store.interface import (
     BUSY_TIMEOUT_MS,
@@ -38,10 +37,8 @@ from ditto_jupyter.control.store.interface import (
     refs_of_head,
     require_id,
     require_model,
-    skip_damaged,
 )
 from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration
-from ditto_jupyter.control.store.record_delta import DeltaError
 from ditto_jupyter.control.store.schema import (
     BINDINGS,
     CHECKPOINT_BASES,
@@ -68,32 +65,8 @@ _HELD_BATCH = 500
 """Checkpoint ids asked about in one `IN (...)` (well below every database's limit)."""
 
 _BASES = CHECKPOINT_BASES.c
-#: What a checkpoint is read back from: its row's columns and JSON, and its base's.
-_RECORD = (
-    *(CHECKPOINTS.c[name] for name in COLUMN_FIELDS),
-    CHECKPOINTS.c.data,
-    _BASES.data.label("base_data"),
-    _BASES.context_manifest_id.label("base_context"),
-    _BASES.backend_snapshot_id.label("base_snapshot"),
-)
-
-
-def _records(*, with_base: bool = False) -> sa.Select[Any]:
-    """The rows a checkpoint is read from (`with_base`: only those whose base is there,
-    for a query that filters on the base)."""
-    joined = (
-        CHECKPOINTS.join(CHECKPOINT_BASES, _BASES.id == CHECKPOINTS.c.base_id)
-        if with_base
-        else CHECKPOINTS.outerjoin(CHECKPOINT_BASES, _BASES.id == CHECKPOINTS.c.base_id)
-    )
-    return sa.select(*_RECORD).select_from(joined)
-
-
 # Built once: SQLAlchemy then reuses their compiled form (a statement built per call costs
 # more than the lookup it runs).
-_RECORDS = _records()
-_RECORDS_OF_BASES = _records(with_base=True)
-_GET_RECORD = _RECORDS.where(CHECKPOINTS.c.checkpoint_id == KEY)
 _BASE: sa.BindParameter[int] = sa.bindparam("base", type_=sa.Integer)
 _STORED = sa.select(CHECKPOINTS.c.runtime_id, CHECKPOINTS.c.base_id).where(
     CHECKPOINTS.c.checkpoint_id == KEY
@@ -112,46 +85,6 @@ _SET_HEAD = (
         head_elsewhere=sa.bindparam("elsewhere", type_=sa.Boolean),
     )
 )
-
-
-_COLUMNS = len(COLUMN_FIELDS)
-
-
-def _whole_text(row: Sequence[Any], parsed: dict[str, dict[str, Any]] | None = None) -> str:
-    """The record's JSON from a row of `_records` (`parsed`: the bases read for the rows
-    before it); DamagedRecord when its parts do not make one."""
-    data, base_data, base_context, base_snapshot = row[_COLUMNS:]
-    if base_data is None:
-        raise DamagedRecord(f"stored checkpoint {row[0]!r} is damaged: its base is gone")
-    try:
-        return record_text(row[:_COLUMNS], base_data, (base_context, base_snapshot), data, parsed)
-    except DeltaError as error:
-        raise DamagedRecord(
-            f"stored checkpoint {row[0]!r} is damaged: {error}; run `ditto doctor`"
-        ) from None
-
-
-def _stored_text(row: Sequence[Any]) -> str:
-    """What a row holds, as text: its whole record, else its JSON and its base's (for
-    `ditto doctor`, and for a collection that keeps alive what a damaged row names)."""
-    try:
-        return _whole_text(row)
-    except DamagedRecord:
-        return f"{row[_COLUMNS]}\n{row[_COLUMNS + 1] or ''}"
-
-
-def _checkpoints_of(rows: Sequence[Any]) -> list[RuntimeCheckpoint]:
-    """The checkpoints of `_records` rows; a damaged one is skipped (see `load_rows`)."""
-    loaded: list[RuntimeCheckpoint] = []
-    parsed: dict[str, dict[str, Any]] = {}  # checkpoints after one another share a base
-    for row in rows:
-        values = tuple(row)
-        try:
-            text = _whole_text(values, parsed)
-            loaded.append(load_model(RuntimeCheckpoint, text, f"checkpoint {values[0]!r}"))
-        except DamagedRecord as error:
-            skip_damaged("checkpoint", str(values[0]), error, _stored_text(values))
-    return loaded
 
 
 class SqlCheckpointStore(SqlLeases):
@@ -349,17 +282,11 @@ class SqlCheckpointStore(SqlLeases):
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
         """The checkpoint with that id, or None."""
         with self._read() as conn:
-            row = conn.execute(_GET_RECORD, {"key": checkpoint_id}).first()
+            row = conn.execute(records.GET_RECORD, {"key": checkpoint_id}).first()
         if row is None:
             return None
-        return load_model(RuntimeCheckpoint, _whole_text(row), f"checkpoint {checkpoint_id!r}")
-
-    def _select_checkpoints(
-        self, where: Any, *, with_base: bool = False
-    ) -> list[RuntimeCheckpoint]:
-        query = (_RECORDS_OF_BASES if with_base else _RECORDS).where(where)
-        query = query.order_by(CHECKPOINTS.c.created_at_ms, CHECKPOINTS.c.seq)
-        return self._load_checkpoints(query)
+        text = records.whole_text(tuple(row))
+        return load_model(RuntimeCheckpoint, text, f"checkpoint {checkpoint_id!r}")
 
     def list_checkpoints(self, runtime_id: str | None = None) -> list[RuntimeCheckpoint]:
         """Checkpoints (of one runtime, or all), oldest first.
@@ -368,8 +295,8 @@ class SqlCheckpointStore(SqlLeases):
         sort keeps that order among equal times): no index by creation time is kept, as
         every checkpoint would write a page of it, and this listing reads every row anyway."""
         if runtime_id is not None:
-            return self._select_checkpoints(CHECKPOINTS.c.runtime_id == runtime_id)
-        listed = self._load_checkpoints(_RECORDS.order_by(CHECKPOINTS.c.seq))
+            return self._load_checkpoints(records.OF_RUNTIME, {"runtime": runtime_id})
+        listed = self._load_checkpoints(records.RECORDS.order_by(CHECKPOINTS.c.seq), {})
         return sorted(listed, key=lambda checkpoint: checkpoint.created_at_ms)
 
     def find_checkpoints(
@@ -385,36 +312,37 @@ class SqlCheckpointStore(SqlLeases):
         named = col.name == prefix
         if runtime_id is not None:
             named = sa.and_(named, col.runtime_id == runtime_id)
-        by_name = sa.select(col.seq).where(named)
-        by_id = sa.select(col.seq).where(self._id_prefix(prefix, runtime_id))
-        return self._select_checkpoints(col.seq.in_(sa.union(by_id, by_name).scalar_subquery()))
+        where, values = self._id_prefix(prefix, runtime_id)
+        seqs = sa.union(sa.select(col.seq).where(where), sa.select(col.seq).where(named))
+        query = records.RECORDS.where(col.seq.in_(seqs.scalar_subquery()))
+        return self._load_checkpoints(query.order_by(col.created_at_ms, col.seq), values)
 
-    def _id_prefix(self, prefix: str, runtime_id: str | None) -> Any:
-        """Ids starting with `prefix`: a range on the id index, then the exact check."""
-        col = CHECKPOINTS.c
-        ident: Any = (
-            col.checkpoint_id.collate("C") if self.backend == "postgresql" else col.checkpoint_id
-        )
-        where = [ident >= prefix, sa.func.substr(col.checkpoint_id, 1, len(prefix)) == prefix]
+    def _id_prefix(
+        self, prefix: str, runtime_id: str | None, limit: int | None = None
+    ) -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
+        """Ids starting with `prefix` (see `sql_records.id_prefix`) and the values to bind."""
         end = prefix_end(prefix)
-        if end is not None:
-            where.append(ident < end)
-        if runtime_id is not None:
-            # From 3 characters on the id range is the narrower one (1/4096 of the ids);
-            # `runtime_id || ''` keeps the planner from walking the runtime's index instead.
-            runtime = col.runtime_id + "" if len(prefix) >= 3 else col.runtime_id
-            where.append(runtime == runtime_id)
-        return sa.and_(*where)
+        values = {"prefix": prefix, "length": len(prefix), "end": end, "runtime": runtime_id}
+        where = records.id_prefix(**self._prefix_shape(prefix, runtime_id))
+        return where, {**values, "limit": limit}
+
+    def _prefix_shape(self, prefix: str, runtime_id: str | None) -> dict[str, bool]:
+        return {
+            "postgresql": self.backend == "postgresql",
+            "bounded": prefix_end(prefix) is not None,
+            "in_runtime": runtime_id is not None,
+            "short": len(prefix) < 3,
+        }
 
     def find_by_id_prefix(
         self, prefix: str, runtime_id: str | None = None, *, limit: int | None = None
     ) -> list[RuntimeCheckpoint]:
         """Checkpoints whose id starts with `prefix` (in one runtime), in id order."""
         require_id(prefix, "a checkpoint id prefix")
-        col = CHECKPOINTS.c
-        query = _RECORDS.where(self._id_prefix(prefix, runtime_id))
-        query = query.order_by(self._by_codepoint(col.checkpoint_id)).limit(limit)
-        return self._load_checkpoints(query)
+        _, values = self._id_prefix(prefix, runtime_id, limit)
+        shape = self._prefix_shape(prefix, runtime_id)
+        query = records.by_id_prefix(**shape, limited=limit is not None)
+        return self._load_checkpoints(query, values)
 
     def page_checkpoints(
         self,
@@ -426,51 +354,33 @@ class SqlCheckpointStore(SqlLeases):
     ) -> list[RuntimeCheckpoint]:
         """One runtime's checkpoints, oldest (or newest) first, from just after the checkpoint
         `after` (ValueError when it is not one of the runtime's), at most `limit`."""
-        col = CHECKPOINTS.c
-        order = (col.created_at_ms, col.seq)
-        query = _RECORDS.where(col.runtime_id == runtime_id)
+        values: dict[str, Any] = {"runtime": runtime_id, "limit": limit}
         with self._read() as conn:
             if after is not None:
-                anchor = conn.execute(
-                    sa.select(*order).where(
-                        col.checkpoint_id == after, col.runtime_id == runtime_id
-                    )
-                ).first()
+                anchor = conn.execute(records.PAGE_ANCHOR, {"key": after, **values}).first()
                 if anchor is None:
                     raise ValueError(f"{after!r} is not a checkpoint of runtime {runtime_id!r}")
-                key, mark = sa.tuple_(*order), sa.tuple_(*anchor)
-                query = query.where(key < mark if newest_first else key > mark)
-            query = query.order_by(*(c.desc() if newest_first else c for c in order))
-            rows = conn.execute(query.limit(limit)).all()
-        return _checkpoints_of(rows)
+                values.update(created=anchor[0], seq=anchor[1])
+            query = records.page(
+                newest_first=newest_first, after=after is not None, limited=limit is not None
+            )
+            rows = conn.execute(query, values).all()
+        return records.checkpoints_of(rows)
 
     def newest_named(self, name: str, runtime_id: str) -> RuntimeCheckpoint | None:
         """The newest checkpoint of a runtime with exactly that name, or None."""
-        col = CHECKPOINTS.c
-        query = (
-            _RECORDS.where(col.name == name, col.runtime_id == runtime_id)
-            .order_by(col.created_at_ms.desc(), col.seq.desc())
-            .limit(1)
-        )
-        found = self._load_checkpoints(query)
+        found = self._load_checkpoints(records.NEWEST_NAMED, {"key": name, "runtime": runtime_id})
         return found[0] if found else None
 
     def runtimes_naming(self, name: str, *, limit: int) -> list[str]:
         """Runtimes (by id, at most `limit`) that have a checkpoint with exactly that name."""
-        col = CHECKPOINTS.c
-        query = (
-            sa.select(col.runtime_id)
-            .where(col.name == name)
-            .group_by(col.runtime_id)
-            .order_by(col.runtime_id)
-            .limit(limit)
-        )
         with self._read() as conn:
-            return [str(rid) for (rid,) in conn.execute(query)]
+            found = conn.execute(records.RUNTIMES_NAMING, {"key": name, "limit": limit})
+            return [str(rid) for (rid,) in found]
 
     def checkpoints_with_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
         """Every checkpoint whose backend ref records that provider snapshot, oldest first."""
-        return self._select_checkpoints(_BASES.backend_snapshot_id == snapshot_id, with_base=True)
+        return self._load_checkpoints(records.WITH_SNAPSHOT, {"key": snapshot_id})
 
     def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
         """Which of these blob ids some checkpoint names, as its context manifest, its
@@ -499,7 +409,7 @@ class SqlCheckpointStore(SqlLeases):
         beyond looked up in the heads, the checkout origins and the parents."""
         col = CHECKPOINTS.c
         whole = sa.and_(col.runtime_id == runtime_id, col.automatic, sa.not_(col.pruned))
-        newest_first = _RECORDS.where(whole)
+        newest_first = records.RECORDS.where(whole)
         newest_first = newest_first.order_by(col.created_at_ms.desc(), col.seq.desc())
         with self._read() as conn:
             count = conn.execute(sa.select(sa.func.count()).where(whole)).scalar_one()
@@ -511,7 +421,7 @@ class SqlCheckpointStore(SqlLeases):
                 held.update(
                     str(cid) for (cid,) in conn.execute(self._held_among(batch, runtime_id))
                 )
-        beyond = _checkpoints_of(rows[::-1])
+        beyond = records.checkpoints_of(rows[::-1])
         return PruneCandidates(beyond=beyond, held=frozenset(held), whole=int(count))
 
     @staticmethod
@@ -535,11 +445,11 @@ class SqlCheckpointStore(SqlLeases):
             ),
         )
 
-    def _load_checkpoints(self, query: Any) -> list[RuntimeCheckpoint]:
-        """The checkpoints a query of `_records` selects."""
+    def _load_checkpoints(self, query: Any, values: dict[str, Any]) -> list[RuntimeCheckpoint]:
+        """The checkpoints a statement of `sql_records` selects, with these values bound."""
         with self._read() as conn:
-            rows = conn.execute(query).all()
-        return _checkpoints_of(rows)
+            rows = conn.execute(query, values).all()
+        return records.checkpoints_of(rows)
 
     # ---- heads ----------------------------------------------------------------------
 
@@ -647,15 +557,17 @@ class SqlCheckpointStore(SqlLeases):
                 rows = conn.execute(sa.select(key, table.c.data).order_by(key)).all()
             damaged += damaged_of(table.name, model, ((str(k), str(d)) for k, d in rows))
         with self._read() as conn:
-            records = conn.execute(_RECORDS.order_by(CHECKPOINTS.c.checkpoint_id)).all()
+            rows = conn.execute(records.RECORDS.order_by(CHECKPOINTS.c.checkpoint_id)).all()
         whole: list[tuple[str, str]] = []
-        for row in records:
+        for row in rows:
             try:
-                whole.append((str(row.checkpoint_id), _whole_text(row)))
+                whole.append((str(row.checkpoint_id), records.whole_text(tuple(row))))
             except DamagedRecord as error:
                 reason = str(error).partition(" is damaged: ")[2] or str(error)
                 damaged.append(
-                    DamagedRow(CHECKPOINTS.name, row.checkpoint_id, reason, _stored_text(row))
+                    DamagedRow(
+                        CHECKPOINTS.name, row.checkpoint_id, reason, records.stored_text(tuple(row))
+                    )
                 )
         damaged += damaged_of(CHECKPOINTS.name, RuntimeCheckpoint, whole)
         return damaged
