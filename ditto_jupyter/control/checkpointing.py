@@ -160,14 +160,14 @@ class Checkpointing:
     ) -> RuntimeCheckpointResult:
         """Capture an idle runtime (see `RuntimeService.checkpoint`)."""
         async with self.parts.guard.operation(runtime_id):
-            previous = self.parts.store.get_head(runtime_id)
             checkpoint, session, written = await self.checkpoint_live(
                 runtime_id, name, metadata, precaptured, automatic=automatic, document=document
             )
         return RuntimeCheckpointResult(
             checkpoint_id=checkpoint.checkpoint_id,
             runtime=await self.parts.guard.public(session),
-            previous_checkpoint_id=previous,
+            # the head it followed, read in the operation's slot: nothing else moved it
+            previous_checkpoint_id=checkpoint.parent_checkpoint_id,
             bytes_written=written,
         )
 
