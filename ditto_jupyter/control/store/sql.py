@@ -312,21 +312,15 @@ class SqlCheckpointStore(SqlLeases):
         named = col.name == prefix
         if runtime_id is not None:
             named = sa.and_(named, col.runtime_id == runtime_id)
-        where, values = self._id_prefix(prefix, runtime_id)
+        shape = self._prefix_shape(prefix, runtime_id)
+        where = records.id_prefix(**shape)
         seqs = sa.union(sa.select(col.seq).where(where), sa.select(col.seq).where(named))
         query = records.RECORDS.where(col.seq.in_(seqs.scalar_subquery()))
+        values = self._prefix_values(prefix, runtime_id, None)
         return self._load_checkpoints(query.order_by(col.created_at_ms, col.seq), values)
 
-    def _id_prefix(
-        self, prefix: str, runtime_id: str | None, limit: int | None = None
-    ) -> tuple[sa.ColumnElement[bool], dict[str, Any]]:
-        """Ids starting with `prefix` (see `sql_records.id_prefix`) and the values to bind."""
-        end = prefix_end(prefix)
-        values = {"prefix": prefix, "length": len(prefix), "end": end, "runtime": runtime_id}
-        where = records.id_prefix(**self._prefix_shape(prefix, runtime_id))
-        return where, {**values, "limit": limit}
-
     def _prefix_shape(self, prefix: str, runtime_id: str | None) -> dict[str, bool]:
+        """Which statement of `sql_records.id_prefix` selects ids starting with `prefix`."""
         return {
             "postgresql": self.backend == "postgresql",
             "bounded": prefix_end(prefix) is not None,
@@ -334,15 +328,25 @@ class SqlCheckpointStore(SqlLeases):
             "short": len(prefix) < 3,
         }
 
+    @staticmethod
+    def _prefix_values(prefix: str, runtime_id: str | None, limit: int | None) -> dict[str, Any]:
+        """What that statement binds."""
+        return {
+            "prefix": prefix,
+            "length": len(prefix),
+            "end": prefix_end(prefix),
+            "runtime": runtime_id,
+            "limit": limit,
+        }
+
     def find_by_id_prefix(
         self, prefix: str, runtime_id: str | None = None, *, limit: int | None = None
     ) -> list[RuntimeCheckpoint]:
         """Checkpoints whose id starts with `prefix` (in one runtime), in id order."""
         require_id(prefix, "a checkpoint id prefix")
-        _, values = self._id_prefix(prefix, runtime_id, limit)
         shape = self._prefix_shape(prefix, runtime_id)
         query = records.by_id_prefix(**shape, limited=limit is not None)
-        return self._load_checkpoints(query, values)
+        return self._load_checkpoints(query, self._prefix_values(prefix, runtime_id, limit))
 
     def page_checkpoints(
         self,
