@@ -81,12 +81,17 @@ class RecordsContract:
             "r",
             2,
             parent="c1",
-            metadata={"tags": ["x", 1, None, True, 1.5, -0.0], "nested": {"é": {"z": "ü"}}},
+            metadata={
+                "tags": ["x", 1, None, True, 1.5, -0.0, 2**70, 1e300],
+                "nested": {"é": {"z": "ü"}},
+            },
             automatic=AutoCheckpointCell(execution_count=2, source="x = 1\n" * 40, failed=True),
             replication="local",
             document=CheckpointDocument(origin="request", manifest_id=DOCUMENT, cells=3),
         )
-        later = after_cell("c3", "r", 3, parent="c2", session=runtime("r", 3, metadata={"a": 1}))
+        later = after_cell(
+            "c3", "r", 3, parent="c2", session=runtime("r", 3, metadata={"a": 1, "big": -(2**80)})
+        )
         restarted = after_cell(
             "c4", "r", 4, parent="c3", session=runtime("r", 4, handle_state={"kernel_id": "n"})
         )

@@ -292,7 +292,8 @@ def check_schema_11_keeps_every_record(url: str) -> None:
     SqlCheckpointStore(url, migrations=MIGRATIONS[:10]).close()
     child = runtime("o", source_runtime_id="r", source_checkpoint_id="r2")
     chain = [after_cell(f"r{n}", "r", n, parent=f"r{n - 1}" if n else None) for n in range(6)]
-    chain[1] = chain[1].model_copy(update={"name": "named", "metadata": {"k": [1, None]}})
+    chain[1] = chain[1].model_copy(update={"name": "named", "metadata": {"k": [1, None, 2**70]}})
+    chain[2] = chain[2].model_copy(update={"session": runtime("r", 2, metadata={"n": 3**50})})
     chain[3] = chain[3].model_copy(
         update={"automatic": AutoCheckpointCell(execution_count=3, source="x")}
     )

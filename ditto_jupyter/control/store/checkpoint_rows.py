@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import pydantic_core
 
 from ditto_jupyter.control.store.interface import blob_ids
 from ditto_jupyter.control.store.record_delta import DeltaError, apply_delta, delta, same_json
@@ -84,24 +85,34 @@ def parts_of(checkpoint: RuntimeCheckpoint) -> CheckpointParts:
     return CheckpointParts({name: dumped[name] for name in SHARED_FIELDS}, own, context, snapshot)
 
 
+def _parsed(text: str) -> Any:
+    """A JSON text's value, exactly (orjson reads an integer past 64 bits as a float)."""
+    return pydantic_core.from_json(text)
+
+
+def _text(value: object) -> str:
+    """The JSON of a value as pydantic writes records (an integer of any size included)."""
+    return pydantic_core.to_json(value).decode()
+
+
 def delta_against(base_text: str, shared: dict[str, Any]) -> dict[str, Any] | None:
     """How `shared` differs from a base's JSON, when that is worth keeping (short enough,
     and the base reads back); None when the checkpoint should not use that base."""
     try:
-        base = orjson.loads(base_text)
-    except orjson.JSONDecodeError:
+        base = _parsed(base_text)
+    except ValueError:
         return None
     if not isinstance(base, dict):
         return None
     changes = delta(base, shared)
-    if changes is None or len(orjson.dumps(changes)) > MAX_DELTA:
+    if changes is None or len(_text(changes)) > MAX_DELTA:
         return None
     return changes
 
 
 def own_text(own: Mapping[str, Any], changes: Mapping[str, Any]) -> str:
     """The JSON of a checkpoint's row: its own fields, and its delta when there is one."""
-    return orjson.dumps({**own, DELTA_KEY: changes} if changes else own).decode()
+    return _text({**own, DELTA_KEY: changes} if changes else own)
 
 
 def record_text(
@@ -120,7 +131,7 @@ def record_text(
     row's own JSON wins over the columns and the base: a record migrated whole (one that
     did not read back) is kept as it was.
     """
-    try:
+    try:  # read for its keys only: its text is what goes into the record
         own = orjson.loads(data)
     except orjson.JSONDecodeError as error:
         raise DeltaError(f"it is not JSON ({error})") from None
@@ -136,11 +147,12 @@ def record_text(
         if own:
             members.append(data.strip()[1:-1])
         return ",".join(members) + "}"
+    own = _parsed(data)  # its values, exactly
     base = parsed.get(base_text) if parsed is not None else None
     if base is None:
         try:
-            base = orjson.loads(base_text)
-        except orjson.JSONDecodeError as error:
+            base = _parsed(base_text)
+        except ValueError as error:
             raise DeltaError(f"its base is not JSON ({error})") from None
         if not isinstance(base, dict):
             raise DeltaError("its base is not a JSON object")
@@ -157,4 +169,4 @@ def record_text(
     )
     if named != base_blobs:
         raise DeltaError(f"it names the blobs {named}, its base {base_blobs}")
-    return orjson.dumps(record).decode()
+    return _text(record)

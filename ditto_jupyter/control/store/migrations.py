@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import pydantic_core
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -431,7 +432,7 @@ def _cut_record_v11(
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """A schema 10 record as its shared part and its own fields off their defaults; None
     when it is not a record that reads back as its columns say (it is kept whole)."""
-    record = _json_object(data)
+    record = _record_v11(data)
     known = {*_COLUMN_FIELDS_V11, *_SHARED_FIELDS_V11, *_OWN_DEFAULTS_V11}
     if record is None or not set(record) <= known:
         return None
@@ -481,7 +482,7 @@ class _BasesV11:
         base = self._bases.get(found) if found is not None else None
         if shared is not None and found is not None and base is not None and base[0] == blobs:
             changes = delta(base[1], shared)
-            if changes is not None and len(orjson.dumps(changes)) <= _MAX_DELTA_V11:
+            if changes is not None and len(_text_v11(changes)) <= _MAX_DELTA_V11:
                 self._remember(checkpoint_id, found, None)
                 return found, changes
         base_id = self.next_id
@@ -492,7 +493,7 @@ class _BasesV11:
                 "id": base_id,
                 "context": blobs[0],
                 "snapshot": blobs[1],
-                "data": orjson.dumps(kept).decode(),
+                "data": _text_v11(kept),
             }
         )
         self._remember(checkpoint_id, base_id, (blobs, kept) if shared is not None else None)
@@ -515,8 +516,24 @@ class _BasesV11:
             self._bases.move_to_end(base_id)
 
 
+def _text_v11(value: object) -> str:
+    """JSON as pydantic writes records (an integer of any size included)."""
+    return pydantic_core.to_json(value).decode()
+
+
+def _record_v11(data: str) -> dict[str, Any] | None:
+    """A stored record as a dict, exactly (orjson reads an integer past 64 bits as a
+    float), or None when it is not a JSON object that can be written back."""
+    try:
+        record = pydantic_core.from_json(data)
+        _text_v11(record)
+    except (ValueError, pydantic_core.PydanticSerializationError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def _own_text_v11(own: dict[str, Any], changes: dict[str, Any]) -> str:
-    return orjson.dumps({**own, _DELTA_KEY_V11: changes} if changes else own).decode()
+    return _text_v11({**own, _DELTA_KEY_V11: changes} if changes else own)
 
 
 def _share_bases_v11(conn: Connection) -> None:
