@@ -160,14 +160,14 @@ class Checkpointing:
     ) -> RuntimeCheckpointResult:
         """Capture an idle runtime (see `RuntimeService.checkpoint`)."""
         async with self.parts.guard.operation(runtime_id):
-            previous = self.parts.store.get_head(runtime_id)
             checkpoint, session, written = await self.checkpoint_live(
                 runtime_id, name, metadata, precaptured, automatic=automatic, document=document
             )
         return RuntimeCheckpointResult(
             checkpoint_id=checkpoint.checkpoint_id,
             runtime=await self.parts.guard.public(session),
-            previous_checkpoint_id=previous,
+            # the head it followed, read in the operation's slot: nothing else moved it
+            previous_checkpoint_id=checkpoint.parent_checkpoint_id,
             bytes_written=written,
         )
 
@@ -243,9 +243,15 @@ class Checkpointing:
                 after_commit = parts.store.last_commit_bytes()
             if not uploaded:
                 parts.replication.upload_soon(checkpoint.checkpoint_id, manifests)
+            # What the parent names was marked when it was recorded (a mark is a hint: an
+            # unmarked manifest is checked against the store instead), so a checkpoint
+            # that changed nothing makes no transaction of the blob catalogue here.
+            named = set(parts.manifests_of(before)) if before is not None else set()
+            fresh = [manifest for manifest in manifests if manifest not in named]
             try:
-                parts.blobs.mark_referenced(manifests)
-                after_commit += parts.blobs.index.last_write_bytes()
+                if fresh:
+                    parts.blobs.mark_referenced(fresh)
+                    after_commit += parts.blobs.index.last_write_bytes()
             except BlobError as error:  # a hint only: garbage collection asks the store
                 _log.warning(
                     "ditto: could not mark the manifests of checkpoint %s as referenced (%s); "

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from store_leases_contract import LeaseContract
 from store_queries_contract import IndexedQueriesContract
+from store_records_contract import RecordsContract
 
 from ditto_jupyter.control.store import (
     MIGRATIONS,
@@ -43,8 +44,8 @@ from ditto_jupyter.control.store import (
 )
 from ditto_jupyter.control.store.schema import (
     BINDINGS,
+    CHECKPOINT_BASES,
     CHECKPOINTS,
-    HEADS,
     LEASES,
     LEFTOVERS,
     SESSIONS,
@@ -161,10 +162,11 @@ def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 # ---- the contract, on every store -----------------------------------------------------
 
 
-class StoreContract(IndexedQueriesContract, LeaseContract):
+class StoreContract(IndexedQueriesContract, LeaseContract, RecordsContract):
     """Every method of the CheckpointStore API; subclasses provide the `store` fixture
     (the indexed queries and the leftovers are in `store_queries_contract`, the leases in
-    `store_leases_contract`)."""
+    `store_leases_contract`, how checkpoints and heads are kept in
+    `store_records_contract`)."""
 
     def test_is_a_checkpoint_store(self, store: CheckpointStore) -> None:
         assert isinstance(store, CheckpointStore)
@@ -746,7 +748,7 @@ def test_foreign_keys_back_the_reference_checks(tmp_path: Path) -> None:
         opened._engine.connect() as conn,
         conn.begin(),
     ):
-        conn.exec_driver_sql("UPDATE heads SET checkpoint_id = 'ghost'")
+        conn.exec_driver_sql("UPDATE sessions SET head_checkpoint_id = 'ghost'")
     assert opened.get_head("rt-a") == "cp-a2"
     opened.close()
 
@@ -861,7 +863,8 @@ def test_migrates_an_empty_file(tmp_path: Path) -> None:
         assert raw.execute("SELECT id, version FROM schema_version").fetchall() == [
             (1, SCHEMA_VERSION)
         ]
-    assert {"schema_version", "sessions", "checkpoints", "heads", "backend_bindings"} <= tables
+    assert {"schema_version", "sessions", "checkpoints", "checkpoint_bases"} <= tables
+    assert "heads" not in tables  # schema 11: a column of the runtime's row
     raw.close()
 
 
@@ -936,7 +939,7 @@ def check_declared_schema(url: str) -> None:
     engine = sa.create_engine(url)
     try:
         inspector = sa.inspect(engine)
-        for table in (SESSIONS, CHECKPOINTS, HEADS, BINDINGS, LEFTOVERS, LEASES):
+        for table in (SESSIONS, CHECKPOINTS, CHECKPOINT_BASES, BINDINGS, LEFTOVERS, LEASES):
             columns = {column["name"] for column in inspector.get_columns(table.name)}
             assert columns == {column.name for column in table.columns}, table.name
             found = {
@@ -1000,8 +1003,8 @@ def check_blob_columns_filled_in(url: str) -> None:
         with engine.connect() as conn:
             named = conn.execute(
                 sa.text(
-                    "SELECT context_manifest_id, backend_snapshot_id FROM checkpoints "
-                    "WHERE checkpoint_id = 'cp-4'"
+                    "SELECT b.context_manifest_id, b.backend_snapshot_id FROM checkpoints c "
+                    "JOIN checkpoint_bases b ON b.id = c.base_id WHERE c.checkpoint_id = 'cp-4'"
                 )
             ).one()
         assert tuple(named) == ("b" * 64, "5" * 64)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 import sqlalchemy as sa
+from store_records_contract import CONTEXT, SNAPSHOT, after_cell, runtime, thinned
 
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import MIGRATIONS, SCHEMA_VERSION, SqlCheckpointStore
@@ -260,3 +261,138 @@ def check_old_records_migrate(url: str) -> None:
 
 def test_old_records_migrate(tmp_path: Path) -> None:
     check_old_records_migrate(f"sqlite:///{tmp_path / 'ditto.db'}")
+
+
+# ---- schema 11 on a store of schema 10 (SQLite here, PostgreSQL too) -----------------------
+
+
+def _v10_row(made: RuntimeCheckpoint, parent_elsewhere: bool = False) -> dict[str, Any]:
+    """A checkpoint row as schema 10's store wrote it: the whole record, its columns."""
+    ref = made.backend_ref
+    return {
+        "checkpoint_id": made.checkpoint_id,
+        "runtime_id": made.runtime_id,
+        "parent_checkpoint_id": made.parent_checkpoint_id,
+        "name": made.name,
+        "created_at_ms": made.created_at_ms,
+        "data": made.model_dump_json(),
+        "context_manifest_id": made.context_manifest_id,
+        "backend_snapshot_id": ref.provider_snapshot_id if ref is not None else None,
+        "automatic": made.automatic is not None,
+        "pruned": made.pruned,
+        "document_manifest_id": made.document_manifest_id,
+        "parent_elsewhere": parent_elsewhere,
+    }
+
+
+def check_schema_11_keeps_every_record(url: str) -> None:
+    """Schema 10 rows become bases and deltas, heads move into the runtimes' rows, and
+    every record, head, lookup and reference reads as before (rows that did not read back
+    still do not, and still keep what they name alive)."""
+    SqlCheckpointStore(url, migrations=MIGRATIONS[:10]).close()
+    child = runtime("o", source_runtime_id="r", source_checkpoint_id="r2")
+    chain = [after_cell(f"r{n}", "r", n, parent=f"r{n - 1}" if n else None) for n in range(6)]
+    chain[1] = chain[1].model_copy(update={"name": "named", "metadata": {"k": [1, None, 2**70]}})
+    chain[2] = chain[2].model_copy(update={"session": runtime("r", 2, metadata={"n": 3**50})})
+    chain[3] = chain[3].model_copy(
+        update={"automatic": AutoCheckpointCell(execution_count=3, source="x")}
+    )
+    chain[4] = thinned(chain[4])
+    old_style = after_cell("o1", "o", 1, parent="r2").model_dump(mode="json")
+    for key in ("automatic", "pruned", "replication", "document"):  # older records lack them
+        del old_style[key]
+    rows = [_v10_row(made) for made in chain]
+    rows.append(
+        {**_v10_row(after_cell("o1", "o", 1, parent="r2"), True), "data": json.dumps(old_style)}
+    )
+    not_json = {**_v10_row(after_cell("x1", "o", 7)), "data": '{"checkpoint_id": "x1", oops'}
+    not_json["context_manifest_id"] = "7" * 64  # what schema 2 found in its text
+    invalid = after_cell("x2", "o", 8).model_dump(mode="json")
+    invalid["metadata"] = 5
+    rows += [not_json, {**_v10_row(after_cell("x2", "o", 8)), "data": json.dumps(invalid)}]
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for made in (runtime("r", 5), child):
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO sessions (runtime_id, conversation_id, status, "
+                        "created_at_ms, updated_at_ms, data, source_runtime_id, "
+                        "source_checkpoint_id) VALUES (:rid, 'c', 'idle', 1, 1, :data, "
+                        ":source_runtime, :source_checkpoint)"
+                    ),
+                    {
+                        "rid": made.session_id,
+                        "data": made.model_dump_json(),
+                        "source_runtime": made.source_runtime_id,
+                        "source_checkpoint": made.source_checkpoint_id,
+                    },
+                )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO checkpoints (checkpoint_id, runtime_id, parent_checkpoint_id, "
+                    "name, created_at_ms, data, context_manifest_id, backend_snapshot_id, "
+                    "automatic, pruned, document_manifest_id, parent_elsewhere) VALUES "
+                    "(:checkpoint_id, :runtime_id, :parent_checkpoint_id, :name, "
+                    ":created_at_ms, :data, :context_manifest_id, :backend_snapshot_id, "
+                    ":automatic, :pruned, :document_manifest_id, :parent_elsewhere)"
+                ).bindparams(
+                    *(
+                        sa.bindparam(flag, type_=sa.Boolean)
+                        for flag in ("automatic", "pruned", "parent_elsewhere")
+                    )
+                ),
+                rows,
+            )
+            conn.execute(
+                sa.text("INSERT INTO heads (runtime_id, checkpoint_id) VALUES (:r, :c)"),
+                [{"r": "r", "c": "r5"}, {"r": "o", "c": "r3"}],  # o restored one of r's
+            )
+    finally:
+        engine.dispose()
+    migrated = SqlCheckpointStore(url)
+    try:
+        assert migrated.schema_version() == SCHEMA_VERSION
+        for made in chain:
+            assert migrated.get_checkpoint(made.checkpoint_id) == made
+        assert migrated.get_checkpoint("o1") == after_cell("o1", "o", 1, parent="r2")
+        assert [c.checkpoint_id for c in migrated.list_checkpoints()] == [
+            "r0",
+            "r1",
+            "o1",
+            "r2",
+            "r3",
+            "r4",
+            "r5",
+        ]
+        assert (migrated.get_head("r"), migrated.get_head("o")) == ("r5", "r3")
+        assert migrated.newest_named("named", "r") == chain[1]
+        assert [c.checkpoint_id for c in migrated.checkpoints_with_snapshot(SNAPSHOT)] == [
+            "r0",
+            "r1",
+            "o1",
+            "r2",
+            "r3",
+            "r5",
+        ]
+        assert migrated.prune_candidates("r", 0).held == {"r3"}  # o's head
+        assert {row.key for row in migrated.damaged_rows()} == {"x1", "x2"}
+        assert migrated.referenced_manifests(["7" * 64, CONTEXT]) == {"7" * 64, CONTEXT}
+        engine = sa.create_engine(url)
+        try:
+            with engine.connect() as conn:
+                bases = conn.exec_driver_sql("SELECT count(*) FROM checkpoint_bases").scalar()
+        finally:
+            engine.dispose()
+        # r0-r3 and o1 (a short delta from its parent r2) share one; r4 (thinned), r5 (not
+        # its parent's blobs), x1 and x2 (no parent) have one each
+        assert bases == 5
+        # the store carries on: a new checkpoint after r5 shares r5's base
+        migrated.put_checkpoint(after_cell("r6", "r", 6, parent="r5"))
+        assert migrated.get_checkpoint("r6") == after_cell("r6", "r", 6, parent="r5")
+    finally:
+        migrated.close()
+
+
+def test_schema_11_keeps_every_record(tmp_path: Path) -> None:
+    check_schema_11_keeps_every_record(f"sqlite:///{tmp_path / 'ditto.db'}")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
+from test_checkpoint_rows import check_checkpoints_share_bases
 from test_store import (
     StoreContract,
     check_blob_columns_filled_in,
@@ -23,7 +24,7 @@ from test_store import (
     populate,
     session,
 )
-from test_store_migration import check_old_records_migrate
+from test_store_migration import check_old_records_migrate, check_schema_11_keeps_every_record
 
 from ditto_jupyter.control.store import (
     MIGRATIONS,
@@ -166,6 +167,14 @@ def test_schema_2_fills_in_the_blob_columns_of_old_records(pg_url: str) -> None:
 
 def test_schema_6_gives_live_runtimes_leases_that_ran_out(pg_url: str) -> None:
     check_live_runtimes_get_leases_that_ran_out(pg_url)
+
+
+def test_schema_11_keeps_every_record(pg_url: str) -> None:
+    check_schema_11_keeps_every_record(pg_url)
+
+
+def test_checkpoints_share_bases(pg_url: str) -> None:
+    check_checkpoints_share_bases(pg_url)
 
 
 def test_old_records_migrate(pg_url: str) -> None:

@@ -42,7 +42,7 @@ from ditto_jupyter.backends.local.trees import LiveTree, scan_live
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound, BulkWrite
 from ditto_jupyter.core.blobs.errors import DISK_FAILURES
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
-from ditto_jupyter.core.models import BackendCheckpointRef
+from ditto_jupyter.core.models import BackendCheckpointRef, now_ms
 
 if TYPE_CHECKING:
     from ditto_jupyter.backends.local.provider import LocalProvider
@@ -438,7 +438,14 @@ class LocalBackend:
         last = self._last_ref
         unchanged = manifest is self._last_body and last is not None
         if unchanged and last is not None and last.provider_snapshot_id == manifest_id:
-            return last  # the same snapshot: the same ref
+            if not (stats.bytes_written or stats.database_bytes):
+                return last  # the same snapshot, nothing written for it: the same ref
+            # The same snapshot, its catalogue rows touched again (their grace renewed, a
+            # page of the log): a ref that says when and what it cost, which differs from
+            # the last one, so the checkpoint counts those bytes.
+            details = {**last.details, **stats.as_dict(), "renewed_at_ms": now_ms()}
+            self._last_ref = last.model_copy(update={"details": details})
+            return self._last_ref
         self._last_manifest_id = manifest_id
         self._last_body = manifest
         self._provider.save_state(self._backend_id, manifest_id)

@@ -26,8 +26,9 @@ control operation) and the extra fsync is small beside the blob writes of a chec
 
 Every lookup is served by an index: an id prefix is a range on the checkpoint ids, a name
 an index of its own; one runtime's checkpoints are read a page at a time; the blob ids
-each checkpoint names are columns, so garbage collection and delete-snapshot ask the
-index instead of reading every record; a prune reads the runtime's whole automatic
+each checkpoint names are columns (of the base it shares with checkpoints alike, on SQL:
+`checkpoint_rows`), so garbage collection and delete-snapshot ask the index instead of
+reading every record; a prune reads the runtime's whole automatic
 checkpoints beyond the newest N off an index of their own, and a runtime's checkouts and
 the runtime of a kernel are index lookups too.
 
@@ -40,7 +41,9 @@ one write transaction, so of two servers taking one lease exactly one gets it).
 Modules: `interface` (the `CheckpointStore` protocol, errors, shared checks), `schema` (the
 SQL tables as they are now), `migrations` (the steps that get any database there),
 `sql_database` (`SqlDatabase`: engine, connections, transactions, errors, migrating),
-`sql_leases` (the leases on it), `sql` (`SqlCheckpointStore`, the records on it), `memory`
+`sql_leases` (the leases on it), `sql` (`SqlCheckpointStore`, the records on it),
+`checkpoint_rows` and `record_delta` (how it cuts a checkpoint into rows), `sql_records`
+(how it reads them back), `memory`
 (`MemoryCheckpointStore`), `opening` (`open_store`).
 """
 

@@ -137,7 +137,8 @@ class CheckpointStore(Protocol):
         ...
 
     def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
-        """Insert or replace a checkpoint."""
+        """Insert or replace a checkpoint; ValueError when it is stored as another
+        runtime's (a checkpoint belongs to the runtime that took it)."""
         ...
 
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
@@ -342,11 +343,17 @@ def load_rows(model: type[_M], rows: Iterable[tuple[str, str]], what: str) -> li
         try:
             loaded.append(load_model(model, text, f"{what} {key!r}"))
         except DamagedRecord as error:
-            _log.warning("ditto: skipped in a listing: %s", error)
-            skipped = _skipped.get()
-            if skipped is not None:
-                skipped.append(DamagedRow(_TABLES[what], key, str(error), text))
+            skip_damaged(what, key, error, text)
     return loaded
+
+
+def skip_damaged(what: str, key: str, error: DamagedRecord, text: str) -> None:
+    """Leave a damaged row of a `what` out of a listing: logged, and handed to
+    `collecting_damaged_rows` with its stored text."""
+    _log.warning("ditto: skipped in a listing: %s", error)
+    skipped = _skipped.get()
+    if skipped is not None:
+        skipped.append(DamagedRow(_TABLES[what], key, str(error), text))
 
 
 def damaged_of(
@@ -447,6 +454,15 @@ def refs_of_checkpoint(checkpoint: RuntimeCheckpoint) -> list[Ref]:
             f"checkpoint {checkpoint.checkpoint_id!r} names runtime {checkpoint.runtime_id!r}",
         )
     ]
+
+
+def moved_checkpoint(checkpoint: RuntimeCheckpoint, stored_runtime_id: str) -> ValueError:
+    """The error that refuses to move a stored checkpoint to another runtime: a checkpoint
+    belongs to the runtime that took it (what a prune may thin is decided from that)."""
+    return ValueError(
+        f"checkpoint {checkpoint.checkpoint_id!r} belongs to runtime {stored_runtime_id!r}; "
+        f"it cannot be stored as runtime {checkpoint.runtime_id!r}'s"
+    )
 
 
 def refs_of_head(runtime_id: str, checkpoint_id: str) -> list[Ref]:

@@ -23,6 +23,7 @@ from ditto_jupyter.control.store.interface import (
     lease_free_for,
     load_model,
     load_rows,
+    moved_checkpoint,
     refs_of_binding,
     refs_of_checkpoint,
     refs_of_head,
@@ -237,10 +238,13 @@ class MemoryCheckpointStore:
     # ---- checkpoints ----------------------------------------------------------------
 
     def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
-        """Insert or replace a checkpoint; its runtime must be in the store at commit."""
+        """Insert or replace a checkpoint; its runtime must be in the store at commit, and
+        a stored checkpoint stays its runtime's (ValueError)."""
         require_model(checkpoint, RuntimeCheckpoint, "put_checkpoint")
         with self._write(refs_of_checkpoint(checkpoint)) as state:
             old = state.checkpoints.get(checkpoint.checkpoint_id)
+            if old is not None and old.runtime_id != checkpoint.runtime_id:
+                raise moved_checkpoint(checkpoint, old.runtime_id)
             if old is None:
                 state.seq += 1
                 seq = state.seq

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 METADATA = sa.MetaData()
+_deferred: dict[str, Any] = {"deferrable": True, "initially": "DEFERRED"}
 
 VERSION_TABLE = sa.Table(
     "schema_version",
@@ -35,13 +36,43 @@ SESSIONS = sa.Table(
     sa.Column("source_runtime_id", sa.Text, nullable=True),
     sa.Column("source_checkpoint_id", sa.Text, nullable=True),
     sa.Column("kernel_id", sa.Text, nullable=True),
+    # The runtime's head (schema 11; a table of its own before): a checkpoint rewrites the
+    # runtime's row anyway, so its new head costs no page of its own. Only a head that is
+    # another runtime's checkpoint is indexed (`head_elsewhere`): a prune asks for those,
+    # and reads the pruned runtime's own head off its row.
+    sa.Column(
+        "head_checkpoint_id",
+        sa.Text,
+        sa.ForeignKey("checkpoints.checkpoint_id", **_deferred),
+        nullable=True,
+    ),
+    sa.Column("head_elsewhere", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("sessions_by_created", "created_at_ms", "runtime_id"),
     sa.Index("sessions_by_source_runtime", "source_runtime_id", "created_at_ms", "runtime_id"),
     sa.Index("sessions_by_source_checkpoint", "source_checkpoint_id"),
     sa.Index("sessions_by_kernel", "kernel_id"),
+    sa.Index(
+        "sessions_by_foreign_head",
+        "head_checkpoint_id",
+        sqlite_where=sa.text("head_elsewhere = 1"),
+        postgresql_where=sa.text("head_elsewhere"),
+    ),
 )
 
-_deferred: dict[str, Any] = {"deferrable": True, "initially": "DEFERRED"}
+# What checkpoints share (schema 11), kept once (`checkpoint_rows`): the session they copied,
+# the backend snapshot's ref, the namespace manifest and what it could not keep. The two
+# blob ids are columns: garbage collection and delete-snapshot ask them (of the bases a
+# checkpoint still uses), never the records.
+CHECKPOINT_BASES = sa.Table(
+    "checkpoint_bases",
+    METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("context_manifest_id", sa.Text, nullable=True),
+    sa.Column("backend_snapshot_id", sa.Text, nullable=True),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Index("checkpoint_bases_by_context_manifest", "context_manifest_id"),
+    sa.Index("checkpoint_bases_by_snapshot", "backend_snapshot_id"),
+)
 
 CHECKPOINTS = sa.Table(
     "checkpoints",
@@ -57,11 +88,8 @@ CHECKPOINTS = sa.Table(
     sa.Column("parent_checkpoint_id", sa.Text, nullable=True),
     sa.Column("name", sa.Text, nullable=True),
     sa.Column("created_at_ms", sa.BigInteger, nullable=False),
+    # Its own fields and how it differs from its base (schema 11, `checkpoint_rows`).
     sa.Column("data", sa.Text, nullable=False),
-    # What the checkpoint keeps alive in the blob store (schema 2): garbage collection asks
-    # these, never the records, and delete-snapshot finds the checkpoints sharing a snapshot.
-    sa.Column("context_manifest_id", sa.Text, nullable=True),
-    sa.Column("backend_snapshot_id", sa.Text, nullable=True),
     # The system's own flags (schema 4), out of the user's metadata: a prune reads the
     # runtime's whole automatic checkpoints off `checkpoints_automatic`, which holds no
     # other (schema 10).
@@ -72,8 +100,12 @@ CHECKPOINTS = sa.Table(
     # Whether the parent is not a checkpoint of the same runtime (schema 10): only those
     # are in the parent index, the one query on it asks for no other.
     sa.Column("parent_elsewhere", sa.Boolean, nullable=False, server_default=sa.false()),
+    # What it shares with other checkpoints (schema 11), and so the blobs it keeps alive.
+    sa.Column("base_id", sa.Integer, sa.ForeignKey("checkpoint_bases.id"), nullable=False),
     # Each index costs a page image in the log per checkpoint written (schema 10 dropped
-    # the one by creation time, and keeps the automatic and parent ones partial).
+    # the one by creation time, and keeps the automatic and parent ones partial; schema 11
+    # put the two blob indexes on the bases, where a checkpoint that changed nothing adds
+    # no entry).
     sa.Index("checkpoints_by_runtime", "runtime_id", "created_at_ms", "seq"),
     # Names and documents (schema 8): only the checkpoints that have one are indexed.
     sa.Index(
@@ -85,8 +117,7 @@ CHECKPOINTS = sa.Table(
         sqlite_where=sa.text("name IS NOT NULL"),
         postgresql_where=sa.text("name IS NOT NULL"),
     ),
-    sa.Index("checkpoints_by_context_manifest", "context_manifest_id"),
-    sa.Index("checkpoints_by_snapshot", "backend_snapshot_id"),
+    sa.Index("checkpoints_by_base", "base_id"),
     sa.Index(
         "checkpoints_by_parent",
         "parent_checkpoint_id",
@@ -109,24 +140,6 @@ CHECKPOINTS = sa.Table(
     ),
     # PostgreSQL also has checkpoints_by_id_bytes on (checkpoint_id COLLATE "C"): id-prefix
     # ranges compare bytes there, as SQLite does, whatever the database's locale.
-)
-
-HEADS = sa.Table(
-    "heads",
-    METADATA,
-    sa.Column(
-        "runtime_id",
-        sa.Text,
-        sa.ForeignKey("sessions.runtime_id", **_deferred),
-        primary_key=True,
-    ),
-    sa.Column(
-        "checkpoint_id",
-        sa.Text,
-        sa.ForeignKey("checkpoints.checkpoint_id", **_deferred),
-        nullable=False,
-    ),
-    sa.Index("heads_by_checkpoint", "checkpoint_id"),
 )
 
 BINDINGS = sa.Table(
@@ -190,6 +203,5 @@ KEY: sa.BindParameter[str] = sa.bindparam("key", type_=sa.Text)
 RUNTIME_EXISTS = sa.select(SESSIONS.c.runtime_id).where(SESSIONS.c.runtime_id == KEY)
 CHECKPOINT_EXISTS = sa.select(CHECKPOINTS.c.seq).where(CHECKPOINTS.c.checkpoint_id == KEY)
 GET_SESSION = sa.select(SESSIONS.c.data).where(SESSIONS.c.runtime_id == KEY)
-GET_CHECKPOINT = sa.select(CHECKPOINTS.c.data).where(CHECKPOINTS.c.checkpoint_id == KEY)
-GET_HEAD = sa.select(HEADS.c.checkpoint_id).where(HEADS.c.runtime_id == KEY)
+GET_HEAD = sa.select(SESSIONS.c.head_checkpoint_id).where(SESSIONS.c.runtime_id == KEY)
 GET_BINDING = sa.select(BINDINGS.c.data).where(BINDINGS.c.runtime_id == KEY)

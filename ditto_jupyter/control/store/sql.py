@@ -2,7 +2,8 @@
 (and the leases of `sql_leases`).
 
 Every lookup is an index lookup (see `schema`); models are kept as JSON text beside the
-columns they are queried by.
+columns they are queried by, a checkpoint as its columns, a base it shares with checkpoints
+alike and its own part (`checkpoint_rows`). A runtime's head is a column of its row.
 """
 
 from __future__ import annotations
@@ -13,15 +14,23 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection
 
+from ditto_jupyter.control.store import sql_records as records
+from ditto_jupyter.control.store.checkpoint_rows import (
+    CheckpointParts,
+    delta_against,
+    own_text,
+    parts_of,
+)
 from ditto_jupyter.control.store.interface import (
     BUSY_TIMEOUT_MS,
+    DamagedRecord,
     DamagedRow,
     PruneCandidates,
-    blob_ids,
     damaged_of,
     kernel_id_of,
     load_model,
     load_rows,
+    moved_checkpoint,
     prefix_end,
     refs_of_binding,
     refs_of_checkpoint,
@@ -32,12 +41,12 @@ from ditto_jupyter.control.store.interface import (
 from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration
 from ditto_jupyter.control.store.schema import (
     BINDINGS,
+    CHECKPOINT_BASES,
     CHECKPOINTS,
     GET_BINDING,
-    GET_CHECKPOINT,
     GET_HEAD,
     GET_SESSION,
-    HEADS,
+    KEY,
     LEFTOVERS,
     SESSIONS,
 )
@@ -54,6 +63,28 @@ _LIVE = (SessionLifecycleStatus.IDLE.value, SessionLifecycleStatus.BUSY.value)
 
 _HELD_BATCH = 500
 """Checkpoint ids asked about in one `IN (...)` (well below every database's limit)."""
+
+_BASES = CHECKPOINT_BASES.c
+# Built once: SQLAlchemy then reuses their compiled form (a statement built per call costs
+# more than the lookup it runs).
+_BASE: sa.BindParameter[int] = sa.bindparam("base", type_=sa.Integer)
+_STORED = sa.select(CHECKPOINTS.c.runtime_id, CHECKPOINTS.c.base_id).where(
+    CHECKPOINTS.c.checkpoint_id == KEY
+)
+_GET_BASE = sa.select(_BASES.context_manifest_id, _BASES.backend_snapshot_id, _BASES.data).where(
+    _BASES.id == _BASE
+)
+_ADD_BASE = sa.insert(CHECKPOINT_BASES)
+_BASE_USED = sa.select(CHECKPOINTS.c.seq).where(CHECKPOINTS.c.base_id == _BASE).limit(1)
+_DROP_BASE = sa.delete(CHECKPOINT_BASES).where(_BASES.id == _BASE)
+_SET_HEAD = (
+    sa.update(SESSIONS)
+    .where(SESSIONS.c.runtime_id == sa.bindparam("runtime", type_=sa.Text))
+    .values(
+        head_checkpoint_id=sa.bindparam("head", type_=sa.Text),
+        head_elsewhere=sa.bindparam("elsewhere", type_=sa.Boolean),
+    )
+)
 
 
 class SqlCheckpointStore(SqlLeases):
@@ -97,6 +128,7 @@ class SqlCheckpointStore(SqlLeases):
             )
             if result.rowcount == 0:
                 raise ValueError(f"runtime {session.session_id!r} already exists")
+            self._set_intended_head(conn, session.session_id)
 
     def put_session(self, session: SessionRecord) -> None:
         """Insert or replace a runtime.
@@ -119,6 +151,7 @@ class SqlCheckpointStore(SqlLeases):
             )
             if stored is None:
                 conn.execute(self._upserts["sessions"], row)
+                self._set_intended_head(conn, session.session_id)
                 return
             changed = {name: value for name, value in row.items() if stored[name] != value}
             if changed:
@@ -171,50 +204,89 @@ class SqlCheckpointStore(SqlLeases):
     # ---- checkpoints ----------------------------------------------------------------
 
     def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
-        """Insert or replace a checkpoint; its runtime must be in the store at commit."""
+        """Insert or replace a checkpoint; its runtime must be in the store at commit, and
+        a stored checkpoint stays its runtime's (ValueError).
+
+        It shares the base of its stored self or of its parent when it names the same blobs
+        and differs from it by a short delta (a checkpoint after a cell that changed
+        nothing); otherwise it gets a base of its own. A base no checkpoint uses any more
+        is deleted."""
         require_model(checkpoint, RuntimeCheckpoint, "put_checkpoint")
-        context_manifest_id, backend_snapshot_id = blob_ids(checkpoint)
-        row = {
-            "checkpoint_id": checkpoint.checkpoint_id,
-            "runtime_id": checkpoint.runtime_id,
-            "parent_checkpoint_id": checkpoint.parent_checkpoint_id,
-            "name": checkpoint.name,
-            "created_at_ms": checkpoint.created_at_ms,
-            "data": checkpoint.model_dump_json(),
-            "context_manifest_id": context_manifest_id,
-            "backend_snapshot_id": backend_snapshot_id,
-            "automatic": checkpoint.automatic is not None,
-            "pruned": checkpoint.pruned,
-            "document_manifest_id": checkpoint.document_manifest_id,
-        }
+        parts = parts_of(checkpoint)
         with self._write(refs_of_checkpoint(checkpoint)) as conn:
-            row["parent_elsewhere"] = self._parent_elsewhere(conn, checkpoint)
+            stored = conn.execute(_STORED, {"key": checkpoint.checkpoint_id}).first()
+            if stored is not None and stored.runtime_id != checkpoint.runtime_id:
+                raise moved_checkpoint(checkpoint, str(stored.runtime_id))
+            parent = None
+            if checkpoint.parent_checkpoint_id is not None:
+                parent = conn.execute(_STORED, {"key": checkpoint.parent_checkpoint_id}).first()
+            shared_with = [found.base_id for found in (stored, parent) if found is not None]
+            base_id, changes = self._base_for(conn, parts, shared_with)
+            row = {
+                "checkpoint_id": checkpoint.checkpoint_id,
+                "runtime_id": checkpoint.runtime_id,
+                "parent_checkpoint_id": checkpoint.parent_checkpoint_id,
+                "name": checkpoint.name,
+                "created_at_ms": checkpoint.created_at_ms,
+                "data": own_text(parts.own, changes),
+                "automatic": checkpoint.automatic is not None,
+                "pruned": checkpoint.pruned,
+                "document_manifest_id": checkpoint.document_manifest_id,
+                # Only a parent that is not one of the same runtime's checkpoints (another
+                # runtime's, or not stored) is in `checkpoints_by_parent`.
+                "parent_elsewhere": checkpoint.parent_checkpoint_id is not None
+                and (parent is None or parent.runtime_id != checkpoint.runtime_id),
+                "base_id": base_id,
+            }
             conn.execute(self._upserts["checkpoints"], row)
+            if stored is not None and stored.base_id != base_id:
+                self._drop_if_unused(conn, stored.base_id)
 
     @staticmethod
-    def _parent_elsewhere(conn: Connection, checkpoint: RuntimeCheckpoint) -> bool:
-        """Whether the checkpoint's parent is not one of its own runtime's checkpoints
-        (another runtime's, or not stored): only those are in `checkpoints_by_parent`."""
-        parent = checkpoint.parent_checkpoint_id
-        if parent is None:
-            return False
-        owner = conn.execute(
-            sa.select(CHECKPOINTS.c.runtime_id).where(CHECKPOINTS.c.checkpoint_id == parent)
-        ).scalar_one_or_none()
-        return owner != checkpoint.runtime_id
+    def _base_for(
+        conn: Connection, parts: CheckpointParts, candidates: Sequence[int]
+    ) -> tuple[int, dict[str, Any]]:
+        """The base a checkpoint is kept against, and its delta from it: the candidate
+        naming the same blobs with the shortest delta worth keeping, else a new base."""
+        blobs = (parts.context_manifest_id, parts.backend_snapshot_id)
+        best: tuple[int, dict[str, Any]] | None = None
+        for base_id in dict.fromkeys(candidates):
+            found = conn.execute(_GET_BASE, {"base": base_id}).first()
+            if found is None or (found.context_manifest_id, found.backend_snapshot_id) != blobs:
+                continue
+            changes = delta_against(found.data, parts.shared)
+            if changes is not None and (
+                best is None or len(own_text({}, changes)) < len(own_text({}, best[1]))
+            ):
+                best = (base_id, changes)
+        if best is not None:
+            return best
+        made = conn.execute(
+            _ADD_BASE,
+            {
+                "context_manifest_id": parts.context_manifest_id,
+                "backend_snapshot_id": parts.backend_snapshot_id,
+                "data": own_text(parts.shared, {}),
+            },
+        )
+        key = made.inserted_primary_key
+        assert key is not None
+        return int(key[0]), {}
+
+    @staticmethod
+    def _drop_if_unused(conn: Connection, base_id: int) -> None:
+        """Delete a base that no checkpoint uses (the last one moved to another)."""
+        if conn.execute(_BASE_USED, {"base": base_id}).first() is None:
+            conn.execute(_DROP_BASE, {"base": base_id})
 
     def get_checkpoint(self, checkpoint_id: str) -> RuntimeCheckpoint | None:
         """The checkpoint with that id, or None."""
         with self._read() as conn:
-            data = conn.execute(GET_CHECKPOINT, {"key": checkpoint_id}).scalar_one_or_none()
-        if data is None:
+            row = conn.execute(records.GET_RECORD, {"key": checkpoint_id}).first()
+        if row is None:
             return None
-        return load_model(RuntimeCheckpoint, data, f"checkpoint {checkpoint_id!r}")
-
-    def _select_checkpoints(self, where: Any) -> list[RuntimeCheckpoint]:
-        query = sa.select(CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.data).where(where)
-        query = query.order_by(CHECKPOINTS.c.created_at_ms, CHECKPOINTS.c.seq)
-        return self._load_checkpoints(query)
+        text = records.whole_text(tuple(row))
+        return load_model(RuntimeCheckpoint, text, f"checkpoint {checkpoint_id!r}")
 
     def list_checkpoints(self, runtime_id: str | None = None) -> list[RuntimeCheckpoint]:
         """Checkpoints (of one runtime, or all), oldest first.
@@ -223,9 +295,8 @@ class SqlCheckpointStore(SqlLeases):
         sort keeps that order among equal times): no index by creation time is kept, as
         every checkpoint would write a page of it, and this listing reads every row anyway."""
         if runtime_id is not None:
-            return self._select_checkpoints(CHECKPOINTS.c.runtime_id == runtime_id)
-        query = sa.select(CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.data)
-        listed = self._load_checkpoints(query.order_by(CHECKPOINTS.c.seq))
+            return self._load_checkpoints(records.OF_RUNTIME, {"runtime": runtime_id})
+        listed = self._load_checkpoints(records.RECORDS.order_by(CHECKPOINTS.c.seq), {})
         return sorted(listed, key=lambda checkpoint: checkpoint.created_at_ms)
 
     def find_checkpoints(
@@ -241,36 +312,41 @@ class SqlCheckpointStore(SqlLeases):
         named = col.name == prefix
         if runtime_id is not None:
             named = sa.and_(named, col.runtime_id == runtime_id)
-        by_name = sa.select(col.seq).where(named)
-        by_id = sa.select(col.seq).where(self._id_prefix(prefix, runtime_id))
-        return self._select_checkpoints(col.seq.in_(sa.union(by_id, by_name).scalar_subquery()))
+        shape = self._prefix_shape(prefix, runtime_id)
+        where = records.id_prefix(**shape)
+        seqs = sa.union(sa.select(col.seq).where(where), sa.select(col.seq).where(named))
+        query = records.RECORDS.where(col.seq.in_(seqs.scalar_subquery()))
+        values = self._prefix_values(prefix, runtime_id, None)
+        return self._load_checkpoints(query.order_by(col.created_at_ms, col.seq), values)
 
-    def _id_prefix(self, prefix: str, runtime_id: str | None) -> Any:
-        """Ids starting with `prefix`: a range on the id index, then the exact check."""
-        col = CHECKPOINTS.c
-        ident: Any = (
-            col.checkpoint_id.collate("C") if self.backend == "postgresql" else col.checkpoint_id
-        )
-        where = [ident >= prefix, sa.func.substr(col.checkpoint_id, 1, len(prefix)) == prefix]
-        end = prefix_end(prefix)
-        if end is not None:
-            where.append(ident < end)
-        if runtime_id is not None:
-            # From 3 characters on the id range is the narrower one (1/4096 of the ids);
-            # `runtime_id || ''` keeps the planner from walking the runtime's index instead.
-            runtime = col.runtime_id + "" if len(prefix) >= 3 else col.runtime_id
-            where.append(runtime == runtime_id)
-        return sa.and_(*where)
+    def _prefix_shape(self, prefix: str, runtime_id: str | None) -> dict[str, bool]:
+        """Which statement of `sql_records.id_prefix` selects ids starting with `prefix`."""
+        return {
+            "postgresql": self.backend == "postgresql",
+            "bounded": prefix_end(prefix) is not None,
+            "in_runtime": runtime_id is not None,
+            "short": len(prefix) < 3,
+        }
+
+    @staticmethod
+    def _prefix_values(prefix: str, runtime_id: str | None, limit: int | None) -> dict[str, Any]:
+        """What that statement binds."""
+        return {
+            "prefix": prefix,
+            "length": len(prefix),
+            "end": prefix_end(prefix),
+            "runtime": runtime_id,
+            "limit": limit,
+        }
 
     def find_by_id_prefix(
         self, prefix: str, runtime_id: str | None = None, *, limit: int | None = None
     ) -> list[RuntimeCheckpoint]:
         """Checkpoints whose id starts with `prefix` (in one runtime), in id order."""
         require_id(prefix, "a checkpoint id prefix")
-        col = CHECKPOINTS.c
-        query = sa.select(col.checkpoint_id, col.data).where(self._id_prefix(prefix, runtime_id))
-        query = query.order_by(self._by_codepoint(col.checkpoint_id)).limit(limit)
-        return self._load_checkpoints(query)
+        shape = self._prefix_shape(prefix, runtime_id)
+        query = records.by_id_prefix(**shape, limited=limit is not None)
+        return self._load_checkpoints(query, self._prefix_values(prefix, runtime_id, limit))
 
     def page_checkpoints(
         self,
@@ -282,68 +358,52 @@ class SqlCheckpointStore(SqlLeases):
     ) -> list[RuntimeCheckpoint]:
         """One runtime's checkpoints, oldest (or newest) first, from just after the checkpoint
         `after` (ValueError when it is not one of the runtime's), at most `limit`."""
-        col = CHECKPOINTS.c
-        order = (col.created_at_ms, col.seq)
-        query = sa.select(col.checkpoint_id, col.data).where(col.runtime_id == runtime_id)
+        values: dict[str, Any] = {"runtime": runtime_id, "limit": limit}
         with self._read() as conn:
             if after is not None:
-                anchor = conn.execute(
-                    sa.select(*order).where(
-                        col.checkpoint_id == after, col.runtime_id == runtime_id
-                    )
-                ).first()
+                anchor = conn.execute(records.PAGE_ANCHOR, {"key": after, **values}).first()
                 if anchor is None:
                     raise ValueError(f"{after!r} is not a checkpoint of runtime {runtime_id!r}")
-                key, mark = sa.tuple_(*order), sa.tuple_(*anchor)
-                query = query.where(key < mark if newest_first else key > mark)
-            query = query.order_by(*(c.desc() if newest_first else c for c in order))
-            rows = conn.execute(query.limit(limit)).all()
-        return self._checkpoints_of(rows)
+                values.update(created=anchor[0], seq=anchor[1])
+            query = records.page(
+                newest_first=newest_first, after=after is not None, limited=limit is not None
+            )
+            rows = conn.execute(query, values).all()
+        return records.checkpoints_of(rows)
 
     def newest_named(self, name: str, runtime_id: str) -> RuntimeCheckpoint | None:
         """The newest checkpoint of a runtime with exactly that name, or None."""
-        col = CHECKPOINTS.c
-        query = (
-            sa.select(col.checkpoint_id, col.data)
-            .where(col.name == name, col.runtime_id == runtime_id)
-            .order_by(col.created_at_ms.desc(), col.seq.desc())
-            .limit(1)
-        )
-        found = self._load_checkpoints(query)
+        found = self._load_checkpoints(records.NEWEST_NAMED, {"key": name, "runtime": runtime_id})
         return found[0] if found else None
 
     def runtimes_naming(self, name: str, *, limit: int) -> list[str]:
         """Runtimes (by id, at most `limit`) that have a checkpoint with exactly that name."""
-        col = CHECKPOINTS.c
-        query = (
-            sa.select(col.runtime_id)
-            .where(col.name == name)
-            .group_by(col.runtime_id)
-            .order_by(col.runtime_id)
-            .limit(limit)
-        )
         with self._read() as conn:
-            return [str(rid) for (rid,) in conn.execute(query)]
+            found = conn.execute(records.RUNTIMES_NAMING, {"key": name, "limit": limit})
+            return [str(rid) for (rid,) in found]
 
     def checkpoints_with_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
         """Every checkpoint whose backend ref records that provider snapshot, oldest first."""
-        return self._select_checkpoints(CHECKPOINTS.c.backend_snapshot_id == snapshot_id)
+        return self._load_checkpoints(records.WITH_SNAPSHOT, {"key": snapshot_id})
 
     def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
         """Which of these blob ids some checkpoint names, as its context manifest, its
-        backend snapshot or its notebook document."""
+        backend snapshot (the base it uses holds them) or its notebook document."""
         ids = list(dict.fromkeys(manifest_ids))
         if not ids:
             return set()
-        col = CHECKPOINTS.c
+        # A base goes with its last user (in that user's transaction): each one names
+        # what some checkpoint names, and were one left over, it would keep blobs, never
+        # free them.
+        document = CHECKPOINTS.c.document_manifest_id
+        queries = [
+            sa.select(column).where(column.in_(ids)).distinct()
+            for column in (_BASES.context_manifest_id, _BASES.backend_snapshot_id)
+        ]
+        queries.append(sa.select(document).where(document.in_(ids)).distinct())
         found: set[str] = set()
         with self._read() as conn:
-            for column in (
-                col.context_manifest_id,
-                col.backend_snapshot_id,
-                col.document_manifest_id,
-            ):
-                query = sa.select(column).where(column.in_(ids)).distinct()
+            for query in queries:
                 found.update(str(value) for (value,) in conn.execute(query))
         return found
 
@@ -353,28 +413,34 @@ class SqlCheckpointStore(SqlLeases):
         beyond looked up in the heads, the checkout origins and the parents."""
         col = CHECKPOINTS.c
         whole = sa.and_(col.runtime_id == runtime_id, col.automatic, sa.not_(col.pruned))
-        newest_first = sa.select(col.checkpoint_id, col.data).where(whole)
+        newest_first = records.RECORDS.where(whole)
         newest_first = newest_first.order_by(col.created_at_ms.desc(), col.seq.desc())
         with self._read() as conn:
             count = conn.execute(sa.select(sa.func.count()).where(whole)).scalar_one()
             rows = conn.execute(newest_first.offset(max(keep, 0))).all()
-            ids = [str(cid) for cid, _ in rows]
+            ids = [str(row.checkpoint_id) for row in rows]
             held: set[str] = set()
             for start in range(0, len(ids), _HELD_BATCH):
                 batch = ids[start : start + _HELD_BATCH]
                 held.update(
                     str(cid) for (cid,) in conn.execute(self._held_among(batch, runtime_id))
                 )
-        beyond = self._checkpoints_of(rows[::-1])
+        beyond = records.checkpoints_of(rows[::-1])
         return PruneCandidates(beyond=beyond, held=frozenset(held), whole=int(count))
 
     @staticmethod
     def _held_among(ids: list[str], runtime_id: str) -> Any:
-        """Which of these checkpoints are a head, a checkout's source, or the parent of
-        another runtime's checkpoint (each an index lookup)."""
+        """Which of these checkpoints of `runtime_id` are a head (its own, off its row;
+        another runtime's, off the index of heads elsewhere), a checkout's source, or the
+        parent of another runtime's checkpoint (each an index lookup)."""
         cps, sessions = CHECKPOINTS.c, SESSIONS.c
         return sa.union(
-            sa.select(HEADS.c.checkpoint_id).where(HEADS.c.checkpoint_id.in_(ids)),
+            sa.select(sessions.head_checkpoint_id).where(
+                sessions.runtime_id == runtime_id, sessions.head_checkpoint_id.in_(ids)
+            ),
+            sa.select(sessions.head_checkpoint_id).where(
+                sessions.head_elsewhere, sessions.head_checkpoint_id.in_(ids)
+            ),
             sa.select(sessions.source_checkpoint_id).where(sessions.source_checkpoint_id.in_(ids)),
             sa.select(cps.parent_checkpoint_id).where(
                 cps.parent_elsewhere,
@@ -383,15 +449,11 @@ class SqlCheckpointStore(SqlLeases):
             ),
         )
 
-    def _load_checkpoints(self, query: Any) -> list[RuntimeCheckpoint]:
-        """The checkpoints a query of (checkpoint_id, data) rows selects."""
+    def _load_checkpoints(self, query: Any, values: dict[str, Any]) -> list[RuntimeCheckpoint]:
+        """The checkpoints a statement of `sql_records` selects, with these values bound."""
         with self._read() as conn:
-            rows = conn.execute(query).all()
-        return self._checkpoints_of(rows)
-
-    @staticmethod
-    def _checkpoints_of(rows: Sequence[Any]) -> list[RuntimeCheckpoint]:
-        return load_rows(RuntimeCheckpoint, rows, "checkpoint")
+            rows = conn.execute(query, values).all()
+        return records.checkpoints_of(rows)
 
     # ---- heads ----------------------------------------------------------------------
 
@@ -402,16 +464,37 @@ class SqlCheckpointStore(SqlLeases):
         return None if head is None else str(head)
 
     def set_head(self, runtime_id: str, checkpoint_id: str | None) -> None:
-        """Make `checkpoint_id` the runtime's current checkpoint (None clears it)."""
+        """Make `checkpoint_id` the runtime's current checkpoint (None clears it).
+
+        The head is a column of the runtime's row; one set before the row is inserted, in
+        the same transaction, is noted and given to the row when it is."""
         require_id(runtime_id, "runtime_id")
-        if checkpoint_id is None:
-            with self._write() as conn:
-                conn.execute(sa.delete(HEADS).where(HEADS.c.runtime_id == runtime_id))
-            return
-        require_id(checkpoint_id, "checkpoint_id")
-        row = {"runtime_id": runtime_id, "checkpoint_id": checkpoint_id}
-        with self._write(refs_of_head(runtime_id, checkpoint_id)) as conn:
-            conn.execute(self._upserts["heads"], row)
+        refs = []
+        if checkpoint_id is not None:
+            require_id(checkpoint_id, "checkpoint_id")
+            refs = refs_of_head(runtime_id, checkpoint_id)
+        with self._write(refs) as conn:
+            self._note(("head", runtime_id), checkpoint_id)
+            self._write_head(conn, runtime_id, checkpoint_id)
+
+    def _set_intended_head(self, conn: Connection, runtime_id: str) -> None:
+        """Give a runtime's new row the head set for it earlier in the transaction."""
+        noted, head = self._noted(("head", runtime_id))
+        if noted and isinstance(head, str):
+            self._write_head(conn, runtime_id, head)
+
+    @staticmethod
+    def _write_head(conn: Connection, runtime_id: str, checkpoint_id: str | None) -> None:
+        """Write the head into the runtime's row (none there: nothing written), marked
+        `head_elsewhere` unless it is one of the runtime's own checkpoints (a checkpoint
+        not stored yet counts as another's: it is in the index, where a prune finds it)."""
+        elsewhere = False
+        if checkpoint_id is not None:
+            owner = conn.execute(_STORED, {"key": checkpoint_id}).first()
+            elsewhere = owner is None or owner.runtime_id != runtime_id
+        conn.execute(
+            _SET_HEAD, {"runtime": runtime_id, "head": checkpoint_id, "elsewhere": elsewhere}
+        )
 
     # ---- backend bindings -----------------------------------------------------------
 
@@ -472,12 +555,25 @@ class SqlCheckpointStore(SqlLeases):
         damaged: list[DamagedRow] = []
         for table, key, model in (
             (SESSIONS, SESSIONS.c.runtime_id, SessionRecord),
-            (CHECKPOINTS, CHECKPOINTS.c.checkpoint_id, RuntimeCheckpoint),
             (BINDINGS, BINDINGS.c.runtime_id, BackendBinding),
         ):
             with self._read() as conn:
                 rows = conn.execute(sa.select(key, table.c.data).order_by(key)).all()
             damaged += damaged_of(table.name, model, ((str(k), str(d)) for k, d in rows))
+        with self._read() as conn:
+            rows = conn.execute(records.RECORDS.order_by(CHECKPOINTS.c.checkpoint_id)).all()
+        whole: list[tuple[str, str]] = []
+        for row in rows:
+            try:
+                whole.append((str(row.checkpoint_id), records.whole_text(tuple(row))))
+            except DamagedRecord as error:
+                reason = str(error).partition(" is damaged: ")[2] or str(error)
+                damaged.append(
+                    DamagedRow(
+                        CHECKPOINTS.name, row.checkpoint_id, reason, records.stored_text(tuple(row))
+                    )
+                )
+        damaged += damaged_of(CHECKPOINTS.name, RuntimeCheckpoint, whole)
         return damaged
 
     def _prepare_statements(self, insert: Any) -> None:
@@ -487,10 +583,11 @@ class SqlCheckpointStore(SqlLeases):
             index_elements=["runtime_id"]
         )
         self._upserts: dict[str, Any] = {}
+        # A runtime's row is replaced around its head, which only `set_head` writes.
+        kept = ("seq", "head_checkpoint_id", "head_elsewhere")
         for table, keys in (
             (SESSIONS, ("runtime_id",)),
             (CHECKPOINTS, ("checkpoint_id",)),
-            (HEADS, ("runtime_id",)),
             (BINDINGS, ("runtime_id",)),
             (LEFTOVERS, ("kind", "resource_id")),
         ):
@@ -498,7 +595,7 @@ class SqlCheckpointStore(SqlLeases):
             updates = {
                 col.name: stmt.excluded[col.name]
                 for col in table.columns
-                if col.name not in (*keys, "seq")
+                if col.name not in (*keys, *kept)
             }
             self._upserts[table.name] = stmt.on_conflict_do_update(
                 index_elements=list(keys), set_=updates

@@ -71,6 +71,8 @@ def disk_is_full(error: sa.exc.DBAPIError) -> bool:
 class _SqlTxn:
     conn: Connection
     refs: list[list[Ref]] = field(default_factory=lambda: [[]])
+    #: Per savepoint level: what the store noted for later in the transaction (`note`).
+    notes: list[dict[object, object]] = field(default_factory=lambda: [{}])
 
 
 class SqlDatabase:
@@ -217,14 +219,17 @@ class SqlDatabase:
         active = self._active.get()
         if active is not None:
             active.refs.append([])
+            active.notes.append({})
             try:
                 with active.conn.begin_nested():
                     yield
             except BaseException:
                 active.refs.pop()
+                active.notes.pop()
                 raise
-            inner = active.refs.pop()
+            inner, noted = active.refs.pop(), active.notes.pop()
             active.refs[-1].extend(inner)
+            active.notes[-1].update(noted)
             return
         meter: LogMeter | None = None
         with self._begin(write=True) as conn:
@@ -265,6 +270,21 @@ class SqlDatabase:
             assert active is not None
             yield active.conn
             active.refs[-1].extend(refs)
+
+    def _note(self, key: object, value: object) -> None:
+        """Remember `value` under `key` until the transaction ends (forgotten with the
+        savepoint that noted it, when that rolls back)."""
+        active = self._active.get()
+        assert active is not None, "notes are taken inside a write transaction"
+        active.notes[-1][key] = value
+
+    def _noted(self, key: object) -> tuple[bool, object]:
+        """Whether something is noted under `key` in this transaction, and the latest."""
+        active = self._active.get()
+        for level in reversed(active.notes if active is not None else []):
+            if key in level:
+                return True, level[key]
+        return False, None
 
     def _verify_refs(self, conn: Connection, refs: Sequence[Ref]) -> None:
         seen: set[tuple[str, str]] = set()
