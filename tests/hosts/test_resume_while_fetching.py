@@ -145,18 +145,30 @@ async def paused_on_a(deployment: Deployment, host: JupyterClientHost) -> tuple[
     return rid, paused.checkpoint_id
 
 
+async def paused_on_a_then_b(
+    deployment: Deployment, host: JupyterClientHost
+) -> tuple[
+    str, tuple[RuntimeService, BucketReplica, list[WatchedKernels]], tuple[list[str], list[str]]
+]:
+    """A runtime paused on server a (gone), server b started, and what b's resume reads:
+    the runtime id, (b, its replica, the kernels b starts), (manifests, chunks)."""
+    rid, checkpoint_id = await paused_on_a(deployment, host)
+    made: list[WatchedKernels] = []
+    b = deployment.server("b", context_factory=kernels(host, made))
+    replica = b.replication.replica
+    assert replica is not None
+    return rid, (b, replica, made), variables_of(b, checkpoint_id, replica)
+
+
 def test_a_kernel_restores_exactly_while_the_last_chunks_are_still_arriving(
     deployment: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def scenario() -> None:
         host = JupyterClientHost()
         try:
-            rid, checkpoint_id = await paused_on_a(deployment, host)
-            made: list[WatchedKernels] = []
-            b = deployment.server("b", context_factory=kernels(host, made))
-            replica = b.replication.replica
-            assert replica is not None
-            manifests, chunks = variables_of(b, checkpoint_id, replica)
+            rid, (b, replica, made), (manifests, chunks) = await paused_on_a_then_b(
+                deployment, host
+            )
             waited: list[bool] = []
             hold_back(replica, chunks[-1], made[0].over, waited.append, monkeypatch)
             resumed = await b.resume(rid)
@@ -179,12 +191,9 @@ def test_a_fetch_failing_while_the_kernel_waits_fails_the_resume_at_once(
     async def scenario() -> None:
         host = JupyterClientHost()
         try:
-            rid, checkpoint_id = await paused_on_a(deployment, host)
-            made: list[WatchedKernels] = []
-            b = deployment.server("b", context_factory=kernels(host, made))
-            replica = b.replication.replica
-            assert replica is not None
-            manifests, chunks = variables_of(b, checkpoint_id, replica)
+            rid, (b, replica, made), (manifests, chunks) = await paused_on_a_then_b(
+                deployment, host
+            )
             waited: list[bool] = []
 
             def gateway_goes(kernel_waits: bool) -> None:

@@ -189,6 +189,8 @@ class Arrivals:
         fetch fails or its writer is gone first."""
         while True:
             with self._lock:
+                # Look at the writer first: once it let go, this read takes in its last lines.
+                writer_gone = self._writer_gone()
                 self._read()
                 answer = found()
                 if answer is not None:
@@ -197,15 +199,7 @@ class Arrivals:
                     raise FetchFailed(f"fetching {what} failed: {self._error}")
                 if settled():
                     return None
-                if self._writer_gone():
-                    self._read()  # its last lines, written before it let go
-                    answer = found()
-                    if answer is not None:
-                        return answer
-                    if self._end == "failed":
-                        raise FetchFailed(f"fetching {what} failed: {self._error}")
-                    if settled():
-                        return None
+                if writer_gone:
                     raise FetchFailed(
                         f"the fetch of {what} ended before it came (its server stopped)"
                     )
