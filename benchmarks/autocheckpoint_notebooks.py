@@ -2,7 +2,9 @@
 
 The six long sessions of bench_notebooks (notebook_sources: scikit-learn and matplotlib
 gallery folders worked through in one kernel, 50+ cells, 100+ variables, fitted models and
-every figure left open), with a no-op cell (it displays the value assigned last that
+every figure left open in bench_notebooks, which runs Agg; here the kernels run
+ipykernel's default inline backend, which draws and closes each cell's figures as a user's
+kernel does), with a no-op cell (it displays the value assigned last that
 exists) after every third cell, as bench_notebooks adds them. Per notebook, two fresh
 ipykernel kernels side by side, a plain one and one with `%autocheckpoint on`:
 
@@ -183,7 +185,9 @@ def long_report(runs: list[LongRun]) -> str:
     return "\n\n".join(
         [
             "### The long notebooks of bench_notebooks (issue 25)",
-            "Per notebook, in fresh kernels: Run All twice (every cell back to back; ours "
+            "Per notebook, in fresh kernels with ipykernel's default matplotlib backend "
+            "(inline: after each cell its figures are drawn as PNG and closed, and only "
+            "the variables keep them): Run All twice (every cell back to back; ours "
             "waits for its last write-behind at the end; plain first, then ours first) and "
             "once cell by cell (0.25 s between "
             "cells; hooks timed inside the kernel, the plain kernel's subtracted). Kishu's "

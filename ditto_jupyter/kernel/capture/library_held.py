@@ -65,7 +65,10 @@ _cache: tuple[int, int, dict[int, object]] | None = None
 def library_objects(notebook: dict[str, object]) -> dict[int, object]:
     """Id -> object of every changeable global of every module but the notebook's own
     (`__main__`, and `__mp_main__`, multiprocessing's other name for it, and any module
-    whose namespace is `notebook`); kept, and walked again only when the set of modules
+    whose namespace is `notebook`); in matplotlib also of every instance of its own types
+    its classes keep as class attributes (its cached unit and marker paths, which every
+    figure drawing them shares) and of the arrays and builtin containers such an object or
+    global keeps in its `__dict__`. Kept, and walked again only when the set of modules
     changed."""
     global _cache
     modules = sys.modules
@@ -77,12 +80,14 @@ def library_objects(notebook: dict[str, object]) -> dict[int, object]:
     found: dict[int, object] = {}
     # by exact type: whether its instances can change (not one of `skipped`)
     verdicts: dict[type, bool] = dict.fromkeys(_UNCHANGING_EXACT, False)
+    inner = _INNER_KINDS | _numpy_arrays()
     for name, module in list(modules.items()):
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict) or name in _NOTEBOOK_MODULES:
             continue
         if namespace is notebook or namespace is main:
             continue
+        caching = name.startswith(_CACHING)
         for value in list(namespace.values()):
             kind = type(value)
             verdict = verdicts.get(kind)
@@ -90,8 +95,42 @@ def library_objects(notebook: dict[str, object]) -> dict[int, object]:
                 verdict = verdicts[kind] = not issubclass(kind, skipped)
             if verdict:
                 found[id(value)] = value
+                if caching:
+                    _take_inside(value, found, inner)
+            elif caching and kind is type and value.__module__ == name:
+                for attribute in list(vars(value).values()):
+                    kind = type(attribute)
+                    verdict = verdicts.get(kind)
+                    if verdict is None:
+                        verdict = verdicts[kind] = not issubclass(kind, skipped)
+                    if verdict and kind.__module__ != "builtins":
+                        found[id(attribute)] = attribute
+                        _take_inside(attribute, found, inner)
     _cache = (len(modules), id(notebook), found)
     return found
+
+
+def _take_inside(value: object, found: dict[int, object], inner: frozenset[type]) -> None:
+    """Add what a library object pickles with it: its `__dict__` (its state) and the arrays
+    and builtin containers in it."""
+    state = getattr(value, "__dict__", None)
+    if type(state) is dict:
+        found[id(state)] = state
+        for member in list(state.values()):
+            if type(member) in inner:
+                found[id(member)] = member
+
+
+#: Packages whose classes and globals `library_objects` looks inside (matplotlib caches unit
+#: and marker paths on its classes, lazily, and every figure drawing them shares them).
+_CACHING = ("matplotlib.", "mpl_toolkits.")
+#: What `library_objects` takes from inside a library object besides numpy's arrays.
+_INNER_KINDS = frozenset({dict, list, set})
+
+
+def _numpy_arrays() -> frozenset[type]:
+    ndarray = imported_class("numpy", "ndarray")
+    return frozenset({ndarray}) if ndarray is not None else frozenset()
 
 
 #: The names the notebook's own module goes by in `sys.modules`.

@@ -25,7 +25,11 @@ from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
 from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
-from ditto_jupyter.kernel.capture.library_held import changed_library_objects, shared_digest
+from ditto_jupyter.kernel.capture.library_held import (
+    changed_library_objects,
+    library_objects,
+    shared_digest,
+)
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTES, BUFFER_PICKLE
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
@@ -39,6 +43,7 @@ from ditto_jupyter.kernel.capture.pods import (
     Pod,
     PodConflict,
     index_pod,
+    library_containers,
     pod_name,
     sharing_pods,
 )
@@ -175,7 +180,9 @@ class CapturePlan:
             if again:
                 return again
             self.held, self.owners = _identity_objects(pickles, self.ids)
-            reach = {n: found | self.owners.get(n, set()) for n, found in self.ids.items()}
+            reach = self._own_ids(
+                {n: found | self.owners.get(n, set()) for n, found in self.ids.items()}
+            )
             back = pulled_back(base, kept, reach) if base is not None else []
             if not back:
                 break
@@ -197,13 +204,21 @@ class CapturePlan:
                 if name in base.name_deps
             }
             self.kept_figures = [base.figures[i] for i in kept]
-        self.groups = components(list(self.ids), self.ids)
+        self.groups = components(list(self.ids), self._own_ids(self.ids))
         self._reaches()
         self._share_digests()
         together = [n for group in self.groups if len(group) > 1 for n in group]
         self.own_digests = own_digests({**self.singles, **self.partial}, together)
         self.partial.clear()  # kept until grouped: their memos keep the objects they name
         return set()
+
+    def _own_ids(self, ids: dict[str, set[int]]) -> dict[str, set[int]]:
+        """`ids` without the library's objects (`library_objects`): two values that refer to
+        one of them (the unit path every circle marker draws) are not one alias group for
+        it; each component keeps its own copy, as a pod does (a pickle never kept their
+        identity with the live library), and its digest tells when the library changed it."""
+        library, containers = library_objects(self.namespace).keys(), library_containers()
+        return {name: found - library - containers for name, found in ids.items()}
 
     def _digest(self, object_id: int, shared: object) -> bytes:
         """The digest of an object figures share, taken once per capture (an object that
@@ -402,6 +417,8 @@ class CapturePlan:
         self.singles, self.partial, self.ids = {}, {}, {}
         self.pyplot_reach = None
         reached: set[int] = set()  # the identity-bearing objects the pickles so far hold
+        # each pickle keeps its own copy of the library's objects (`_own_ids`)
+        library, containers = library_objects(self.namespace).keys(), library_containers()
         for name in sorted(values, key=lambda n: n != PYPLOT):
             value = values[name]
             if id(value) in reached:  # held by an earlier pickle: one component
@@ -422,7 +439,7 @@ class CapturePlan:
             if refs is not None:
                 found = {object_id for object_id in found if object_id not in refs}
             self.ids[name] = found
-            reached.update(found)
+            reached.update(found - library - containers)
             _watch(pickled)
             (self.partial if pickled.stopped else self.singles)[name] = pickled
             if name == PYPLOT and refs is not None:

@@ -464,3 +464,43 @@ def test_a_helper_function_counts_only_in_the_cells_that_call_it(kernel: Kernel)
     kernel.cell("draw(ax)")
     _, pickled = kernel.capture()
     assert pickled >= 3  # the figure drawn on, `cmap_cv` the helper used, what refers in
+
+
+#: Figures as the inline backend leaves them: drawn, closed in pyplot, held by variables.
+#: Each draws circle markers and ticks, whose paths matplotlib caches on its classes and
+#: every figure shares.
+INLINE_FIGURE = """
+fig_{n}, ax_{n} = plt.subplots()
+ax_{n}.plot(np.arange(10) * {n}, "o-")
+fig_{n}.canvas.draw()
+plt.close("all")
+"""
+
+
+def test_closed_figures_sharing_matplotlib_cached_paths_are_captured_apart(
+    kernel: Kernel,
+) -> None:
+    """Two figures that refer to the same cached unit path are not one alias group: a cell
+    that makes a new figure pickles that figure, not every figure a variable still holds;
+    each comes back whole and draws."""
+    kernel.cell("import numpy as np\nimport matplotlib.pyplot as plt")
+    for n in range(3):
+        kernel.cell(INLINE_FIGURE.format(n=n))
+    before, _ = kernel.capture()
+    kernel.cell(INLINE_FIGURE.format(n=3))
+    _, pickled = kernel.capture()
+    assert pickled <= 2  # `fig_3` and `ax_3` (one group): none of the three before
+    kernel.cell("ax_1.lines[0].get_ydata()[0] = 42")
+    changed, pickled = kernel.capture()
+    assert pickled <= 2  # `fig_1` and `ax_1`
+    kernel.run(kernel.context.restore(kernel.session, before.manifest_id))
+    shown = kernel.cell(
+        "print('fig_3' in globals(), ax_1.lines[0].get_ydata()[0], ax_2.lines[0].get_ydata()[1])"
+    )
+    assert shown.strip() == "False 0 2"
+    kernel.run(kernel.context.restore(kernel.session, changed.manifest_id))
+    shown = kernel.cell(
+        "for f in (fig_0, fig_1, fig_2, fig_3): f.canvas.draw()\n"
+        "print(ax_1.lines[0].get_ydata()[0], ax_3.lines[0].get_ydata()[1], ax_0.figure is fig_0)"
+    )
+    assert shown.strip() == "42 3 True"
