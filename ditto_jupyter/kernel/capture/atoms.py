@@ -29,6 +29,8 @@ import datetime
 import decimal
 import enum
 import fractions
+import itertools
+import operator
 import pathlib
 import pickle
 import re
@@ -134,6 +136,7 @@ def _importable(obj: object, namespace: dict[str, object]) -> bool:
 
 
 _NO_RIDERS: frozenset[int] = frozenset()
+_SECOND = operator.itemgetter(1)
 #: What a class says about its instances (decided once per class and capture).
 _MUTABLE, _ATOMIC, _CLASS, _FROZEN, _FUNCTION, _MAYBE_GLOBAL = range(6)
 
@@ -181,6 +184,39 @@ class Atoms:
             except AttributeError:  # slots
                 return _NO_RIDERS
         return _NO_RIDERS if _importable(obj, self.namespace) else None
+
+    def identity_bearing(self, memo: dict[int, tuple[int, Any]]) -> tuple[list[int], set[int]]:
+        """The ids (keys) of a pickler's memo whose objects are identity-bearing, and the
+        ids of the objects riding along with atomic ones. Each class is looked at once;
+        only the classes whose verdict depends on the object are asked object by object,
+        and the rest is sorted at C speed (a figure's memo holds 100,000s of objects)."""
+        objects = list(map(_SECOND, memo.values()))
+        kinds = list(map(type, objects))
+        mutable: set[type] = set()
+        by_object: set[type] = set()
+        for cls in set(kinds):
+            verdict = self._verdicts.get(cls)
+            if verdict is None:
+                verdict = self._verdicts[cls] = self._classify(cls)
+            if verdict == _ATOMIC:
+                self.atomic_classes.add(cls)
+            elif verdict == _MUTABLE:
+                mutable.add(cls)
+            else:
+                by_object.add(cls)
+        found = list(itertools.compress(memo.keys(), map(mutable.__contains__, kinds)))
+        riders: set[int] = set()
+        if by_object:
+            asked = itertools.compress(
+                zip(memo.keys(), objects, strict=True), map(by_object.__contains__, kinds)
+            )
+            for object_id, obj in asked:
+                riding = self.riders_if_atomic(obj)
+                if riding is None:
+                    found.append(object_id)
+                elif riding:
+                    riders.update(riding)
+        return found, riders
 
     def _classify(self, cls: type) -> int:
         if cls in _CONTAINER_TYPES:

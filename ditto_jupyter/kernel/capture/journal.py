@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,11 +186,22 @@ def _displays_itself(value: object) -> bool:
     )
 
 
+def _weakly(figure: Any) -> Callable[[], Any]:
+    """A reference to `figure` that does not keep it alive (a figure no one holds any more
+    cannot be reached, and a journal of 4,096 cells must not keep every closed figure and
+    its 100,000s of objects in memory); a strong one for what takes no weak reference."""
+    try:
+        return weakref.ref(figure)
+    except TypeError:
+        return lambda: figure
+
+
 @dataclass
 class _Entry:
     serial: int
     touched: set[str] | None  # None: anything
-    figures: list[Any] = field(default_factory=list)  # pyplot's current figure around it
+    #: pyplot's current figure around it (weakly: see `_weakly`)
+    figures: list[Callable[[], Any]] = field(default_factory=list)
     fresh: set[str] = field(default_factory=set)  # bound anew before any read of them
 
 
@@ -219,7 +231,8 @@ class ChangeJournal:
         """One more thing ran: the names it can have touched (None: anything), the figures
         it reached, the names it bound anew before reading them."""
         self.serial += 1
-        self._entries.append(_Entry(self.serial, touched, figures or [], fresh or set()))
+        held = [_weakly(figure) for figure in figures or ()]
+        self._entries.append(_Entry(self.serial, touched, held, fresh or set()))
         if len(self._entries) > MAX_ENTRIES:
             del self._entries[: len(self._entries) - MAX_ENTRIES]
 
@@ -295,7 +308,7 @@ class ChangeJournal:
             if entry.touched is None:
                 return None, []
             touched |= entry.touched
-            figures.extend(entry.figures)
+            figures.extend(f for held in entry.figures if (f := held()) is not None)
         return touched, figures
 
     def fresh_since(self, mark: int) -> set[str]:

@@ -166,12 +166,19 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         buffers: list[pickle.PickleBuffer],
         stop_at: set[int] | None = None,
     ) -> None:
+        # cloudpickle's table is a ChainMap over copyreg's, looked up in Python for every
+        # object pickled; the same entries in one dict are looked up at C speed (the C
+        # pickler reads the attribute once, in __init__)
+        self.dispatch_table = {**copyreg.dispatch_table, **cloudpickle.Pickler._dispatch_table}
         super().__init__(file, protocol=5, buffer_callback=self._take_buffer)
         self.namespace = namespace
         self.buffers = buffers
         self._counter_reducers = counter_reducers()
         self._class_reducers = [*cache_bases(), *kept_state_bases()]
         self._special: dict[type, Reducer | None] = {}
+        #: Classes whose instances need nothing of `reducer_override` beyond the checks by
+        #: id (pods, `stop_at`) and the animated probe: the C pickler reduces them itself.
+        self._ordinary: set[type] = set()
         self.stop_at = stop_at
         self.stopped: set[int] = set()
         #: Objects held by pods pickled before (id -> (pod, memo index)): referred to, not
@@ -214,6 +221,14 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
             self.stopped.add(id(obj))
             return (_held_elsewhere, ())
         kind = type(obj)
+        if kind in self._ordinary:  # most objects: decided by their class once per pickle
+            if self.probe_animated and not self.animated:
+                attributes = getattr(obj, "__dict__", None)
+                self.animated = isinstance(attributes, dict) and attributes.get("_animated") is True
+            return NotImplemented
+        if self._is_ordinary(kind):
+            self._ordinary.add(kind)
+            return self.reducer_override(obj)
         if kind is types.FunctionType and obj.__globals__ is self.namespace:
             return self._main_function_reduce(obj)
         if isinstance(obj, type) and "__slotnames__" not in obj.__dict__:
@@ -234,6 +249,19 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         if special is not None:
             return special(obj)
         return super().reducer_override(obj)
+
+    def _is_ordinary(self, kind: type) -> bool:
+        """Whether instances of `kind` are neither functions, classes, open files nor
+        figures, and have no special reducer: cloudpickle would leave them to the C
+        pickler (its `reducer_override` answers NotImplemented), and so does this one."""
+        if kind is types.FunctionType or issubclass(kind, (type, io.IOBase)):
+            return False
+        if kind in self._figure_types:
+            return False
+        special = self._special.get(kind, _UNKNOWN)
+        if special is _UNKNOWN:
+            special = self._special[kind] = self._special_reducer(kind)
+        return special is None
 
     def _special_reducer(self, kind: type) -> Reducer | None:
         """The reducer for a class whose pickling has a side effect, takes a cache along or
@@ -347,12 +375,10 @@ _SECOND = operator.itemgetter(1)
 
 def _holds_big_bytes(memo: dict[int, Any]) -> bool:
     """Whether a pickle's memo holds a bytes or bytearray object of OUT_OF_BAND_MIN or more
-    (first asked at C speed whether it holds any: a figure's memo has 100,000s of objects)."""
-    if _BYTES_TYPES.isdisjoint(map(type, map(_SECOND, memo.values()))):
-        return False
-    return any(
-        type(obj) in _BYTES_TYPES and len(obj) >= OUT_OF_BAND_MIN for _, obj in memo.values()
-    )
+    (the bytes objects are picked out at C speed: a figure's memo has 100,000s of objects)."""
+    objects = list(map(_SECOND, memo.values()))
+    picked = itertools.compress(objects, map(_BYTES_TYPES.__contains__, map(type, objects)))
+    return any(len(obj) >= OUT_OF_BAND_MIN for obj in picked)
 
 
 #: Exact types `_flat_memo` looks through: atoms the pickler memoises, if at all, as values.
@@ -464,12 +490,21 @@ def continue_pickling(
         del first.extracted[kept_extracted:]
     stream = out.getvalue()
     large = not isinstance(pickler, ExtractingPickler) and len(stream) > LARGE_STREAM
-    if large and _holds_big_bytes(pickler.memo.copy()):
+    if large and _gained_big_bytes(first, len(stream), pickler):
         return pickle_values(namespace, [*first_values, *values], pod_refs=pickler.pod_refs)
     together = Pickled(stream, buffers, extracted)
     together.pods_used = set(pickler.pods_used)
     together.figures = list(pickler.figures)
     return together
+
+
+def _gained_big_bytes(first: Pickled, size: int, pickler: NamespacePickler) -> bool:
+    """Whether a continued stream (now `size` bytes) holds a big bytes object in band: in
+    `first`'s part (its memo, copied already), or in what was added, which can hold one
+    only if it added OUT_OF_BAND_MIN bytes or more (else no copy of the memo is made)."""
+    if _holds_big_bytes(first.memo):
+        return True
+    return size - len(first.stream) >= OUT_OF_BAND_MIN and _holds_big_bytes(pickler.memo.copy())
 
 
 #: Opcodes the C pickler writes outside any frame: PROTO (one byte after it), and the
@@ -515,18 +550,9 @@ def unframed(stream: bytes) -> bytes:
 def identity_ids(pickled: Pickled, atoms: Atoms) -> set[int]:
     """Ids of the objects in a pickle whose identity matters (mutable, shared by reference);
     immutable values and singletons are atomic (see `atoms`)."""
-    ids = set()
-    riders: set[int] = set()
-    atomic = atoms.atomic_classes
-    for object_id, (_, obj) in pickled.memo.items():
-        if type(obj) in atomic:
-            continue
-        riding = atoms.riders_if_atomic(obj)
-        if riding is None:
-            if obj is not _NAMESPACE_REF:
-                ids.add(object_id)
-        elif riding:
-            riders.update(riding)
+    found, riders = atoms.identity_bearing(pickled.memo)
+    ids = set(found)
+    ids.discard(id(_NAMESPACE_REF))
     return ids - riders
 
 
@@ -542,12 +568,12 @@ def components(names: list[str], ids: dict[str, set[int]]) -> list[list[str]]:
 
     owner: dict[int, str] = {}
     for name in names:
-        for object_id in ids[name]:
-            other = owner.setdefault(object_id, name)
-            if other != name:
-                root_a, root_b = find(name), find(other)
-                if root_a != root_b:
-                    parent[root_b] = root_a
+        mine = ids[name]
+        for object_id in owner.keys() & mine:  # set operations at C speed; loops on shared
+            root_a, root_b = find(name), find(owner[object_id])
+            if root_a != root_b:
+                parent[root_b] = root_a
+        owner.update(dict.fromkeys(mine - owner.keys(), name))
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault(find(name), []).append(name)
