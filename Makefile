@@ -24,6 +24,10 @@ HUB_PROXY_DIR := .make/hub-proxy
 HUB_PROXY_STAMP := .make/hub-proxy.installed
 # apt-get waits this long for another apt or dpkg to let go of its lock.
 APT_GET := env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
+# `apt-get update` does not wait for the package lists' own lock (the timeout above is
+# dpkg's): while another apt holds it, try again every 5 s, for up to 10 minutes.
+APT_UPDATE := for try in $$(seq 120); do $(AS_ROOT) $(APT_GET) update && break; \
+	[ $$try -lt 120 ] || exit 1; echo "make: apt-get update failed (try $$try); again in 5 s" >&2; sleep 5; done
 
 # The JupyterLab extension (the Runtimes panel): node packages from the committed yarn.lock
 # (CI=true makes Yarn refuse to change it), built into ditto_jupyter/labextension.
@@ -108,7 +112,7 @@ postgresql: $(POSTGRESQL_STAMP)
 
 $(POSTGRESQL_STAMP):
 	@command -v apt-get >/dev/null || { echo "make: the PostgreSQL tests need Debian's postgresql package, and apt-get is missing" >&2; exit 1; }
-	$(AS_ROOT) $(APT_GET) update
+	$(APT_UPDATE)
 	$(AS_ROOT) $(APT_GET) install -y postgresql
 	mkdir -p $(@D)
 	touch $@
@@ -118,7 +122,7 @@ chromium: $(CHROMIUM_STAMP)
 
 $(CHROMIUM_STAMP):
 	@command -v apt-get >/dev/null || { echo "make: the browser tests need Debian's chromium package, and apt-get is missing" >&2; exit 1; }
-	$(AS_ROOT) $(APT_GET) update
+	$(APT_UPDATE)
 	$(AS_ROOT) $(APT_GET) install -y chromium
 	mkdir -p $(@D)
 	touch $@
@@ -128,7 +132,7 @@ radosgw: $(RADOSGW_STAMP)
 
 $(RADOSGW_STAMP):
 	@command -v apt-get >/dev/null || { echo "make: the object-store tests need Debian's radosgw, ceph-mon and ceph-osd packages, and apt-get is missing" >&2; exit 1; }
-	$(AS_ROOT) $(APT_GET) update
+	$(APT_UPDATE)
 	$(AS_ROOT) $(APT_GET) install -y radosgw
 	$(AS_ROOT) $(APT_GET) install -y --no-install-recommends ceph-mon ceph-osd
 	mkdir -p $(@D)
