@@ -86,6 +86,8 @@ def _kernels(work_label: str) -> tuple[Kernel, Kernel, Path]:
     data_dir = work / "ditto-data"
     plain = Kernel(plain_env(), work)
     ours = Kernel({**plain_env(), "DITTO_DATA_DIR": str(data_dir)}, work)
+    for kernel in (plain, ours):
+        kernel.time_hooks()  # before the engine is set up (see bench_autocheckpoint)
     ours.run("%load_ext ditto_jupyter")
     ours.run("%autocheckpoint on")
     return plain, ours, data_dir
@@ -99,8 +101,6 @@ def run_long(name: str, tutorial: list[str]) -> LongRun:
     result = LongRun(name)
     plain, ours, _ = _kernels(f"{name}-cells")
     try:  # cell by cell; the no-op cells are chosen here, and replayed in Run All
-        for kernel in (plain, ours):
-            kernel.time_hooks()
         latencies: list[tuple[float, float]] = []
         for index, source in enumerate(tutorial):
             for code, noop in [(source, False)] + (
@@ -111,7 +111,8 @@ def run_long(name: str, tutorial: list[str]) -> LongRun:
                 result.cells.append(code)
                 result.noop.append(noop)
                 latencies.append((settled(plain.run(code)), settled(ours.run(code))))
-        hooks = [kernel.hook_seconds() for kernel in (plain, ours)]
+        cells = len(result.cells)
+        hooks = [kernel.hook_seconds()[-cells:] for kernel in (plain, ours)]
         result.added_per_cell = [mine - base for base, mine in latencies]
         result.hook_per_cell = [mine - base for base, mine in zip(*hooks, strict=True)]
         ours.run("%autocheckpoint off")

@@ -111,24 +111,30 @@ _HOOK_TIMER = "\n".join(
     [
         "import sys, time, types",
         f"timer = sys.modules[{HOOKS!r}] = types.ModuleType({HOOKS!r})",
-        "timer.seconds, timer.started, timer.pre = [], 0.0, 0.0",
-        "def pre_first(info=None):",
-        "    timer.started = time.perf_counter()",
-        "def pre_last(info=None):",
-        "    timer.pre = time.perf_counter() - timer.started",
-        "def post_first(result=None):",
-        "    timer.started = time.perf_counter()",
-        "def post_last(result=None):",
-        "    timer.seconds.append(timer.pre + time.perf_counter() - timer.started)",
-        "callbacks = get_ipython().events.callbacks",
-        "callbacks['pre_run_cell'][:0] = [pre_first]",
-        "callbacks['pre_run_cell'].append(pre_last)",
-        "callbacks['post_run_cell'][:0] = [post_first]",
-        "callbacks['post_run_cell'].append(post_last)",
+        "timer.seconds, timer.pre = [], 0.0",
+        "events = get_ipython().events",
+        "trigger = events.trigger",
+        "def timed(event, *args, **kwargs):",
+        "    if event not in ('pre_run_cell', 'post_run_cell'):",
+        "        return trigger(event, *args, **kwargs)",
+        "    started = time.perf_counter()",
+        "    try:",
+        "        return trigger(event, *args, **kwargs)",
+        "    finally:",
+        "        took = time.perf_counter() - started",
+        "        if event == 'pre_run_cell':",
+        "            timer.pre = took",
+        "        else:",
+        "            timer.seconds.append(timer.pre + took)",
+        "            timer.pre = 0.0",
+        "events.trigger = timed",
     ]
 )
-#: Run silently (so no callback runs for it) once a kernel's engine is set up: a callback
-#: first and one last in pre_run_cell and in post_run_cell, in globals of their own.
+#: Run silently (so no callback runs for it) before the engine is set up (`%autocheckpoint
+#: on`, Kishu's attach): code run silently is code no cell showed, which the change journal
+#: must assume could have changed anything, so the cell after it would be captured whole,
+#: as no cell of a user's is. It times every pre_run_cell and post_run_cell callback, those
+#: registered later included (IPython's trigger of the two events, in globals of its own).
 TIME_HOOKS = f"exec({_HOOK_TIMER!r}, {{'get_ipython': get_ipython}})"
 
 
@@ -153,7 +159,8 @@ class Kernel:
 
     def time_hooks(self) -> None:
         """From now on, time the pre_run_cell and post_run_cell callbacks inside the kernel
-        (from the first one's start to the last one's end); nothing joins the namespace."""
+        (from the first one's start to the last one's end); nothing joins the namespace.
+        Called before the engine is set up (see TIME_HOOKS)."""
         self.client.execute(TIME_HOOKS, silent=True, reply=True, timeout=60)
 
     def hook_seconds(self) -> list[float]:
@@ -206,18 +213,17 @@ def run_workload(
     try:
         for kernel in (plain, ours, theirs):
             kernel.run(setup)
+            kernel.time_hooks()
         ours.run("%load_ext ditto_jupyter")
         ours.run("%autocheckpoint on")
         theirs.run(ATTACH_KISHU)
-        for kernel in (plain, ours, theirs):
-            kernel.time_hooks()
         ours_before, kishu_before = tree_size(data_dir), kishu.db_size()
         if interleaved:
             timed = [tuple(settled(k.run(c)) for k in (plain, ours, theirs)) for c in cells]
         else:
             runs = [[kernel.run(c) for c in cells] for kernel in (plain, ours, theirs)]
             timed = list(zip(*runs, strict=True))
-        hooks = [kernel.hook_seconds() for kernel in (plain, ours, theirs)]
+        hooks = [kernel.hook_seconds()[-len(cells) :] for kernel in (plain, ours, theirs)]
         rows = [
             {
                 "cell": cell,
