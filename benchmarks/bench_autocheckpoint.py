@@ -111,23 +111,31 @@ _HOOK_TIMER = "\n".join(
     [
         "import sys, time, types",
         f"timer = sys.modules[{HOOKS!r}] = types.ModuleType({HOOKS!r})",
-        "timer.seconds, timer.pre = [], 0.0",
+        "timer.seconds, timer.pre, timer.inside = [], 0.0, False",
         "events = get_ipython().events",
         "trigger = events.trigger",
         "def timed(event, *args, **kwargs):",
         "    if event not in ('pre_run_cell', 'post_run_cell'):",
         "        return trigger(event, *args, **kwargs)",
-        "    started = time.perf_counter()",
+        "    started, timer.inside = time.perf_counter(), True",
         "    try:",
         "        return trigger(event, *args, **kwargs)",
         "    finally:",
-        "        took = time.perf_counter() - started",
+        "        took, timer.inside = time.perf_counter() - started, False",
         "        if event == 'pre_run_cell':",
         "            timer.pre = took",
         "        else:",
         "            timer.seconds.append(timer.pre + took)",
         "            timer.pre = 0.0",
         "events.trigger = timed",
+        "import gc",
+        "timer.gc, timer.gc_started = 0.0, 0.0",
+        "def collecting(phase, info):",
+        "    if phase == 'start':",
+        "        timer.gc_started = time.perf_counter()",
+        "    elif not timer.inside:  # one inside a callback is the callback's time",
+        "        timer.gc += time.perf_counter() - timer.gc_started",
+        "gc.callbacks.append(collecting)",
     ]
 )
 #: Run silently (so no callback runs for it) before the engine is set up (`%autocheckpoint
@@ -165,16 +173,25 @@ class Kernel:
 
     def hook_seconds(self) -> list[float]:
         """Per cell run since `time_hooks`, the seconds spent in the callbacks."""
+        seconds: list[float] = self._timer("seconds")
+        return seconds
+
+    def gc_seconds(self) -> float:
+        """The seconds the garbage collector ran since `time_hooks` (every generation),
+        outside the timed callbacks (a collection inside one is counted as theirs)."""
+        return float(self._timer("gc"))
+
+    def _timer(self, field: str) -> Any:
+        """A field of the timer `time_hooks` installed, read by a cell of its own."""
         marker = "ditto-bench-hooks:"
-        show = f"print({marker!r} + json.dumps(sys.modules[{HOOKS!r}].seconds))"
+        show = f"print({marker!r} + json.dumps(sys.modules[{HOOKS!r}].{field}))"
         self.client.execute(f"exec({'import sys, json; ' + show!r})", reply=True, timeout=60)
         while True:
             message = self.client.get_iopub_msg(timeout=60)
             text = message["content"].get("text", "") if message["msg_type"] == "stream" else ""
             for line in text.splitlines():
                 if line.startswith(marker):
-                    seconds: list[float] = json.loads(line[len(marker) :])
-                    return seconds
+                    return json.loads(line[len(marker) :])
 
     def stop(self) -> None:
         self.client.stop_channels()
