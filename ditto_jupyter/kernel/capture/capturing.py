@@ -239,7 +239,7 @@ def snapshot_namespace(
         pyplot_figures=open_figs,
         mark=mark,
         watch_mark=plan.watch_mark,
-        library=library_digests(namespace, set().union(*component_ids), plan.library_memo),
+        library=library_digests(namespace, component_ids, plan.library_memo),
     )
     return snapshot
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.machinery
+import itertools
 import pickle
 import sys
 import types
+from collections.abc import Iterable
 
 import xxhash
 
@@ -164,13 +166,17 @@ def shared_digest(obj: object) -> bytes:
 
 
 def library_digests(
-    notebook: dict[str, object], ids: set[int], memo: dict[int, bytes]
+    notebook: dict[str, object], id_sets: Iterable[set[int]], memo: dict[int, bytes]
 ) -> dict[int, tuple[object, bytes]]:
-    """The library objects among `ids`, each with its digest (from `memo`, the digests this
-    capture took already, else taken now); the objects are kept, so the ids stay theirs."""
+    """The library objects among the ids of `id_sets` (one set per component: no union of
+    them is built, each intersection walks the smaller side), each with its digest (from
+    `memo`, the digests this capture took already, else taken now); the objects are kept,
+    so the ids stay theirs."""
     library = library_objects(notebook)
     digests: dict[int, tuple[object, bytes]] = {}
-    for object_id in ids & library.keys():
+    for object_id in itertools.chain.from_iterable(ids & library.keys() for ids in id_sets):
+        if object_id in digests:
+            continue
         digest = memo.get(object_id)
         if digest is None:
             digest = memo[object_id] = library_digest(library[object_id])

@@ -183,9 +183,12 @@ class CapturePlan:
             if again:
                 return again
             self.held, self.owners = _identity_objects(pickles, self.ids)
-            reach = self._own_ids(
-                {n: found | self.owners.get(n, set()) for n, found in self.ids.items()}
-            )
+            own = self._own_ids(self.ids)  # what groups the names (below), once per pass
+            library = self._library_ids()
+            reach = {
+                name: found | (self.owners[name] - library) if self.owners.get(name) else found
+                for name, found in own.items()
+            }
             back = pulled_back(base, kept, reach) if base is not None else []
             if not back:
                 break
@@ -207,7 +210,7 @@ class CapturePlan:
                 if name in base.name_deps
             }
             self.kept_figures = [base.figures[i] for i in kept]
-        self.groups = components(list(self.ids), self._own_ids(self.ids))
+        self.groups = components(list(self.ids), own)
         self._reaches()
         self._share_digests()
         together = [n for group in self.groups if len(group) > 1 for n in group]
