@@ -333,6 +333,7 @@ class NamespaceSnapshot:
         summary = [
             [
                 c["names"],
+                c.get("slots"),
                 c["types"],
                 entry(c["stream"]),
                 [[b["kind"], b["readonly"], *entry(b)] for b in c["buffers"]],

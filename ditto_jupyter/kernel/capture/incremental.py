@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ditto_jupyter.core.models import UnrestorableValue
+from ditto_jupyter.core.namespace_manifest import component_size
 from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
 
 _generation = 0
@@ -84,13 +85,22 @@ class CaptureBase:
         return self.generation == _generation
 
 
+#: The largest component (stream and buffers, bytes) kept for its other members when some
+#: of its names were bound anew: the old values of those names stay alive with it (the
+#: capture base holds what its streams hold), so at most this much is held back.
+PARTLY_KEPT_MAX = 8 * 1024 * 1024
+
+
 @dataclass
 class Reuse:
     """What an incremental capture keeps from its base, and what it captures again."""
 
-    kept: list[int]  # indexes of the base's components kept as they are
+    kept: list[int]  # indexes of the base's components kept (their streams as they are)
     recapture: set[str]  # names pickled again
     unrestorable: dict[str, UnrestorableValue]  # kept entries of names not recaptured
+    #: Kept components some of whose names were bound anew: index -> those names (their
+    #: old values stay in the stream, unbound on restore; `without_names`).
+    unbound: dict[int, set[str]] = field(default_factory=dict)
 
 
 def plan_reuse(
@@ -99,9 +109,15 @@ def plan_reuse(
     touched: Iterable[str],
     always: Iterable[str],
     dirty_components: Iterable[int] = (),
+    rebound: Iterable[str] = (),
 ) -> Reuse:
     """Which of `base`'s components stay: none with a member that is touched, new, rebound
-    or gone, or in `always`, nor any of `dirty_components` (by index)."""
+    or gone, or in `always`, nor any of `dirty_components` (by index). But a component
+    whose only such members are in `rebound` (touched names the cells bound anew before
+    reading them: nothing reached their old values through them) stays for its other
+    members, when it is small (`PARTLY_KEPT_MAX`): the rebound names are captured anew on
+    their own, and a new value that reaches the kept stream's objects pulls it back in
+    (`pulled_back`), as for any kept component."""
     dirty = {name for name in touched if name in values or name in base.values}
     dirty.update(always)
     for name, value in values.items():
@@ -111,19 +127,56 @@ def plan_reuse(
     dropped = set(dirty_components)
     for i in dropped:
         dirty.update(n for n in base.components[i]["names"] if n in values)
-    kept = [
-        i
-        for i, c in enumerate(base.components)
-        if i not in dropped and not any(name in dirty for name in c["names"])
-    ]
-    held = {name for i in kept for name in base.components[i]["names"]}
+    bound_anew = {name for name in rebound if name in values and name in base.values}
+    bound_anew -= set(always)
+    kept: list[int] = []
+    unbound: dict[int, set[str]] = {}
+    for i, component in enumerate(base.components):
+        if i in dropped:
+            continue
+        changed = {name for name in component["names"] if name in dirty}
+        if not changed:
+            kept.append(i)
+        elif (
+            changed <= bound_anew
+            and len(changed) < len(component["names"])
+            and not component.get("pod")
+            and component_size(component) <= PARTLY_KEPT_MAX
+        ):
+            kept.append(i)
+            unbound[i] = changed
+    held = {
+        name for i in kept for name in base.components[i]["names"] if name not in unbound.get(i, ())
+    }
     unrestorable = {
         name: entry
         for name, entry in base.unrestorable.items()
         if name not in dirty and name in values
     }
     recapture = {name for name in values if name not in held and name not in unrestorable}
-    return Reuse(kept, recapture, unrestorable)
+    return Reuse(kept, recapture, unrestorable, unbound)
+
+
+#: The entries of a component that are keyed by its names.
+_BY_NAME = ("types", "summaries", "digests", "pending_digests")
+
+
+def without_names(component: dict[str, Any], gone: set[str]) -> dict[str, Any]:
+    """A kept component's entry for its members other than `gone`: the same stream and
+    buffers, and `slots`, each remaining name's place among the values the stream loads
+    (a restore loads all of them and binds these only)."""
+    names = component["names"]
+    slots = component.get("slots") or list(range(len(names)))
+    staying = [j for j, name in enumerate(names) if name not in gone]
+    entry = {
+        **component,
+        "names": [names[j] for j in staying],
+        "slots": [slots[j] for j in staying],
+    }
+    for key in _BY_NAME:
+        if key in component:
+            entry[key] = {n: v for n, v in component[key].items() if n not in gone}
+    return entry
 
 
 def pulled_back(base: CaptureBase, kept: list[int], ids: dict[str, set[int]]) -> list[int]:

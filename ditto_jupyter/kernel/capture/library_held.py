@@ -165,16 +165,41 @@ def shared_digest(obj: object) -> bytes:
     return digest.digest()
 
 
+#: The library objects each component's id set holds (id(set) -> (the set, their ids)), for
+#: the library map they were looked up in: a kept component's set is the same object
+#: capture after capture (never changed), so while no module came or went its look-up is
+#: done once, not twice per capture. Only the last capture's sets are kept.
+_hits: tuple[dict[int, object] | None, dict[int, tuple[set[int], list[int]]]] = (None, {})
+
+
+def _library_hits(ids: set[int], library: dict[int, object]) -> list[int]:
+    """The ids among `ids` of objects of `library` (`library_objects`)."""
+    global _hits
+    if _hits[0] is not library:
+        _hits = (library, {})
+    known = _hits[1]
+    entry = known.get(id(ids))
+    if entry is not None and entry[0] is ids:
+        return entry[1]
+    found = list(ids & library.keys())
+    known[id(ids)] = (ids, found)
+    return found
+
+
 def library_digests(
     notebook: dict[str, object], id_sets: Iterable[set[int]], memo: dict[int, bytes]
 ) -> dict[int, tuple[object, bytes]]:
-    """The library objects among the ids of `id_sets` (one set per component: no union of
-    them is built, each intersection walks the smaller side), each with its digest (from
-    `memo`, the digests this capture took already, else taken now); the objects are kept,
-    so the ids stay theirs."""
+    """The library objects among the ids of `id_sets` (one set per component of a capture),
+    each with its digest (from `memo`, the digests this capture took already, else taken
+    now); the objects are kept, so the ids stay theirs."""
+    global _hits
     library = library_objects(notebook)
+    sets = list(id_sets)
+    found = [_library_hits(ids, library) for ids in sets]
+    known = _hits[1]
+    _hits = (library, {id(ids): known[id(ids)] for ids in sets})  # the next capture's base
     digests: dict[int, tuple[object, bytes]] = {}
-    for object_id in itertools.chain.from_iterable(ids & library.keys() for ids in id_sets):
+    for object_id in itertools.chain.from_iterable(found):
         if object_id in digests:
             continue
         digest = memo.get(object_id)
@@ -193,7 +218,7 @@ def changed_library_objects(
     """Whether a kept component holding `ids` holds a library object that the last capture
     did not digest, or that digests differently now (`memo`: this capture's digests)."""
     library = library_objects(notebook)
-    for object_id in ids & library.keys():
+    for object_id in _library_hits(ids, library):
         obj = library[object_id]
         seen = before.get(object_id)
         if seen is None or seen[0] is not obj or seen[1] == _UNKNOWN:

@@ -4,17 +4,20 @@ One checkpoint is one signed blob-store manifest:
 
     {"kind": "kernel-namespace", "version": 1, "runtime_id": ..., "chunk_size": ...,
      "components": [{"names", "types", "summaries", "digests", "stream": STORED,
-                     "buffers": [STORED + kind, readonly]}],
+                     "buffers": [STORED + kind, readonly], "slots"?}],
      "parts": [part manifest id], "manifests": [part manifest id],
      "modules": {name: module}, "namespace_refs": [name], "unrestorable": [...],
      "chunks": [every chunk id the components listed here reference]}
 
-where `summaries` and `digests` map each name to its short description and to a hash of the
-component's chunk names (`summaries`; what the server lists and compares without
-unpickling), and STORED is `{"size", "chunks", "fps"}`: the chunk ids of one byte string and the
-XXH3-128 fingerprints of those chunks (what the chunk memo learns from). `runtime_id` is the
-runtime the capture was made for: the server accepts a kernel's own capture as a new
-checkpoint only for that runtime. Manifests written before it lack it and restore as ever.
+where `summaries` and `digests` map each name to its short description and to a hash of
+the component's chunk names (`summaries`; what the server lists and compares without
+unpickling); `slots`, when present, gives each name's place among the values the stream
+loads (a stream kept from an earlier capture also holds the old values of names bound anew
+since: a restore loads them and binds none of them); and STORED is `{"size", "chunks",
+"fps"}`: the chunk ids of one byte string and the XXH3-128 fingerprints of those chunks
+(what the chunk memo learns from). `runtime_id` is the runtime the capture was made for:
+the server accepts a kernel's own capture as a new checkpoint only for that runtime.
+Manifests written before it lack it and restore as ever.
 
 A small namespace keeps its components inline. A larger one (more than `INLINE_MAX`
 components, or one component over `BIG_COMPONENT` chunks) stores them in *parts*: signed

@@ -25,7 +25,12 @@ from ditto_jupyter.core.models import UnrestorableValue
 from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.atoms import Atoms
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
-from ditto_jupyter.kernel.capture.incremental import CaptureBase, plan_reuse, pulled_back
+from ditto_jupyter.kernel.capture.incremental import (
+    CaptureBase,
+    plan_reuse,
+    pulled_back,
+    without_names,
+)
 from ditto_jupyter.kernel.capture.library_held import (
     changed_library_objects,
     library_objects,
@@ -44,7 +49,7 @@ from ditto_jupyter.kernel.capture.pods import (
     Pod,
     PodConflict,
     index_pod,
-    library_containers,
+    library_container_parts,
     pod_name,
     sharing_pods,
 )
@@ -106,6 +111,8 @@ class CapturePlan:
         self.refs: dict[int, tuple[str, int]] = {}
         #: Digests of library objects (`library_held`) taken in this capture, by id.
         self.library_memo: dict[int, bytes] = {}
+        #: Kept components some of whose names were bound anew (`Reuse.unbound`).
+        self.unbound: dict[int, set[str]] = {}
         self._library: set[int] | None = None
 
     # ---- deciding and pickling ---------------------------------------------------------
@@ -199,14 +206,19 @@ class CapturePlan:
         self.unrestorable = [*attempt, *failed_before.values()]
         self.name_deps = {}
         if base is not None:
-            self.kept = [base.components[i] for i in kept]
+            self.kept = [
+                without_names(base.components[i], self.unbound[i])
+                if i in self.unbound
+                else base.components[i]
+                for i in kept
+            ]
             self.kept_ids = [base.ids[i] for i in kept]
             self.kept_held = [base.held[i] for i in kept]
             self.kept_deps = [base.deps[i] for i in kept]
             self.name_deps = {
                 name: base.name_deps[name]
-                for i in kept
-                for name in base.components[i]["names"]
+                for component in self.kept
+                for name in component["names"]
                 if name in base.name_deps
             }
             self.kept_figures = [base.figures[i] for i in kept]
@@ -230,7 +242,7 @@ class CapturePlan:
         """Ids of the library's objects and containers, gathered once per capture (one set:
         a difference with it walks the smaller side only)."""
         if self._library is None:
-            self._library = library_objects(self.namespace).keys() | library_containers()
+            self._library = _library_union(library_objects(self.namespace))
         return self._library
 
     def _digest(self, object_id: int, shared: object) -> bytes:
@@ -347,7 +359,8 @@ class CapturePlan:
         for i, deps in enumerate(base.deps):  # and so is every stream referring to one
             if deps & dirty_pods or deps - names:
                 dirty_components.add(i)
-        reuse = plan_reuse(base, self.values, touched, [], dirty_components)
+        reuse = plan_reuse(base, self.values, touched, [], dirty_components, rebound=fresh)
+        self.unbound = reuse.unbound
         return dirty_pods, reuse.kept, reuse.recapture, reuse.unrestorable, old_pods
 
     def _pickle_pods(
@@ -520,6 +533,32 @@ class CapturePlan:
             if pod.pickled is not None:
                 pod.pickled.pickler = pod.pickled.out = None
                 pod.pickled.memo = {}
+
+
+#: The last union `_library_union` made: what it was made of (the modules' containers with
+#: their count then, they only grow) and the union.
+_last_union: tuple[dict[int, object], set[int], set[int], int, set[int]] | None = None
+
+
+def _library_union(objects: dict[int, object]) -> set[int]:
+    """The ids of `objects` (`library_objects`: the same dict while no module came or went)
+    and of the library's containers, made again only when one of them changed (it holds
+    100,000s of ids once matplotlib is loaded: a capture after a short cell would spend
+    more on it than on its pickles). Read only: every capture shares it."""
+    global _last_union
+    configuration, data = library_container_parts()
+    last = _last_union
+    if (
+        last is not None
+        and last[0] is objects
+        and last[1] == configuration
+        and last[2] is data
+        and last[3] == len(data)
+    ):
+        return last[4]
+    union = objects.keys() | configuration | data
+    _last_union = (objects, configuration, data, len(data), union)
+    return union
 
 
 def _holder(pods: list[Pod], object_id: int) -> str | None:

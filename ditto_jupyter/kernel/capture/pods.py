@@ -88,13 +88,20 @@ def library_containers() -> set[int]:
     containers its modules and classes hold (the colour tables every colormap of a name
     shares). The library's, never the notebook's to change in place, so each pod may carry
     its own copy (a pickle never kept their identity with the live library either)."""
+    configuration, data = library_container_parts()
+    return configuration | data
+
+
+def library_container_parts() -> tuple[set[int], set[int]]:
+    """`library_containers` in its two parts: the configuration's (a new set each call)
+    and the modules' (one set, kept, that only grows as modules are walked)."""
     matplotlib = sys.modules.get("matplotlib")
     found: set[int] = set()
     for name in ("rcParams", "rcParamsDefault", "rcParamsOrig"):
         params = getattr(matplotlib, name, None)
         if isinstance(params, dict):
             found.update(id(v) for v in dict.values(params) if type(v) in BUILTIN_CONTAINERS)
-    return found | _module_data()
+    return found, _module_data()
 
 
 #: Packages whose modules' containers `library_containers` counts as library data.

@@ -268,6 +268,9 @@ def restore_namespace(
                 if component.get("pod"):  # a figure pod: what later streams refer into
                     pods[component["names"][0]] = unpickler.memo.copy()
                     continue
+                slots = component.get("slots")
+                if slots is not None:  # a kept stream with values of names bound anew since
+                    loaded = [loaded[slot] for slot in slots]
             except Exception as error:  # e.g. a module missing in this kernel
                 for name in component["names"]:
                     unrestorable.append(

@@ -312,3 +312,64 @@ def test_a_dropped_snapshot_leaves_no_chunk_in_flight(blobs: BlobStore) -> None:
     assert kept.writer._awaited == [] and len(kept.writer._live) == 3
     restored: dict[str, object] = {"__name__": "__main__"}
     assert restore_namespace(restored, blobs, kept.finish().manifest_id) == []
+
+
+#: Cells that bind a name of an alias group anew, before reading it: the group's other
+#: members keep their stream (the old value rides along, unbound on restore).
+REBINDING_CELLS = [
+    "a = [1, 2]\nb = {'list': a}\nc = 'text'",
+    "b = 'new'",  # `a` keeps the stream of [a, b]; `b` alone
+    "a.append(3)",  # `a` touched: its stream is pickled again, without the old `b`
+    "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nline, = ax.plot([1, 2, 3])\n"
+    "plt.close('all')",
+    "fig = plt.figure()\nplt.close(fig)",  # the old figure stays reachable through `ax`
+    "line.set_ydata([3, 2, 1])",
+    "x = fig\nfig = 5",
+]
+
+
+def test_a_name_bound_anew_leaves_the_rest_of_its_group_unpickled(blobs: BlobStore) -> None:
+    namespace: dict[str, object] = {"__name__": "__main__", "np": np}
+    exec("import matplotlib\nmatplotlib.use('Agg')", namespace)
+    effects = CellEffects()
+    base = snapshot_namespace(namespace, blobs).base
+    written: list[list[list[str]]] = []
+    manifests: list[str] = []
+    expected: list[dict[str, object]] = []
+    for cell in REBINDING_CELLS:
+        exec(cell, namespace)
+        touched = effects.touched_by(cell, namespace)
+        snapshot = snapshot_namespace(
+            namespace, blobs, base=base, touched=touched, fresh=effects.fresh, defer=True
+        )
+        base = snapshot.base
+        written.append([c["names"] for c in snapshot.written])
+        manifests.append(snapshot.finish().manifest_id)
+        expected.append(_described(namespace))
+    assert written[1] == [["b"]]  # not `a` again
+    assert written[2] == [["a"]]
+    assert written[4] == [["fig"]]  # neither `ax` nor `line`, nor the old figure again
+    for manifest_id, values in zip(manifests, expected, strict=True):
+        restored: dict[str, object] = {"__name__": "__main__"}
+        restore_namespace(restored, blobs, manifest_id)
+        assert _described(restored) == values
+    restored = {"__name__": "__main__"}
+    restore_namespace(restored, blobs, manifests[4])
+    ax, line, fig = restored["ax"], restored["line"], restored["fig"]
+    assert line.axes is ax and ax.figure is not fig  # type: ignore[attr-defined]
+    assert list(line.get_ydata()) == [1, 2, 3]  # type: ignore[attr-defined]
+
+
+def _described(namespace: dict[str, object]) -> dict[str, object]:
+    """What a user sees of the test's variables (figures by what they draw)."""
+    seen: dict[str, object] = {}
+    for name, value in namespace.items():
+        if name in {"a", "b", "c"}:
+            seen[name] = repr(value)
+        elif name == "line":
+            seen[name] = list(value.get_ydata())  # type: ignore[attr-defined]
+        elif name in {"fig", "x"}:
+            seen[name] = value if isinstance(value, int) else len(value.axes)  # type: ignore[attr-defined]
+        elif name == "ax":
+            seen[name] = (len(value.lines), value.figure is namespace.get("x"))  # type: ignore[attr-defined]
+    return seen
