@@ -14,7 +14,10 @@ themselves). Atomic are:
 - types, modules, code objects, builtin and extension functions and descriptors, and any
   object that pickles by reference to its importable name (a function defined in a module,
   a Cython function, a numpy ufunc);
-- numpy dtypes and scalars; pandas extension dtypes, scalars (Timestamp, Timedelta, Period,
+- numpy dtypes and scalars (a structured dtype pickles its dict of fields as its state:
+  that dict rides along with it, so the trees of scikit-learn's forests and boosted models,
+  whose node arrays all share one such dtype, are not one alias group); pandas extension
+  dtypes, scalars (Timestamp, Timedelta, Period,
   Interval), NA, NaT and date offsets (only when numpy or pandas is already imported).
 
 Everything else is identity-bearing, notebook functions included (they are mutable: a
@@ -138,7 +141,7 @@ def _importable(obj: object, namespace: dict[str, object]) -> bool:
 _NO_RIDERS: frozenset[int] = frozenset()
 _SECOND = operator.itemgetter(1)
 #: What a class says about its instances (decided once per class and capture).
-_MUTABLE, _ATOMIC, _CLASS, _FROZEN, _FUNCTION, _MAYBE_GLOBAL = range(6)
+_MUTABLE, _ATOMIC, _CLASS, _FROZEN, _FUNCTION, _MAYBE_GLOBAL, _DTYPE = range(7)
 
 
 class Atoms:
@@ -178,6 +181,8 @@ class Atoms:
             return self._class_attribute_ids(obj)  # type: ignore[arg-type]
         if verdict == _FUNCTION:  # a module function is atomic, a notebook one is not
             return None if obj.__globals__ is self.namespace else _NO_RIDERS  # type: ignore[attr-defined]
+        if verdict == _DTYPE:
+            return _dtype_riders(obj)
         if verdict == _FROZEN:
             try:
                 return frozenset({id(object.__getattribute__(obj, "__dict__"))})
@@ -225,6 +230,9 @@ class Atoms:
             return _CLASS
         if _value_with_attributes(cls):
             return _MUTABLE
+        dtype = _library_class("numpy", "dtype")
+        if dtype is not None and issubclass(cls, dtype):
+            return _DTYPE
         if cls is object or issubclass(cls, self.kinds):
             return _ATOMIC
         if cls is types.FunctionType:
@@ -253,6 +261,25 @@ class Atoms:
                 )
             self._class_attributes[cls] = found
         return found
+
+
+def _library_class(module: str, attribute: str) -> type | None:
+    """A class of a library module already imported (None: not imported, or not a class)."""
+    found = getattr(sys.modules.get(module), attribute, None)
+    return found if isinstance(found, type) else None
+
+
+def _dtype_riders(dtype: Any) -> frozenset[int]:
+    """The dict of fields a structured numpy dtype pickles as its state (the dtype's own,
+    the same object at every pickling; no code can change it in place)."""
+    if getattr(dtype, "fields", None) is None:
+        return _NO_RIDERS
+    try:
+        state = dtype.__reduce__()[2]
+    except Exception:  # an odd dtype: nothing known to ride along
+        return _NO_RIDERS
+    fields = state[4] if isinstance(state, tuple) and len(state) > 4 else None
+    return frozenset({id(fields)}) if type(fields) is dict else _NO_RIDERS
 
 
 def _value_with_attributes(cls: type) -> bool:

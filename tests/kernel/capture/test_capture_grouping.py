@@ -134,6 +134,11 @@ def test_immutable_values_and_singletons_tie_no_variables_together(
         ufunc = np.add
         holder_a = [np.float64, np.dtype("float64"), None, Ellipsis, mymod.Mode.SLOW, "text"]
         holder_b = [np.float64, np.dtype("float64"), None, Ellipsis, mymod.Mode.SLOW, "text"]
+        # one structured dtype (as every tree of a scikit-learn forest holds for its nodes):
+        # its pickled state is its dict of fields, the dtype's own, which nothing can change
+        node = np.dtype([("left", np.int64), ("threshold", np.float64)])
+        nodes_a = np.zeros(3, dtype=node)
+        nodes_b = np.ones(2, dtype=node)
         """,
     )
     captured = capture_namespace(ns, blobs)
@@ -141,7 +146,7 @@ def test_immutable_values_and_singletons_tie_no_variables_together(
     found = groups(blobs, captured.manifest_id)
     assert all(len(names) == 1 for names in found), [g for g in found if len(g) > 1]
     variables = [n for n, v in ns.items() if not n.startswith("__") and type(v) is not type(np)]
-    assert len(found) == len(variables) == 100 + 22
+    assert len(found) == len(variables) == 100 + 25
 
     fresh = new_namespace()
     assert restore_namespace(fresh, blobs, captured.manifest_id) == []
@@ -149,6 +154,9 @@ def test_immutable_values_and_singletons_tie_no_variables_together(
     assert fresh["settings_a"] == fresh["settings_b"]  # immutable: equal, not identical
     assert fresh["func_a"] is sys.modules["mymod"].helper and fresh["ufunc"] is np.add
     assert float(fresh["arr99"][0]) == 99.0  # type: ignore[index]
+    nodes_b = fresh["nodes_b"]
+    assert isinstance(nodes_b, np.ndarray) and nodes_b.dtype == ns["node"]
+    assert nodes_b["threshold"].tolist() == [1.0, 1.0]
 
 
 def test_shared_mutable_objects_still_keep_their_identity(
