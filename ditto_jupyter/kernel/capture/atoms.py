@@ -42,6 +42,8 @@ import types
 import uuid
 from typing import Any
 
+from ditto_jupyter.kernel.capture.rules import imported_class
+
 _ATOMIC_TYPES: tuple[type, ...] = (
     str,
     bytes,
@@ -230,7 +232,7 @@ class Atoms:
             return _CLASS
         if _value_with_attributes(cls):
             return _MUTABLE
-        dtype = _library_class("numpy", "dtype")
+        dtype = imported_class("numpy", "dtype")
         if dtype is not None and issubclass(cls, dtype):
             return _DTYPE
         if cls is object or issubclass(cls, self.kinds):
@@ -261,12 +263,6 @@ class Atoms:
                 )
             self._class_attributes[cls] = found
         return found
-
-
-def _library_class(module: str, attribute: str) -> type | None:
-    """A class of a library module already imported (None: not imported, or not a class)."""
-    found = getattr(sys.modules.get(module), attribute, None)
-    return found if isinstance(found, type) else None
 
 
 def _dtype_riders(dtype: Any) -> frozenset[int]:
