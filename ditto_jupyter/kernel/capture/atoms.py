@@ -141,7 +141,8 @@ def _importable(obj: object, namespace: dict[str, object]) -> bool:
 
 
 _NO_RIDERS: frozenset[int] = frozenset()
-_SECOND = operator.itemgetter(1)
+#: The object of a pickler memo's entry, `(index, object)`.
+MEMO_OBJECT = operator.itemgetter(1)
 #: What a class says about its instances (decided once per class and capture).
 _MUTABLE, _ATOMIC, _CLASS, _FROZEN, _FUNCTION, _MAYBE_GLOBAL, _DTYPE = range(7)
 
@@ -197,7 +198,7 @@ class Atoms:
         ids of the objects riding along with atomic ones. Each class is looked at once;
         only the classes whose verdict depends on the object are asked object by object,
         and the rest is sorted at C speed (a figure's memo holds 100,000s of objects)."""
-        objects = list(map(_SECOND, memo.values()))
+        objects = list(map(MEMO_OBJECT, memo.values()))
         kinds = list(map(type, objects))
         mutable: set[type] = set()
         by_object: set[type] = set()

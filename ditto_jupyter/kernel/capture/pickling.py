@@ -16,7 +16,6 @@ from __future__ import annotations
 import copyreg
 import io
 import itertools
-import operator
 import pickle
 import threading
 import types
@@ -28,7 +27,7 @@ from typing import Any
 import cloudpickle
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE
-from ditto_jupyter.kernel.capture.atoms import Atoms
+from ditto_jupyter.kernel.capture.atoms import MEMO_OBJECT, Atoms
 from ditto_jupyter.kernel.capture.counters import Reducer, counter_reducers
 from ditto_jupyter.kernel.capture.figure_watch import figure_types
 from ditto_jupyter.kernel.capture.kept_state import kept_state_bases
@@ -223,8 +222,7 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         kind = type(obj)
         if kind in self._ordinary:  # most objects: decided by their class once per pickle
             if self.probe_animated and not self.animated:
-                attributes = getattr(obj, "__dict__", None)
-                self.animated = isinstance(attributes, dict) and attributes.get("_animated") is True
+                self._probe_animated(obj)
             return NotImplemented
         if self._is_ordinary(kind):
             self._ordinary.add(kind)
@@ -241,14 +239,18 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         if kind in self._figure_types:
             self.figures.append(obj)
         if self.probe_animated and not self.animated:
-            attributes = getattr(obj, "__dict__", None)
-            self.animated = isinstance(attributes, dict) and attributes.get("_animated") is True
+            self._probe_animated(obj)
         special = self._special.get(kind, _UNKNOWN)
         if special is _UNKNOWN:
             special = self._special[kind] = self._special_reducer(kind)
         if special is not None:
             return special(obj)
         return super().reducer_override(obj)
+
+    def _probe_animated(self, obj: Any) -> None:
+        """Note whether `obj` is an animated artist (its `_animated` flag is set)."""
+        attributes = getattr(obj, "__dict__", None)
+        self.animated = isinstance(attributes, dict) and attributes.get("_animated") is True
 
     def _is_ordinary(self, kind: type) -> bool:
         """Whether instances of `kind` are neither functions, classes, open files nor
@@ -370,13 +372,12 @@ class Pickled:
 
 
 _BYTES_TYPES = frozenset({bytes, bytearray})
-_SECOND = operator.itemgetter(1)
 
 
 def _holds_big_bytes(memo: dict[int, Any]) -> bool:
     """Whether a pickle's memo holds a bytes or bytearray object of OUT_OF_BAND_MIN or more
     (the bytes objects are picked out at C speed: a figure's memo has 100,000s of objects)."""
-    objects = list(map(_SECOND, memo.values()))
+    objects = list(map(MEMO_OBJECT, memo.values()))
     picked = itertools.compress(objects, map(_BYTES_TYPES.__contains__, map(type, objects)))
     return any(len(obj) >= OUT_OF_BAND_MIN for obj in picked)
 

@@ -19,11 +19,11 @@ import itertools
 import operator
 import os
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 from ditto_jupyter.core.models import UnrestorableValue
 from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
-from ditto_jupyter.kernel.capture.atoms import Atoms
+from ditto_jupyter.kernel.capture.atoms import MEMO_OBJECT, Atoms
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
 from ditto_jupyter.kernel.capture.incremental import (
     CaptureBase,
@@ -57,9 +57,19 @@ from ditto_jupyter.kernel.capture.rules import failure_reason, type_name
 from ditto_jupyter.kernel.capture.summaries import group_digests, own_digests, summaries_of
 
 PYPLOT = pyplot_state.PYPLOT_FIGURES
-_SECOND = operator.itemgetter(1)
 #: The most planning rounds (each pickles more pods again) before giving up on pods.
 MAX_ROUNDS = 8
+
+
+class _Decision(NamedTuple):
+    """What `CapturePlan._decide` found may have changed since the base, and what stays."""
+
+    dirty_pods: set[str]  # pods to pickle again
+    kept: list[int]  # the base's components kept (by index)
+    recapture: set[str]  # names to pickle again
+    unrestorable: dict[str, UnrestorableValue]  # kept entries of names not pickled again
+    old_pods: dict[str, Pod]  # pods kept as stored
+    unbound: dict[int, set[str]]  # kept components some of whose names were bound anew
 
 
 class CapturePlan:
@@ -157,9 +167,10 @@ class CapturePlan:
         old_pods: dict[str, Pod] = {}
         suspects: set[str] = set()  # values the cells since may have used to reach a pod
         if base is not None:
-            dirty_pods, kept, recapture, failed_before, old_pods = self._decide(
-                base, touched, reached, order, forced, fresh
-            )
+            decision = self._decide(base, touched, reached, order, forced, fresh)
+            dirty_pods, kept, recapture = decision.dirty_pods, decision.kept, decision.recapture
+            failed_before, old_pods = decision.unrestorable, decision.old_pods
+            self.unbound = decision.unbound
             suspects = {
                 name
                 for name, value in self.values.items()
@@ -286,7 +297,7 @@ class CapturePlan:
         order: list[tuple[str, Any]],
         forced: set[str],
         fresh: set[str],
-    ) -> tuple[set[str], list[int], set[str], dict[str, UnrestorableValue], dict[str, Pod]]:
+    ) -> _Decision:
         """Which pods and base components may have changed; the rest is kept."""
         reached_ids = {id(figure) for figure in reached}
 
@@ -360,8 +371,9 @@ class CapturePlan:
             if deps & dirty_pods or deps - names:
                 dirty_components.add(i)
         reuse = plan_reuse(base, self.values, touched, [], dirty_components, rebound=fresh)
-        self.unbound = reuse.unbound
-        return dirty_pods, reuse.kept, reuse.recapture, reuse.unrestorable, old_pods
+        return _Decision(
+            dirty_pods, reuse.kept, reuse.recapture, reuse.unrestorable, old_pods, reuse.unbound
+        )
 
     def _pickle_pods(
         self,
@@ -599,7 +611,7 @@ def _identity_objects(
     for name, pickled in pickles.items():
         memo, mine = pickled.memo, ids.get(name, set())
         objects = list(
-            map(_SECOND, itertools.compress(memo.values(), map(mine.__contains__, memo)))
+            map(MEMO_OBJECT, itertools.compress(memo.values(), map(mine.__contains__, memo)))
         )
         held[name] = objects
         found: set[int] = set()
