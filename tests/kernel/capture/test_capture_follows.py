@@ -261,43 +261,38 @@ def test_showing_a_list_of_the_notebooks_own_objects_is_captured_again(
     assert after.manifest_id != first.manifest_id
 
 
-def test_showing_many_library_values_then_one_of_the_notebooks_is_captured_again(
-    kernel: Kernel,
-) -> None:
-    """The display of a container's elements is vouched for once per class: an element of
-    another class (the notebook's own, with a display method of its own) still counts."""
-    kernel.cell(NOTEBOOK)
-    kernel.cell(
+#: A list of 100 arrays (numpy shows each) and one element the notebook's code shows, which
+#: appends to `log`: an element of the notebook's own class, or one array that a printer
+#: of the notebook's, registered for that object (by id), shows.
+_SHOWN_BY_THE_NOTEBOOK = {
+    "own class": (
         "log = []\nclass Loud:\n    def __repr__(self):\n        log.append(1)\n"
         "        return 'loud'\nshown = [np.arange(i) for i in range(100)] + [Loud()]\n"
         "del Loud\n"
-    )
+    ),
+    "own printer": (
+        "log = []\nshown = [np.arange(i) for i in range(100)]\n"
+        "def loud(value, p, cycle):\n    log.append(1)\n    p.text('loud')\n"
+        "get_ipython().display_formatter.formatters['text/plain']"
+        ".singleton_printers[id(shown[50])] = loud\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("setup", _SHOWN_BY_THE_NOTEBOOK.values(), ids=_SHOWN_BY_THE_NOTEBOOK)
+def test_one_element_shown_by_the_notebooks_code_among_many_alike_is_captured_again(
+    kernel: Kernel, setup: str
+) -> None:
+    """The display of a container's elements is vouched for once per class, but an element
+    the notebook's code shows still makes the next capture pickle what it changed."""
+    kernel.cell(NOTEBOOK)
+    kernel.cell(setup)
     first, _ = kernel.capture()
     kernel.cell("shown")
     after, pickled = kernel.capture()
     assert pickled >= 1
     assert after.manifest_id != first.manifest_id
     assert kernel.cell("print(len(log))").strip() == "1"
-
-
-def test_a_value_with_a_printer_of_its_own_among_many_alike_is_captured_again(
-    kernel: Kernel,
-) -> None:
-    """A formatter's printer for one object (registered by id) is the notebook's code,
-    though every other element of that class is shown by numpy's."""
-    kernel.cell(NOTEBOOK)
-    kernel.cell(
-        "printed = []\nshown = [np.arange(i) for i in range(100)]\n"
-        "def loud(value, p, cycle):\n    printed.append(1)\n    p.text('loud')\n"
-        "get_ipython().display_formatter.formatters['text/plain']"
-        ".singleton_printers[id(shown[50])] = loud\n"
-    )
-    first, _ = kernel.capture()
-    kernel.cell("shown")
-    after, pickled = kernel.capture()
-    assert pickled >= 1
-    assert after.manifest_id != first.manifest_id
-    assert kernel.cell("print(len(printed))").strip() == "1"
 
 
 def test_the_benchmarks_fingerprint_does_not_make_the_next_checkpoint_whole(
