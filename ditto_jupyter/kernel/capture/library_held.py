@@ -16,10 +16,10 @@ setter marks it changed), and its pickle differs at every pickling anyway. Walki
 every module costs 10-30 ms in a kernel with scikit-learn loaded (2,000 modules, 80,000
 globals), and a tutorial's cells import a few more modules every other cell, so the walk is
 kept: when modules were imported since, only they are walked (and matplotlib's again, whose
-classes cache paths lazily); when one was removed or replaced, or matplotlib came, all of
-them. A global that a module walked before binds anew later, without being imported again,
-is not found (a library rebinding a global and then changing the new object in place,
-behind a variable that holds it and that no cell names, is what that leaves out).
+classes cache paths lazily); when one was removed or replaced, all of them. A global that
+a module walked before binds anew later, without being imported again, is not found (a
+library rebinding a global and then changing the new object in place, behind a variable
+that holds it and that no cell names, is what that leaves out).
 """
 
 from __future__ import annotations
@@ -73,7 +73,6 @@ class _Walk:
 
     count: int  # len(sys.modules) when last looked at
     notebook: int  # id() of the notebook's namespace it was made for
-    artist: type | None  # matplotlib's Artist class (None: not imported then)
     verdicts: dict[type, bool]  # by exact type: whether its instances can change
     walked: dict[str, object]  # name -> module: every module walked but matplotlib's
     settled: dict[int, object]  # what `walked` holds
@@ -96,11 +95,9 @@ def library_objects(notebook: dict[str, object]) -> dict[int, object]:
     last = _last_walk
     if last is not None and last.count == len(modules) and last.notebook == id(notebook):
         return last.found
-    artist = imported_class("matplotlib.artist", "Artist")
     if (
         last is None
         or last.notebook != id(notebook)
-        or last.artist is not artist
         or any(modules.get(name) is not module for name, module in last.walked.items())
     ):  # from scratch
         verdicts: dict[type, bool] = dict.fromkeys(_UNCHANGING_EXACT, False)
@@ -108,6 +105,9 @@ def library_objects(notebook: dict[str, object]) -> dict[int, object]:
         settled: dict[int, object] = {}
     else:
         verdicts, walked, settled = last.verdicts, dict(last.walked), dict(last.settled)
+    # matplotlib imported since the last walk leaves it as it was: no module walked before
+    # could hold an artist then, and no class made before Artist can be a subclass of it
+    artist = imported_class("matplotlib.artist", "Artist")
     skipped = (*_UNCHANGING, artist) if artist is not None else _UNCHANGING
     main = getattr(modules.get("__main__"), "__dict__", None)
     inner = _INNER_KINDS | _numpy_arrays()
@@ -127,7 +127,7 @@ def library_objects(notebook: dict[str, object]) -> dict[int, object]:
             continue
         _walk_module(name, namespace, into, verdicts, skipped, inner)
     found = {**settled, **caching}
-    _last_walk = _Walk(len(modules), id(notebook), artist, verdicts, walked, settled, found)
+    _last_walk = _Walk(len(modules), id(notebook), verdicts, walked, settled, found)
     return found
 
 
