@@ -1,0 +1,91 @@
+"""Run All of bench_notebooks' long sessions under two checkouts' engines, side by side.
+
+Usage, from the repository root: `.venv/bin/python benchmarks/run_all_ab.py OTHER NOTEBOOK...`
+where OTHER is another checkout of this repository (`git worktree add /tmp/old <commit>`) and
+each NOTEBOOK a long session's name (`skl-linear-models-session`, ...). Per notebook, three
+fresh kernels run every cell back to back (a no-op cell, `None`, after every third): a plain
+one, one with `%autocheckpoint on` importing the engine from OTHER, one importing it from this
+checkout; twice, in the order plain, other, this and then this, other, plain (so none gains
+from running last). Printed: each pass's seconds and what each engine added to the plain
+kernel's total. For telling a change to the engine from a change of machine: both engines
+run on the same machine, in the same minutes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.autocheckpoint_notebooks import LONG, NOOP_EVERY  # noqa: E402
+from benchmarks.bench_autocheckpoint import Kernel  # noqa: E402
+from benchmarks.notebook_sources import prepare  # noqa: E402
+
+
+def run_all(cells: list[str], engine: Path | None, work: Path) -> float:
+    """Seconds for every cell in a fresh kernel (`engine`: the checkout whose engine
+    autocheckpoints it; None: a plain kernel), the last write-behind waited for."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = {"PYTHONPATH": str(engine or ROOT)}
+    if engine is not None:
+        env["DITTO_DATA_DIR"] = str(work / "data")
+    kernel = Kernel(env, work)
+    try:
+        if engine is not None:
+            kernel.run("%load_ext ditto_jupyter")
+            kernel.run("%autocheckpoint on")
+        started = time.perf_counter()
+        for cell in cells:
+            kernel.run(cell)
+        if engine is not None:
+            kernel.run("%autocheckpoint off")  # waits for the last write-behind
+        return time.perf_counter() - started
+    finally:
+        kernel.stop()
+
+
+def main() -> None:
+    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
+    other = Path(sys.argv[1]).resolve()
+    if not (other / "ditto_jupyter").is_dir():
+        sys.exit(f"run_all_ab: {other} is not a checkout of ditto-jupyter")
+    known = {source.name: source for source in LONG}
+    unknown = [name for name in sys.argv[2:] if name not in known]
+    if unknown:
+        sys.exit(f"run_all_ab: not a long session: {', '.join(unknown)} (one of {sorted(known)})")
+    sources = prepare([known[name] for name in sys.argv[2:]])
+    engines: dict[str, Path | None] = {"plain": None, "other": other, "this": ROOT}
+    scratch = Path(tempfile.mkdtemp(prefix="run-all-ab-"))
+    for name, tutorial in sources.items():
+        cells: list[str] = []
+        for index, source in enumerate(tutorial):
+            cells.append(source)
+            if (index + 1) % NOOP_EVERY == 0:
+                cells.append("None")
+        totals: dict[str, float] = dict.fromkeys(engines, 0.0)
+        for order in (["plain", "other", "this"], ["this", "other", "plain"]):
+            for label in order:
+                seconds = run_all(cells, engines[label], scratch / f"{name}-{label}")
+                totals[label] += seconds
+                print(f"{name} {label}: {seconds:.1f} s", flush=True)
+        plain = totals["plain"]
+        added = {label: (totals[label] / plain - 1) * 100 for label in ("other", "this")}
+        print(
+            f"{name}: plain {plain:.1f} s, other {totals['other']:.1f} s ({added['other']:+.1f}%),"
+            f" this {totals['this']:.1f} s ({added['this']:+.1f}%)",
+            flush=True,
+        )
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
