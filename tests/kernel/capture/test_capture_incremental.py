@@ -190,6 +190,9 @@ def test_modules_imported_after_a_walk_are_walked_and_a_replaced_one_is_walked_a
     """The walk of the modules is kept: after imports, the new modules' globals are found
     beside the ones found before, as a walk from scratch finds them; a module replaced
     under its name (a reload) is walked again, its old objects gone."""
+    # a walk an earlier test left could belong to a dict at this one's address (ids are
+    # reused), and globals rebound since (pytest rebinds `warnings.filters`) would differ
+    monkeypatch.setattr(library_held, "_last_walk", None)
     notebook: dict[str, object] = {"__name__": "__main__"}
     first = types.ModuleType("walked_library_first")
     first.state = np.zeros(3)  # type: ignore[attr-defined]
