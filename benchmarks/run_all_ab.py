@@ -13,6 +13,7 @@ run on the same machine, in the same minutes.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tempfile
@@ -52,39 +53,50 @@ def run_all(cells: list[str], engine: Path | None, work: Path) -> float:
 
 
 def main() -> None:
-    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):
-        print(__doc__)
-        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
-    other = Path(sys.argv[1]).resolve()
-    if not (other / "ditto_jupyter").is_dir():
-        sys.exit(f"run_all_ab: {other} is not a checkout of ditto-jupyter")
     known = {source.name: source for source in LONG}
-    unknown = [name for name in sys.argv[2:] if name not in known]
-    if unknown:
-        sys.exit(f"run_all_ab: not a long session: {', '.join(unknown)} (one of {sorted(known)})")
-    sources = prepare([known[name] for name in sys.argv[2:]])
+    parser = argparse.ArgumentParser(
+        prog="run_all_ab",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("other", type=Path, metavar="OTHER", help="another checkout's root")
+    parser.add_argument(
+        "notebooks", nargs="+", choices=sorted(known), metavar="NOTEBOOK", help="a long session"
+    )
+    args = parser.parse_args()
+    other = args.other.resolve()
+    if not (other / "ditto_jupyter").is_dir():
+        parser.error(f"{other} is not a checkout of ditto-jupyter")
+    sources = prepare([known[name] for name in args.notebooks])
     engines: dict[str, Path | None] = {"plain": None, "other": other, "this": ROOT}
     scratch = Path(tempfile.mkdtemp(prefix="run-all-ab-"))
-    for name, tutorial in sources.items():
-        cells: list[str] = []
-        for index, source in enumerate(tutorial):
-            cells.append(source)
-            if (index + 1) % NOOP_EVERY == 0:
-                cells.append("None")
-        totals: dict[str, float] = dict.fromkeys(engines, 0.0)
-        for order in (["plain", "other", "this"], ["this", "other", "plain"]):
-            for label in order:
-                seconds = run_all(cells, engines[label], scratch / f"{name}-{label}")
-                totals[label] += seconds
-                print(f"{name} {label}: {seconds:.1f} s", flush=True)
-        plain = totals["plain"]
-        added = {label: (totals[label] / plain - 1) * 100 for label in ("other", "this")}
-        print(
-            f"{name}: plain {plain:.1f} s, other {totals['other']:.1f} s ({added['other']:+.1f}%),"
-            f" this {totals['this']:.1f} s ({added['this']:+.1f}%)",
-            flush=True,
-        )
-    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        for name, tutorial in sources.items():
+            compare(name, tutorial, engines, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def compare(name: str, tutorial: list[str], engines: dict[str, Path | None], scratch: Path) -> None:
+    """Both passes of one notebook under every engine, printed as they end."""
+    cells: list[str] = []
+    for index, source in enumerate(tutorial):
+        cells.append(source)
+        if (index + 1) % NOOP_EVERY == 0:
+            cells.append("None")
+    totals: dict[str, float] = dict.fromkeys(engines, 0.0)
+    for order in (["plain", "other", "this"], ["this", "other", "plain"]):
+        for label in order:
+            seconds = run_all(cells, engines[label], scratch / f"{name}-{label}")
+            totals[label] += seconds
+            print(f"{name} {label}: {seconds:.1f} s", flush=True)
+    plain = totals["plain"]
+    added = {label: (totals[label] / plain - 1) * 100 for label in ("other", "this")}
+    print(
+        f"{name}: plain {plain:.1f} s, other {totals['other']:.1f} s ({added['other']:+.1f}%),"
+        f" this {totals['this']:.1f} s ({added['this']:+.1f}%)",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
