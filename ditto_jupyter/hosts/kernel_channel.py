@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from queue import Empty
@@ -183,13 +184,43 @@ class KernelChannel:
         self.client.start_channels(hb=False)
         for channel in (self.client.shell_channel, self.client.stdin_channel):
             channel.socket.setsockopt(zmq.SNDTIMEO, 0)
+        self.execution_state = "idle"
         try:
-            await self.client.wait_for_ready(timeout=timeout)
+            await self._wait_for_ready(timeout)
         except (RuntimeError, zmq.ZMQError) as error:
             self.client.stop_channels()
             raise self._start_error(error) from error
-        self.execution_state = "idle"
         self._reader = asyncio.get_running_loop().create_task(self._read_iopub())
+
+    async def _wait_for_ready(self, timeout: float) -> None:
+        """A kernel_info reply on shell, and IOPub seen to be connected (a message on it).
+
+        jupyter_client's `wait_for_ready` does the same but then throws away what IOPub
+        holds: a cell starting meanwhile lost its `busy` status, and the channel said idle
+        until that cell ended. Here the status seen is kept, and the rest is the reader's.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self.client.kernel_info()
+            try:
+                reply = await self.client.get_shell_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                try:
+                    message = await self.client.get_iopub_msg(timeout=0.2)
+                except Empty:
+                    pass
+                else:
+                    self.client._handle_kernel_info_reply(reply)
+                    if message.get("header", {}).get("msg_type") == "status":
+                        state = message.get("content", {}).get("execution_state")
+                        self.execution_state = state or self.execution_state
+                    return
+            if not await self.client.is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
 
     def _start_error(self, error: Exception) -> BackendError:
         if isinstance(error, zmq.ZMQError):

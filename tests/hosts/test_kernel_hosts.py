@@ -21,11 +21,14 @@ from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.hosts.kernel_host import KernelHost
+from ditto_jupyter.hosts.kernel_start import channel_to
 from ditto_jupyter.kernel.capture import CHUNK_SIZE
 from tests.support.stored_blobs import tamper_manifest, write_manifest_document
 
 pytestmark = pytest.mark.slow
 T = TypeVar("T")
+#: A cell that runs long enough to be seen running.
+SLEEP = "import time; time.sleep(1.5)"
 
 
 class Kernels:
@@ -139,6 +142,42 @@ def test_is_busy_follows_the_kernel(k: Kernels) -> None:
 
     assert k.run(scenario()) is True
     assert k.run(k.context.is_busy(k.kernel)) is False
+
+
+def test_a_channel_opened_as_a_cell_starts_sees_the_kernel_busy(
+    k: Kernels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cell that starts between a new channel's kernel_info reply and its first IOPub read
+    is seen running. jupyter_client's `wait_for_ready` threw that IOPub away, and the channel
+    said idle until the cell ended: a checkout that must be refused went through."""
+
+    async def scenario() -> bool:
+        kernel_id = k.kernel.handle_state["kernel_id"]
+        running = k.host.channel(kernel_id)
+        opening = channel_to(k.host.manager, kernel_id)
+        replies = opening.client.get_shell_msg
+        cells: list[asyncio.Future[str]] = []
+
+        async def reply_once_a_cell_runs(*args: Any, **kwargs: Any) -> Any:
+            reply = await replies(*args, **kwargs)
+            if not cells:  # the kernel_info reply: a cell starts before IOPub is read
+                cells.append(asyncio.ensure_future(running.execute(SLEEP, timeout=60)))
+                while not running.busy:
+                    await asyncio.sleep(0.01)
+            return reply
+
+        monkeypatch.setattr(opening.client, "get_shell_msg", reply_once_a_cell_runs)
+        await opening.start()
+        try:
+            while not cells[0].done() and not opening.busy:
+                await asyncio.sleep(0.01)
+            seen_busy = opening.busy and not cells[0].done()
+            await cells[0]
+            return seen_busy
+        finally:
+            await opening.stop()
+
+    assert k.run(scenario()) is True
 
 
 def test_a_call_keeps_its_reply_when_another_client_of_the_kernel_connects(k: Kernels) -> None:
