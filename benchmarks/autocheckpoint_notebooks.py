@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.bench_notebooks import bound_names
+from benchmarks.bench_notebooks import bound_names, noop_follows
 from benchmarks.notebook_sources import NOTEBOOKS, prepare
 from benchmarks.results_table import markdown_table
 
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 #: The long sessions of notebook_sources.
 LONG = [source for source in NOTEBOOKS if source.name.endswith("-session")]
-NOOP_EVERY = 3
 NOOP_TARGET_S = 0.010
 RUN_ALL_TARGET = 0.10
 
@@ -108,9 +107,8 @@ def run_long(name: str, tutorial: list[str]) -> LongRun:
     try:  # cell by cell; the no-op cells are chosen here, and replayed in Run All
         latencies: list[tuple[float, float]] = []
         for index, source in enumerate(tutorial):
-            for code, noop in [(source, False)] + (
-                [("", True)] if (index + 1) % NOOP_EVERY == 0 or index == len(tutorial) - 1 else []
-            ):
+            noops = [("", True)] if noop_follows(index, len(tutorial)) else []
+            for code, noop in [(source, False), *noops]:
                 if noop:
                     code = _noop_cell(plain, tutorial[: index + 1])
                 result.cells.append(code)

@@ -102,12 +102,18 @@ def bound_names(source: str) -> list[str]:
     return names
 
 
+def noop_follows(index: int, count: int) -> bool:
+    """Whether a no-op cell follows the index-th of a tutorial's `count` cells: after every
+    NOOP_EVERY-th and after the last (every benchmark of the real notebooks adds them so)."""
+    return (index + 1) % NOOP_EVERY == 0 or index == count - 1
+
+
 def plan(sources: list[str]) -> list[Cell]:
-    """The tutorial's cells with a no-op cell after every NOOP_EVERY-th and after the last."""
+    """The tutorial's cells with a no-op cell where `noop_follows` says."""
     cells: list[Cell] = []
     for index, source in enumerate(sources):
         cells.append(Cell(source))
-        if (index + 1) % NOOP_EVERY == 0 or index == len(sources) - 1:
+        if noop_follows(index, len(sources)):
             cells.append(Cell("", noop=True))  # its name is chosen when it runs
     return cells
 

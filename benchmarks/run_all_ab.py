@@ -3,12 +3,12 @@
 Usage, from the repository root: `.venv/bin/python benchmarks/run_all_ab.py OTHER NOTEBOOK...`
 where OTHER is another checkout of this repository (`git worktree add /tmp/old <commit>`) and
 each NOTEBOOK a long session's name (`skl-linear-models-session`, ...). Per notebook, three
-fresh kernels run every cell back to back (a no-op cell, `None`, after every third): a plain
-one, one with `%autocheckpoint on` importing the engine from OTHER, one importing it from this
-checkout; twice, in the order plain, other, this and then this, other, plain (so none gains
-from running last). Printed: each pass's seconds and what each engine added to the plain
-kernel's total. For telling a change to the engine from a change of machine: both engines
-run on the same machine, in the same minutes.
+fresh kernels run every cell back to back (a no-op cell, `None`, after every third and after
+the last): a plain one, one with `%autocheckpoint on` importing the engine from OTHER, one
+importing it from this checkout; twice, in the order plain, other, this and then this, other,
+plain (so none gains from running last). Printed: each pass's seconds and what each engine
+added to the plain kernel's total. For telling a change to the engine from a change of
+machine: both engines run on the same machine, in the same minutes.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.autocheckpoint_notebooks import LONG, NOOP_EVERY  # noqa: E402
+from benchmarks.autocheckpoint_notebooks import LONG  # noqa: E402
 from benchmarks.bench_autocheckpoint import Kernel  # noqa: E402
+from benchmarks.bench_notebooks import noop_follows  # noqa: E402
 from benchmarks.notebook_sources import prepare  # noqa: E402
 
 
@@ -82,7 +83,7 @@ def compare(name: str, tutorial: list[str], engines: dict[str, Path | None], scr
     cells: list[str] = []
     for index, source in enumerate(tutorial):
         cells.append(source)
-        if (index + 1) % NOOP_EVERY == 0:
+        if noop_follows(index, len(tutorial)):
             cells.append("None")
     totals: dict[str, float] = dict.fromkeys(engines, 0.0)
     for order in (["plain", "other", "this"], ["this", "other", "plain"]):

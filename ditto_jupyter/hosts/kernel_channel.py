@@ -48,6 +48,10 @@ from ditto_jupyter.core.errors import (
 _FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 #: Seconds between two looks at the kernel process while a request waits for its reply.
 _POLL_S = 0.5
+#: Opening a channel: IOPub is read for at most `_SETTLE_S` seconds, and until it is quiet
+#: for `_QUIET_S`, to learn the kernel's state (`KernelChannel._settle_state`).
+_SETTLE_S = 1.0
+_QUIET_S = 0.2
 
 #: Which kernel process runs now: an identity to compare, or None when none runs.
 ProcessProbe = Callable[[], Awaitable[object | None]]
@@ -193,34 +197,61 @@ class KernelChannel:
         self._reader = asyncio.get_running_loop().create_task(self._read_iopub())
 
     async def _wait_for_ready(self, timeout: float) -> None:
-        """A kernel_info reply on shell, and IOPub seen to be connected (a message on it).
+        """A kernel_info reply on shell, then IOPub followed until the state is known.
 
         jupyter_client's `wait_for_ready` does the same but then throws away what IOPub
         holds: a cell starting meanwhile lost its `busy` status, and the channel said idle
-        until that cell ended. Here the status seen is kept, and the rest is the reader's.
+        until that cell ended. Here every status seen is kept (`_settle_state`), and what
+        follows is the reader's.
         """
         deadline = time.monotonic() + timeout
+        asked: set[str] = set()
         while True:
-            self.client.kernel_info()
+            asked.add(self.client.kernel_info())
             try:
                 reply = await self.client.get_shell_msg(timeout=1)
             except Empty:
                 reply = None
             if reply is not None and reply["msg_type"] == "kernel_info_reply":
-                try:
-                    message = await self.client.get_iopub_msg(timeout=0.2)
-                except Empty:
-                    pass
-                else:
-                    self.client._handle_kernel_info_reply(reply)
-                    if message.get("header", {}).get("msg_type") == "status":
-                        state = message.get("content", {}).get("execution_state")
-                        self.execution_state = state or self.execution_state
+                self.client._handle_kernel_info_reply(reply)
+                if await self._settle_state(asked):
                     return
             if not await self.client.is_alive():
                 raise RuntimeError("Kernel died before replying to kernel_info")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+    async def _settle_state(self, asked: set[str]) -> bool:
+        """Read IOPub until our own kernel_info's `idle` (IOPub was connected before it, so
+        every later status is seen in order) or until it falls quiet; False if nothing came
+        (IOPub not connected yet: ask again).
+
+        IOPub connected late, after the statuses of our request, is told by output with no
+        status before it: a cell whose `busy` was published before we listened is running.
+        The channel then says busy and asks the kernel_info once more without waiting; its
+        `idle`, which the kernel sends once its shell is free, reaches the reader and ends it.
+        """
+        seen_any = seen_status = False
+        settle_until = time.monotonic() + _SETTLE_S
+        while time.monotonic() < settle_until:
+            try:
+                message = await self.client.get_iopub_msg(timeout=_QUIET_S)
+            except Empty:
+                break
+            seen_any = True
+            if message.get("header", {}).get("msg_type") != "status":
+                continue
+            state = message.get("content", {}).get("execution_state")
+            if state:
+                self.execution_state = state
+                seen_status = True
+            parent = message.get("parent_header", {}).get("msg_id")
+            if parent in asked and state == "idle":
+                return True
+        if seen_any and not seen_status:
+            self.execution_state = "busy"
+            self.client.kernel_info()
+        return seen_any
 
     def _start_error(self, error: Exception) -> BackendError:
         if isinstance(error, zmq.ZMQError):

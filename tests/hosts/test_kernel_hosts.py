@@ -132,7 +132,7 @@ def test_bad_input_is_refused_with_one_line(k: Kernels) -> None:
 def test_is_busy_follows_the_kernel(k: Kernels) -> None:
     async def scenario() -> bool:
         kernel_id = k.kernel.handle_state["kernel_id"]
-        task = asyncio.ensure_future(k.host.execute(kernel_id, "import time; time.sleep(1.5)"))
+        task = asyncio.ensure_future(k.host.execute(kernel_id, SLEEP))
         seen_busy = False
         while not task.done() and not seen_busy:
             seen_busy = await k.context.is_busy(k.kernel)
@@ -178,6 +178,52 @@ def test_a_channel_opened_as_a_cell_starts_sees_the_kernel_busy(
             await opening.stop()
 
     assert k.run(scenario()) is True
+
+
+def test_a_channel_whose_iopub_connects_after_a_cell_started_sees_it_busy(
+    k: Kernels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """IOPub connected late: the new channel never sees the running cell's `busy` (nor its
+    own kernel_info's statuses), only the cell's output. It says busy while the cell runs,
+    and idle once the cell has ended."""
+
+    async def scenario() -> tuple[bool, bool]:
+        kernel_id = k.kernel.handle_state["kernel_id"]
+        running = k.host.channel(kernel_id)
+        opening = channel_to(k.host.manager, kernel_id)
+        replies, messages = opening.client.get_shell_msg, opening.client.get_iopub_msg
+        cells: list[asyncio.Future[str]] = []
+        connected: list[bool] = []
+
+        async def reply_once_a_cell_runs(*args: Any, **kwargs: Any) -> Any:
+            reply = await replies(*args, **kwargs)
+            if not cells:  # the kernel_info reply: a cell starts before IOPub is read
+                code = "print('started', flush=True); " + SLEEP
+                cells.append(asyncio.ensure_future(running.execute(code, timeout=60)))
+                while not running.busy:
+                    await asyncio.sleep(0.01)
+            return reply
+
+        async def iopub_from_the_cells_output(*args: Any, **kwargs: Any) -> Any:
+            while True:  # what IOPub published before the cell's output never arrives
+                message = await messages(*args, **kwargs)
+                if connected or message["header"]["msg_type"] == "stream":
+                    connected.append(True)
+                    return message
+
+        monkeypatch.setattr(opening.client, "get_shell_msg", reply_once_a_cell_runs)
+        monkeypatch.setattr(opening.client, "get_iopub_msg", iopub_from_the_cells_output)
+        await opening.start()
+        try:
+            seen_busy = opening.busy and not cells[0].done()
+            await cells[0]
+            while opening.busy:  # the cell's idle, or the channel's second kernel_info's
+                await asyncio.sleep(0.01)
+            return seen_busy, opening.execution_state == "idle"
+        finally:
+            await opening.stop()
+
+    assert k.run(scenario()) == (True, True)
 
 
 def test_a_call_keeps_its_reply_when_another_client_of_the_kernel_connects(k: Kernels) -> None:
