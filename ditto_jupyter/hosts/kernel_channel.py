@@ -138,6 +138,14 @@ def call_result(reply: dict[str, Any], function: str, kernel_id: str) -> object:
     return data["result"]
 
 
+def _status_of(message: dict[str, Any]) -> str | None:
+    """The execution state an IOPub `status` message reports; None for any other message."""
+    if message.get("header", {}).get("msg_type") != "status":
+        return None
+    state = message.get("content", {}).get("execution_state")
+    return state if isinstance(state, str) and state else None
+
+
 @dataclass
 class _Pending:
     """Output of one request, gathered from iopub until the kernel goes idle for it."""
@@ -188,7 +196,6 @@ class KernelChannel:
         self.client.start_channels(hb=False)
         for channel in (self.client.shell_channel, self.client.stdin_channel):
             channel.socket.setsockopt(zmq.SNDTIMEO, 0)
-        self.execution_state = "idle"
         try:
             await self._wait_for_ready(timeout)
         except (RuntimeError, zmq.ZMQError) as error:
@@ -239,14 +246,12 @@ class KernelChannel:
             except Empty:
                 break
             seen_any = True
-            if message.get("header", {}).get("msg_type") != "status":
+            state = _status_of(message)
+            if state is None:
                 continue
-            state = message.get("content", {}).get("execution_state")
-            if state:
-                self.execution_state = state
-                seen_status = True
-            parent = message.get("parent_header", {}).get("msg_id")
-            if parent in asked and state == "idle":
+            self.execution_state = state
+            seen_status = True
+            if state == "idle" and message.get("parent_header", {}).get("msg_id") in asked:
                 return True
         if seen_any and not seen_status:
             self.execution_state = "busy"
@@ -295,8 +300,9 @@ class KernelChannel:
             kind = message.get("header", {}).get("msg_type")
             content = message.get("content", {})
             parent = message.get("parent_header", {}).get("msg_id")
-            if kind == "status":
-                self.execution_state = content.get("execution_state", self.execution_state)
+            state = _status_of(message)
+            if state is not None:
+                self.execution_state = state
             pending = self._pending.get(parent) if parent else None
             if pending is None:
                 continue
@@ -305,7 +311,7 @@ class KernelChannel:
                 target.append(content.get("text", ""))
             elif kind == "error":
                 pending.error = content
-            elif kind == "status" and content.get("execution_state") == "idle":
+            elif state == "idle":
                 pending.idle.set()
 
     async def _bound_process(self) -> object | None:

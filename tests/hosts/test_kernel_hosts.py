@@ -19,6 +19,7 @@ from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.errors import BackendError, InvalidRequest
 from ditto_jupyter.core.models import SessionRecord
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
+from ditto_jupyter.hosts.kernel_channel import KernelChannel
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.hosts.kernel_host import KernelHost
 from ditto_jupyter.hosts.kernel_start import channel_to
@@ -144,6 +145,28 @@ def test_is_busy_follows_the_kernel(k: Kernels) -> None:
     assert k.run(k.context.is_busy(k.kernel)) is False
 
 
+def start_a_cell_after_the_kernel_info_reply(
+    k: Kernels, opening: KernelChannel, code: str, monkeypatch: pytest.MonkeyPatch
+) -> list[asyncio.Future[str]]:
+    """Holds the opening channel's kernel_info reply until `code` runs on the kernel's other
+    channel, so the cell starts before the opening channel reads IOPub. The cell's future is
+    in the list returned once the reply has come."""
+    running = k.host.channel(k.kernel.handle_state["kernel_id"])
+    replies = opening.client.get_shell_msg
+    cells: list[asyncio.Future[str]] = []
+
+    async def reply_once_a_cell_runs(*args: Any, **kwargs: Any) -> Any:
+        reply = await replies(*args, **kwargs)
+        if not cells:
+            cells.append(asyncio.ensure_future(running.execute(code, timeout=60)))
+            while not running.busy:
+                await asyncio.sleep(0.01)
+        return reply
+
+    monkeypatch.setattr(opening.client, "get_shell_msg", reply_once_a_cell_runs)
+    return cells
+
+
 def test_a_channel_opened_as_a_cell_starts_sees_the_kernel_busy(
     k: Kernels, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -152,21 +175,8 @@ def test_a_channel_opened_as_a_cell_starts_sees_the_kernel_busy(
     said idle until the cell ended: a checkout that must be refused went through."""
 
     async def scenario() -> bool:
-        kernel_id = k.kernel.handle_state["kernel_id"]
-        running = k.host.channel(kernel_id)
-        opening = channel_to(k.host.manager, kernel_id)
-        replies = opening.client.get_shell_msg
-        cells: list[asyncio.Future[str]] = []
-
-        async def reply_once_a_cell_runs(*args: Any, **kwargs: Any) -> Any:
-            reply = await replies(*args, **kwargs)
-            if not cells:  # the kernel_info reply: a cell starts before IOPub is read
-                cells.append(asyncio.ensure_future(running.execute(SLEEP, timeout=60)))
-                while not running.busy:
-                    await asyncio.sleep(0.01)
-            return reply
-
-        monkeypatch.setattr(opening.client, "get_shell_msg", reply_once_a_cell_runs)
+        opening = channel_to(k.host.manager, k.kernel.handle_state["kernel_id"])
+        cells = start_a_cell_after_the_kernel_info_reply(k, opening, SLEEP, monkeypatch)
         await opening.start()
         try:
             while not cells[0].done() and not opening.busy:
@@ -188,21 +198,11 @@ def test_a_channel_whose_iopub_connects_after_a_cell_started_sees_it_busy(
     and idle once the cell has ended."""
 
     async def scenario() -> tuple[bool, bool]:
-        kernel_id = k.kernel.handle_state["kernel_id"]
-        running = k.host.channel(kernel_id)
-        opening = channel_to(k.host.manager, kernel_id)
-        replies, messages = opening.client.get_shell_msg, opening.client.get_iopub_msg
-        cells: list[asyncio.Future[str]] = []
+        opening = channel_to(k.host.manager, k.kernel.handle_state["kernel_id"])
+        code = "print('started', flush=True); " + SLEEP
+        cells = start_a_cell_after_the_kernel_info_reply(k, opening, code, monkeypatch)
+        messages = opening.client.get_iopub_msg
         connected: list[bool] = []
-
-        async def reply_once_a_cell_runs(*args: Any, **kwargs: Any) -> Any:
-            reply = await replies(*args, **kwargs)
-            if not cells:  # the kernel_info reply: a cell starts before IOPub is read
-                code = "print('started', flush=True); " + SLEEP
-                cells.append(asyncio.ensure_future(running.execute(code, timeout=60)))
-                while not running.busy:
-                    await asyncio.sleep(0.01)
-            return reply
 
         async def iopub_from_the_cells_output(*args: Any, **kwargs: Any) -> Any:
             while True:  # what IOPub published before the cell's output never arrives
@@ -211,7 +211,6 @@ def test_a_channel_whose_iopub_connects_after_a_cell_started_sees_it_busy(
                     connected.append(True)
                     return message
 
-        monkeypatch.setattr(opening.client, "get_shell_msg", reply_once_a_cell_runs)
         monkeypatch.setattr(opening.client, "get_iopub_msg", iopub_from_the_cells_output)
         await opening.start()
         try:
