@@ -27,7 +27,8 @@ On the kernel manager:
 
 - `start_kernel`: IPython kernels start with `--ext=ditto_jupyter` (the magics). No hook
   adds launch arguments; the kernel spec is the user's, not ours to rewrite.
-- `list_kernels`: the warm pool's kernels (no runtime's yet) stay out of `GET /api/kernels`.
+- `list_kernels`: the warm pool's kernels (no runtime's yet) stay out of `GET /api/kernels`,
+  and out of the listing before their models are built (one being started has none yet).
 - `cull_kernel_if_idle`: the idle culler asks the one `CullingPolicy`. The culler has
   timeouts, not a per-kernel say.
 """
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_server.utils import ensure_async
+from tornado import web
 
 from ditto_jupyter.server.culling import CullingPolicy
 
@@ -240,13 +242,26 @@ class JupyterHooks:
 
         return start_kernel
 
-    @staticmethod
-    def _hiding_list(hidden: Callable[[], set[str]]) -> Callable[[Any], Any]:
+    def _hiding_list(self, hidden: Callable[[], set[str]]) -> Callable[[Any], Any]:
+        """The listing without the hidden kernels, whose models are never built: jupyter-server
+        puts a started kernel in its table one loop turn before it sets `last_activity`, and
+        its own `list_kernels` fails on that kernel (500 from `/api/kernels` and `/api/status`,
+        at every server start, where the pool starts its kernel). Otherwise as it lists."""
+        manager = self.kernel_manager
+
         def make(original: Any) -> Any:
             @functools.wraps(original)
             def list_kernels() -> list[dict[str, Any]]:
                 kept = hidden()
-                return [model for model in original() if model.get("id") not in kept]
+                models: list[dict[str, Any]] = []
+                for kernel_id in manager.list_kernel_ids():
+                    if kernel_id in kept:
+                        continue
+                    try:
+                        models.append(manager.kernel_model(kernel_id))
+                    except (web.HTTPError, KeyError):  # gone since, as jupyter-server skips it
+                        continue
+                return models
 
             return list_kernels
 

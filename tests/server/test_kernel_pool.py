@@ -175,6 +175,34 @@ async def test_pooled_kernels_are_not_runtimes_sessions_or_listed_kernels(
     assert [r["runtime_id"] for r in listing["runtimes"]] == [runtime.runtime_id]
 
 
+async def test_the_server_answers_its_status_and_kernels_while_a_pooled_kernel_starts(
+    ditto_app: DittoJupyterApp, jp_fetch: Any
+) -> None:
+    """jupyter-server puts a started kernel in its table one loop turn before it gives it
+    `last_activity`; a kernel listing in that turn failed (`GET /api/status` and
+    `/api/kernels` answered 500), and a server starts its pool's kernel as it starts."""
+    assert ditto_app.serverapp is not None
+    kernel_manager = ditto_app.serverapp.kernel_manager
+    add_when_ready = kernel_manager._add_kernel_when_ready
+    answers: dict[str, int] = {}
+
+    async def add_then_ask(kernel_id: str, manager: Any, starter: Any) -> None:
+        await add_when_ready(kernel_id, manager, starter)
+        assert kernel_id in kernel_manager and not manager.trait_has_value("last_activity")
+        for route in ("status", "kernels"):  # the kernel is listed, not yet marked
+            answers[route] = (await jp_fetch("api", route, raise_error=False)).code
+
+    kernel_manager._add_kernel_when_ready = add_then_ask
+    try:
+        await pool_of(ditto_app).fill()
+    finally:
+        del kernel_manager._add_kernel_when_ready
+    assert answers == {"status": 200, "kernels": 200}
+    (pooled,) = pool_of(ditto_app).kernel_ids()
+    kernels = json.loads((await jp_fetch("api", "kernels")).body)
+    assert pooled not in [k["id"] for k in kernels]
+
+
 async def test_a_pooled_kernel_that_died_is_replaced_not_handed_out(
     api: Api, open_runtime: OpenRuntime, ditto_app: DittoJupyterApp
 ) -> None:
