@@ -1,61 +1,78 @@
 """ditto-jupyter: git-like control over live Jupyter runtimes.
 
-The package root re-exports the worker API (portable state, BranchStore, token budgets,
-graphs and loops): `from ditto_jupyter import BranchStore`. It is also the IPython extension
-(`%load_ext ditto_jupyter`), the Jupyter server extension (enabled by the
-`jupyter_server_config.d` file shipped with the package) and, through the built
-`labextension/` folder, the JupyterLab extension (the Runtimes side panel).
-`workspace()` tells code in a kernel where its runtime's workspace is.
+The package root is the Jupyter product:
+- `workspace()`: where code in a kernel finds its runtime's workspace;
+- `runtime_budget()`: the shared token budget this kernel's runtime counts against;
+- the IPython extension (`%load_ext ditto_jupyter`: the magics), the Jupyter server
+  extension (enabled by the `jupyter_server_config.d` file shipped with the package) and,
+  through the built `labextension/` folder, the JupyterLab extension (the Runtimes side
+  panel).
+
+The worker API (portable state, BranchStore, token budgets, graphs and loops) lives in
+`ditto_jupyter.worker`. The root re-exported it before: `from ditto_jupyter import Runtime`
+still works for this release, with a DeprecationWarning naming the new import.
+
+Importing the root imports nothing else: a kernel loading the magics pays only for what it
+uses (the kernel and server packages are imported when IPython or the server loads them).
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ditto_jupyter.worker.branch_store import Branch, BranchStore
-from ditto_jupyter.worker.budget import BudgetExceededError, TokenBudget, budgeted_provider
-from ditto_jupyter.worker.errors import (
-    BranchClosedError,
-    BranchConflictError,
-    StateDigestError,
-    StateError,
-    StateScopeError,
-    StateValidationError,
-    StateVersionError,
-)
-from ditto_jupyter.worker.graph import Graph, GraphCheckpointOptions, UncertainCheckpointError
-from ditto_jupyter.worker.loop import LoopCheckpointOptions
-from ditto_jupyter.worker.runtime import Runtime
-from ditto_jupyter.worker.shared_budget import SharedTokenBudget
-from ditto_jupyter.worker.state import checkpoint_state, restore_state
+if TYPE_CHECKING:
+    from ditto_jupyter.worker.shared_budget import SharedTokenBudget
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Branch",
-    "BranchClosedError",
-    "BranchConflictError",
-    "BranchStore",
-    "BudgetExceededError",
-    "Graph",
-    "GraphCheckpointOptions",
-    "LoopCheckpointOptions",
-    "Runtime",
-    "SharedTokenBudget",
-    "StateDigestError",
-    "StateError",
-    "StateScopeError",
-    "StateValidationError",
-    "StateVersionError",
-    "TokenBudget",
-    "UncertainCheckpointError",
-    "budgeted_provider",
-    "checkpoint_state",
-    "restore_state",
+    "load_ipython_extension",
     "runtime_budget",
     "workspace",
 ]
+
+#: The worker names the root re-exported before `ditto_jupyter.worker` was their home.
+MOVED_TO_WORKER = frozenset(
+    {
+        "Branch",
+        "BranchClosedError",
+        "BranchConflictError",
+        "BranchStore",
+        "BudgetExceededError",
+        "Graph",
+        "GraphCheckpointOptions",
+        "LoopCheckpointOptions",
+        "Runtime",
+        "SharedTokenBudget",
+        "StateDigestError",
+        "StateError",
+        "StateScopeError",
+        "StateValidationError",
+        "StateVersionError",
+        "TokenBudget",
+        "UncertainCheckpointError",
+        "budgeted_provider",
+        "checkpoint_state",
+        "restore_state",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The worker names at their old place, for one release, with a DeprecationWarning."""
+    if name not in MOVED_TO_WORKER:
+        raise AttributeError(f"module 'ditto_jupyter' has no attribute {name!r}")
+    warnings.warn(
+        f"`from ditto_jupyter import {name}` is deprecated and goes in the next release: "
+        f"use `from ditto_jupyter.worker import {name}`",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from ditto_jupyter import worker
+
+    return getattr(worker, name)
 
 
 def workspace() -> Path:

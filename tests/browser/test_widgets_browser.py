@@ -47,13 +47,13 @@ tree = CheckpointTree(poll_interval=0.5)
 tree"""
 
 BUDGET = """\
-from ditto_jupyter import TokenBudget
+from ditto_jupyter.worker import TokenBudget
 budget = TokenBudget(1000)
 budget.settle(budget.reserve(120, {"run_id": "demo"}), 120)
 TokenBudgetView(budget, title="demo budget", poll_interval=None)"""
 
 BRANCHES = """\
-from ditto_jupyter import BranchStore
+from ditto_jupyter.worker import BranchStore
 store = BranchStore("agents")
 fork = store.fork()
 fork.set("memory", {"note": "from the fork"})

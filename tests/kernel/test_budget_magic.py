@@ -83,7 +83,8 @@ def test_budget_set_shown_charged_and_listed(kernel: BlockingKernelClient, data_
     )
     out = run_cell(
         kernel,
-        "from ditto_jupyter import runtime_budget, budgeted_provider\n"
+        "from ditto_jupyter import runtime_budget\n"
+        "from ditto_jupyter.worker import budgeted_provider\n"
         "def model(request):\n"
         "    return {'text': 'ok', 'usage': {'prompt_tokens': 100, 'completion_tokens': 20}}\n"
         "metered = budgeted_provider(model, runtime_budget(), reserve_tokens=200,\n"

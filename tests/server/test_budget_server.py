@@ -19,7 +19,8 @@ from tests.server.live_server import LiveServer
 pytestmark = pytest.mark.slow
 
 CHARGE_THREE_CALLS = """
-from ditto_jupyter import runtime_budget, budgeted_provider
+from ditto_jupyter import runtime_budget
+from ditto_jupyter.worker import budgeted_provider
 def model(request):
     return {'usage': {'input_tokens': request['words'], 'output_tokens': 5}}
 metered = budgeted_provider(model, runtime_budget(), reserve_tokens=100,

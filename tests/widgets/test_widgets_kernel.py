@@ -91,7 +91,7 @@ def test_budget_view_sends_figures_while_a_cell_charges_and_when_others_do(
     ok(
         kernel,
         "import time\n"
-        "from ditto_jupyter import SharedTokenBudget\n"
+        "from ditto_jupyter.worker import SharedTokenBudget\n"
         "from ditto_jupyter.widgets import TokenBudgetView\n"
         f"budget = SharedTokenBudget({str(path)!r}, 10_000, name='live')\n"
         "view = TokenBudgetView(budget, title='live budget', poll_interval=0.05)\n"
@@ -135,7 +135,7 @@ def click(client: BlockingKernelClient, model_id: str) -> None:
 def test_branch_store_view_buttons_answer_front_end_clicks(kernel: BlockingKernelClient) -> None:
     ok(
         kernel,
-        "from ditto_jupyter import BranchStore\n"
+        "from ditto_jupyter.worker import BranchStore\n"
         "from ditto_jupyter.widgets import BranchStoreView\n"
         "store = BranchStore('agents')\n"
         "a, b = store.fork(), store.fork()\n"
