@@ -31,20 +31,11 @@ from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError, open_store
 from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
-from ditto_jupyter.core.environment import DATA_DIR_ENV
+from ditto_jupyter.core.environment import default_data_dir
 from ditto_jupyter.core.models import LeaseHolder
 from ditto_jupyter.core.private import private_dir
 
 ContextFactory = Callable[[BlobStore], ContextDriver]
-
-
-def default_data_dir() -> Path:
-    """`$DITTO_DATA_DIR`, else `$XDG_DATA_HOME/ditto-jupyter` (~/.local/share by default)."""
-    explicit = os.environ.get(DATA_DIR_ENV)
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "ditto-jupyter"
 
 
 def open_runtime_service(

@@ -4,12 +4,13 @@ or strip them.
 A server tells the kernels it starts where to call back (`DITTO_SERVER_URL`,
 `DITTO_TOKEN`), where the data lives (`DITTO_DATA_DIR`) and which runtime they serve
 (`DITTO_RUNTIME_ID`, `DITTO_RUNTIME_TOKEN`, `DITTO_WORKSPACE`). The CLI, the magics and
-the hosts read the same names. Plain strings only: core imports nothing above it, so
-every layer can use this module.
+the hosts read the same names (and `default_data_dir` when none names the data directory).
+Plain strings only: core imports nothing above it, so every layer can use this module.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -49,6 +50,15 @@ CHECKPOINT_DURABILITY_ENV: Final = "DITTO_CHECKPOINT_DURABILITY"
 
 #: The variables that say which runtime a kernel serves (never in a pooled kernel's env).
 IDENTITY_ENV: Final = (RUNTIME_ID_ENV, RUNTIME_TOKEN_ENV, WORKSPACE_ENV)
+
+
+def default_data_dir() -> Path:
+    """`$DITTO_DATA_DIR`, else `$XDG_DATA_HOME/ditto-jupyter` (~/.local/share by default)."""
+    explicit = os.environ.get(DATA_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ditto-jupyter"
 
 
 def workspace_env(path: Path | None) -> dict[str, str]:

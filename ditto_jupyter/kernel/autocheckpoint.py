@@ -30,26 +30,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ditto_jupyter.core.blobs import BlobNotFound
 from ditto_jupyter.core.environment import WORKSPACE_ENV
 from ditto_jupyter.core.errors import CaptureLost, DittoError, UnsupportedBackend
-from ditto_jupyter.core.models import AutoCheckpointCell, ContextCapture
-from ditto_jupyter.kernel.capture import open_blob_store
-from ditto_jupyter.kernel.capture.capturing import (
-    NamespaceSnapshot,
-    capture_with_snapshot,
-    snapshot_namespace,
-)
-from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged, forget_chunks
-from ditto_jupyter.kernel.capture.incremental import CaptureBase
-from ditto_jupyter.kernel.capture.journal import QUIET_MAGICS as QUIET_MAGICS
-from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
-from ditto_jupyter.kernel.capture.journal import only_quiet_magics as only_quiet_magics
-from ditto_jupyter.kernel.capture.kernel_entry import changes_since, collection_paused
-from ditto_jupyter.kernel.capture_again import record_own_capture
 from ditto_jupyter.kernel.write_behind import WriteBehind
 
+# The magics make an AutoCheckpointer when they load, in every kernel: the capture and the
+# models are imported by the hook's first checkpoint, not then.
 if TYPE_CHECKING:
+    from ditto_jupyter.core.models import AutoCheckpointCell, ContextCapture
+    from ditto_jupyter.kernel.capture.capturing import NamespaceSnapshot
+    from ditto_jupyter.kernel.capture.incremental import CaptureBase
+    from ditto_jupyter.kernel.capture.journal import ChangeJournal
     from ditto_jupyter.kernel.runtime_control import RuntimeControl
 
 #: How many automatic checkpoints stay whole when `--keep` is not given.
@@ -80,6 +71,8 @@ def checkpoint_name(execution_count: int) -> str:
 def automatic_cell(execution_count: int, source: str, failed: bool) -> AutoCheckpointCell:
     """The cell record of cell `execution_count`'s checkpoint; the source is cut to at most
     `MAX_SOURCE_BYTES` of UTF-8."""
+    from ditto_jupyter.core.models import AutoCheckpointCell
+
     source = source.encode("utf-8", "replace")[:MAX_SOURCE_BYTES].decode("utf-8", "ignore")
     return AutoCheckpointCell(execution_count=execution_count, source=source, failed=failed)
 
@@ -201,6 +194,8 @@ class AutoCheckpointer:
             self._undone = False
             self._last_fingerprint = self._fingerprint(self.host.control)
             return
+        from ditto_jupyter.kernel.capture.kernel_entry import collection_paused
+
         count = self.cell_number(result)
         source = info.raw_cell if isinstance(info.raw_cell, str) else ""
         try:
@@ -215,6 +210,11 @@ class AutoCheckpointer:
             )
 
     def _checkpoint_cell(self, count: int, source: str, result: Any, *, failed: bool) -> None:
+        from ditto_jupyter.kernel.capture import open_blob_store
+        from ditto_jupyter.kernel.capture.capturing import capture_with_snapshot, snapshot_namespace
+        from ditto_jupyter.kernel.capture.kernel_entry import changes_since
+        from ditto_jupyter.kernel.capture_again import record_own_capture
+
         base, self._base = self._base, None  # used once: a failure below leaves none
         control = self.host.control
         fingerprint = self._fingerprint(control)
@@ -324,6 +324,9 @@ class AutoCheckpointer:
             self.host.last_manifest = capture.manifest_id
             self._recorded()
         except Exception as error:
+            from ditto_jupyter.core.blobs import BlobNotFound
+            from ditto_jupyter.kernel.capture.chunks import forget_chunks
+
             self._write_failed = True
             if isinstance(error, (BlobNotFound, CaptureLost)):
                 forget_chunks()  # and the next cell captures everything again
@@ -358,12 +361,16 @@ class AutoCheckpointer:
         found changed is the write-behind's to report."""
         snapshot, self._undetached = self._undetached, None
         if snapshot is not None:
+            from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged
+
             with contextlib.suppress(LiveBufferChanged):
                 snapshot.detach()
         self.writer.start_waiting()
 
     def _journal(self, namespace: dict[str, Any]) -> ChangeJournal:
         """The change journal of this kernel's shell (attached on first use)."""
+        from ditto_jupyter.kernel.capture.journal import journal_of
+
         journal = journal_of(namespace)
         if journal is None:
             raise RuntimeError("autocheckpoint runs only in the shell whose namespace it saves")

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
-from ditto_jupyter.core.models import LIVE, UnrestorableValue
-from ditto_jupyter.kernel.autocheckpoint import AutoCheckpointer
-from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
-from ditto_jupyter.kernel.diff_view import DiffView
-from ditto_jupyter.kernel.runtime_control import RuntimeControl
+
+# Loaded with the magics in every kernel: the capture, the models and the diff view are
+# imported by the magic that first needs them.
+if TYPE_CHECKING:
+    from ditto_jupyter.core.models import UnrestorableValue
+    from ditto_jupyter.kernel.autocheckpoint import AutoCheckpointer
+    from ditto_jupyter.kernel.diff_view import DiffView
+    from ditto_jupyter.kernel.runtime_control import RuntimeControl
 
 T = TypeVar("T")
 
@@ -87,6 +90,10 @@ class HistoryMagics(Magics):
         now); A or B may be `live`. Returns the comparison (text and HTML)."""
 
         def run() -> DiffView:
+            from ditto_jupyter.core.models import LIVE
+            from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
+            from ditto_jupyter.kernel.diff_view import DiffView
+
             parts = _split(line)
             if len(parts) > 2:
                 raise InvalidRequest("%diff takes at most two checkpoints: %diff A B")
@@ -124,6 +131,8 @@ class HistoryMagics(Magics):
         variables and workspace files. Prints a line naming the cell."""
 
         def run() -> None:
+            from ditto_jupyter.kernel.capture import open_blob_store, restore_namespace
+
             if _split(line):
                 raise InvalidRequest("%undo takes no arguments")
             owner = self.owner

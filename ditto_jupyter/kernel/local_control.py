@@ -1,5 +1,5 @@
-"""`LocalControl`: the magics over an in-process RuntimeService (see `runtime_control`),
-and `control_from_environment`, which picks it or the server's.
+"""`LocalControl`: the magics over an in-process RuntimeService (see `runtime_control`;
+`control_choice` picks it when no server started the kernel).
 
 With no server (plain IPython, `jupyter console`, nbval) the calling kernel is a runtime
 whose context is captured in-process; runtimes it checks out or resumes get kernels of
@@ -25,9 +25,7 @@ from jupyter_client.connect import find_connection_file
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.core.environment import (
-    WORKSPACE_ENV,
-)
+from ditto_jupyter.core.environment import WORKSPACE_ENV, default_data_dir
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
@@ -52,15 +50,12 @@ from ditto_jupyter.kernel.runtime_control import (
     Lineage,
     Namespace,
     ResolvedCheckpoint,
-    RuntimeControl,
     T,
     UndoPlan,
-    data_dir_from_environment,
     local_workspace,
     resolved_of,
 )
-from ditto_jupyter.kernel.server_control import server_control_from_environment
-from ditto_jupyter.wiring import default_data_dir, open_runtime_service
+from ditto_jupyter.wiring import open_runtime_service
 
 
 class _LoopThread:
@@ -318,21 +313,3 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "local"
-
-
-def control_from_environment(
-    namespace: Namespace, conversation_id: str, *, notebook_folder: Path | None = None
-) -> RuntimeControl:
-    """ServerControl when a server started this kernel (or DITTO_SERVER_URL says so).
-
-    Otherwise a LocalControl whose kernels run in `notebook_folder` (default: the cwd).
-    """
-    server = server_control_from_environment()
-    if server is not None:
-        return server
-    return LocalControl(
-        namespace,
-        data_dir=data_dir_from_environment(),
-        conversation_id=conversation_id,
-        notebook_folder=notebook_folder,
-    )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ditto_jupyter.backends.base import ExecResult
+if TYPE_CHECKING:
+    from ditto_jupyter.backends.base import ExecResult
 
 
 class TableResult:

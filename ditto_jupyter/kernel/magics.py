@@ -30,45 +30,40 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ditto_jupyter.control.budget_registry import RuntimeBudget
 from ditto_jupyter.core.environment import CONVERSATION_ID_ENV
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
-from ditto_jupyter.core.models import (
-    CheckpointSummary,
-    ContextCapture,
-    RuntimeRecord,
-    UnrestorableValue,
-)
 from ditto_jupyter.kernel import pause_fence
 from ditto_jupyter.kernel.autocheckpoint import DEFAULT_KEEP, AutoCheckpointer
-from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store, restore_namespace
-from ditto_jupyter.kernel.capture_again import record_own_capture
+from ditto_jupyter.kernel.control_choice import control_from_environment
 from ditto_jupyter.kernel.history_magics import HistoryMagics
-from ditto_jupyter.kernel.local_control import control_from_environment
 from ditto_jupyter.kernel.magic_results import SandboxResult, TableResult
-from ditto_jupyter.kernel.runtime_budget import (
-    HISTORY_HEADERS,
-    history_rows,
-    limit_line,
-    parse_limit,
-    runtime_budgets,
-    view_title,
-)
-from ditto_jupyter.kernel.runtime_control import RuntimeControl
 from ditto_jupyter.kernel.this_kernel import KernelControl, install
-from ditto_jupyter.worker.shared_budget import SharedTokenBudget
+
+# Loading the magics imports only the modules above, all light: every kernel a server
+# starts loads them. The capture, the models, the budgets and the runtime control are
+# imported by the magic that first needs them.
+if TYPE_CHECKING:
+    from ditto_jupyter.control.budget_registry import RuntimeBudget
+    from ditto_jupyter.core.models import (
+        CheckpointSummary,
+        ContextCapture,
+        RuntimeRecord,
+        UnrestorableValue,
+    )
+    from ditto_jupyter.kernel.runtime_control import RuntimeControl
+    from ditto_jupyter.worker.shared_budget import SharedTokenBudget
 
 T = TypeVar("T")
 MagicMethod = TypeVar("MagicMethod", bound=Callable[..., Any])
 #: Makes the live view `%budget` shows: (the budget, its title) -> a widget.
-BudgetViewFactory = Callable[[SharedTokenBudget, str], Any]
+BudgetViewFactory = Callable[["SharedTokenBudget", str], Any]
 
 
 class _MagicDecorator(Protocol):
@@ -238,6 +233,8 @@ class DittoMagics(Magics):
 
     def _capture_for(self, control: RuntimeControl) -> Callable[[bool], ContextCapture]:
         """This kernel's capture for `control`'s runtime: after its last one, or whole."""
+        from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
+
         blobs = open_blob_store(control.blob_root)
         return lambda whole: capture_namespace(
             self.namespace,
@@ -261,6 +258,8 @@ class DittoMagics(Magics):
         """
 
         def run() -> None:
+            from ditto_jupyter.kernel.capture_again import record_own_capture
+
             args = self._args(DittoMagics.checkpoint, line)
             metadata = parse_metadata(args.metadata)
             started = time.perf_counter()
@@ -290,6 +289,8 @@ class DittoMagics(Magics):
         """Roll this kernel back to a checkpoint, in place. Prints a line."""
 
         def run() -> None:
+            from ditto_jupyter.kernel.capture import open_blob_store, restore_namespace
+
             args = self._args(DittoMagics.restore, line)
             started = time.perf_counter()
             control = self.control
@@ -350,6 +351,8 @@ class DittoMagics(Magics):
         """
 
         def run() -> None:
+            from ditto_jupyter.kernel.capture_again import record_own_capture
+
             args = self._args(DittoMagics.pause, line)
             control = self.control
             capture, result = record_own_capture(
@@ -495,6 +498,14 @@ class DittoMagics(Magics):
         it live; `%budget --history` returns its records as a table."""
 
         def run() -> Any:
+            from ditto_jupyter.kernel.runtime_budget import (
+                HISTORY_HEADERS,
+                history_rows,
+                limit_line,
+                parse_limit,
+                runtime_budgets,
+            )
+
             args = self._args(DittoMagics.budget, line)
             runtime_id = self.control.runtime_id
             if args.limit is not None:
@@ -515,6 +526,8 @@ class DittoMagics(Magics):
 
     def _budget_view(self, budget: RuntimeBudget) -> Any:
         """The live view of a budget: the one shown before while it is open, else a new one."""
+        from ditto_jupyter.kernel.runtime_budget import view_title
+
         key = f"{budget.authority.path}:{budget.authority.name}"
         view = self._budget_views.get(key)
         if view is not None and getattr(view, "comm", None) is not None:

@@ -17,10 +17,9 @@ from ditto_jupyter.control.budget_registry import (
     RuntimeBudgetNotSet,
     RuntimeBudgets,
 )
-from ditto_jupyter.core.environment import RUNTIME_ID_ENV
+from ditto_jupyter.core.environment import RUNTIME_ID_ENV, default_data_dir
 from ditto_jupyter.core.errors import InvalidRequest
 from ditto_jupyter.kernel import this_kernel
-from ditto_jupyter.wiring import default_data_dir
 from ditto_jupyter.worker.budget.records import BudgetRecord
 from ditto_jupyter.worker.shared_budget import SharedTokenBudget
 

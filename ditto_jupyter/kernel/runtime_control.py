@@ -15,7 +15,7 @@ its workspace from `DITTO_WORKSPACE`.
 Both capture and restore the calling kernel's namespace themselves (it is busy running the
 magic, so nobody else can), and return the control plane's own result models. This module
 holds what they share (the protocol and its data); `server_control` and `local_control` are
-the two implementations, and `local_control.control_from_environment` chooses one.
+the two implementations, and `control_choice.control_from_environment` chooses one.
 """
 
 from __future__ import annotations

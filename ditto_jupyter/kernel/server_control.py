@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ditto_jupyter.backends.base import ExecResult
-from ditto_jupyter.control.undo import undo_target
 from ditto_jupyter.core.environment import (
     RUNTIME_ID_ENV,
     RUNTIME_TOKEN_ENV,
     SERVER_URL_ENV,
     TOKEN_ENV,
+    default_data_dir,
 )
 from ditto_jupyter.core.errors import BackendError, DittoError
 from ditto_jupyter.core.models import (
@@ -43,7 +43,6 @@ from ditto_jupyter.kernel.runtime_control import (
     data_dir_from_environment,
     local_workspace,
 )
-from ditto_jupyter.wiring import default_data_dir
 
 
 class ServerControl:
@@ -192,6 +191,7 @@ class ServerControl:
 
     def undo_plan(self) -> UndoPlan:
         from ditto_jupyter.client import api_path
+        from ditto_jupyter.control.undo import undo_target
 
         head = self._get(api_path(self.runtime_id, "lineage")).get("head")
         summary = _parse(CheckpointSummary, head) if head else None

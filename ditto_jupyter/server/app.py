@@ -42,7 +42,12 @@ from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.ownership import this_process
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.core.environment import STORE_URL_ENV, runtime_identity_env, server_env
+from ditto_jupyter.core.environment import (
+    STORE_URL_ENV,
+    default_data_dir,
+    runtime_identity_env,
+    server_env,
+)
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
 from ditto_jupyter.server.events import RuntimeEvents
@@ -57,7 +62,7 @@ from ditto_jupyter.server.server_context import ServerContextCapture
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions
 from ditto_jupyter.server.user_scope import server_user
-from ditto_jupyter.wiring import default_data_dir, open_runtime_service
+from ditto_jupyter.wiring import open_runtime_service
 
 #: The package's loggers (`logging.getLogger(__name__)` in control/, backends/, ...): under a
 #: server they write to the server's log, with its format and level (`initialize_settings`).

@@ -11,12 +11,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ditto_jupyter.kernel.autocheckpoint import (
-    collection_paused,
-    only_quiet_magics,
-)
 from ditto_jupyter.kernel.capture import open_blob_store
-from ditto_jupyter.kernel.capture.journal import cell_python
+from ditto_jupyter.kernel.capture.journal import cell_python, only_quiet_magics
+from ditto_jupyter.kernel.capture.kernel_entry import collection_paused
 from ditto_jupyter.kernel.write_behind import QUIET_S, WriteBehind
 
 
