@@ -15,7 +15,6 @@ from pathlib import Path
 import orjson
 import pytest
 import sqlalchemy as sa
-from store_records_contract import CONTEXT, SNAPSHOT, after_cell, runtime, thinned
 
 from ditto_jupyter.control.store import (
     DamagedRecord,
@@ -25,6 +24,13 @@ from ditto_jupyter.control.store import (
 from ditto_jupyter.control.store.checkpoint_rows import COLUMN_FIELDS, SHARED_FIELDS
 from ditto_jupyter.control.store.sql_database import PAGE_SIZE
 from ditto_jupyter.core.sqlite_log import FRAME_HEADER
+from ditto_jupyter.testing.contracts.store_data import (
+    CONTEXT,
+    SNAPSHOT,
+    after_cell,
+    runtime,
+    thinned,
+)
 
 
 def _rows(url: str, sql: str) -> list[tuple[object, ...]]:

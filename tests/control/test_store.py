@@ -1,7 +1,8 @@
 """Checkpoint store: the API contract on SQLite and memory, transactions, processes, crashes.
 
-`StoreContract` holds every contract test against a `store` fixture; it runs here on a
-real SQLite file and on the memory store, and in test_store_postgres.py on PostgreSQL.
+`CheckpointStoreContract` (`ditto_jupyter.testing.contracts`, one spec per role of the
+store) holds every contract test against a `store` fixture; it runs here on a real SQLite
+file and on the memory store, and in test_store_postgres.py on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,6 @@ import sqlalchemy as sa
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from store_leases_contract import LeaseContract
-from store_queries_contract import IndexedQueriesContract
-from store_records_contract import RecordsContract
 
 from ditto_jupyter.control.store import (
     MIGRATIONS,
@@ -52,100 +49,21 @@ from ditto_jupyter.control.store.schema import (
 )
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
-    BackendBinding,
     BackendCheckpointRef,
     Leftover,
     RuntimeCheckpoint,
     SessionLifecycleStatus,
-    SessionRecord,
-    UnrestorableValue,
+)
+from ditto_jupyter.testing.contracts import CheckpointStoreContract
+from ditto_jupyter.testing.contracts.store_data import (
+    binding,
+    checkpoint,
+    dump_store,
+    populate,
+    session,
 )
 
 TESTS = Path(__file__).resolve().parent
-
-
-# ---- helpers --------------------------------------------------------------------------
-
-
-def session(rid: str, created: int = 1_000, **changes: Any) -> SessionRecord:
-    """A session record with fixed timestamps, so two stores can be compared."""
-    fields: dict[str, Any] = {
-        "session_id": rid,
-        "conversation_id": f"notebooks/{rid}.ipynb",
-        "sender_id": "ana",
-        "created_at_ms": created,
-        "updated_at_ms": created,
-    }
-    fields.update(changes)
-    return SessionRecord(**fields)
-
-
-def checkpoint(
-    cid: str,
-    rid: str,
-    created: int = 2_000,
-    *,
-    parent: str | None = None,
-    name: str | None = None,
-    **changes: Any,
-) -> RuntimeCheckpoint:
-    """A checkpoint of `rid` with a full set of nested fields."""
-    fields: dict[str, Any] = {
-        "checkpoint_id": cid,
-        "runtime_id": rid,
-        "parent_checkpoint_id": parent,
-        "session": session(rid),
-        "backend_ref": BackendCheckpointRef(
-            backend_kind="local",
-            backend_id=f"be-{rid}",
-            provider_snapshot_id="f" * 64,
-            created_at_ms=created,
-            details={"files": 3},
-        ),
-        "context_manifest_id": "a" * 64,
-        "unrestorable": [UnrestorableValue(name="fh", type="TextIOWrapper", reason="open file")],
-        "bytes_written": 123,
-        "created_at_ms": created,
-        "name": name,
-        "metadata": {"owner": "ana", "tags": ["x", 1, None]},
-    }
-    fields.update(changes)
-    return RuntimeCheckpoint(**fields)
-
-
-def binding(rid: str, backend_id: str | None = None) -> BackendBinding:
-    """A local backend binding for `rid`."""
-    return BackendBinding(
-        runtime_id=rid,
-        backend_id=backend_id or f"be-{rid}",
-        kind="local",
-        details={"workspace": f"/ws/{rid}"},
-    )
-
-
-def dump_store(store: CheckpointStore) -> dict[str, Any]:
-    """Everything a store holds, as plain JSON, to compare stores and points in time."""
-    sessions = store.list_sessions()
-    return {
-        "sessions": [s.model_dump(mode="json") for s in sessions],
-        "checkpoints": [c.model_dump(mode="json") for c in store.list_checkpoints()],
-        "heads": {s.session_id: store.get_head(s.session_id) for s in sessions},
-        "bindings": [b.model_dump(mode="json") for b in store.list_bindings()],
-        "leftovers": [left.model_dump(mode="json") for left in store.list_leftovers()],
-    }
-
-
-def populate(store: CheckpointStore) -> None:
-    """Two runtimes, three checkpoints, heads and a binding."""
-    with store.transaction():
-        store.insert_session(session("rt-a", 10))
-        store.insert_session(session("rt-b", 20, status=SessionLifecycleStatus.PAUSED))
-        store.put_checkpoint(checkpoint("cp-a1", "rt-a", 100, name="first"))
-        store.put_checkpoint(checkpoint("cp-a2", "rt-a", 200, parent="cp-a1"))
-        store.put_checkpoint(checkpoint("cp-b1", "rt-b", 150, parent="cp-a1", name="first"))
-        store.set_head("rt-a", "cp-a2")
-        store.set_head("rt-b", "cp-b1")
-        store.put_binding(binding("rt-a"))
 
 
 def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -162,387 +80,6 @@ def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 # ---- the contract, on every store -----------------------------------------------------
 
 
-class StoreContract(IndexedQueriesContract, LeaseContract, RecordsContract):
-    """Every method of the CheckpointStore API; subclasses provide the `store` fixture
-    (the indexed queries and the leftovers are in `store_queries_contract`, the leases in
-    `store_leases_contract`, how checkpoints and heads are kept in
-    `store_records_contract`)."""
-
-    def test_is_a_checkpoint_store(self, store: CheckpointStore) -> None:
-        assert isinstance(store, CheckpointStore)
-
-    # sessions
-
-    def test_insert_get_and_refuse_duplicate(self, store: CheckpointStore) -> None:
-        original = session("rt-1", metadata={"k": [1, 2]})
-        store.insert_session(original)
-        assert store.get_session("rt-1") == original
-        with pytest.raises(ValueError, match="'rt-1' already exists"):
-            store.insert_session(session("rt-1", conversation_id="other"))
-        assert store.get_session("rt-1") == original
-        assert store.get_session("missing") is None
-
-    def test_put_session_inserts_and_replaces(self, store: CheckpointStore) -> None:
-        store.put_session(session("rt-1"))
-        busy = session("rt-1", status=SessionLifecycleStatus.BUSY, updated_at_ms=5_000)
-        store.put_session(busy)
-        assert store.get_session("rt-1") == busy
-        assert [s.session_id for s in store.list_sessions()] == ["rt-1"]
-
-    def test_list_sessions_by_created_then_id(self, store: CheckpointStore) -> None:
-        for rid, created in [("c", 5), ("b", 1), ("a", 5), ("d", 3), ("B", 5), ("é", 5)]:
-            store.insert_session(session(rid, created))
-        # ties by code point, on every backend whatever its locale
-        assert [s.session_id for s in store.list_sessions()] == ["b", "d", "B", "a", "c", "é"]
-
-    def test_wrong_model_type_is_refused(self, store: CheckpointStore) -> None:
-        bad: Any = {"session_id": "rt-1"}
-        with pytest.raises(TypeError, match="put_session needs a SessionRecord, got dict"):
-            store.put_session(bad)
-        with pytest.raises(TypeError, match="put_checkpoint needs a RuntimeCheckpoint"):
-            store.put_checkpoint(bad)
-        with pytest.raises(TypeError, match="put_binding needs a BackendBinding"):
-            store.put_binding(bad)
-        assert store.list_sessions() == []
-
-    # checkpoints
-
-    def test_checkpoint_round_trip_and_upsert(self, store: CheckpointStore) -> None:
-        store.insert_session(session("rt-1"))
-        original = checkpoint("cp-1", "rt-1", name="before-cleaning")
-        store.put_checkpoint(original)
-        assert store.get_checkpoint("cp-1") == original
-        assert store.get_checkpoint("cp-2") is None
-        ref = original.backend_ref
-        assert ref is not None
-        cleared = original.model_copy(
-            update={"backend_ref": ref.model_copy(update={"provider_snapshot_id": None})}
-        )
-        store.put_checkpoint(cleared)
-        loaded = store.get_checkpoint("cp-1")
-        assert loaded == cleared
-        assert loaded is not None and not loaded.summary().has_provider_snapshot
-        assert [c.checkpoint_id for c in store.list_checkpoints()] == ["cp-1"]
-
-    def test_list_checkpoints_oldest_first(self, store: CheckpointStore) -> None:
-        store.insert_session(session("rt-1"))
-        store.insert_session(session("rt-2"))
-        # created_at_ms ties keep insertion order; ids sort the other way on purpose
-        for cid, rid, created in [
-            ("z", "rt-1", 300),
-            ("y", "rt-2", 100),
-            ("x", "rt-1", 100),
-            ("w", "rt-1", 200),
-        ]:
-            store.put_checkpoint(checkpoint(cid, rid, created))
-        assert [c.checkpoint_id for c in store.list_checkpoints()] == ["y", "x", "w", "z"]
-        assert [c.checkpoint_id for c in store.list_checkpoints("rt-1")] == ["x", "w", "z"]
-        assert store.list_checkpoints("nobody") == []
-        # an upsert keeps a checkpoint's place among equal timestamps
-        store.put_checkpoint(checkpoint("y", "rt-2", 100, name="renamed"))
-        assert [c.checkpoint_id for c in store.list_checkpoints()] == ["y", "x", "w", "z"]
-
-    def test_find_by_prefix_or_exact_name(self, store: CheckpointStore) -> None:
-        populate(store)
-        store.put_checkpoint(checkpoint("CP-upper", "rt-a", 300))
-        store.put_checkpoint(checkpoint("c%_x", "rt-b", 400, name="fir"))
-
-        def ids(prefix: str, rid: str | None = None) -> list[str]:
-            return [c.checkpoint_id for c in store.find_checkpoints(prefix, rid)]
-
-        assert ids("cp-a") == ["cp-a1", "cp-a2"]
-        assert ids("cp-") == ["cp-a1", "cp-b1", "cp-a2"]
-        assert ids("cp-a1") == ["cp-a1"]
-        assert ids("first") == ["cp-a1", "cp-b1"]  # exact name, every runtime
-        assert ids("first", "rt-b") == ["cp-b1"]  # exact name within the runtime
-        assert ids("fir") == ["c%_x"]  # names match exactly, never by prefix
-        assert ids("cp", "rt-b") == ["cp-b1"]
-        assert ids("CP") == ["CP-upper"]  # case-sensitive on every backend
-        assert ids("c%") == ["c%_x"]  # % and _ are not wildcards
-        assert ids("c_") == []
-        assert ids("nothing") == []
-        with pytest.raises(ValueError, match="prefix or name must be a non-empty string"):
-            store.find_checkpoints("")
-
-    def test_id_prefixes_are_ranges_in_code_point_order(self, store: CheckpointStore) -> None:
-        populate(store)
-        odd = ["cp-a1\U0010ffff", "cp-a\ud7ffz", "cp-a\ue000", "cp-\U0010ffff", "cp-b0"]
-        for number, cid in enumerate(odd):
-            store.put_checkpoint(checkpoint(cid, "rt-b", 500 + number))
-
-        def ids(prefix: str, rid: str | None = None, limit: int | None = None) -> list[str]:
-            return [c.checkpoint_id for c in store.find_by_id_prefix(prefix, rid, limit=limit)]
-
-        everything = ["cp-a1", "cp-a2", "cp-b1", *odd]
-        assert ids("cp-") == sorted(everything)  # id order (code points), not creation order
-        assert ids("cp-a") == sorted(["cp-a1", "cp-a2", *odd[:3]])
-        assert ids("cp-a1") == ["cp-a1", "cp-a1\U0010ffff"]
-        assert ids("cp-a\ud7ff") == ["cp-a\ud7ffz"]  # the range's end skips the surrogates
-        assert ids("cp-\U0010ffff") == ["cp-\U0010ffff"]  # no end: runs to the last id
-        assert ids("cp-a", "rt-a") == ["cp-a1", "cp-a2"]
-        assert ids("cp-a1", "rt-b") == ["cp-a1\U0010ffff"]
-        assert ids("cp-", limit=2) == sorted(everything)[:2]
-        assert ids("first") == [] and ids("CP") == []  # never a name, case-sensitive
-        with pytest.raises(ValueError, match="prefix must be a non-empty string"):
-            store.find_by_id_prefix("")
-
-    def test_names_per_runtime(self, store: CheckpointStore) -> None:
-        populate(store)  # "first" in rt-a and rt-b
-        store.put_checkpoint(checkpoint("cp-a3", "rt-a", 300, name="first"))  # reused, newer
-        store.put_checkpoint(checkpoint("cp-a0", "rt-a", 300, name="first"))  # same time, later
-        newest = store.newest_named("first", "rt-a")
-        assert newest is not None and newest.checkpoint_id == "cp-a0"
-        assert store.newest_named("first", "rt-c") is None
-        assert store.newest_named("firs", "rt-a") is None
-        assert store.runtimes_naming("first", limit=10) == ["rt-a", "rt-b"]
-        assert store.runtimes_naming("first", limit=1) == ["rt-a"]
-        assert store.runtimes_naming("nothing", limit=10) == []
-
-    def test_pages_of_one_runtime(self, store: CheckpointStore) -> None:
-        store.insert_session(session("rt-p"))
-        store.insert_session(session("rt-q"))
-        expected = []
-        for number in range(7):  # two share a creation time: the insertion order breaks it
-            cid = f"cp-{6 - number}"
-            store.put_checkpoint(checkpoint(cid, "rt-p", 100 + min(number, 5)))
-            store.put_checkpoint(checkpoint(f"other-{number}", "rt-q", 100 + number))
-            expected.append(cid)
-
-        def page(**kwargs: Any) -> list[str]:
-            return [c.checkpoint_id for c in store.page_checkpoints("rt-p", **kwargs)]
-
-        assert page() == expected == [c.checkpoint_id for c in store.list_checkpoints("rt-p")]
-        assert page(limit=3) == expected[:3]
-        assert page(limit=3, after=expected[2]) == expected[3:6]
-        assert page(after=expected[5]) == expected[6:]
-        assert page(after=expected[6]) == []
-        assert page(newest_first=True) == expected[::-1]
-        assert page(newest_first=True, limit=2, after=expected[5]) == expected[4:2:-1]
-        assert store.page_checkpoints("rt-none") == []
-        for foreign in ("other-1", "missing"):
-            with pytest.raises(ValueError, match="is not a checkpoint of runtime 'rt-p'"):
-                store.page_checkpoints("rt-p", after=foreign)
-
-    def test_blob_ids_are_indexed(self, store: CheckpointStore) -> None:
-        populate(store)  # every checkpoint: context "a" * 64, snapshot "f" * 64
-        shared = "5" * 64
-        ref = BackendCheckpointRef(
-            backend_kind="local", backend_id="be", provider_snapshot_id=shared
-        )
-        store.put_checkpoint(checkpoint("cp-s1", "rt-a", 300, backend_ref=ref))
-        store.put_checkpoint(checkpoint("cp-s2", "rt-b", 250, backend_ref=ref))
-        store.put_checkpoint(
-            checkpoint("cp-none", "rt-b", 260, backend_ref=None, context_manifest_id=None)
-        )
-        found = store.checkpoints_with_snapshot(shared)
-        assert [c.checkpoint_id for c in found] == ["cp-s2", "cp-s1"]
-        assert store.checkpoints_with_snapshot("nothing") == []
-        asked = ["a" * 64, shared, "f" * 64, "0" * 64]
-        assert store.referenced_manifests(asked) == {"a" * 64, shared, "f" * 64}
-        assert store.referenced_manifests([]) == set()
-        # a replaced record names what it names now
-        cleared = ref.model_copy(update={"provider_snapshot_id": None})
-        store.put_checkpoint(checkpoint("cp-s1", "rt-a", 300, backend_ref=cleared))
-        store.put_checkpoint(checkpoint("cp-s2", "rt-b", 250, context_manifest_id="b" * 64))
-        assert store.checkpoints_with_snapshot(shared) == []
-        assert store.referenced_manifests([shared, "b" * 64]) == {"b" * 64}
-
-    def test_checkpoint_of_unknown_runtime_is_refused(self, store: CheckpointStore) -> None:
-        with pytest.raises(ValueError, match="checkpoint 'cp-1' names runtime 'ghost', which is"):
-            store.put_checkpoint(checkpoint("cp-1", "ghost"))
-        assert store.get_checkpoint("cp-1") is None
-        assert store.list_checkpoints() == []
-
-    # heads
-
-    def test_heads(self, store: CheckpointStore) -> None:
-        populate(store)
-        assert store.get_head("rt-a") == "cp-a2"
-        store.set_head("rt-a", "cp-a1")
-        assert store.get_head("rt-a") == "cp-a1"
-        store.set_head("rt-a", "cp-b1")  # a child's head may be another runtime's checkpoint
-        assert store.get_head("rt-a") == "cp-b1"
-        store.set_head("rt-a", None)
-        assert store.get_head("rt-a") is None
-        store.set_head("rt-a", None)  # clearing twice is fine
-        assert store.get_head("rt-b") == "cp-b1"
-        assert store.get_head("missing") is None
-
-    def test_dangling_heads_are_refused(self, store: CheckpointStore) -> None:
-        populate(store)
-        with pytest.raises(ValueError, match="names checkpoint 'nope', which is not in the store"):
-            store.set_head("rt-a", "nope")
-        with pytest.raises(ValueError, match="runtime 'ghost' is not in the store"):
-            store.set_head("ghost", "cp-a1")
-        with pytest.raises(ValueError, match="runtime_id must be a non-empty string"):
-            store.set_head("", "cp-a1")
-        assert store.get_head("rt-a") == "cp-a2"
-        assert store.get_head("ghost") is None
-
-    # bindings
-
-    def test_bindings(self, store: CheckpointStore) -> None:
-        store.insert_session(session("rt-2"))
-        store.insert_session(session("rt-1"))
-        store.put_binding(binding("rt-2"))
-        store.put_binding(binding("rt-1"))
-        assert store.get_binding("rt-1") == binding("rt-1")
-        assert [b.runtime_id for b in store.list_bindings()] == ["rt-1", "rt-2"]
-        store.put_binding(binding("rt-1", "be-other"))
-        assert store.get_binding("rt-1") == binding("rt-1", "be-other")
-        store.delete_binding("rt-1")
-        assert store.get_binding("rt-1") is None
-        store.delete_binding("rt-1")  # idempotent
-        store.delete_binding("never-bound")
-        assert store.list_bindings() == [binding("rt-2")]
-        with pytest.raises(ValueError, match="a backend binding names 'ghost', which is not"):
-            store.put_binding(binding("ghost"))
-        assert store.get_binding("ghost") is None
-
-    def test_returned_models_are_copies(self, store: CheckpointStore) -> None:
-        populate(store)
-        loaded = store.get_checkpoint("cp-a1")
-        assert loaded is not None
-        loaded.metadata["owner"] = "mallory"
-        loaded.session.handle_state["kernel_id"] = "k"
-        fresh = store.get_checkpoint("cp-a1")
-        assert fresh is not None
-        assert fresh.metadata["owner"] == "ana"
-        assert fresh.session.handle_state == {}
-
-    # transactions
-
-    def test_transaction_commits_everything(self, store: CheckpointStore) -> None:
-        populate(store)
-        dumped = dump_store(store)
-        assert [s["session_id"] for s in dumped["sessions"]] == ["rt-a", "rt-b"]
-        assert [c["checkpoint_id"] for c in dumped["checkpoints"]] == ["cp-a1", "cp-b1", "cp-a2"]
-        assert dumped["heads"] == {"rt-a": "cp-a2", "rt-b": "cp-b1"}
-        assert [b["runtime_id"] for b in dumped["bindings"]] == ["rt-a"]
-
-    def test_rollback_leaves_the_store_as_it_was(self, store: CheckpointStore) -> None:
-        populate(store)
-        before = dump_store(store)
-        with pytest.raises(RuntimeError, match="boom"), store.transaction():
-            store.insert_session(session("rt-c", 30))
-            store.put_session(session("rt-a", 10, status=SessionLifecycleStatus.CLOSED))
-            store.put_checkpoint(checkpoint("cp-c1", "rt-c", 500))
-            store.put_checkpoint(checkpoint("cp-a1", "rt-a", 100, name="renamed"))
-            store.set_head("rt-a", None)
-            store.set_head("rt-c", "cp-c1")
-            store.put_binding(binding("rt-c"))
-            store.delete_binding("rt-a")
-            # reads inside the block see its own writes
-            assert store.get_head("rt-c") == "cp-c1"
-            assert store.get_binding("rt-a") is None
-            raise RuntimeError("boom")
-        assert dump_store(store) == before
-
-    def test_failed_call_inside_a_block_keeps_earlier_writes(self, store: CheckpointStore) -> None:
-        with store.transaction():
-            store.insert_session(session("rt-1"))
-            with pytest.raises(ValueError, match="already exists"):
-                store.insert_session(session("rt-1"))
-            store.put_binding(binding("rt-1"))
-        assert store.get_session("rt-1") == session("rt-1")
-        assert store.get_binding("rt-1") == binding("rt-1")
-
-    def test_nested_blocks_are_savepoints(self, store: CheckpointStore) -> None:
-        with store.transaction():
-            store.insert_session(session("rt-1"))
-            with pytest.raises(KeyError), store.transaction():
-                store.insert_session(session("rt-2"))
-                store.put_binding(binding("rt-1"))
-                raise KeyError("inner fails")
-            with store.transaction():
-                store.put_checkpoint(checkpoint("cp-1", "rt-1"))
-            assert store.get_session("rt-2") is None
-        assert [s.session_id for s in store.list_sessions()] == ["rt-1"]
-        assert store.get_binding("rt-1") is None
-        assert store.get_checkpoint("cp-1") is not None
-
-    def test_outer_failure_undoes_committed_inner_blocks(self, store: CheckpointStore) -> None:
-        with pytest.raises(RuntimeError), store.transaction():
-            with store.transaction():
-                store.insert_session(session("rt-1"))
-            raise RuntimeError("outer fails")
-        assert store.list_sessions() == []
-
-    def test_references_are_checked_at_commit_in_any_order(self, store: CheckpointStore) -> None:
-        with store.transaction():
-            store.set_head("rt-1", "cp-1")
-            store.put_binding(binding("rt-1"))
-            store.put_checkpoint(checkpoint("cp-1", "rt-1"))
-            store.insert_session(session("rt-1"))
-        assert store.get_head("rt-1") == "cp-1"
-        dangling = "names checkpoint 'cp-9', which is not in the store"
-        with pytest.raises(ValueError, match=dangling), store.transaction():
-            store.insert_session(session("rt-2"))
-            store.set_head("rt-2", "cp-9")
-        assert store.get_session("rt-2") is None
-        # a dangling reference made in a savepoint that rolled back does not count
-        with store.transaction():
-            with pytest.raises(KeyError), store.transaction():
-                store.put_binding(binding("ghost"))
-                raise KeyError("undo")
-            store.insert_session(session("rt-3"))
-        assert store.get_session("rt-3") is not None
-
-    def test_uncommitted_writes_are_invisible_to_other_threads(
-        self, store: CheckpointStore
-    ) -> None:
-        store.insert_session(session("rt-1"))
-        seen: dict[str, Any] = {}
-
-        def read() -> None:
-            seen["session"] = store.get_session("rt-2")
-            seen["head"] = store.get_head("rt-1")
-
-        with store.transaction():
-            store.insert_session(session("rt-2"))
-            store.put_checkpoint(checkpoint("cp-1", "rt-1"))
-            store.set_head("rt-1", "cp-1")
-            reader = threading.Thread(target=read)
-            reader.start()
-            reader.join()
-        assert seen == {"session": None, "head": None}
-        assert store.get_head("rt-1") == "cp-1"
-
-    def test_concurrent_read_modify_write_loses_nothing(self, store: CheckpointStore) -> None:
-        store.insert_session(session("rt-1", metadata={"count": 0}))
-        errors: list[BaseException] = []
-
-        def bump(times: int) -> None:
-            try:
-                for _ in range(times):
-                    with store.transaction():
-                        current = store.get_session("rt-1")
-                        assert current is not None
-                        count = current.metadata["count"] + 1
-                        store.put_session(current.model_copy(update={"metadata": {"count": count}}))
-            except BaseException as exc:  # reported below, so a failure cannot hide
-                errors.append(exc)
-
-        threads = [threading.Thread(target=bump, args=(15,)) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
-        final = store.get_session("rt-1")
-        assert final is not None and final.metadata["count"] == 60
-
-    def test_close_refuses_later_calls(self, store: CheckpointStore) -> None:
-        store.insert_session(session("rt-1"))
-        store.close()
-        with pytest.raises(StoreError, match="closed"):
-            store.get_session("rt-1")
-        with pytest.raises(StoreError, match="closed"):
-            store.put_session(session("rt-2"))
-        with pytest.raises(StoreError, match="closed"), store.transaction():
-            pass
-
-
 @pytest.fixture(params=["sqlite", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CheckpointStore]:
     """A fresh store: a real SQLite file, or the memory store."""
@@ -555,7 +92,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpoint
     opened.close()
 
 
-class TestStoreContract(StoreContract):
+class TestStoreContract(CheckpointStoreContract):
     """The contract on SQLite and memory."""
 
 
@@ -756,7 +293,7 @@ def test_foreign_keys_back_the_reference_checks(tmp_path: Path) -> None:
 _DUMP_IN_CHILD = textwrap.dedent(
     """
     import json, sys
-    from test_store import dump_store
+    from ditto_jupyter.testing.contracts.store_data import dump_store
     from ditto_jupyter.control.store import SqlCheckpointStore
     store = SqlCheckpointStore.at_path(sys.argv[1])
     print(json.dumps({"version": store.schema_version(), "dump": dump_store(store)}))

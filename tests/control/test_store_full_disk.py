@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from test_store import checkpoint, dump_store, populate, session
 
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import SqlCheckpointStore, StoreError, StoreFull
 from ditto_jupyter.core.errors import DittoError, StorageFull, StoreUnavailable
 from ditto_jupyter.core.models import SessionLifecycleStatus
+from ditto_jupyter.testing.contracts.store_data import checkpoint, dump_store, populate, session
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 from tests.fakes.refusing_sqlite import disk_full

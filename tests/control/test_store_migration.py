@@ -23,12 +23,18 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 import sqlalchemy as sa
-from store_records_contract import CONTEXT, SNAPSHOT, after_cell, runtime, thinned
 
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import MIGRATIONS, SCHEMA_VERSION, SqlCheckpointStore
 from ditto_jupyter.core.errors import InvalidRequest, UnsupportedBackend
 from ditto_jupyter.core.models import AutoCheckpointCell, RuntimeCheckpoint, SessionRecord
+from ditto_jupyter.testing.contracts.store_data import (
+    CONTEXT,
+    SNAPSHOT,
+    after_cell,
+    runtime,
+    thinned,
+)
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 

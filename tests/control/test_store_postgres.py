@@ -14,15 +14,10 @@ import pytest
 import sqlalchemy as sa
 from test_checkpoint_rows import check_checkpoints_share_bases
 from test_store import (
-    StoreContract,
     check_blob_columns_filled_in,
     check_declared_schema,
     check_live_runtimes_get_leases_that_ran_out,
     check_processes_are_serialized,
-    checkpoint,
-    dump_store,
-    populate,
-    session,
 )
 from test_store_migration import check_old_records_migrate, check_schema_11_keeps_every_record
 
@@ -34,6 +29,8 @@ from ditto_jupyter.control.store import (
     SchemaVersionError,
     SqlCheckpointStore,
 )
+from ditto_jupyter.testing.contracts import CheckpointStoreContract
+from ditto_jupyter.testing.contracts.store_data import checkpoint, dump_store, populate, session
 from tests.support.postgres_server import new_database, pg_missing, running_postgres
 
 # a PostgreSQL server of its own, from Debian's postgresql (`make postgresql`)
@@ -66,7 +63,7 @@ def store(pg_url: str) -> Iterator[CheckpointStore]:
     opened.close()
 
 
-class TestPostgresContract(StoreContract):
+class TestPostgresContract(CheckpointStoreContract):
     """The whole store contract on PostgreSQL."""
 
 

@@ -38,7 +38,12 @@ was. The store also records leftovers: resources a cleanup could not free, for
 `ditto doctor`; and leases: which process holds a live runtime, and until when (taken in
 one write transaction, so of two servers taking one lease exactly one gets it).
 
-Modules: `interface` (the `CheckpointStore` protocol, errors, shared checks), `schema` (the
+The store's interface is a set of role protocols (`StoreConnection`, `RuntimeRecords`,
+`CheckpointRecords`, `BlobReferences`, `BackendBindings`, `StoreHealth`, `Leases`,
+`BucketGenerations`); `CheckpointStore` is their union. A store of another make proves
+itself against `ditto_jupyter.testing.contracts`, one spec per role.
+
+Modules: `interface` (the role protocols and `CheckpointStore`, errors, shared checks), `schema` (the
 SQL tables as they are now), `migrations` (the steps that get any database there),
 `sql_database` (`SqlDatabase`: engine, connections, transactions, errors, migrating),
 `sql_leases` (the leases on it), `sql` (`SqlCheckpointStore`, the records on it),
@@ -50,13 +55,21 @@ SQL tables as they are now), `migrations` (the steps that get any database there
 from __future__ import annotations
 
 from ditto_jupyter.control.store.interface import (
+    BackendBindings,
+    BlobReferences,
+    BucketGenerations,
+    CheckpointRecords,
     CheckpointStore,
     DamagedRecord,
     DamagedRow,
+    Leases,
     PruneCandidates,
+    RuntimeRecords,
     SchemaVersionError,
+    StoreConnection,
     StoreError,
     StoreFull,
+    StoreHealth,
     collecting_damaged_rows,
 )
 from ditto_jupyter.control.store.memory import MemoryCheckpointStore
@@ -67,16 +80,24 @@ from ditto_jupyter.control.store.sql import SqlCheckpointStore
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "BackendBindings",
+    "BlobReferences",
+    "BucketGenerations",
+    "CheckpointRecords",
     "CheckpointStore",
     "DamagedRecord",
     "DamagedRow",
+    "Leases",
     "MemoryCheckpointStore",
     "Migration",
     "PruneCandidates",
+    "RuntimeRecords",
     "SchemaVersionError",
     "SqlCheckpointStore",
+    "StoreConnection",
     "StoreError",
     "StoreFull",
+    "StoreHealth",
     "collecting_damaged_rows",
     "open_store",
 ]

@@ -1,5 +1,9 @@
 """The checkpoint store's interface, its errors, and the checks both stores share.
 
+The interface is one small protocol per role (`StoreConnection`, `RuntimeRecords`,
+`CheckpointRecords`, `BlobReferences`, `BackendBindings`, `StoreHealth`, `Leases`,
+`BucketGenerations`); `CheckpointStore` is their union, what the control plane is given.
+
 Both stores refuse a wrong argument type or an empty id before writing, keep models as JSON
 text, and check references when the outermost transaction commits (`Ref`). A stored row
 that no longer reads back (`DamagedRecord`) fails only the calls that ask for it by id:
@@ -98,8 +102,8 @@ class PruneCandidates:
 
 
 @runtime_checkable
-class CheckpointStore(Protocol):
-    """Where runtimes, checkpoints, heads and backend bindings live (runtime_id == session_id)."""
+class StoreConnection(Protocol):
+    """What every store is: transactions, what the last one wrote, and its end."""
 
     def transaction(self) -> AbstractContextManager[None]:
         """Make every call inside the block commit atomically, or not at all if it raises."""
@@ -109,6 +113,16 @@ class CheckpointStore(Protocol):
         """What the last write transaction of the caller's context added to the store's
         files in the data directory (an SQLite log's page images; 0 when none are there)."""
         ...
+
+    def close(self) -> None:
+        """Release connections; later calls raise StoreError."""
+        ...
+
+
+@runtime_checkable
+class RuntimeRecords(Protocol):
+    """The runtimes (runtime_id == session_id): one record each, and the indexed lookups of
+    a runtime's checkouts and of the live runtime of a kernel."""
 
     def insert_session(self, session: SessionRecord) -> None:
         """Add a new runtime; ValueError if one with that id exists."""
@@ -135,6 +149,12 @@ class CheckpointStore(Protocol):
         """The live (idle or busy) runtime whose handle names that kernel id, or None (an
         index lookup; the oldest one should two ever name it)."""
         ...
+
+
+@runtime_checkable
+class CheckpointRecords(Protocol):
+    """The checkpoints and the heads: kept, listed a page at a time, found by id prefix or
+    name, and what a prune of automatic checkpoints may thin."""
 
     def put_checkpoint(self, checkpoint: RuntimeCheckpoint) -> None:
         """Insert or replace a checkpoint; ValueError when it is stored as another
@@ -181,15 +201,6 @@ class CheckpointStore(Protocol):
         """Runtimes (by id, at most `limit`) that have a checkpoint with exactly that name."""
         ...
 
-    def checkpoints_with_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
-        """Every checkpoint whose backend ref records that provider snapshot, oldest first."""
-        ...
-
-    def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
-        """Which of these blob ids some checkpoint names, as its context manifest, its
-        backend snapshot or its notebook document."""
-        ...
-
     def prune_candidates(self, runtime_id: str, keep: int) -> PruneCandidates:
         """The runtime's whole automatic checkpoints beyond its newest `keep`, which of them
         are held, and how many are whole (index reads: the cost follows `keep` and what lies
@@ -203,6 +214,26 @@ class CheckpointStore(Protocol):
     def set_head(self, runtime_id: str, checkpoint_id: str | None) -> None:
         """Make `checkpoint_id` the runtime's current checkpoint (None clears it)."""
         ...
+
+
+@runtime_checkable
+class BlobReferences(Protocol):
+    """Which checkpoints name which blobs: what garbage collection and delete-snapshot ask
+    (index lookups, never a read of every record)."""
+
+    def checkpoints_with_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
+        """Every checkpoint whose backend ref records that provider snapshot, oldest first."""
+        ...
+
+    def referenced_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
+        """Which of these blob ids some checkpoint names, as its context manifest, its
+        backend snapshot or its notebook document."""
+        ...
+
+
+@runtime_checkable
+class BackendBindings(Protocol):
+    """Which live backend each runtime is bound to."""
 
     def put_binding(self, binding: BackendBinding) -> None:
         """Insert or replace the backend binding of a runtime."""
@@ -220,6 +251,12 @@ class CheckpointStore(Protocol):
         """Every backend binding, by runtime id."""
         ...
 
+
+@runtime_checkable
+class StoreHealth(Protocol):
+    """What `ditto doctor` reads: resources a cleanup left behind, and rows that no longer
+    read back."""
+
     def record_leftover(self, leftover: Leftover) -> None:
         """Record a resource a cleanup left behind (replaces the record of the same kind
         and id)."""
@@ -233,7 +270,11 @@ class CheckpointStore(Protocol):
         """Every stored row that does not read back as its model (reads each row)."""
         ...
 
-    # ---- leases (see `lease_free_for`) ----------------------------------------------------
+
+@runtime_checkable
+class Leases(Protocol):
+    """Which process holds a live runtime, and until when (see `lease_free_for`): each lease
+    taken in one write transaction, so of two takers exactly one gets it."""
 
     def acquire_lease(
         self,
@@ -271,7 +312,11 @@ class CheckpointStore(Protocol):
         """The leases of one kind (of one owner: an index lookup), by key."""
         ...
 
-    # ---- shared buckets (garbage collection across servers, `control.bucket_gc`) ----------
+
+@runtime_checkable
+class BucketGenerations(Protocol):
+    """The deletion phases garbage collection has begun on each shared bucket
+    (`control.bucket_gc`)."""
 
     def bucket_generation(self, url: str) -> int:
         """How many deletion phases garbage collection has begun on the bucket `url` (0:
@@ -282,9 +327,23 @@ class CheckpointStore(Protocol):
         """Count one more deletion phase on the bucket `url`; the new generation."""
         ...
 
-    def close(self) -> None:
-        """Release connections; later calls raise StoreError."""
-        ...
+
+@runtime_checkable
+class CheckpointStore(
+    StoreConnection,
+    RuntimeRecords,
+    CheckpointRecords,
+    BlobReferences,
+    BackendBindings,
+    StoreHealth,
+    Leases,
+    BucketGenerations,
+    Protocol,
+):
+    """Where runtimes, checkpoints, heads and backend bindings live (runtime_id == session_id):
+    every role above, as the SQL and memory stores implement them. A part that needs one
+    role can ask for that role alone; `ditto_jupyter.testing.contracts` holds a spec per
+    role, and `CheckpointStoreContract` all of them."""
 
 
 def lease_free_for(

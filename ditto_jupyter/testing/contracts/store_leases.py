@@ -1,29 +1,28 @@
-"""The store contract for leases (part of `StoreContract`, so it runs on SQLite, memory and
-PostgreSQL): taken atomically, renewed, released, run out, taken from a holder found gone,
-and listed by owner.
+"""The spec of `Leases` (`ditto_jupyter.control.store.interface`).
+
+Leases: taken atomically, renewed, released, run out, taken from a holder found gone, and
+listed by owner; of many takers at once exactly one gets a lease.
 """
 
 from __future__ import annotations
 
 import threading
 
-from ditto_jupyter.control.store import CheckpointStore
-from ditto_jupyter.core.models import RUNTIME_LEASE, LeaseHolder
+from ditto_jupyter.control.store.interface import CheckpointStore, Leases
+from ditto_jupyter.core.models import (
+    RUNTIME_LEASE,
+)
+from ditto_jupyter.testing.contracts.store_data import (
+    holder,
+)
 
 
-def holder(owner_id: str, **changes: object) -> LeaseHolder:
-    fields: dict[str, object] = {
-        "owner_id": owner_id,
-        "host": "node-1",
-        "boot_id": "boot",
-        "pid": 100,
-        "pid_start": 7,
-        "url": f"http://{owner_id}/",
-    }
-    return LeaseHolder.model_validate({**fields, **changes})
+class LeasesContract:
+    """`Leases`; a subclass provides a `store` fixture: a fresh, empty store per test."""
 
+    def test_implements_the_role(self, store: CheckpointStore) -> None:
+        assert isinstance(store, Leases)
 
-class LeaseContract:
     def test_a_free_lease_is_taken_and_read_back(self, store: CheckpointStore) -> None:
         assert store.get_lease(RUNTIME_LEASE, "rt-1") is None
         lease = store.acquire_lease(RUNTIME_LEASE, "rt-1", holder("a"), now_ms=1_000, ttl_ms=500)
