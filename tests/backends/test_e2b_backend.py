@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ditto_jupyter.backends.base import Backend, BackendLocator, BackendProvider
+from ditto_jupyter.backends.base import BackendLocator, BackendProvider
 from ditto_jupyter.backends.e2b import E2B_KIND, E2BBackend, E2BConfig, E2BProvider, _normalize
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import (
@@ -73,89 +73,41 @@ def test_protocols_are_implemented() -> None:
     assert prov.referenced_manifests(ref) == []
 
 
-def test_full_life_cycle(fake_e2b: FakeE2BCloud) -> None:
+def test_what_each_step_does_at_e2b(fake_e2b: FakeE2BCloud) -> None:
+    """The life cycle as E2B sees it (what every backend does is `BackendContract`'s, run on
+    E2B in test_backend_contract.py): a sandbox per backend, files in its workspace folder,
+    a provider snapshot per checkpoint, a new sandbox per checkout, sandboxes killed on
+    release."""
+
     async def scenario() -> None:
         prov = provider()
         parent = await make(prov, "rt-parent")
-        assert isinstance(parent, Backend)
         assert parent.kind == "e2b" and parent.local_path is None
         assert fake_e2b.running_sandbox_ids() == [parent.backend_id]
-        # files: write, read, stat, nested dirs
         await parent.write_bytes("notes/a.txt", b"alpha\nbeta\n")
-        await parent.create_dir_all("data/deep/er")
-        await parent.write_bytes("data/deep/er/b.bin", bytes(range(256)))
-        assert await parent.read_bytes("notes/a.txt") == b"alpha\nbeta\n"
-        assert await parent.read_bytes("data/deep/er/b.bin") == bytes(range(256))
-        st_file = await parent.stat("notes/a.txt")
-        assert (st_file.path, st_file.kind, st_file.size) == ("notes/a.txt", "file", 11)
-        assert st_file.mtime_ns > 0
-        assert (await parent.stat("data/deep")).kind == "dir"
-        # the files really are in the fake sandbox's workspace
         home = fake_e2b.sandbox_home(parent.backend_id)
         assert (home / "workspace" / "notes" / "a.txt").read_bytes() == b"alpha\nbeta\n"
-        # exec: a non-zero exit is a result, not an error; cwd and env are honoured
-        res = await parent.exec("cat a.txt; echo oops >&2; exit 3", cwd="notes")
-        assert (res.exit_code, res.stdout, res.stderr) == (3, "alpha\nbeta\n", "oops\n")
-        assert not res.timed_out and not res.truncated
-        res = await parent.exec('printf %s "$GREETING" > greet.txt', env={"GREETING": "hi"})
-        assert res.exit_code == 0
-        assert await parent.read_bytes("greet.txt") == b"hi"
-        # search
-        matches = await parent.search(r"^b\w+")
-        assert [(m.path, m.line_number, m.line) for m in matches] == [("notes/a.txt", 2, "beta")]
-        assert await parent.search("nothing-matches-this") == []
-        # export: a tar of the tree
-        with tarfile.open(fileobj=io.BytesIO(await parent.export("notes"))) as tar:
-            member = tar.extractfile("notes/a.txt")
-            assert member is not None and member.read() == b"alpha\nbeta\n"
-        # temp path: relative, inside the workspace, exists
         tmp = await parent.temp_path(".json")
-        assert tmp.endswith(".json") and not tmp.startswith("/")
-        assert (await parent.stat(tmp)).kind == "file"
+        assert (home / "workspace" / tmp).is_file()
 
-        # checkpoint -> provider snapshot
         ref = await parent.checkpoint()
-        assert ref.backend_kind == "e2b" and ref.backend_id == parent.backend_id
         assert ref.provider_snapshot_id in fake_e2b.snapshot_ids()
         assert ref.details["workdir"] == "workspace"
+        assert prov.referenced_manifests(ref) == []  # E2B keeps its snapshots itself
 
-        # checkout -> a new sandbox holding the files
         child = await prov.checkout(ref, "rt-child")
-        assert child.backend_id != parent.backend_id
-        assert await child.read_bytes("notes/a.txt") == b"alpha\nbeta\n"
-        assert await child.read_bytes("data/deep/er/b.bin") == bytes(range(256))
-        assert await child.read_bytes("greet.txt") == b"hi"
-
-        # independence: changes on either side stay on that side, the snapshot is untouched
-        await child.write_bytes("notes/a.txt", b"child\n")
-        await parent.write_bytes("parent-only.txt", b"p")
-        assert await parent.read_bytes("notes/a.txt") == b"alpha\nbeta\n"
-        with pytest.raises(BackendError, match="not found"):
-            await child.read_bytes("parent-only.txt")
-        second = await prov.checkout(ref, "rt-child-2")
-        assert await second.read_bytes("notes/a.txt") == b"alpha\nbeta\n"
-
-        # delete-snapshot: once deleted, then reported already deleted
+        assert sorted(fake_e2b.running_sandbox_ids()) == sorted(
+            [parent.backend_id, child.backend_id]
+        )
         assert await prov.delete_snapshot(ref) is True
         assert ref.provider_snapshot_id not in fake_e2b.snapshot_ids()
-        assert await prov.delete_snapshot(ref) is False
-        # sandboxes made from it live on
-        assert await child.read_bytes("notes/a.txt") == b"child\n"
-        # a checkpoint whose snapshot id was cleared cannot be checked out
-        cleared = ref.model_copy(update={"provider_snapshot_id": None})
-        with pytest.raises(UnsupportedBackend, match="deleted"):
-            await prov.checkout(cleared, "rt-x")
-        assert await prov.delete_snapshot(cleared) is False
 
-        # release kills the sandbox; a second release reports nothing deleted
         assert await child.release() is True
         assert child.backend_id not in fake_e2b.running_sandbox_ids()
         assert child.backend_id in fake_e2b.killed
-        assert await child.release() is False
         with pytest.raises(BackendError, match="released"):
             await child.read_bytes("notes/a.txt")
-        for other in (parent, second):
-            assert await other.release() is True
+        assert await parent.release() is True
         assert fake_e2b.running_sandbox_ids() == []
 
     run(scenario())

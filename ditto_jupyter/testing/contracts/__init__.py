@@ -23,6 +23,12 @@ Importing this package imports pytest: the product never does.
 
 from __future__ import annotations
 
+from ditto_jupyter.testing.contracts.backend import BackendContract
+from ditto_jupyter.testing.contracts.backend_capabilities import (
+    InPlaceRestorerContract,
+    LiveTreeReaderContract,
+    SnapshotReaderContract,
+)
 from ditto_jupyter.testing.contracts.store import CheckpointStoreContract
 from ditto_jupyter.testing.contracts.store_bindings import BackendBindingsContract
 from ditto_jupyter.testing.contracts.store_blobs import BlobReferencesContract
@@ -35,12 +41,16 @@ from ditto_jupyter.testing.contracts.store_runtimes import RuntimeRecordsContrac
 
 __all__ = [
     "BackendBindingsContract",
+    "BackendContract",
     "BlobReferencesContract",
     "BucketGenerationsContract",
     "CheckpointRecordsContract",
     "CheckpointStoreContract",
+    "InPlaceRestorerContract",
     "LeasesContract",
+    "LiveTreeReaderContract",
     "RuntimeRecordsContract",
+    "SnapshotReaderContract",
     "StoreConnectionContract",
     "StoreHealthContract",
 ]
