@@ -29,6 +29,7 @@ from ditto_jupyter.testing.contracts.backend_capabilities import (
     LiveTreeReaderContract,
     SnapshotReaderContract,
 )
+from ditto_jupyter.testing.contracts.context_driver import ContextDriverContract, ContextHarness
 from ditto_jupyter.testing.contracts.store import CheckpointStoreContract
 from ditto_jupyter.testing.contracts.store_bindings import BackendBindingsContract
 from ditto_jupyter.testing.contracts.store_blobs import BlobReferencesContract
@@ -46,6 +47,8 @@ __all__ = [
     "BucketGenerationsContract",
     "CheckpointRecordsContract",
     "CheckpointStoreContract",
+    "ContextDriverContract",
+    "ContextHarness",
     "InPlaceRestorerContract",
     "LeasesContract",
     "LiveTreeReaderContract",
