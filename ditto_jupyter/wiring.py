@@ -28,7 +28,7 @@ from ditto_jupyter.control.doctor import (
 )
 from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.service import RuntimeService
-from ditto_jupyter.control.store import StoreError, open_store
+from ditto_jupyter.control.store import CheckpointStore, StoreError, open_store
 from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.core.environment import default_data_dir
@@ -36,6 +36,10 @@ from ditto_jupyter.core.models import LeaseHolder
 from ditto_jupyter.core.private import private_dir
 
 ContextFactory = Callable[[BlobStore], ContextDriver]
+#: Opens a store of a deployment's own: (store_url, data_dir) -> the store.
+StoreFactory = Callable[[str | None, Path], CheckpointStore]
+#: Makes a backend provider of a deployment's own: (data_dir, blob store) -> the provider.
+ProviderFactory = Callable[[Path, BlobStore], BackendProvider]
 
 
 def open_runtime_service(
@@ -48,11 +52,16 @@ def open_runtime_service(
     lease_holder: LeaseHolder | None = None,
     lease_ttl_ms: int | None = None,
     object_store: ObjectStoreSettings | None = None,
+    store_factory: StoreFactory | None = None,
+    provider_factory: ProviderFactory | None = None,
 ) -> RuntimeService:
     """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`;
     `lease_holder` and `lease_ttl_ms`: who holds its runtimes' leases, and for how long
     between heartbeats (see `RuntimeService`); with `object_store`, its blob store is
-    replicated there (`control.replication`)."""
+    replicated there (`control.replication`). A deployment's own store (`store_factory`,
+    instead of the one `store_url` names) and backend provider (`provider_factory`, added
+    under its kind) come from the server's `Type` traits (`server.swappable_parts`).
+    ValueError when `default_backend` names no backend kind there is."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     private_dir(root)
     replication = Replication()
@@ -64,9 +73,18 @@ def open_runtime_service(
         replication = Replication(replica, durability=object_store.durability)
     providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
     providers.update(extra_providers or {})
+    if provider_factory is not None:
+        own = provider_factory(root, blobs)
+        providers[own.kind] = own
+    if default_backend not in providers:
+        raise ValueError(
+            f"default_backend {default_backend!r} is not a backend kind of this server "
+            f"({', '.join(sorted(providers))})"
+        )
     context = context_factory(blobs)
+    store = store_factory(store_url, root) if store_factory is not None else None
     return RuntimeService(
-        open_store(store_url, root),
+        store if store is not None else open_store(store_url, root),
         blobs,
         BackendManager(providers),
         context,

@@ -8,7 +8,9 @@ PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`, `pause_idle_a
 (warm kernels per kernelspec for checkout and resume, see `kernel_pool`), and the object
 store the blob store is replicated to: `blob_store_url` (`s3://bucket/prefix`),
 `blob_store_endpoint`, `blob_store_region`, `blob_secret_file` (the signing secret all
-servers share), `blob_cache_bytes`, `checkpoint_durability` (`blob_store_traits`).
+servers share), `blob_cache_bytes`, `checkpoint_durability` (`blob_store_traits`), and the
+parts a deployment may swap for its own classes: `store_class`, `backend_provider_class`,
+`context_driver_class` (`swappable_parts`).
 
 IPython kernels the server starts load the magics (`--ext=ditto_jupyter`, trait
 `load_magics`) and get `DITTO_SERVER_URL`, `DITTO_TOKEN`, `DITTO_DATA_DIR`,
@@ -34,7 +36,7 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.services.sessions.handlers import SessionHandler
-from traitlets import Bool, Enum, Float, Integer, Unicode, default
+from traitlets import Bool, Float, Integer, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.control.budget_registry import RuntimeBudgets
@@ -48,7 +50,6 @@ from ditto_jupyter.core.environment import (
     runtime_identity_env,
     server_env,
 )
-from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import route_table
@@ -61,6 +62,7 @@ from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_context import ServerContextCapture
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions
+from ditto_jupyter.server.swappable_parts import SwappableParts
 from ditto_jupyter.server.user_scope import server_user
 from ditto_jupyter.wiring import open_runtime_service
 
@@ -72,7 +74,7 @@ PACKAGE_LOG = logging.getLogger("ditto_jupyter")
 CHILD_SESSION_ROUTE = r"/api/sessions/(?P<session_id>\w+(?:-\w+){5,})"
 
 
-class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
+class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
     """Checkpoint, restore, branch and pause live Jupyter runtimes over REST."""
 
     name = "ditto_jupyter"
@@ -96,8 +98,10 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
     def _default_store_url(self) -> str | None:
         return os.environ.get(STORE_URL_ENV) or None
 
-    default_backend = Enum(
-        ["local", "e2b"], default_value="local", config=True, help="Backend of new runtimes."
+    default_backend = Unicode(
+        "local",
+        config=True,
+        help="Backend of new runtimes: local, e2b, or the kind of backend_provider_class.",
     )
     e2b_template = Unicode("base", config=True, help="E2B template of new E2B sandboxes.")
     load_magics = Bool(
@@ -175,7 +179,7 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
         self, host: ServerKernelHost, pool: KernelPool | None = None
     ) -> Callable[[BlobStore], ContextDriver]:
         def build(blobs: BlobStore) -> ContextDriver:
-            kernels = KernelContextDriver(host, blobs.root, notebook_folder=host.notebook_folder)
+            kernels = self.context_driver(host, blobs.root, host.notebook_folder)
             if pool is not None:
                 pool.blob_root = blobs.root
             return ServerContextCapture(kernels, pool)
@@ -221,6 +225,8 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
             lease_holder=this_process(url=serverapp.connection_url),
             lease_ttl_ms=round(self.lease_ttl * 1000),
             object_store=self.object_store(),
+            store_factory=self.store_factory(),
+            provider_factory=self.provider_factory(),
         )
         assert serverapp.event_logger is not None
         events = RuntimeEvents(serverapp.event_logger)

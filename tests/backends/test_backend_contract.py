@@ -2,7 +2,9 @@
 local workspace (with the three capabilities it has: reading a snapshot's files and the
 live ones, restoring a snapshot in place) and E2B, on the real `e2b` SDK against the FAKE
 E2B cloud (tests/fakes/e2b_cloud.py: real directories and real subprocesses behind E2B's
-REST API and envd). What only one of them does is tested beside it
+REST API and envd); and the FAKE provider a deployment would name in
+`backend_provider_class` (tests/fakes/deployment_parts.py), as a deployment proves its own.
+What only one of them does is tested beside it
 (test_local_backend.py, test_e2b_backend.py).
 """
 
@@ -21,6 +23,7 @@ from ditto_jupyter.testing.contracts import (
     LiveTreeReaderContract,
     SnapshotReaderContract,
 )
+from tests.fakes.deployment_parts import FakeSandboxProvider
 from tests.fakes.e2b_cloud import FakeE2BCloud
 
 pytest_plugins = ["tests.fakes.e2b_fixtures"]  # the `fake_e2b` fixture
@@ -42,3 +45,13 @@ class TestE2BBackend(BackendContract):
     @pytest.fixture
     def provider(self, fake_e2b: FakeE2BCloud) -> E2BProvider:
         return E2BProvider(E2BConfig(retries=0))
+
+
+class TestFakeSandboxProvider(BackendContract):
+    """A deployment's own backend kind, as the server makes it from its trait."""
+
+    @pytest.fixture
+    def provider(self, tmp_path: Path) -> FakeSandboxProvider:
+        return FakeSandboxProvider(
+            data_dir=tmp_path, blobs=BlobStore(tmp_path / "blobs", durable=False)
+        )

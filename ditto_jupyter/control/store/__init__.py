@@ -43,8 +43,8 @@ The store's interface is a set of role protocols (`StoreConnection`, `RuntimeRec
 `BucketGenerations`); `CheckpointStore` is their union. A store of another make proves
 itself against `ditto_jupyter.testing.contracts`, one spec per role.
 
-Modules: `interface` (the role protocols and `CheckpointStore`, errors, shared checks), `schema` (the
-SQL tables as they are now), `migrations` (the steps that get any database there),
+Modules: `interface` (the role protocols and `CheckpointStore`, errors, shared checks),
+`schema` (the SQL tables as they are now), `migrations` (the steps that get any database there),
 `sql_database` (`SqlDatabase`: engine, connections, transactions, errors, migrating),
 `sql_leases` (the leases on it), `sql` (`SqlCheckpointStore`, the records on it),
 `checkpoint_rows` and `record_delta` (how it cuts a checkpoint into rows), `sql_records`
