@@ -82,9 +82,12 @@ def open_runtime_service(
             f"({', '.join(sorted(providers))})"
         )
     context = context_factory(blobs)
-    store = store_factory(store_url, root) if store_factory is not None else None
+    if store_factory is not None:
+        store = store_factory(store_url, root)
+    else:
+        store = open_store(store_url, root)
     return RuntimeService(
-        store if store is not None else open_store(store_url, root),
+        store,
         blobs,
         BackendManager(providers),
         context,
