@@ -6,6 +6,11 @@ session context is captured (`context_factory`): the server and the magics pass 
 capture (`ditto_jupyter.hosts.kernel_context_driver`, beside this module in the same
 layer), the tests a test double.
 `check_data_dir` opens the same parts for `ditto doctor`, without a service or a context.
+
+A setting that is wrong (the data directory, the store URL, the object store's URL,
+endpoint, secret file or durability) is one `ConfigurationError` naming the setting and
+what is wrong with it, found before anything is opened where it can be; the password of a
+store URL is never in it.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ from ditto_jupyter.control.doctor import (
 )
 from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.service import RuntimeService
-from ditto_jupyter.control.store import StoreError, open_store
+from ditto_jupyter.control.store import CheckpointStore, StoreError, open_store
+from ditto_jupyter.control.store.opening import check_store_url
 from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.core.environment import DATA_DIR_ENV
+from ditto_jupyter.core.errors import ConfigurationError, StorageFull
 from ditto_jupyter.core.models import LeaseHolder
 from ditto_jupyter.core.private import private_dir
 
@@ -61,21 +68,36 @@ def open_runtime_service(
     """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`;
     `lease_holder` and `lease_ttl_ms`: who holds its runtimes' leases, and for how long
     between heartbeats (see `RuntimeService`); with `object_store`, its blob store is
-    replicated there (`control.replication`)."""
+    replicated there (`control.replication`). A wrong setting is a ConfigurationError
+    naming it (see the module)."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    private_dir(root)
-    replication = Replication()
-    if object_store is None:
-        blobs = BlobStore(root / "blobs")
-    else:
-        replica = object_store.open(root / "blobs")
-        blobs = replica.store
-        replication = Replication(replica, durability=object_store.durability)
+    try:
+        private_dir(root)
+    except OSError as error:
+        raise ConfigurationError(
+            f"data_dir (DITTO_DATA_DIR) {str(root)!r} cannot be made or used: "
+            f"{error.strerror or error}"
+        ) from None
+    check_store_url(store_url)
+    if object_store is not None:
+        object_store.check()
+    store = _open_store(store_url, root)
+    try:
+        replication = Replication()
+        if object_store is None:
+            blobs = BlobStore(root / "blobs")
+        else:
+            replica = object_store.open(root / "blobs")
+            blobs = replica.store
+            replication = Replication(replica, durability=object_store.durability)
+    except BaseException:
+        store.close()
+        raise
     providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
     providers.update(extra_providers or {})
     context = context_factory(blobs)
     return RuntimeService(
-        open_store(store_url, root),
+        store,
         blobs,
         BackendManager(providers),
         context,
@@ -84,6 +106,18 @@ def open_runtime_service(
         lease_ttl_ms=lease_ttl_ms,
         replication=replication,
     )
+
+
+def _open_store(store_url: str | None, root: Path) -> CheckpointStore:
+    """The checkpoint store; ConfigurationError naming `store_url` when it cannot be opened
+    (a full disk stays StorageFull: no setting is wrong)."""
+    try:
+        return open_store(store_url, root)
+    except StorageFull:
+        raise
+    except (StoreError, ValueError) as error:
+        setting = "store_url (DITTO_STORE_URL)" if store_url else f"data_dir {str(root)!r}"
+        raise ConfigurationError(f"{setting}: {error}") from None
 
 
 class DataDirError(Exception):

@@ -121,6 +121,16 @@ class StoreUnavailable(DittoError):
     http_status = 503
 
 
+class ConfigurationError(DittoError):
+    """A setting of the deployment is wrong (the message names it and what is wrong with
+    it). Under a server, found at start: the server runs on without ditto-jupyter, every
+    route of the extension answers this, and jupyter-server's idle culler is off, until the
+    setting is fixed and the server restarted."""
+
+    code = "ConfigurationError"
+    http_status = 503
+
+
 ERROR_TYPES: tuple[type[DittoError], ...] = (
     InvalidRequest,
     RuntimeNotFound,
@@ -136,6 +146,7 @@ ERROR_TYPES: tuple[type[DittoError], ...] = (
     RateLimited,
     StorageFull,
     StoreUnavailable,
+    ConfigurationError,
 )
 
 

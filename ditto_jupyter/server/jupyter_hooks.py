@@ -135,6 +135,12 @@ class JupyterHooks:
         if self.culling.active:
             self._patch(self.kernel_manager, "cull_kernel_if_idle", self._policy_cull)
 
+    def install_culling_only(self) -> None:
+        """Install the culling policy's patch alone: the server runs without the extension
+        (a setting is wrong), and the culler must still leave the kernels its rules spare."""
+        if not self._patches:
+            self._patch(self.kernel_manager, "cull_kernel_if_idle", self._policy_cull)
+
     def uninstall(self) -> None:
         """Remove every patch, newest first (one another library wrapped since is left, and
         logged: removing ours would remove theirs)."""

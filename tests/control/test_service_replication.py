@@ -25,7 +25,7 @@ import pytest
 
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.core.blobs.errors import NotReplicated, ObjectStoreUnavailable
+from ditto_jupyter.core.blobs.errors import NotReplicated, ObjectMissing, ObjectStoreUnavailable
 from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT
 from ditto_jupyter.core.blobs.replica import BucketReplica, manifest_key
 from ditto_jupyter.core.blobs.replica_ledger import ObjectKind
@@ -266,13 +266,13 @@ def test_a_chunk_failing_its_check_in_a_resume_elsewhere_records_nothing_of_the_
     assert ctx(b).namespace(rid)["x"] == 41
 
 
-def test_a_resume_elsewhere_whose_variables_were_never_replicated_records_nothing(
+def test_a_resume_elsewhere_whose_variables_went_from_the_bucket_records_nothing(
     deployment: Deployment,
 ) -> None:
     rid, variables, b, replica = paused_elsewhere(deployment)
     document = replica.bucket.get(manifest_key(variables))
-    replica.bucket.delete(manifest_key(variables))
-    with pytest.raises(NotReplicated, match="not replicated it"):
+    replica.bucket.delete(manifest_key(variables))  # a pause is replicated: it was there
+    with pytest.raises(ObjectMissing, match="is missing from the object store"):
         run(b.resume(rid))
     assert run(b.get_runtime(rid)).status is SessionLifecycleStatus.PAUSED
     assert not b.blobs.has_manifest(variables)
