@@ -318,7 +318,7 @@ class DittoJupyterApp(BlobStoreTraits, ExtensionApp):
             self.serverapp.kernel_manager,
             self.serverapp.kernel_spec_manager,
         )
-        hooks.culling.spare(f"ditto_jupyter is off: {line}", lambda kernel_id: True)
+        hooks.culling.spare("ditto_jupyter is off (a setting is wrong)", lambda kernel_id: True)
         hooks.install_culling_only()
         self.hooks = hooks
 

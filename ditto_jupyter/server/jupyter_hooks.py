@@ -278,7 +278,11 @@ class JupyterHooks:
 
         @functools.wraps(original)
         async def cull_kernel_if_idle(kernel_id: str) -> None:
-            if policy.reason_to_spare(kernel_id) is not None:
+            why = policy.reason_to_spare(kernel_id)
+            if why is not None:
+                log.debug(
+                    "ditto_jupyter: the idle culler leaves kernel %s alone: %s", kernel_id, why
+                )
                 return
             await ensure_async(original(kernel_id))
 
