@@ -79,7 +79,8 @@ class UnsupportedBackend(DittoError):
 
 
 class BackendError(DittoError):
-    """The provider (E2B, the local workspace, a kernel) failed; the message carries why."""
+    """The provider (E2B, the local workspace, a kernel) failed, or the object store holds
+    what cannot be used (a damaged, foreign or missing object); the message carries why."""
 
     code = "BackendError"
     http_status = 502

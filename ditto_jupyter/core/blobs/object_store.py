@@ -37,12 +37,12 @@ if TYPE_CHECKING:
 #: Attempts a request gets in all (botocore's standard retry mode: throttling, 5xx, resets,
 #: timeouts), and the seconds each waits to connect and for the next bytes of an answer. An
 #: object store that accepts connections and never answers fails a request after about
-#: 2 x 4 s (plus under a second of back-off between the two), so a pause or a resume it
+#: 2 x 3 s (plus under a second of back-off between the two), so a pause or a resume it
 #: hangs answers 503 within about 10 s. A transfer that makes progress is never cut: the
 #: read timeout is the longest silence between two reads of the socket, not a total.
 MAX_ATTEMPTS = 2
 CONNECT_TIMEOUT_S = 3.0
-READ_TIMEOUT_S = 4.0
+READ_TIMEOUT_S = 3.0
 #: Concurrent connections kept to the endpoint (one per upload or fetch thread).
 MAX_CONNECTIONS = 16
 #: Error codes that mean the credentials were refused (not a missing bucket or key).
