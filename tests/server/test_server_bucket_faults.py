@@ -79,9 +79,7 @@ def paused_notebook(server: LiveServer) -> str:
     """A notebook whose kernel holds `table` and `note`, paused; its runtime id."""
     notebook = server.open_notebook("analysis.ipynb")
     rid, kernel = notebook["id"], notebook["kernel"]["id"]
-    server.execute(
-        kernel, "import numpy as np\ntable = np.arange(2_000_000.0)\nnote = 'kept safe'"
-    )
+    server.execute(kernel, "import numpy as np\ntable = np.arange(2_000_000.0)\nnote = 'kept safe'")
     status, paused = server.api("POST", "pause", {"runtime_id": rid})
     assert status == 200, paused
     return str(rid)
