@@ -189,17 +189,21 @@ def test_a_pause_the_object_store_refuses_leaves_the_runtime_running(
 
 
 def test_a_checkpoint_still_local_on_its_server_is_not_checked_out_elsewhere(
-    deployment: Deployment,
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a = deployment.server("a")
     runtime = run(a.create_runtime("nb.ipynb", "ana"))
     run(fill(a, runtime.runtime_id))
-    with deployment.gateway.stopped():
+    replica = a.replication.replica
+    assert replica is not None
+    with monkeypatch.context() as held:  # queued, and not uploaded until the test says so
+        held.setattr(a.replication, "upload_soon", replica.ledger.enqueue)
         taken = run(a.checkpoint(runtime.runtime_id))
-        b = deployment.server("b")
+    b = deployment.server("b")
     with pytest.raises(NotReplicated, match="not replicated it"):
         run(b.checkout(taken.checkpoint_id))
     assert [s.session_id for s in b.sessions()] == [runtime.runtime_id]  # nothing was made
+    a.replication.start()  # takes the queue up, as after a restart
     assert a.replication.drain(timeout=60)
     child = run(b.checkout(taken.checkpoint_id))
     assert ctx(b).namespace(child.runtime.runtime_id)["x"] == 41
