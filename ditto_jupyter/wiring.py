@@ -6,6 +6,11 @@ session context is captured (`context_factory`): the server and the magics pass 
 capture (`ditto_jupyter.hosts.kernel_context_driver`, beside this module in the same
 layer), the tests a test double.
 `check_data_dir` opens the same parts for `ditto doctor`, without a service or a context.
+
+A setting that is wrong (the data directory, the store URL, the object store's URL,
+endpoint, secret file or durability) is one `ConfigurationError` naming the setting and
+what is wrong with it, found before anything is opened where it can be; the password of a
+store URL is never in it.
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from ditto_jupyter.control.doctor import (
 from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import CheckpointStore, StoreError, open_store
+from ditto_jupyter.control.store.opening import check_store_url
 from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
 from ditto_jupyter.core.environment import default_data_dir
+from ditto_jupyter.core.errors import ConfigurationError, StorageFull
 from ditto_jupyter.core.models import LeaseHolder
 from ditto_jupyter.core.private import private_dir
 
@@ -61,31 +68,41 @@ def open_runtime_service(
     replicated there (`control.replication`). A deployment's own store (`store_factory`,
     instead of the one `store_url` names) and backend provider (`provider_factory`, added
     under its kind) come from the server's `Type` traits (`server.swappable_parts`).
-    ValueError when `default_backend` names no backend kind there is."""
+    A wrong setting is a ConfigurationError naming it (see the module)."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    private_dir(root)
-    replication = Replication()
-    if object_store is None:
-        blobs = BlobStore(root / "blobs")
-    else:
-        replica = object_store.open(root / "blobs")
-        blobs = replica.store
-        replication = Replication(replica, durability=object_store.durability)
-    providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
-    providers.update(extra_providers or {})
-    if provider_factory is not None:
-        own = provider_factory(root, blobs)
-        providers[own.kind] = own
-    if default_backend not in providers:
-        raise ValueError(
-            f"default_backend {default_backend!r} is not a backend kind of this server "
-            f"({', '.join(sorted(providers))})"
-        )
-    context = context_factory(blobs)
-    if store_factory is not None:
-        store = store_factory(store_url, root)
-    else:
-        store = open_store(store_url, root)
+    try:
+        private_dir(root)
+    except OSError as error:
+        raise ConfigurationError(
+            f"data_dir (DITTO_DATA_DIR) {str(root)!r} cannot be made or used: "
+            f"{error.strerror or error}"
+        ) from None
+    check_store_url(store_url)
+    if object_store is not None:
+        object_store.check()
+    store = store_factory(store_url, root) if store_factory else _open_store(store_url, root)
+    try:
+        replication = Replication()
+        if object_store is None:
+            blobs = BlobStore(root / "blobs")
+        else:
+            replica = object_store.open(root / "blobs")
+            blobs = replica.store
+            replication = Replication(replica, durability=object_store.durability)
+        providers: dict[str, BackendProvider] = {"local": LocalProvider(root / "workspaces", blobs)}
+        providers.update(extra_providers or {})
+        if provider_factory is not None:
+            own = provider_factory(root, blobs)
+            providers[own.kind] = own
+        if default_backend not in providers:
+            raise ConfigurationError(
+                f"default_backend {default_backend!r} is not a backend kind of this server "
+                f"({', '.join(sorted(providers))})"
+            )
+        context = context_factory(blobs)
+    except BaseException:
+        store.close()
+        raise
     return RuntimeService(
         store,
         blobs,
@@ -96,6 +113,18 @@ def open_runtime_service(
         lease_ttl_ms=lease_ttl_ms,
         replication=replication,
     )
+
+
+def _open_store(store_url: str | None, root: Path) -> CheckpointStore:
+    """The checkpoint store; ConfigurationError naming `store_url` when it cannot be opened
+    (a full disk stays StorageFull: no setting is wrong)."""
+    try:
+        return open_store(store_url, root)
+    except StorageFull:
+        raise
+    except (StoreError, ValueError) as error:
+        setting = "store_url (DITTO_STORE_URL)" if store_url else f"data_dir {str(root)!r}"
+        raise ConfigurationError(f"{setting}: {error}") from None
 
 
 class DataDirError(Exception):

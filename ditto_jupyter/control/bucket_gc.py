@@ -26,6 +26,15 @@ did not see has its closure kept too. A root whose manifest is neither on this s
 in the bucket (a checkpoint another server has not uploaded yet) has a closure nobody can
 read here: then nothing is deleted, and the next collection tries again. Manifests go
 before chunks, so a manifest in the bucket still vouches for its whole closure.
+
+A collector deletes only what it can prove is its deployment's:
+
+- it collects only a prefix its deployment owns (`prefix_owner`: checked before the
+  listing; another deployment's prefix is `PrefixOwnedElsewhere`, and nothing is deleted);
+- an unreferenced manifest is deleted only when it verifies with this deployment's signing
+  secret. One that does not (signed with another key, damaged, swapped under another id)
+  is never garbage here: it is kept, and so is everything its body lists (read without
+  trusting it: it can only keep more).
 """
 
 from __future__ import annotations
@@ -42,8 +51,9 @@ from typing import Any
 from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
-from ditto_jupyter.core.blobs.errors import ObjectStoreUnavailable
+from ditto_jupyter.core.blobs.errors import ManifestSignatureError, ObjectStoreUnavailable
 from ditto_jupyter.core.blobs.replica import BucketReplica, manifest_key
+from ditto_jupyter.core.blobs.store import parsed_document
 from ditto_jupyter.core.models import Lease
 
 #: Lease kinds: an upload or fetch in flight, the collector, a deletion phase.
@@ -65,14 +75,17 @@ class BucketGcReport:
     """What one collection of the shared bucket did.
 
     `collected`: this server held the collector's lease; `deleted_*`: objects deleted;
-    `kept_young`: unreferenced objects kept for the grace period; `reason`: why some
-    garbage, or all, was left (another collector, uploads in flight, an unreadable root).
+    `kept_young`: unreferenced objects kept for the grace period; `kept_foreign`:
+    unreferenced manifests kept because they do not verify with this deployment's secret;
+    `reason`: why some garbage, or all, was left (another collector, uploads in flight, an
+    unreadable root).
     """
 
     collected: bool
     deleted_chunks: int = 0
     deleted_manifests: int = 0
     kept_young: int = 0
+    kept_foreign: int = 0
     reason: str | None = None
 
 
@@ -102,6 +115,9 @@ class BucketCoordination:
         self.bucket_key = str(replica.location)
         self.intent_wait_s = intent_wait_s
         self._collecting = threading.Lock()  # one collection of this server at a time
+        #: Manifests of the bucket that do not verify here, each with what its body lists
+        #: (content-addressed, so what was read once stays true).
+        self._foreign: dict[str, tuple[list[str], list[str]]] = {}
 
     # ---- write intents -----------------------------------------------------------------
 
@@ -170,6 +186,7 @@ class BucketCoordination:
                 collected=False, reason=f"this server collects {self.bucket_key} now"
             )
         try:
+            self.replica.owner.ensure()  # another deployment's prefix: nothing to collect
             lease = self._take_collector()
             if lease.holder.owner_id != owner:
                 return BucketGcReport(
@@ -221,6 +238,7 @@ class BucketCoordination:
                 report.kept_young += 1
             else:
                 garbage.append(name)
+        garbage = self._only_provably_ours(garbage, report)
         for start in range(0, len(garbage), DELETE_BATCH):
             if not self._begin_phase():
                 report.reason = (
@@ -253,6 +271,62 @@ class BucketCoordination:
                 self.bucket_key,
             )
         return report
+
+    def _only_provably_ours(self, garbage: list[str], report: BucketGcReport) -> list[str]:
+        """`garbage` less every manifest that does not verify with this deployment's secret
+        and everything such a manifest lists, its children's lists too (the manifests so
+        kept are counted in `report.kept_foreign`)."""
+        candidates = [n.partition("/")[2] for n in garbage if n.startswith("manifests/")]
+        foreign = [m for m in candidates if not self._verifies(m)]
+        if not foreign:
+            return garbage
+        kept = _Reach()
+        pending = list(foreign)
+        while pending:
+            manifest_id = pending.pop()
+            if manifest_id in kept.manifests:
+                continue
+            kept.manifests.add(manifest_id)
+            chunks, children = self._listing(manifest_id)
+            kept.chunks.update(chunks)
+            pending.extend(children)
+        report.kept_foreign = len(foreign)
+        _log.warning(
+            "ditto: %d manifest(s) in %s (such as %s) do not verify with this deployment's "
+            "signing secret: they, and what they list, are never collected by it",
+            len(foreign),
+            self.bucket_key,
+            sorted(foreign)[0],
+        )
+        return [name for name in garbage if not self._reached(name, kept)]
+
+    def _verifies(self, manifest_id: str) -> bool:
+        """Whether the bucket's manifest verifies with this deployment's secret (True
+        when it is gone: there is nothing left to keep)."""
+        if manifest_id in self._foreign:
+            return False
+        try:
+            document = self.replica.bucket.get(manifest_key(manifest_id))
+        except BlobNotFound:
+            return True
+        try:
+            self.replica.store.verified_body(manifest_id, document)
+        except ManifestSignatureError:
+            self._foreign[manifest_id] = _unverified_listing(document)
+            return False
+        return True
+
+    def _listing(self, manifest_id: str) -> tuple[list[str], list[str]]:
+        """The chunks and manifests a bucket manifest's body lists, read without trusting
+        it (nothing when it is gone or unreadable)."""
+        known = self._foreign.get(manifest_id)
+        if known is not None:
+            return known
+        try:
+            document = self.replica.bucket.get(manifest_key(manifest_id))
+        except BlobNotFound:
+            return [], []
+        return _unverified_listing(document)
 
     @staticmethod
     def _reached(name: str, reach: _Reach) -> bool:
@@ -337,3 +411,18 @@ class BucketCoordination:
         except BlobError as error:  # damaged or unsigned: its closure cannot be read
             _log.warning("ditto: manifest %s cannot be read for collection: %s", manifest_id, error)
             return None
+
+
+def _unverified_listing(document: bytes) -> tuple[list[str], list[str]]:
+    """The chunks and manifests a manifest document's body lists, trusting nothing (what
+    cannot be read lists nothing): only ever used to keep objects, never to delete."""
+    parsed = parsed_document(document)
+    body = parsed.get("body") if isinstance(parsed, dict) else None
+    if not isinstance(body, dict):
+        return [], []
+
+    def names(key: str) -> list[str]:
+        found = body.get(key)
+        return [n for n in found if isinstance(n, str)] if isinstance(found, list) else []
+
+    return names("chunks"), names("manifests")

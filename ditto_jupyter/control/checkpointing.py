@@ -16,6 +16,11 @@ it directly, and a cell run without history (nbval, some clients) leaves the cou
 A pause (`seal`) fences the context before it captures and seals it once the snapshot is
 taken, before the store writes: a cell that ran meanwhile gives the pause up (SessionBusy,
 the snapshot discarded, the kernel left running), and the kernel refuses cells once sealed.
+
+Every checkpoint record is made by `new_checkpoint`, and every one recorded `local` is
+queued for the object store by `replicate_behind` once its record is committed: a capture,
+the files `before-undo` and `before-restore` keep (`files_back`), a lost runtime's. So none
+is recorded without saying where its bytes are, and none stays off the bucket.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from ditto_jupyter.core.models import (
     RuntimeCheckpoint,
     RuntimeCheckpointResult,
     SessionRecord,
+    UnrestorableValue,
     now_ms,
 )
 
@@ -132,6 +138,45 @@ def check_self_capture(blobs: BlobStore, runtime_id: str, capture: ContextCaptur
             f"capture.manifest_id {manifest_id!r} was captured for {whose}, not for "
             f"runtime {runtime_id}"
         )
+
+
+def new_checkpoint(
+    parts: RuntimeParts,
+    session: SessionRecord,
+    *,
+    parent_checkpoint_id: str | None,
+    backend_ref: BackendCheckpointRef | None,
+    context_manifest_id: str | None,
+    unrestorable: list[UnrestorableValue],
+    name: str | None,
+    metadata: dict[str, Any],
+    bytes_written: int = 0,
+    automatic: AutoCheckpointCell | None = None,
+) -> RuntimeCheckpoint:
+    """A new checkpoint's record, not yet written: a fresh id, and where its bytes are
+    (`replication`: `local` with an object store until an upload before its record says
+    otherwise, None without one). Every checkpoint is made here."""
+    return RuntimeCheckpoint(
+        checkpoint_id=new_checkpoint_id(),
+        runtime_id=session.session_id,
+        replication=parts.replication.state_at_commit(uploaded=False),
+        parent_checkpoint_id=parent_checkpoint_id,
+        session=session,
+        backend_ref=backend_ref,
+        context_manifest_id=context_manifest_id,
+        unrestorable=unrestorable,
+        bytes_written=bytes_written,
+        name=name,
+        metadata=metadata,
+        automatic=automatic,
+    )
+
+
+def replicate_behind(parts: RuntimeParts, checkpoint: RuntimeCheckpoint) -> None:
+    """Once a checkpoint's record is committed: queue its blobs for the object store,
+    unless they were uploaded before it (`replicated`; nothing without an object store)."""
+    if checkpoint.replication == "local":
+        parts.replication.upload_soon(checkpoint.checkpoint_id, parts.manifests_of(checkpoint))
 
 
 def snapshot_bytes(ref: BackendCheckpointRef | None) -> int:
@@ -241,8 +286,7 @@ class Checkpointing:
                     parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
                     parts.store.put_session(session)
                 after_commit = parts.store.last_commit_bytes()
-            if not uploaded:
-                parts.replication.upload_soon(checkpoint.checkpoint_id, manifests)
+            replicate_behind(parts, checkpoint)
             # What the parent names was marked when it was recorded (a mark is a hint: an
             # unmarked manifest is checked against the store instead), so a checkpoint
             # that changed nothing makes no transaction of the blob catalogue here.
@@ -312,11 +356,10 @@ class Checkpointing:
         session = session.model_copy(
             update={"handle_state": handle_state, "updated_at_ms": now_ms()}
         )
-        checkpoint = RuntimeCheckpoint(
-            checkpoint_id=new_checkpoint_id(),
-            runtime_id=session.session_id,
+        checkpoint = new_checkpoint(
+            parts,
+            session,
             parent_checkpoint_id=parts.store.get_head(session.session_id),
-            session=session,
             backend_ref=ref,
             context_manifest_id=capture.manifest_id,
             unrestorable=capture.unrestorable,

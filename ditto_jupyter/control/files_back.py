@@ -8,7 +8,8 @@ even that fail, the snapshot is recorded as a checkpoint (`before-undo`, `before
 holding the head's variables and the files as they were, so no file is lost, and the error
 says so. A restore that succeeds keeps that snapshot the same way when it holds files the
 head does not (written since the head, by the kernel or a terminal): the restore replaced
-them, and the checkpoint is where they still are.
+them, and the checkpoint is where they still are. That checkpoint is made and queued for the
+object store as every other is (`checkpointing.new_checkpoint`, `replicate_behind`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from ditto_jupyter.backends.base import InPlaceRestorer
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
-from ditto_jupyter.control.checkpointing import new_checkpoint_id
+from ditto_jupyter.control.checkpointing import new_checkpoint, replicate_behind
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.errors import UnsupportedBackend
 from ditto_jupyter.core.models import (
@@ -83,14 +84,17 @@ class FilesBack:
         runtime_id = session.session_id
         unrestorable: list[UnrestorableValue] = []
         try:
-            safety = await self.bring_back(session, backend, head, target)
-            try:
-                if variables is not None:
-                    unrestorable = await variables()
-            except BaseException:
-                await self.put_back(session, backend, head, safety)
-                raise
-            self.keep_replaced(session, head, target, safety)
+            # a write intent from the files' snapshot until what keeps it is recorded: no
+            # collection on another server deletes what the snapshot reuses (`bucket_gc`)
+            async with self.parts.replication.writing():
+                safety = await self.bring_back(session, backend, head, target)
+                try:
+                    if variables is not None:
+                        unrestorable = await variables()
+                except BaseException:
+                    await self.put_back(session, backend, head, safety)
+                    raise
+                self.keep_replaced(session, head, target, safety)
         finally:
             self.parts.guard.let_go(runtime_id)
         self.parts.store.set_head(runtime_id, target.checkpoint_id)
@@ -176,11 +180,10 @@ class FilesBack:
                 safety.provider_snapshot_id,
             )
             return None
-        kept = RuntimeCheckpoint(
-            checkpoint_id=new_checkpoint_id(),
-            runtime_id=runtime_id,
+        kept = new_checkpoint(
+            self.parts,
+            session.model_copy(update={"updated_at_ms": now_ms()}),
             parent_checkpoint_id=head.checkpoint_id,
-            session=session.model_copy(update={"updated_at_ms": now_ms()}),
             backend_ref=safety,
             context_manifest_id=head.context_manifest_id,
             unrestorable=head.unrestorable,
@@ -188,6 +191,7 @@ class FilesBack:
             metadata={"variables_from": head.checkpoint_id},
         )
         self.parts.store.put_checkpoint(kept)
+        replicate_behind(self.parts, kept)
         return kept
 
 

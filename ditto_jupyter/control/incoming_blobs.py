@@ -57,8 +57,9 @@ class IncomingBlobs:
         """The arrival log a kernel's restore reads from (`BlobStore.reading_arrivals`)."""
         return self._arrivals.path if self._arrivals is not None else None
 
-    def start(self, manifests: Sequence[str]) -> None:
-        """Start fetching what this server lacks of `manifests`, on a thread."""
+    def start(self, manifests: Sequence[str], *, replicated: bool = False) -> None:
+        """Start fetching what this server lacks of `manifests`, on a thread (`replicated`:
+        their checkpoint is recorded so, see `BucketReplica.fetch`)."""
         replica = self._replica
         if replica is None or not manifests:
             return
@@ -72,7 +73,9 @@ class IncomingBlobs:
             except BaseException as error:  # the restore waiting on the log learns it now
                 log.failed(error)
                 raise
-            return replica.stage(list(manifests), log=log, cancelled=self._cancelled)
+            return replica.stage(
+                list(manifests), log=log, cancelled=self._cancelled, replicated=replicated
+            )
 
         # on a thread now, not at the loop's next turn: a restore in this process (a test's
         # context) may wait on the log without giving the loop a turn

@@ -37,7 +37,8 @@ from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
 from ditto_jupyter.control.checkpointing import (
     Checkpointing,
     merged_metadata,
-    new_checkpoint_id,
+    new_checkpoint,
+    replicate_behind,
     without_bookkeeping,
 )
 from ditto_jupyter.control.leftovers import backend_resource, kernel_resource
@@ -214,7 +215,9 @@ class Lifecycle:
             if live and caller_runtime_id != source.session_id:
                 await parts.guard.require_idle(source)
             async with (
-                parts.replication.fetching(_variables(checkpoint)) as incoming,
+                parts.replication.fetching(
+                    _variables(checkpoint), replicated=checkpoint.replication == "replicated"
+                ) as incoming,
                 parts.provider_work(child_id) as work,
             ):
                 await parts.make_local(checkpoint, variables=False)  # the files: read first
@@ -274,7 +277,9 @@ class Lifecycle:
             checkpoint = parts.checkpoint(head)
             merged = merged_metadata(session.metadata, metadata)
             async with (
-                parts.replication.fetching(_variables(checkpoint)) as incoming,
+                parts.replication.fetching(
+                    _variables(checkpoint), replicated=checkpoint.replication == "replicated"
+                ) as incoming,
                 parts.provider_work(runtime_id) as work,
             ):
                 await parts.make_local(checkpoint, variables=False)  # the files: read first
@@ -471,7 +476,7 @@ class Lifecycle:
                     parts.store.put_session(session)
                     parts.store.delete_binding(runtime_id)
             if lost is not None:
-                parts.replication.upload_soon(lost.checkpoint_id, parts.manifests_of(lost))
+                replicate_behind(parts, lost)
             if lost is None:  # an empty workspace's snapshot, or the head's own
                 await parts.discard_new_ref(runtime_id, ref)
             if ref is None:  # gone, or not safely in a snapshot: never deleted
@@ -510,6 +515,7 @@ class Lifecycle:
                     parts.store.put_checkpoint(lost)
                     parts.store.set_head(runtime_id, lost.checkpoint_id)
                     parts.store.put_session(live)
+            replicate_behind(parts, lost)
         return lost
 
     async def _snapshot_before_release(self, session: SessionRecord) -> BackendCheckpointRef | None:
@@ -555,12 +561,10 @@ class Lifecycle:
             return None
         if head is None and ref.details.get("entries") == 0:  # nothing to keep
             return None
-        return RuntimeCheckpoint(
-            checkpoint_id=new_checkpoint_id(),
-            runtime_id=session.session_id,
-            replication=self.parts.replication.state_at_commit(uploaded=False),
+        return new_checkpoint(
+            self.parts,
+            session.model_copy(update={"handle_state": {}, "updated_at_ms": now_ms()}),
             parent_checkpoint_id=head_id,
-            session=session.model_copy(update={"handle_state": {}, "updated_at_ms": now_ms()}),
             backend_ref=ref,
             context_manifest_id=head.context_manifest_id if head is not None else None,
             unrestorable=head.unrestorable if head is not None else [],

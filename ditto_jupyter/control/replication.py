@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ditto_jupyter.control.incoming_blobs import IncomingBlobs
 from ditto_jupyter.core.blobs import BlobError, BlobNotFound
+from ditto_jupyter.core.blobs.errors import PrefixOwnedElsewhere
 from ditto_jupyter.core.blobs.replica import BucketReplica, Transfer
 from ditto_jupyter.core.errors import CaptureLost, StoreUnavailable
 from ditto_jupyter.core.models import RuntimeCheckpoint
@@ -155,23 +156,24 @@ class Replication:
         """The object store, for messages."""
         return str(self.replica.location) if self.replica is not None else "nowhere"
 
-    def check_soon(self) -> None:
-        """Ask the object store for the bucket on a thread of its own; a failure is logged
-        (one line naming what failed), the server runs on: checkpoints stay local until it
-        answers, and a pause or a resume that needs it says why it cannot."""
+    def check_at_start(self) -> None:
+        """At a server's start: claim the object store's prefix for this deployment, or
+        check that it owns it (`prefix_owner`). PrefixOwnedElsewhere when another
+        deployment owns it: the server must not serve it. An object store that cannot
+        answer is logged (one line naming what failed) and the server runs on: checkpoints
+        stay local until it answers, the prefix is checked again before the first upload,
+        fetch or collection, and a pause or a resume that needs it says why it cannot."""
         replica = self.replica
         if replica is None:
             return
-
-        def check() -> None:
-            try:
-                replica.bucket.check()
-            except BlobError as error:
-                _log.error("ditto: the blob store's object store is not usable: %s", error)
-            else:
-                _log.info("ditto: blobs are replicated to %s", replica.location)
-
-        threading.Thread(target=check, name="ditto-replica-check", daemon=True).start()
+        try:
+            replica.owner.ensure()
+        except PrefixOwnedElsewhere:
+            raise
+        except BlobError as error:
+            _log.error("ditto: the blob store's object store is not usable: %s", error)
+        else:
+            _log.info("ditto: blobs are replicated to %s", replica.location)
 
     # ---- checkpoints ------------------------------------------------------------------
 
@@ -219,9 +221,11 @@ class Replication:
             _log.warning("ditto: could not read the replica ledger: %s", error)
             return checkpoint.replication or "local"
 
-    async def make_local(self, manifests: Sequence[str]) -> Transfer:
-        """Fetch what this server lacks of these manifests (NotReplicated when the bucket
-        has not got one, ObjectStoreUnavailable when it refuses)."""
+    async def make_local(self, manifests: Sequence[str], *, replicated: bool = False) -> Transfer:
+        """Fetch what this server lacks of these manifests (`replicated`: their checkpoint
+        is recorded so). The errors are `BucketReplica.fetch`'s: NotReplicated when the
+        bucket has not got one yet, ObjectMissing when it lost one, ManifestRefused,
+        ObjectStoreUnavailable when it refuses."""
         replica = self.replica
         if replica is None or not manifests:
             return Transfer()
@@ -229,7 +233,7 @@ class Replication:
         def fetch() -> Transfer:
             started = time.perf_counter()
             with self.intent():
-                moved = replica.fetch(list(manifests))
+                moved = replica.fetch(list(manifests), replicated=replicated)
             if moved.chunks or moved.manifests:
                 _log.info(
                     "ditto: fetched %d chunks (%d bytes) and %d manifests from %s in %.3f s",
@@ -244,14 +248,17 @@ class Replication:
         return await asyncio.to_thread(fetch)
 
     @contextlib.asynccontextmanager
-    async def fetching(self, manifests: Sequence[str]) -> AsyncIterator[IncomingBlobs]:
+    async def fetching(
+        self, manifests: Sequence[str], *, replicated: bool = False
+    ) -> AsyncIterator[IncomingBlobs]:
         """Fetch what this server lacks of these manifests while the block runs; a restore
         given the `log` of what this yields reads each blob as it lands. The fetch is
         recorded at `commit` (or at the end of the block). When the block fails, the fetch
         is given up and nothing of it is recorded; when the fetch failed of itself, its own
-        error (NotReplicated, ObjectStoreUnavailable...) is raised rather than the block's."""
+        error (NotReplicated, ObjectStoreUnavailable...) is raised rather than the block's.
+        `replicated` is `make_local`'s."""
         incoming = IncomingBlobs(self.replica, self.intent)
-        incoming.start(manifests)
+        incoming.start(manifests, replicated=replicated)
         try:
             yield incoming
         except Exception as error:

@@ -106,7 +106,9 @@ class RuntimeParts:
         manifests = self.manifests_of(checkpoint)
         if not variables:
             manifests = [m for m in manifests if m != checkpoint.context_manifest_id]
-        await self.replication.make_local(manifests)
+        await self.replication.make_local(
+            manifests, replicated=checkpoint.replication == "replicated"
+        )
 
     # ---- cleanups that may fail (logged, and what they leave recorded) ------------------
 

@@ -79,7 +79,8 @@ class UnsupportedBackend(DittoError):
 
 
 class BackendError(DittoError):
-    """The provider (E2B, the local workspace, a kernel) failed; the message carries why."""
+    """The provider (E2B, the local workspace, a kernel) failed, or the object store holds
+    what cannot be used (a damaged, foreign or missing object); the message carries why."""
 
     code = "BackendError"
     http_status = 502
@@ -121,6 +122,16 @@ class StoreUnavailable(DittoError):
     http_status = 503
 
 
+class ConfigurationError(DittoError):
+    """A setting of the deployment is wrong (the message names it and what is wrong with
+    it). Under a server, found at start: the server runs on without ditto-jupyter, every
+    route of the extension answers this, and jupyter-server's idle culler is off, until the
+    setting is fixed and the server restarted."""
+
+    code = "ConfigurationError"
+    http_status = 503
+
+
 ERROR_TYPES: tuple[type[DittoError], ...] = (
     InvalidRequest,
     RuntimeNotFound,
@@ -136,6 +147,7 @@ ERROR_TYPES: tuple[type[DittoError], ...] = (
     RateLimited,
     StorageFull,
     StoreUnavailable,
+    ConfigurationError,
 )
 
 

@@ -24,6 +24,18 @@ The server holds a lease on every live runtime it runs (`lease_ttl`, renewed by 
 watcher), so a second server on the same data directory never touches them; the kernel
 watcher (`kernel_watcher`) is the one part that records a runtime's kernel dead,
 restarted, or its server gone.
+
+A setting that is wrong (a malformed `blob_store_url`, a missing or short
+`blob_secret_file`, a `store_url` that is not one or whose database refuses, an object
+store prefix another deployment owns) is found as the extension starts. The server then
+starts without it: one line naming the setting goes to the log at ERROR, every route of
+the extension answers 503 `ConfigurationError` with that line, and jupyter-server's idle
+culler leaves every kernel alone (nothing pauses them), until the setting is fixed and the
+server restarted. Why not refuse to start: jupyter-server has no way for an extension to
+stop the server (a failing extension is logged and left out, which is how every route
+came to answer 404 and the culler to kill kernels), and the users' notebooks, files and
+running kernels stay in reach meanwhile; the answer of every ditto call says what is wrong
+where they see it (the panel, the magics, the `ditto` command).
 """
 
 from __future__ import annotations
@@ -50,9 +62,10 @@ from ditto_jupyter.core.environment import (
     runtime_identity_env,
     server_env,
 )
+from ditto_jupyter.core.errors import ConfigurationError
 from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
 from ditto_jupyter.server.events import RuntimeEvents
-from ditto_jupyter.server.handlers import route_table
+from ditto_jupyter.server.handlers import CONFIGURATION_ERROR, route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
 from ditto_jupyter.server.jupyter_hooks import JupyterHooks, SessionEvents
 from ditto_jupyter.server.kernel_pool import KernelPool
@@ -160,6 +173,8 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
     kernel_pool: KernelPool | None = None
     hooks: JupyterHooks | None = None
     watcher: KernelWatcher | None = None
+    #: Why the extension did not start (a setting that is wrong), or None: it runs.
+    configuration_error: str | None = None
     _log_parent: logging.Logger | None = None
 
     @staticmethod
@@ -216,18 +231,11 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
                 data_dir=Path(self.data_dir),
                 kernel_names=(serverapp.kernel_manager.default_kernel_name,),
             )
-        service = open_runtime_service(
-            self.data_dir,
-            store_url=self.store_url,
-            context_factory=self._context_factory(host, pool),
-            extra_providers=self._providers(),
-            default_backend=self.default_backend,
-            lease_holder=this_process(url=serverapp.connection_url),
-            lease_ttl_ms=round(self.lease_ttl * 1000),
-            object_store=self.object_store(),
-            store_factory=self.store_factory(),
-            provider_factory=self.provider_factory(),
-        )
+        try:
+            service = self._open_service(host, pool)
+        except Exception as error:  # a wrong setting: the server runs on without ditto
+            self._run_without_ditto(error)
+            return
         assert serverapp.event_logger is not None
         events = RuntimeEvents(serverapp.event_logger)
         sessions = RuntimeSessions(
@@ -276,8 +284,54 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
         if self.idle_pauser is not None:
             self.idle_pauser.start()
         self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
-        if service.replication.enabled:
-            service.replication.check_soon()
+
+    def _open_service(self, host: ServerKernelHost, pool: KernelPool | None) -> RuntimeService:
+        """The RuntimeService the settings name, its object store prefix checked to be this
+        deployment's; ConfigurationError naming a setting that is wrong."""
+        assert self.serverapp is not None
+        service = open_runtime_service(
+            self.data_dir,
+            store_url=self.store_url,
+            context_factory=self._context_factory(host, pool),
+            extra_providers=self._providers(),
+            default_backend=self.default_backend,
+            lease_holder=this_process(url=self.serverapp.connection_url),
+            lease_ttl_ms=round(self.lease_ttl * 1000),
+            object_store=self.object_store(),
+            store_factory=self.store_factory(),
+            provider_factory=self.provider_factory(),
+        )
+        try:
+            service.replication.check_at_start()
+        except BaseException:
+            service.close_store()
+            raise
+        return service
+
+    def _run_without_ditto(self, error: Exception) -> None:
+        """Start the server without the extension (see the module): the line, 503 on
+        every route, and no culling."""
+        assert self.serverapp is not None
+        if isinstance(error, ConfigurationError):
+            line = str(error)
+        else:  # not a setting we know: still one line, saying what failed
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            line = f"the extension could not start: {type(error).__name__}: {first}".rstrip(": ")
+        self.configuration_error = line
+        self.settings[CONFIGURATION_ERROR] = line
+        self.log.error(
+            "ditto_jupyter is off: %s. Every ditto route answers 503 and the idle culler "
+            "stops no kernel until this is fixed and the server restarted",
+            line,
+        )
+        hooks = JupyterHooks(
+            self.serverapp.session_manager,
+            self.serverapp.kernel_manager,
+            self.serverapp.kernel_spec_manager,
+        )
+        hooks.culling.spare("ditto_jupyter is off (a setting is wrong)", lambda kernel_id: True)
+        hooks.install_culling_only()
+        self.hooks = hooks
 
     def _session_events(self, sessions: RuntimeSessions, tokens: RuntimeTokens) -> SessionEvents:
         """What the session hooks do: the kernel's variables, and keeping runtimes in step."""

@@ -22,6 +22,7 @@ from ditto_jupyter.core.environment import (
     BLOB_STORE_URL_ENV,
     CHECKPOINT_DURABILITY_ENV,
 )
+from ditto_jupyter.core.errors import ConfigurationError
 
 
 class BlobStoreTraits(HasTraits):
@@ -78,7 +79,15 @@ class BlobStoreTraits(HasTraits):
 
     @default("blob_cache_bytes")
     def _default_blob_cache_bytes(self) -> int:
-        return int(os.environ.get(BLOB_CACHE_BYTES_ENV) or DEFAULT_CACHE_BYTES)
+        given = os.environ.get(BLOB_CACHE_BYTES_ENV) or ""
+        if not given:
+            return DEFAULT_CACHE_BYTES
+        try:
+            return int(given)
+        except ValueError:
+            raise ConfigurationError(
+                f"blob_cache_bytes ({BLOB_CACHE_BYTES_ENV}) {given!r} is not a number of bytes"
+            ) from None
 
     @default("checkpoint_durability")
     def _default_checkpoint_durability(self) -> str:

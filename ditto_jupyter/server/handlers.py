@@ -8,7 +8,9 @@ Every handler is `@tornado.web.authenticated` and `@authorized` with the auth re
 `InvalidRequest` naming the problem, before any service code runs; so is a body over
 `MAX_BODY_BYTES` or a field over a limit of `core.limits` (the message names the limit).
 Every error answer is `{"error": code, "message": one sentence}`; only a bug inside the
-service answers 500.
+service answers 500. When the extension could not start (a setting is wrong), every route
+answers 503 `ConfigurationError` with the line naming the setting, once the request is
+authenticated (`CONFIGURATION_ERROR`, set by the app).
 The OpenAPI document is served from the function the app passes in (this module does not
 build it).
 """
@@ -28,13 +30,15 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from pydantic import BaseModel, ValidationError
 
-from ditto_jupyter.core.errors import DittoError, InvalidRequest
+from ditto_jupyter.core.errors import ConfigurationError, DittoError, InvalidRequest
 from ditto_jupyter.core.limits import MAX_BODY_BYTES
 from ditto_jupyter.server.routes import API_PREFIX, ROUTES, RouteRequest, RouteSpec
 from ditto_jupyter.server.sessions import RuntimeSessions
 from ditto_jupyter.server.user_scope import request_user
 
 AUTH_RESOURCE = "ditto"
+#: The settings key of the line saying why the extension did not start (absent: it did).
+CONFIGURATION_ERROR = "ditto_configuration_error"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -149,6 +153,17 @@ class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):
         text = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
         self.finish(text)
 
+    def refused_for_configuration(self) -> bool:
+        """Answer 503 `ConfigurationError` when the extension did not start (True), with
+        the line naming the setting that is wrong."""
+        problem = self.settings.get(CONFIGURATION_ERROR)
+        if not problem:
+            return False
+        error = ConfigurationError(str(problem))
+        self.set_status(error.http_status)
+        self.finish(json.dumps(error.to_body()))
+        return True
+
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Errors raised outside a route's call (auth, XSRF, routing) in the same body shape."""
         self.set_header("Content-Type", "application/json")
@@ -209,6 +224,8 @@ class RouteHandler(DittoAPIHandler):
 
     async def serve(self, path: dict[str, str]) -> None:
         """Run the route's call and write its result, or its error with the code's status."""
+        if self.refused_for_configuration():
+            return
         spec = self.specs[self.request.method or ""]
         try:
             body = None
@@ -244,6 +261,8 @@ class OpenAPIHandler(DittoAPIHandler):
     @tornado.web.authenticated
     @authorized
     async def get(self) -> None:
+        if self.refused_for_configuration():
+            return
         base_url = self.settings.get("base_url", "/")
         self.write_json(self.document(base_url))
 

@@ -135,6 +135,12 @@ class JupyterHooks:
         if self.culling.active:
             self._patch(self.kernel_manager, "cull_kernel_if_idle", self._policy_cull)
 
+    def install_culling_only(self) -> None:
+        """Install the culling policy's patch alone: the server runs without the extension
+        (a setting is wrong), and the culler must still leave the kernels its rules spare."""
+        if not self._patches:
+            self._patch(self.kernel_manager, "cull_kernel_if_idle", self._policy_cull)
+
     def uninstall(self) -> None:
         """Remove every patch, newest first (one another library wrapped since is left, and
         logged: removing ours would remove theirs)."""
@@ -272,7 +278,11 @@ class JupyterHooks:
 
         @functools.wraps(original)
         async def cull_kernel_if_idle(kernel_id: str) -> None:
-            if policy.reason_to_spare(kernel_id) is not None:
+            why = policy.reason_to_spare(kernel_id)
+            if why is not None:
+                log.debug(
+                    "ditto_jupyter: the idle culler leaves kernel %s alone: %s", kernel_id, why
+                )
                 return
             await ensure_async(original(kernel_id))
 

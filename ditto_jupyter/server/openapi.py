@@ -20,9 +20,12 @@ from ditto_jupyter.server.routes import PATH_PARAMETERS, ROUTES, RouteSpec
 
 _REF = "#/components/schemas/{model}"
 
-#: Statuses every route may answer besides its own: auth refused, a server bug.
+#: Statuses every route may answer besides its own: auth refused, the extension off for a
+#: setting that is wrong, a server bug.
 _COMMON_ERRORS = {
     "403": "Not authenticated (no or wrong token), not authorized, or missing XSRF token.",
+    "503": "ConfigurationError: a setting is wrong, and the extension is off until it is "
+    "fixed and the server restarted; the message names the setting.",
     "500": "Unexpected server error (a bug; never caused by bad input).",
 }
 #: What an error status means, by the error types that answer it.
@@ -35,8 +38,11 @@ _ERROR_TEXT = {
     "capture names bytes collected meanwhile: the kernel captures again).",
     "422": "UnsupportedBackend: the checkpoint's backend cannot do what was asked.",
     "429": "RateLimited: the provider refused for rate or concurrency limits.",
-    "502": "BackendError: the provider or the kernel failed.",
-    "503": "StoreUnavailable: the checkpoint store or blob store could not be read or written.",
+    "502": "BackendError: the provider, the kernel or the object store failed (a damaged, "
+    "foreign or missing object of the bucket is named in the message).",
+    "503": "StoreUnavailable: the checkpoint store or blob store could not be read or "
+    "written; or ConfigurationError: a setting is wrong, and the extension is off until it "
+    "is fixed and the server restarted.",
     "507": "StorageFull: the disk holding the data directory is full; nothing was saved.",
 }
 
@@ -80,8 +86,8 @@ def _responses(spec: RouteSpec[Any]) -> dict[str, Any]:
     responses: dict[str, Any] = {"200": {"description": "OK", "content": _json(spec.response)}}
     for status in error_statuses(spec):
         responses[status] = {"description": _ERROR_TEXT[status], "content": _json(ErrorBody)}
-    for status, text in _COMMON_ERRORS.items():
-        responses[status] = {"description": text, "content": _json(ErrorBody)}
+    for status, text in _COMMON_ERRORS.items():  # a route's own text says more
+        responses.setdefault(status, {"description": text, "content": _json(ErrorBody)})
     return responses
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
-from ditto_jupyter.core.blobs.errors import NotReplicated, ObjectStoreUnavailable
+from ditto_jupyter.core.blobs.errors import NotReplicated, ObjectMissing, ObjectStoreUnavailable
 from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT
 from ditto_jupyter.core.blobs.replica import BucketReplica, manifest_key
 from ditto_jupyter.core.blobs.replica_ledger import ObjectKind
@@ -189,17 +189,21 @@ def test_a_pause_the_object_store_refuses_leaves_the_runtime_running(
 
 
 def test_a_checkpoint_still_local_on_its_server_is_not_checked_out_elsewhere(
-    deployment: Deployment,
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a = deployment.server("a")
     runtime = run(a.create_runtime("nb.ipynb", "ana"))
     run(fill(a, runtime.runtime_id))
-    with deployment.gateway.stopped():
+    replica = a.replication.replica
+    assert replica is not None
+    with monkeypatch.context() as held:  # queued, and not uploaded until the test says so
+        held.setattr(a.replication, "upload_soon", replica.ledger.enqueue)
         taken = run(a.checkpoint(runtime.runtime_id))
-        b = deployment.server("b")
+    b = deployment.server("b")
     with pytest.raises(NotReplicated, match="not replicated it"):
         run(b.checkout(taken.checkpoint_id))
     assert [s.session_id for s in b.sessions()] == [runtime.runtime_id]  # nothing was made
+    a.replication.start()  # takes the queue up, as after a restart
     assert a.replication.drain(timeout=60)
     child = run(b.checkout(taken.checkpoint_id))
     assert ctx(b).namespace(child.runtime.runtime_id)["x"] == 41
@@ -266,13 +270,13 @@ def test_a_chunk_failing_its_check_in_a_resume_elsewhere_records_nothing_of_the_
     assert ctx(b).namespace(rid)["x"] == 41
 
 
-def test_a_resume_elsewhere_whose_variables_were_never_replicated_records_nothing(
+def test_a_resume_elsewhere_whose_variables_went_from_the_bucket_records_nothing(
     deployment: Deployment,
 ) -> None:
     rid, variables, b, replica = paused_elsewhere(deployment)
     document = replica.bucket.get(manifest_key(variables))
-    replica.bucket.delete(manifest_key(variables))
-    with pytest.raises(NotReplicated, match="not replicated it"):
+    replica.bucket.delete(manifest_key(variables))  # a pause is replicated: it was there
+    with pytest.raises(ObjectMissing, match="is missing from the object store"):
         run(b.resume(rid))
     assert run(b.get_runtime(rid)).status is SessionLifecycleStatus.PAUSED
     assert not b.blobs.has_manifest(variables)

@@ -24,7 +24,11 @@ from ditto_jupyter.core.blobs import (
     ManifestSignatureError,
 )
 from ditto_jupyter.core.blobs.arrivals import ArrivalLog, FetchFailed
-from ditto_jupyter.core.blobs.errors import BlobError, ObjectStoreUnavailable
+from ditto_jupyter.core.blobs.errors import (
+    BlobError,
+    ObjectStoreUnavailable,
+    PrefixOwnedElsewhere,
+)
 from ditto_jupyter.core.blobs.object_store import ObjectStoreLocation
 from ditto_jupyter.core.blobs.replica import BucketReplica, manifest_key
 from ditto_jupyter.core.blobs.replica_ledger import ObjectKind
@@ -219,11 +223,37 @@ def test_a_manifest_not_signed_with_the_shared_secret_is_refused(
     a = replica(tmp_path / "a", s3_bucket, secret)
     manifest_id, _ = state(a.store)
     a.upload([manifest_id])
+    other = BlobStore(tmp_path / "other")  # another key, writing into the prefix
+    body = a.store.get_manifest(manifest_id)
+    for chunk in body["chunks"]:
+        other.put_chunk(a.store.get_chunk(chunk))
+    for child in body["manifests"]:
+        other.put_chunk(a.store.get_chunk(a.store.get_manifest(child)["chunks"][0]))
+        other.put_manifest(a.store.get_manifest(child))
+    signed, _ = other.put_manifest(body)
+    assert signed == manifest_id
+    a.bucket.delete(manifest_key(manifest_id))
+    a.bucket.put_new(manifest_key(manifest_id), other.manifest_document(manifest_id))
+    b = replica(tmp_path / "b", s3_bucket, secret)
+    with pytest.raises(ManifestSignatureError, match="nothing of it was loaded"):
+        b.fetch([manifest_id])
+    assert not b.store.has_manifest(manifest_id)
+    assert b.store.stored_bytes() == 0
+
+
+def test_a_replica_with_another_secret_is_refused_the_prefix(
+    tmp_path: Path, s3_bucket: S3Bucket, secret: bytes
+) -> None:
+    a = replica(tmp_path / "a", s3_bucket, secret)
+    manifest_id, _ = state(a.store)
+    a.upload([manifest_id])
     other = replica(tmp_path / "other", s3_bucket, secrets.token_bytes(32))
-    with pytest.raises(ManifestSignatureError):
-        other.fetch([manifest_id])
+    mine, _ = state(other.store, seed=2)
+    for refused in (lambda: other.fetch([manifest_id]), lambda: other.upload([mine])):
+        with pytest.raises(PrefixOwnedElsewhere, match="belongs to the deployment"):
+            refused()
     assert not other.store.has_manifest(manifest_id)
-    assert other.store.stored_bytes() == 0
+    assert not other.bucket.exists(manifest_key(mine))
 
 
 def test_a_small_chunk_changed_in_the_bucket_is_refused_and_nothing_is_recorded(

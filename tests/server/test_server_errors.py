@@ -19,6 +19,7 @@ import pytest
 from ditto_jupyter.control.store import SqlCheckpointStore
 from ditto_jupyter.core import errors
 from ditto_jupyter.server.app import DittoJupyterApp
+from ditto_jupyter.server.handlers import CONFIGURATION_ERROR
 from tests.fakes.e2b_cloud import ROUTE_CREATE_SNAPSHOT, FakeE2BCloud
 from tests.fakes.e2b_fixtures import fake_e2b  # noqa: F401
 from tests.fakes.lost_capture import RefusesFirstCapture
@@ -270,6 +271,10 @@ async def test_every_error_code_is_reachable(
     await call("POST", "checkpoint", {"runtime_id": rid})
     await call("POST", "close", {"runtime_id": rid})
     await call("POST", "checkpoint", {"runtime_id": rid})
+    with monkeypatch.context() as patch:  # the extension off (tests/server/test_bad_settings)
+        settings = ditto_app.serverapp.web_app.settings
+        patch.setitem(settings, CONFIGURATION_ERROR, "store_url (DITTO_STORE_URL) is wrong")
+        await call("GET", "")
 
     types = error_types()
     assert len(types) >= 10

@@ -18,6 +18,7 @@ from traitlets import TraitError
 
 from ditto_jupyter.backends.local import LocalProvider
 from ditto_jupyter.core.blobs import BlobStore
+from ditto_jupyter.core.errors import ConfigurationError
 from ditto_jupyter.server.app import DittoJupyterApp
 from ditto_jupyter.server.swappable_parts import PartRefused, SwappableParts
 from ditto_jupyter.wiring import open_runtime_service
@@ -100,7 +101,8 @@ def test_a_provider_may_not_take_the_local_kind(tmp_path: Path) -> None:
 
 def test_a_default_backend_no_provider_has_is_refused_at_start(tmp_path: Path) -> None:
     with pytest.raises(
-        ValueError, match=r"default_backend 'docker' is not a backend kind of this server \(local\)"
+        ConfigurationError,
+        match=r"default_backend 'docker' is not a backend kind of this server \(local\)",
     ):
         open_runtime_service(
             tmp_path, context_factory=InMemoryContextCapture, default_backend="docker"

@@ -248,6 +248,20 @@ class CephGateway:
         finally:
             self.start_gateway()
 
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The gateway frozen for the block (SIGSTOP): the kernel still accepts its
+        connections, and nothing answers them, as a hung gateway or a partition does.
+        Thawed (SIGCONT) after the block."""
+        pid = self._pid("client.rgw")
+        if pid is None:
+            raise RuntimeError("radosgw is not running: nothing to freeze")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """Stop the gateway, the OSD and the monitor (by their pids)."""
         for name in ("client.rgw", "osd.0", "mon.a"):

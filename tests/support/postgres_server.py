@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,3 +105,42 @@ def new_database(server_url: str) -> str:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     admin.dispose()
     return f"{server_url}/{name}"
+
+
+def password_login(server_url: str, database: str) -> tuple[str, str]:
+    """A new login role on the server at `server_url` that must give its password over TCP
+    (the server trusts every other login), owning `database`: its name and password. The
+    role's line goes first in the server's pg_hba.conf, which is reloaded."""
+    import secrets
+
+    import sqlalchemy as sa
+
+    role, password = f"pw_{uuid.uuid4().hex[:10]}", secrets.token_hex(12)
+    admin = sa.create_engine(f"{server_url}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'")
+        conn.exec_driver_sql(f'ALTER DATABASE "{database}" OWNER TO "{role}"')
+        hba = Path(str(conn.exec_driver_sql("SHOW hba_file").scalar_one()))
+        rule = f"host all {role} 127.0.0.1/32 scram-sha-256\n"
+        with hba.open("r+", encoding="utf-8") as handle:  # keeps the file's owner
+            rules = handle.read()
+            handle.seek(0)
+            handle.write(rule + rules)
+        conn.exec_driver_sql("SELECT pg_reload_conf()")
+    admin.dispose()
+    host = server_url.split("@", 1)[1]
+    deadline = time.monotonic() + 60
+    while True:  # the reload is asynchronous: wait until a wrong password is refused
+        wrong = sa.create_engine(f"postgresql+psycopg://{role}:wrong@{host}/postgres")
+        try:
+            with wrong.connect():
+                pass
+        except sa.exc.OperationalError as error:
+            if "password authentication failed" in str(error):
+                return role, password
+            raise
+        finally:
+            wrong.dispose()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"PostgreSQL still trusts {role} without its password")
+        time.sleep(0.05)

@@ -13,6 +13,13 @@ manifest whose signature fails. A failing disk is not damage:
   is `ObjectStoreUnavailable`, a `BlobStoreUnavailable` (HTTP 503) whose sentence names
   which of those failed.
 
+What the object store holds can be wrong too, and that is neither: a manifest fetched from
+it that fails its signature or its id (`ManifestRefused`), or an object a replicated
+checkpoint relies on that is gone from it (`ObjectMissing`), are the control plane's
+`BackendError` (HTTP 502: the store upstream answered something unusable), each naming
+the object and where. A prefix of the bucket that another deployment owns is a
+`PrefixOwnedElsewhere`, the control plane's `ConfigurationError` (HTTP 503).
+
 Both are `BlobError`s too, so code that handles blob-store failures keeps handling them,
 and both are `DittoError`s, so every front end shows them as one line.
 """
@@ -23,7 +30,12 @@ import errno
 import sqlite3
 from pathlib import Path
 
-from ditto_jupyter.core.errors import StorageFull, StoreUnavailable
+from ditto_jupyter.core.errors import (
+    BackendError,
+    ConfigurationError,
+    StorageFull,
+    StoreUnavailable,
+)
 
 #: OS error numbers that mean "no room left" (a full disk, or a quota reached).
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -62,6 +74,28 @@ class ObjectStoreUnavailable(BlobStoreUnavailable):
 class NotReplicated(BlobNotFound, StoreUnavailable):
     """A manifest neither here nor in the object store: the server that wrote it has not
     replicated it (yet). HTTP 503: it may be there later."""
+
+
+class ManifestRefused(ManifestSignatureError, BackendError):
+    """A manifest fetched from the object store that fails its signature (damaged, or
+    signed with another deployment's secret) or does not match its id (swapped): refused,
+    nothing of it loaded. HTTP 502."""
+
+
+class ObjectMissing(BlobNotFound, BackendError):
+    """An object the object store held and no longer holds: a manifest of a checkpoint
+    recorded `replicated`, or a chunk a manifest in the bucket lists (a manifest is put
+    only after all it lists). Deleted since, by a collector or by hand. HTTP 502."""
+
+
+class BlobSettingError(BlobError, ConfigurationError):
+    """A setting of the object store is wrong (`blob_store_url`, `blob_store_endpoint`,
+    `blob_secret_file`, `checkpoint_durability`): the message names it and what is wrong."""
+
+
+class PrefixOwnedElsewhere(BlobSettingError):
+    """The bucket prefix belongs to another deployment (`prefix_owner`): this one neither
+    uploads, fetches nor collects there. HTTP 503, with the line naming the setting."""
 
 
 #: The errors of a failing disk under the store (not damage, not bad input): callers that

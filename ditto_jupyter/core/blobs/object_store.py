@@ -24,16 +24,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from ditto_jupyter.core.blobs.errors import BlobError, BlobNotFound, ObjectStoreUnavailable
+from ditto_jupyter.core.blobs.errors import (
+    BlobError,
+    BlobNotFound,
+    BlobSettingError,
+    ObjectStoreUnavailable,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-#: Attempts a request gets (botocore's standard retry mode: throttling, 5xx, resets).
-MAX_ATTEMPTS = 3
-#: Seconds to connect, and to wait for an answer.
-CONNECT_TIMEOUT_S = 5.0
-READ_TIMEOUT_S = 60.0
+#: Attempts a request gets in all (botocore's standard retry mode: throttling, 5xx, resets,
+#: timeouts), and the seconds each waits to connect and for the next bytes of an answer. An
+#: object store that accepts connections and never answers fails a request after about
+#: 2 x 3 s (plus under a second of back-off between the two), so a pause or a resume it
+#: hangs answers 503 within about 10 s. A transfer that makes progress is never cut: the
+#: read timeout is the longest silence between two reads of the socket, not a total.
+MAX_ATTEMPTS = 2
+CONNECT_TIMEOUT_S = 3.0
+READ_TIMEOUT_S = 3.0
 #: Concurrent connections kept to the endpoint (one per upload or fetch thread).
 MAX_CONNECTIONS = 16
 #: Error codes that mean the credentials were refused (not a missing bucket or key).
@@ -68,20 +77,32 @@ class ObjectStoreLocation:
     def parse(
         cls, url: str, *, endpoint_url: str | None = None, region: str | None = None
     ) -> ObjectStoreLocation:
-        """`s3://bucket/optional/prefix`; a BlobError naming what is wrong otherwise."""
+        """`s3://bucket/optional/prefix`; a BlobSettingError naming the setting and what is
+        wrong otherwise."""
         parsed = urlparse(url.strip())
-        if parsed.scheme != "s3" or not parsed.netloc:
-            raise BlobError(f"the blob store URL {url!r} is not of the form s3://bucket/prefix")
+        shown = url
+        if "@" in parsed.netloc:  # never print what may be a key
+            shown = parsed._replace(netloc="***@" + parsed.netloc.rpartition("@")[2]).geturl()
+        setting = f"blob_store_url (DITTO_BLOB_STORE_URL) {shown!r}"
+        if parsed.scheme != "s3":
+            raise BlobSettingError(
+                f"{setting} is not an s3:// URL: it must be of the form s3://bucket/prefix "
+                "(any S3-compatible store; its address goes in blob_store_endpoint)"
+            )
+        if not parsed.netloc:
+            raise BlobSettingError(
+                f"{setting} names no bucket: it must be of the form s3://bucket/prefix"
+            )
         if parsed.query or parsed.fragment or "@" in parsed.netloc:
-            raise BlobError(
-                f"the blob store URL {url!r} must hold only a bucket and a prefix "
-                "(credentials come from the standard AWS chain, the endpoint from its own "
-                "setting)"
+            raise BlobSettingError(
+                f"{setting} must hold only a bucket and a prefix, of the form "
+                "s3://bucket/prefix (credentials come from the standard AWS chain, the "
+                "endpoint from blob_store_endpoint)"
             )
         prefix = parsed.path.strip("/")
         endpoint = (endpoint_url or "").strip() or None
-        if endpoint is not None and urlparse(endpoint).scheme not in ("http", "https"):
-            raise BlobError(f"the object store endpoint {endpoint!r} is not an http(s) URL")
+        if endpoint is not None:
+            _check_endpoint(endpoint)
         return cls(
             bucket=parsed.netloc,
             prefix=f"{prefix}/" if prefix else "",
@@ -115,7 +136,7 @@ class ObjectStore:
         region = location.region or self._session.region_name or "us-east-1"
         config = Config(
             s3={"addressing_style": "path" if location.endpoint_url else "auto"},
-            retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+            retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
             connect_timeout=CONNECT_TIMEOUT_S,
             read_timeout=READ_TIMEOUT_S,
             max_pool_connections=MAX_CONNECTIONS,
@@ -278,6 +299,18 @@ class ObjectStore:
         return ObjectStoreUnavailable(
             f"{doing} in {where} failed: the object store answered {status} {code}"
         )
+
+
+def _check_endpoint(endpoint: str) -> None:
+    """BlobSettingError unless `endpoint` is an http(s) URL with a host and a valid port."""
+    parsed = urlparse(endpoint)
+    setting = f"blob_store_endpoint (DITTO_BLOB_STORE_ENDPOINT) {endpoint!r}"
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise BlobSettingError(f"{setting} is not an http(s) URL such as http://ceph:7480")
+    try:
+        parsed.port  # noqa: B018  # reading it is what checks it
+    except ValueError:
+        raise BlobSettingError(f"{setting} has a port that is not a TCP port number") from None
 
 
 def _status_and_code(error: Exception) -> tuple[int | None, str]:

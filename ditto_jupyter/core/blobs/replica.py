@@ -48,9 +48,17 @@ from typing import TYPE_CHECKING, Any
 
 from ditto_jupyter.core.blobs import codec
 from ditto_jupyter.core.blobs.arrivals import ArrivalLog
-from ditto_jupyter.core.blobs.errors import BlobError, BlobNotFound, NotReplicated
+from ditto_jupyter.core.blobs.errors import (
+    BlobError,
+    BlobNotFound,
+    ManifestRefused,
+    ManifestSignatureError,
+    NotReplicated,
+    ObjectMissing,
+)
 from ditto_jupyter.core.blobs.index import SMALL_OBJECT_LIMIT, key_of
 from ditto_jupyter.core.blobs.object_store import ObjectStore, ObjectStoreLocation
+from ditto_jupyter.core.blobs.prefix_owner import PrefixOwner
 from ditto_jupyter.core.blobs.replica_ledger import ObjectKind, ReplicaLedger
 from ditto_jupyter.core.blobs.replicated_chunks import ReplicatedChunks, chunk_key
 
@@ -96,6 +104,8 @@ class _Closure:
     manifests: list[str] = field(default_factory=list)
     chunks: dict[str, None] = field(default_factory=dict)
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: A fetch's chunks, each with the manifest that lists it (for a missing one's error).
+    listed_by: dict[str, str] = field(default_factory=dict)
 
 
 class BucketReplica:
@@ -109,6 +119,9 @@ class BucketReplica:
         self.storage: ReplicatedChunks = storage
         self.bucket: ObjectStore = storage.bucket
         self.ledger: ReplicaLedger = storage.ledger
+        #: This deployment's claim on the prefix, checked before the first request of an
+        #: upload, a fetch or a collection (`prefix_owner`).
+        self.owner = PrefixOwner(self.bucket, store.key_id())
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="ditto-replica")
 
     @property
@@ -132,6 +145,8 @@ class BucketReplica:
         that the bucket holds (its ledger forgot at a collection): those the bucket has are
         recorded as there; the ones it lacks, returned, have no bytes anywhere."""
         wanted = list(dict.fromkeys(chunks))
+        if wanted:
+            self.owner.ensure()
         found = list(self._pool.map(lambda name: self.bucket.exists(chunk_key(name)), wanted))
         present = [name for name, there in zip(wanted, found, strict=True) if there]
         self.ledger.record(ObjectKind.CHUNK, present)
@@ -150,6 +165,7 @@ class BucketReplica:
         roots = [m for m in roots if m not in self.ledger.known(ObjectKind.MANIFEST, roots)]
         if not roots:
             return moved
+        self.owner.ensure()
         closure = self._local_closure(roots)
         chunks = list(closure.chunks)
         needed = [c for c in chunks if c not in self.ledger.known(ObjectKind.CHUNK, chunks)]
@@ -194,14 +210,17 @@ class BucketReplica:
 
     # ---- fetch ------------------------------------------------------------------------
 
-    def fetch(self, manifest_ids: Iterable[str]) -> Transfer:
+    def fetch(self, manifest_ids: Iterable[str], *, replicated: bool = False) -> Transfer:
         """Make these manifests and everything they list local; what was fetched.
 
-        BlobNotFound names a manifest or chunk the bucket does not have (never
-        replicated from the server that took it); ObjectStoreUnavailable when the
-        bucket refuses. Either way the local store is as it was before.
+        `replicated`: their checkpoint is recorded replicated, so they were in the bucket.
+        NotReplicated names a manifest the bucket does not have yet (never replicated
+        from the server that took it); ObjectMissing one it had and lost since, or a
+        chunk a manifest in the bucket lists that is gone; ManifestRefused a manifest
+        that fails its signature or its id; ObjectStoreUnavailable when the bucket
+        refuses. Whatever failed, the local store is as it was before.
         """
-        staged = self.stage(manifest_ids)
+        staged = self.stage(manifest_ids, replicated=replicated)
         try:
             return staged.commit()
         finally:
@@ -213,17 +232,18 @@ class BucketReplica:
         *,
         log: ArrivalLog | None = None,
         cancelled: threading.Event | None = None,
+        replicated: bool = False,
     ) -> StagedFetch:
         """Fetch these manifests and what they list into a bulk write, not yet recorded;
         `log` is told each manifest and chunk as it lands, then `done` or `failed`. Set
-        `cancelled` to give the fetch up (FetchCancelled). The errors are `fetch`'s; on
-        one, nothing stays staged."""
+        `cancelled` to give the fetch up (FetchCancelled). The errors, and `replicated`,
+        are `fetch`'s; on one, nothing stays staged."""
         moved = Transfer()
         roots = list(dict.fromkeys(manifest_ids))
         staged = StagedFetch(self, _Closure(), [], moved)
         try:
             if roots:
-                staged.closure = self._remote_closure(roots, moved, log)
+                staged.closure = self._remote_closure(roots, moved, log, replicated)
                 chunks = list(staged.closure.chunks)
                 staged.missing = self._without_local_copy(chunks)
                 fetching = set(staged.missing)  # the others are read now: not to be evicted
@@ -232,7 +252,7 @@ class BucketReplica:
                 log.announce(staged.missing)
             if staged.missing or staged.closure.bodies:
                 staged.bulk = self.store.bulk_write(durable=False)
-                self._stage_chunks(staged.bulk, staged.missing, moved, log, cancelled)
+                self._stage_chunks(staged, log, cancelled)
             if cancelled is not None and cancelled.is_set():
                 raise FetchCancelled("the fetch was given up")
             if log is not None:
@@ -245,15 +265,17 @@ class BucketReplica:
         return staged
 
     def _stage_chunks(
-        self,
-        bulk: BulkWrite,
-        names: Sequence[str],
-        moved: Transfer,
-        log: ArrivalLog | None,
-        cancelled: threading.Event | None,
+        self, staged: StagedFetch, log: ArrivalLog | None, cancelled: threading.Event | None
     ) -> None:
-        """Fetch chunks into `bulk` on the pool, telling `log` as each lands. At the first
-        failure `log` is told at once, and the chunks not started yet are not fetched."""
+        """Fetch the chunks `staged` misses into its bulk write on the pool, telling `log`
+        as each lands. At the first failure `log` is told at once, and the chunks not
+        started yet are not fetched. A chunk the bucket lacks is ObjectMissing: the
+        manifest in the bucket that lists it was put after it."""
+        bulk, names, moved = staged.bulk, staged.missing, staged.moved
+        assert bulk is not None
+        listed_by = staged.closure.listed_by
+        if names:
+            self.owner.ensure()
         stop = cancelled or threading.Event()
         failures: list[BaseException] = []
         lock = threading.Lock()
@@ -262,7 +284,10 @@ class BucketReplica:
             if stop.is_set():
                 raise FetchCancelled("the fetch was given up")
             try:
-                stored = self.bucket.get(chunk_key(name))
+                try:
+                    stored = self.bucket.get(chunk_key(name))
+                except BlobNotFound:
+                    raise self._missing_chunk(name, listed_by.get(name)) from None
                 if len(stored) < SMALL_OBJECT_LIMIT:  # kept inline: checked now
                     codec.decode(name, stored)  # refuses what does not match its name
                 file = bulk.put_stored(name, stored)
@@ -282,41 +307,82 @@ class BucketReplica:
         self._run_all(get_chunk, names, lambda done: None)
 
     def _remote_closure(
-        self, roots: Sequence[str], moved: Transfer, log: ArrivalLog | None = None
+        self,
+        roots: Sequence[str],
+        moved: Transfer,
+        log: ArrivalLog | None = None,
+        replicated: bool = False,
     ) -> _Closure:
         """The closure of `roots`: local manifests read here, the others fetched and
-        verified (kept in `bodies`, to record; told to `log`)."""
+        verified (kept in `bodies`, to record; told to `log`). `replicated`: the roots
+        were in the bucket (so were the children of any manifest fetched from it)."""
         closure = _Closure()
         seen: set[str] = set()
 
-        def visit(manifest_id: str) -> None:
+        def visit(manifest_id: str, vouched: bool) -> None:
             if manifest_id in seen:
                 return
             seen.add(manifest_id)
-            if self.store.has_manifest(manifest_id):
-                body = self.store.get_manifest(manifest_id)
-            else:
-                try:
-                    document = self.bucket.get(manifest_key(manifest_id))
-                except BlobNotFound:
-                    raise NotReplicated(
-                        f"manifest {manifest_id} is neither in this server's blob store nor "
-                        f"in the object store {self.location}: the server that wrote it has "
-                        "not replicated it (yet)"
-                    ) from None
-                body = self.store.verified_body(manifest_id, document)
+            fetched = not self.store.has_manifest(manifest_id)
+            if fetched:
+                body = self._fetch_manifest(manifest_id, vouched, log)
                 closure.bodies[manifest_id] = body
                 moved.manifests += 1
-                if log is not None:
-                    log.manifest(manifest_id, document)
+            else:
+                body = self.store.get_manifest(manifest_id)
             for child in dict.fromkeys(body.get("manifests", [])):
-                visit(child)
-            closure.chunks.update(dict.fromkeys(body.get("chunks", [])))
+                visit(child, vouched or fetched)
+            for chunk in body.get("chunks", []):
+                closure.chunks.setdefault(chunk, None)
+                closure.listed_by.setdefault(chunk, manifest_id)
             closure.manifests.append(manifest_id)
 
         for root in roots:
-            visit(root)
+            visit(root, replicated)
         return closure
+
+    def _fetch_manifest(
+        self, manifest_id: str, vouched: bool, log: ArrivalLog | None
+    ) -> dict[str, Any]:
+        """A manifest from the bucket, verified (told to `log`); `vouched`: it was there.
+        NotReplicated, ObjectMissing or ManifestRefused, each naming it, otherwise."""
+        self.owner.ensure()
+        try:
+            document = self.bucket.get(manifest_key(manifest_id))
+        except BlobNotFound:
+            if vouched:
+                raise ObjectMissing(
+                    f"manifest {manifest_id} is missing from the object store "
+                    f"{self.location}: it was there (its checkpoint is recorded replicated, "
+                    "or a manifest in the bucket lists it), so it was deleted since, by a "
+                    "collector or by hand; no server can restore it from the bucket"
+                ) from None
+            raise NotReplicated(
+                f"manifest {manifest_id} is neither in this server's blob store nor "
+                f"in the object store {self.location}: the server that wrote it has "
+                "not replicated it (yet)"
+            ) from None
+        try:
+            body = self.store.verified_body(manifest_id, document)
+        except ManifestSignatureError as error:
+            raise ManifestRefused(
+                f"the object store {self.location} holds a manifest {manifest_id} that this "
+                f"deployment refuses ({error}): it was damaged or replaced there, or signed "
+                "with another deployment's secret; nothing of it was loaded"
+            ) from None
+        if log is not None:
+            log.manifest(manifest_id, document)
+        return body
+
+    def _missing_chunk(self, name: str, manifest_id: str | None) -> ObjectMissing:
+        """The error of a chunk the bucket lacks though a manifest there lists it."""
+        listed = f", which manifest {manifest_id} lists," if manifest_id else ""
+        return ObjectMissing(
+            f"chunk {name}{listed} is missing from the object store {self.location}, and "
+            "this server has no copy: it was deleted from the bucket after it was put there "
+            "(a manifest goes up only after all it lists), by a collector or by hand; no "
+            "server can restore it from the bucket"
+        )
 
     def _without_local_copy(self, chunks: Sequence[str]) -> list[str]:
         """Those of `chunks` whose bytes are not on this machine (no row, or a file gone)."""
@@ -347,20 +413,39 @@ class BucketReplica:
         record: Callable[[list[str]], None],
     ) -> None:
         """Run `work` on every name on the pool; `record` the ones done, then raise the
-        first failure, if any."""
+        first failure, if any. After a failure no work that has not started yet starts: an
+        object store that stops answering fails the whole transfer within one request's
+        bound, not one bound per round of the pool's threads."""
         if not names:
             return
-        futures: list[Future[str]] = [self._pool.submit(work, name) for name in names]
+        stop = threading.Event()
+
+        def guarded(name: str) -> str:
+            if stop.is_set():
+                raise _NotStarted(name)
+            try:
+                return work(name)
+            except BaseException:
+                stop.set()
+                raise
+
+        futures: list[Future[str]] = [self._pool.submit(guarded, name) for name in names]
         done: list[str] = []
         failure: BaseException | None = None
         for future in futures:
             try:
                 done.append(future.result())
+            except _NotStarted:
+                continue
             except BaseException as error:  # the others still finish: record them
                 failure = failure or error
         record(done)
         if failure is not None:
             raise failure
+
+
+class _NotStarted(Exception):
+    """A transfer's work left undone because another of its works failed first."""
 
 
 @dataclass

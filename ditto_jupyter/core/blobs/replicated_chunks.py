@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 
-from ditto_jupyter.core.blobs.errors import BlobNotFound
+from ditto_jupyter.core.blobs.errors import BlobNotFound, ObjectMissing
 from ditto_jupyter.core.blobs.local_disk import DiskBatch, LocalDiskChunks, StaleDiskBatch
 from ditto_jupyter.core.blobs.object_store import ObjectStore
 from ditto_jupyter.core.blobs.replica_ledger import ObjectKind, ReplicaLedger
@@ -241,10 +241,11 @@ class ReplicatedChunks:
                 raise
             try:
                 stored = self.bucket.get(chunk_key(name))
-            except BlobNotFound:
-                raise BlobNotFound(
-                    f"chunk {name} is missing from the blob store and from the object store "
-                    f"{self.bucket.location}"
+            except BlobNotFound:  # only a chunk the bucket held is ever let go here
+                raise ObjectMissing(
+                    f"chunk {name} is missing from the object store {self.bucket.location}, "
+                    "and this server has no copy: it was deleted from the bucket after it "
+                    "was put there, by a collector or by hand"
                 ) from None
             self.keep(name, stored)
             self.fetched += 1

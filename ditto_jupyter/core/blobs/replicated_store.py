@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ditto_jupyter.core.blobs.errors import BlobError, os_failure, place_of
+from ditto_jupyter.core.blobs.errors import BlobSettingError, os_failure, place_of
 from ditto_jupyter.core.blobs.local_disk import LocalDiskChunks
 from ditto_jupyter.core.blobs.object_store import ObjectStore, ObjectStoreLocation
 from ditto_jupyter.core.blobs.replica import BucketReplica
@@ -40,27 +40,36 @@ class ObjectStoreSettings:
     durability: str = "local"
 
     def location(self) -> ObjectStoreLocation:
-        """The bucket and prefix (BlobError for a URL that is not one)."""
+        """The bucket and prefix (BlobSettingError for a URL that is not one)."""
         return ObjectStoreLocation.parse(
             self.url, endpoint_url=self.endpoint_url, region=self.region
         )
 
     def secret(self) -> bytes:
-        """The shared signing secret (BlobError when it is not configured or unreadable)."""
+        """The shared signing secret (BlobSettingError when it is not configured or not
+        usable)."""
         if self.secret_file is None:
-            raise BlobError(
-                f"the blob store {self.url} is shared by servers, so they need one manifest "
-                "signing secret: set blob_secret_file (DITTO_BLOB_SECRET_FILE) to a file of "
-                "32 random bytes or 64 hex digits that every server of the deployment reads"
+            raise BlobSettingError(
+                "blob_secret_file (DITTO_BLOB_SECRET_FILE) is not set: servers that share "
+                f"the object store {self.url} need one manifest signing secret; set it to a "
+                "file of 32 random bytes or 64 hex digits that every server of the "
+                "deployment reads"
             )
         return read_secret_file(self.secret_file)
 
+    def check(self) -> None:
+        """BlobSettingError naming the first setting that is wrong (nothing is opened)."""
+        self.location()
+        self.secret()
+        if self.durability not in ("local", "replicated"):
+            raise BlobSettingError(
+                f"checkpoint_durability (DITTO_CHECKPOINT_DURABILITY) {self.durability!r} "
+                "is neither 'local' nor 'replicated'"
+            )
+
     def open(self, root: str | Path, *, durable: bool = True) -> BucketReplica:
         """The replicated blob store of the data directory's `root`."""
-        if self.durability not in ("local", "replicated"):
-            raise BlobError(
-                f"checkpoint durability {self.durability!r} is neither 'local' nor 'replicated'"
-            )
+        self.check()
         return open_replicated_store(
             root,
             self.location(),

@@ -21,23 +21,28 @@ import os
 import secrets
 from pathlib import Path
 
-from ditto_jupyter.core.blobs.errors import BlobError, os_failure, place_of
+from ditto_jupyter.core.blobs.errors import BlobError, BlobSettingError, os_failure, place_of
 
 #: Bytes of a signing key.
 SECRET_BYTES = 32
 #: How to make a secret file, for the error that finds a bad one.
 MAKE_ONE = "python3 -c 'import secrets; print(secrets.token_hex(32))' > FILE"
+#: The setting that names the file, as errors name it.
+SETTING = "blob_secret_file (DITTO_BLOB_SECRET_FILE)"
 _log = logging.getLogger(__name__)
 
 
 def read_secret_file(path: Path) -> bytes:
-    """The key in a secret file: 32 raw bytes, or 64 hex digits (with a newline or not)."""
+    """The key in a secret file: 32 raw bytes, or 64 hex digits (with a newline or not);
+    BlobSettingError naming the setting and what is wrong otherwise."""
     try:
         data = path.read_bytes()
         mode = path.stat().st_mode
     except OSError as exc:
-        raise BlobError(
-            f"cannot read the blob signing secret file {path}: {exc.strerror}"
+        raise BlobSettingError(
+            f"{SETTING} {str(path)!r} cannot be read: {exc.strerror} (it must name a file of "
+            f"{SECRET_BYTES} random bytes or {2 * SECRET_BYTES} hex digits; make one with: "
+            f"{MAKE_ONE})"
         ) from None
     if mode & 0o007:
         _log.warning(
@@ -49,8 +54,8 @@ def read_secret_file(path: Path) -> bytes:
     if len(text) == 2 * SECRET_BYTES:
         with contextlib.suppress(ValueError):
             return bytes.fromhex(text.decode("ascii", errors="replace"))
-    raise BlobError(
-        f"the blob signing secret file {path} holds {len(data)} bytes: it must hold "
+    raise BlobSettingError(
+        f"{SETTING} {str(path)!r} holds {len(data)} bytes: it must hold "
         f"{SECRET_BYTES} random bytes or {2 * SECRET_BYTES} hex digits (make one with: "
         f"{MAKE_ONE})"
     )
@@ -63,11 +68,11 @@ def install_secret(root: Path, secret: bytes) -> None:
     try:
         if path.exists():
             if not hmac.compare_digest(path.read_bytes(), secret):
-                raise BlobError(
-                    f"the blob store in {root} already has a signing secret of its own, not "
-                    "the deployment's shared one: the manifests there were signed with it. "
-                    "Make its file (secret) the shared secret of every server, or start "
-                    "this server on an empty data directory"
+                raise BlobSettingError(
+                    f"{SETTING}: the blob store in {root} already has a signing secret of "
+                    "its own, not the deployment's shared one: the manifests there were "
+                    "signed with it. Make its file (secret) the shared secret of every "
+                    "server, or start this server on an empty data directory"
                 )
             return
         staged = root / f".secret-{secrets.token_hex(8)}.tmp"

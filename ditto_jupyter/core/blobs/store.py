@@ -73,6 +73,17 @@ class StoredBytes:
     bytes_written: int
 
 
+def parsed_document(document: bytes) -> Any:
+    """What a stored manifest document holds, trusting nothing (None: not JSON). Only
+    `verified_body` makes a body of it that may be loaded."""
+    try:
+        if document[:1] == CODEC_ZSTD:
+            document = zstandard.ZstdDecompressor().decompress(document[1:])
+        return orjson.loads(document)
+    except (orjson.JSONDecodeError, zstandard.ZstdError):
+        return None
+
+
 def _canonical(body: Any) -> bytes:
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
 
@@ -404,6 +415,11 @@ class BlobStore:
     def _sign(self, canonical: bytes) -> str:
         return hmac.new(self._secret, canonical, hashlib.sha256).hexdigest()
 
+    def key_id(self) -> str:
+        """A name of the signing key that does not reveal it: the same on every store
+        that has this key, and on no other (an HMAC of a fixed label under the key)."""
+        return hmac.new(self._secret, b"ditto-jupyter key id", hashlib.sha256).hexdigest()[:32]
+
     def legacy_manifest_file(self, manifest_id: str) -> Path:
         """Where the old layout kept a manifest (read when the index does not have it)."""
         if not _is_id(manifest_id):
@@ -443,12 +459,9 @@ class BlobStore:
 
     def verified_body(self, manifest_id: str, document: bytes) -> dict[str, Any]:
         """The body of a stored manifest document, if its signature and id check."""
-        try:
-            if document[:1] == CODEC_ZSTD:
-                document = zstandard.ZstdDecompressor().decompress(document[1:])
-            parsed = orjson.loads(document)
-        except (orjson.JSONDecodeError, zstandard.ZstdError):
-            raise ManifestSignatureError(f"manifest {manifest_id} is not valid JSON") from None
+        parsed = parsed_document(document)
+        if parsed is None:
+            raise ManifestSignatureError(f"manifest {manifest_id} is not valid JSON")
         if not isinstance(parsed, dict):
             raise ManifestSignatureError(f"manifest {manifest_id} is malformed")
         body, signature = parsed.get("body"), parsed.get("signature")
