@@ -14,9 +14,12 @@ the kernel's runtime token, as every `self/...` request does.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
 from ditto_jupyter.core.models.fields import (
     RequestId,
@@ -46,20 +49,31 @@ ThreadId = Annotated[str, Field(min_length=1, max_length=MAX_LANGGRAPH_NAME_LENG
 ManifestId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
-class _BytesModel(StrictModel):
-    """Bytes as base64 in JSON (in and out), raw in Python."""
+def _from_base64(value: object) -> object:
+    """A value's bytes as a request carries them: base64 text (JSON), or bytes (Python)."""
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise PydanticCustomError("base64", "bytes must be base64 text") from None
+    return value
 
-    model_config = ConfigDict(
-        extra="forbid", strict=True, frozen=True, ser_json_bytes="base64", val_json_bytes="base64"
-    )
+
+#: Bytes: raw in Python, base64 text in JSON (in requests and answers alike).
+Base64Data = Annotated[
+    bytes,
+    BeforeValidator(_from_base64),
+    PlainSerializer(lambda data: base64.b64encode(data).decode("ascii"), when_used="json"),
+    WithJsonSchema({"type": "string", "contentEncoding": "base64"}),
+]
 
 
-class LangGraphValue(_BytesModel):
+class LangGraphValue(StrictModel):
     """One serialized value: LangGraph's serializer type and its bytes, inline (`data`) or in
     the blob store (`manifest_id`: a `langgraph-value` manifest of this runtime's)."""
 
     type: LangGraphName
-    data: Annotated[bytes, Field(max_length=MAX_INLINE_VALUE_BYTES)] = b""
+    data: Annotated[Base64Data, Field(max_length=MAX_INLINE_VALUE_BYTES)] = b""
     manifest_id: ManifestId | None = None
 
     @model_validator(mode="after")
