@@ -27,12 +27,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
+from ditto_jupyter.control.store.interface import CheckpointStore
 from ditto_jupyter.control.store.langgraph_rows import (
     LangGraphRows,
     langgraph_rows_of,
     metadata_matches,
 )
-from ditto_jupyter.control.store.interface import CheckpointStore
 from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, UnsupportedBackend
 from ditto_jupyter.core.models.fields import now_ms

@@ -40,7 +40,6 @@ from ditto_jupyter.core.models.langgraph import (
     LangGraphTuple,
     LangGraphWrite,
 )
-from ditto_jupyter.langgraph.transports import ThreadsTransport
 from ditto_jupyter.langgraph.values import EMPTY, ValueCodec
 
 

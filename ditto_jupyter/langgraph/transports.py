@@ -163,7 +163,9 @@ class ServerThreads:
                 headers={"Content-Type": "application/json"},
             )
         except httpx.HTTPError as error:
-            raise BackendError(f"cannot reach the server for LangGraph's {route}: {error}") from None
+            raise BackendError(
+                f"cannot reach the server for LangGraph's {route}: {error}"
+            ) from None
         if response.status_code >= 400:
             raise _refusal(response)
         return answer.model_validate_json(response.content)
@@ -172,9 +174,7 @@ class ServerThreads:
         return {"runtime_id": self.runtime_id, "runtime_token": self._token}
 
     def put(self, checkpoint: LangGraphCheckpoint) -> None:
-        self._call(
-            "put", LangGraphPutRequest(**self._who(), checkpoint=checkpoint), _Changed
-        )
+        self._call("put", LangGraphPutRequest(**self._who(), checkpoint=checkpoint), _Changed)
 
     def put_writes(
         self,

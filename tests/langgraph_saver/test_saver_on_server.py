@@ -149,7 +149,9 @@ def test_a_graphs_thread_follows_the_runtime(servers: tuple[LiveServer, LiveServ
     nobody = "0" * 32
     assert bob.api("GET", f"{rid}/langgraph/threads") == (
         404,
-        json.loads(json.dumps(bob.api("GET", f"{nobody}/langgraph/threads")[1]).replace(nobody, rid)),
+        json.loads(
+            json.dumps(bob.api("GET", f"{nobody}/langgraph/threads")[1]).replace(nobody, rid)
+        ),
     )
     bobs = bob.open_notebook("bob.ipynb")
     assert read_plan(bob, bobs["kernel"]["id"]) is None

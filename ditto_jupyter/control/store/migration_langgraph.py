@@ -54,7 +54,8 @@ def create_langgraph_tables_v12(conn: Connection) -> None:
     conn.exec_driver_sql(
         f"CREATE TABLE langgraph_writes ({thread} REFERENCES langgraph_threads (id), "
         f"checkpoint_ns {ordered} NOT NULL, checkpoint_id {ordered} NOT NULL, "
-        f"task_id {ordered} NOT NULL, idx INTEGER NOT NULL, task_path {ordered} NOT NULL, channel TEXT NOT NULL, "
+        f"task_id {ordered} NOT NULL, idx INTEGER NOT NULL, task_path {ordered} NOT NULL, "
+        "channel TEXT NOT NULL, "
         f"type TEXT NOT NULL, data {data}, manifest_id TEXT, created_at_ms BIGINT NOT NULL, "
         "PRIMARY KEY (thread, checkpoint_ns, checkpoint_id, task_id, idx))"
     )

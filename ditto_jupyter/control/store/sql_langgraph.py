@@ -252,7 +252,9 @@ class SqlLangGraphRows(SqlDatabase):
                 sa.tuple_(_B.channel, _B.version).in_(batch),
             )
             values += [
-                LangGraphChannelValue(channel=found.channel, version=found.version, value=_value(found))
+                LangGraphChannelValue(
+                    channel=found.channel, version=found.version, value=_value(found)
+                )
                 for found in conn.execute(query)
             ]
         writes = [
@@ -308,7 +310,9 @@ class SqlLangGraphRows(SqlDatabase):
     ) -> list[LangGraphTuple]:
         """One page of the runtime's checkpoints, newest first (see the protocol)."""
         require_id(runtime_id, "a runtime id")
-        query = sa.select(*_CHECKPOINT_COLUMNS).select_from(_JOINED).where(_T.runtime_id == runtime_id)
+        query = (
+            sa.select(*_CHECKPOINT_COLUMNS).select_from(_JOINED).where(_T.runtime_id == runtime_id)
+        )
         if thread_id is not None:
             query = query.where(_T.thread_id == thread_id)
         if checkpoint_ns is not None:
@@ -424,7 +428,9 @@ class SqlLangGraphRows(SqlDatabase):
         for ns, versions in conn.execute(
             sa.select(_C.checkpoint_ns, _C.versions).where(_C.thread == key)
         ):
-            named.update((ns, channel, version) for channel, version in orjson.loads(versions).items())
+            named.update(
+                (ns, channel, version) for channel, version in orjson.loads(versions).items()
+            )
         stored = conn.execute(
             sa.select(_B.checkpoint_ns, _B.channel, _B.version).where(_B.thread == key)
         ).all()
@@ -437,7 +443,9 @@ class SqlLangGraphRows(SqlDatabase):
                 )
             )
 
-    def _delete_checkpoints(self, conn: Connection, key: int, ids: Sequence[tuple[str, str]]) -> int:
+    def _delete_checkpoints(
+        self, conn: Connection, key: int, ids: Sequence[tuple[str, str]]
+    ) -> int:
         deleted = 0
         for batch in _batches(ids):
             result = conn.execute(
@@ -466,9 +474,12 @@ class SqlLangGraphRows(SqlDatabase):
             if source is None:
                 return 0
             target = self._thread_key(conn, target_runtime_id, target_thread_id)
-            if target is not None and conn.execute(
-                sa.select(_C.checkpoint_id).where(_C.thread == target).limit(1)
-            ).first():
+            if (
+                target is not None
+                and conn.execute(
+                    sa.select(_C.checkpoint_id).where(_C.thread == target).limit(1)
+                ).first()
+            ):
                 raise ValueError(
                     f"LangGraph thread {target_thread_id!r} has checkpoints already: "
                     "copy into a new thread, or delete it first"

@@ -79,7 +79,9 @@ class LangGraphValue(StrictModel):
     @model_validator(mode="after")
     def _one_place(self) -> LangGraphValue:
         if self.manifest_id is not None and self.data:
-            raise ValueError("a value is inline (data) or in the blob store (manifest_id), not both")
+            raise ValueError(
+                "a value is inline (data) or in the blob store (manifest_id), not both"
+            )
         return self
 
 
@@ -113,7 +115,9 @@ class LangGraphCheckpoint(StrictModel):
     checkpoint: LangGraphValue
     versions: dict[LangGraphName, LangGraphName] = Field(max_length=MAX_LANGGRAPH_ITEMS)
     metadata: RequestMetadata
-    values: list[LangGraphChannelValue] = Field(default_factory=list, max_length=MAX_LANGGRAPH_ITEMS)
+    values: list[LangGraphChannelValue] = Field(
+        default_factory=list, max_length=MAX_LANGGRAPH_ITEMS
+    )
 
     @property
     def run_id(self) -> str | None:

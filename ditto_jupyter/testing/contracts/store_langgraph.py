@@ -60,7 +60,9 @@ def lg_checkpoint(
     )
 
 
-def write(task: str, idx: int, data: bytes, *, path: str = "", channel: str = "ch") -> LangGraphWrite:
+def write(
+    task: str, idx: int, data: bytes, *, path: str = "", channel: str = "ch"
+) -> LangGraphWrite:
     return LangGraphWrite(task_id=task, task_path=path, idx=idx, channel=channel, value=value(data))
 
 
@@ -159,9 +161,7 @@ class LangGraphRowsContract:
         found = rows.get_langgraph_tuple("rt-a", "t", "", "01")
         assert found is not None and found.writes[0].value.data == b"new"
 
-    def test_pages_go_newest_first_across_threads_and_namespaces(
-        self, rows: LangGraphRows
-    ) -> None:
+    def test_pages_go_newest_first_across_threads_and_namespaces(self, rows: LangGraphRows) -> None:
         for thread, ns, cid in [("t1", "", "01"), ("t2", "", "02"), ("t1", "sub", "03")]:
             rows.put_langgraph_checkpoint("rt-a", lg_checkpoint(thread, cid, ns=ns), now_ms=1)
         rows.put_langgraph_checkpoint("rt-b", lg_checkpoint("t1", "09"), now_ms=1)
@@ -217,7 +217,9 @@ class LangGraphRowsContract:
         source = rows.get_langgraph_tuple("rt-a", "t", "", None)
         assert source is not None and source.checkpoint_id == "02"
         # nothing stored by then: no thread
-        assert rows.copy_langgraph_thread("rt-a", "t", "rt-b", "early", stored_by_ms=5, now_ms=60) == 0
+        assert (
+            rows.copy_langgraph_thread("rt-a", "t", "rt-b", "early", stored_by_ms=5, now_ms=60) == 0
+        )
         assert [t.thread_id for t in rows.langgraph_threads("rt-b")] == ["t"]
 
     def test_a_whole_copy_and_its_refusal_into_a_thread_in_use(self, rows: LangGraphRows) -> None:
@@ -229,7 +231,10 @@ class LangGraphRowsContract:
         assert rows.copy_langgraph_thread("rt-a", "nothing", "rt-a", "dst2", now_ms=3) == 0
         with pytest.raises(ValueError, match="dst"):
             rows.copy_langgraph_thread("rt-a", "src", "rt-a", "dst", now_ms=4)
-        summary = {t.thread_id: (t.checkpoints, t.latest_checkpoint_id) for t in rows.langgraph_threads("rt-a")}
+        summary = {
+            t.thread_id: (t.checkpoints, t.latest_checkpoint_id)
+            for t in rows.langgraph_threads("rt-a")
+        }
         assert summary == {"dst": (2, "02"), "src": (2, "02")}
 
     def test_keep_latest_keeps_each_namespaces_newest_and_what_it_names(
@@ -244,8 +249,12 @@ class LangGraphRowsContract:
             now_ms=2,
         )
         rows.put_langgraph_checkpoint("rt-a", lg_checkpoint("t", "03", ns="sub"), now_ms=3)
-        rows.put_langgraph_writes("rt-a", "t", "", "01", [write("x", 0, b"w1")], replace=False, now_ms=4)
-        rows.put_langgraph_writes("rt-a", "t", "", "02", [write("x", 0, b"w2")], replace=False, now_ms=4)
+        rows.put_langgraph_writes(
+            "rt-a", "t", "", "01", [write("x", 0, b"w1")], replace=False, now_ms=4
+        )
+        rows.put_langgraph_writes(
+            "rt-a", "t", "", "02", [write("x", 0, b"w2")], replace=False, now_ms=4
+        )
         assert rows.prune_langgraph_threads("rt-a", ["t", "unknown"], keep_latest=True) == 1
         kept = rows.get_langgraph_tuple("rt-a", "t", "", None)
         assert kept is not None and kept.checkpoint_id == "02"
