@@ -180,9 +180,21 @@ class LangGraphThreads:
                 return LangGraphListResult(tuples=found, next=None)
         return LangGraphListResult(tuples=found, next=cursor)
 
+    def _freeing(self, runtime_id: str, thread_ids: Sequence[str] | None) -> set[str]:
+        """The manifests these threads' values name now: after a deletion, garbage
+        collection checks them again (those still named stay)."""
+        return self.rows.langgraph_thread_manifests(runtime_id, thread_ids)
+
+    def _let_go(self, manifests: set[str]) -> None:
+        if manifests:
+            self._blobs.mark_for_collection(manifests)
+
     def delete_thread(self, runtime_id: str, thread_id: str) -> LangGraphChanged:
         """Delete a thread of the runtime (`delete_thread`; an unknown one: nothing)."""
-        return LangGraphChanged(rows=self.rows.delete_langgraph_thread(runtime_id, thread_id))
+        manifests = self._freeing(runtime_id, [thread_id])
+        deleted = self.rows.delete_langgraph_thread(runtime_id, thread_id)
+        self._let_go(manifests)
+        return LangGraphChanged(rows=deleted)
 
     def copy_thread(
         self, runtime_id: str, source_thread_id: str, target_thread_id: str
@@ -204,9 +216,11 @@ class LangGraphThreads:
             raise InvalidRequest(f"unknown prune strategy {strategy!r}: keep_latest or delete")
         if strategy == "keep_latest":
             self._refuse_delta_channels(runtime_id, thread_ids)
+        manifests = self._freeing(runtime_id, thread_ids)
         deleted = self.rows.prune_langgraph_threads(
             runtime_id, thread_ids, keep_latest=strategy == "keep_latest"
         )
+        self._let_go(manifests)
         return LangGraphChanged(rows=deleted)
 
     def _refuse_delta_channels(self, runtime_id: str, thread_ids: Sequence[str]) -> None:
@@ -230,7 +244,10 @@ class LangGraphThreads:
 
     def delete_for_runs(self, runtime_id: str, run_ids: Sequence[str]) -> LangGraphChanged:
         """Delete the runtime's checkpoints made by these runs (`delete_for_runs`)."""
-        return LangGraphChanged(rows=self.rows.delete_langgraph_runs(runtime_id, run_ids))
+        manifests = self._freeing(runtime_id, None) if run_ids else set()
+        deleted = self.rows.delete_langgraph_runs(runtime_id, run_ids)
+        self._let_go(manifests)
+        return LangGraphChanged(rows=deleted)
 
     # ---- what the control plane and the runtime's owner see -------------------------------
 

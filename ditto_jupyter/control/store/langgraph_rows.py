@@ -114,6 +114,13 @@ class LangGraphRows(Protocol):
         """Which of these runtimes have at least one thread."""
         ...
 
+    def langgraph_thread_manifests(
+        self, runtime_id: str, thread_ids: Sequence[str] | None
+    ) -> set[str]:
+        """The blob-store manifests the values of these threads of the runtime name (None:
+        of all its threads): a deletion hands them to garbage collection to check again."""
+        ...
+
     def langgraph_manifests(self, manifest_ids: Sequence[str]) -> set[str]:
         """Which of these blob-store manifests a stored value names (garbage collection
         keeps them)."""

@@ -380,6 +380,22 @@ class SqlLangGraphRows(SqlDatabase):
                     found.update(conn.execute(query).scalars())
         return found
 
+    def langgraph_thread_manifests(
+        self, runtime_id: str, thread_ids: Sequence[str] | None
+    ) -> set[str]:
+        """The manifests these threads' values name (see the protocol)."""
+        threads = sa.select(_T.id).where(_T.runtime_id == runtime_id)
+        if thread_ids is not None:
+            threads = threads.where(_T.thread_id.in_(unique(thread_ids)))
+        found: set[str] = set()
+        with self._read() as conn:
+            for table in (CHECKPOINTS, BLOBS, WRITES):
+                query = sa.select(table.c.manifest_id).where(
+                    table.c.manifest_id.is_not(None), table.c.thread.in_(threads)
+                )
+                found.update(conn.execute(query).scalars())
+        return found
+
     # ---- deleting and copying -----------------------------------------------------------
 
     def _drop_thread_rows(self, conn: Connection, key: int) -> int:

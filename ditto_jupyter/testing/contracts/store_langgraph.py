@@ -283,5 +283,9 @@ class LangGraphRowsContract:
         found = rows.get_langgraph_tuple("rt-a", "t", "", "01")
         assert found is not None and found.checkpoint.manifest_id == MANIFEST
         assert rows.langgraph_manifests([MANIFEST, "0" * 64]) == {MANIFEST}
+        assert rows.langgraph_thread_manifests("rt-a", ["t"]) == {MANIFEST}
+        assert rows.langgraph_thread_manifests("rt-a", None) == {MANIFEST}
+        assert rows.langgraph_thread_manifests("rt-a", ["other"]) == set()
+        assert rows.langgraph_thread_manifests("rt-b", None) == set()
         rows.delete_langgraph_thread("rt-a", "t")
         assert rows.langgraph_manifests([MANIFEST]) == set()
