@@ -57,17 +57,22 @@ _CHECKPOINT_COLUMNS = (
     _C.metadata,
 )
 _JOINED = CHECKPOINTS.join(THREADS, _T.id == _C.thread)
-_ONE = (
-    sa.select(*_CHECKPOINT_COLUMNS)
-    .select_from(_JOINED)
-    .where(_C.thread == _KEY, _C.checkpoint_ns == _NS, _C.checkpoint_id == _ID)
+# A thread's checkpoint found by (runtime, thread id) in one query: get_tuple's first read.
+_BY_NAME = (_T.runtime_id == _RUNTIME, _T.thread_id == _THREAD_ID, _C.checkpoint_ns == _NS)
+_ONE_BY_NAME = (
+    sa.select(*_CHECKPOINT_COLUMNS).select_from(_JOINED).where(*_BY_NAME, _C.checkpoint_id == _ID)
 )
-_NEWEST = (
+_NEWEST_BY_NAME = (
     sa.select(*_CHECKPOINT_COLUMNS)
     .select_from(_JOINED)
-    .where(_C.thread == _KEY, _C.checkpoint_ns == _NS)
+    .where(*_BY_NAME)
     .order_by(_C.checkpoint_id.desc())
     .limit(1)
+)
+_VALUES_OF = sa.select(_B.channel, _B.version, _B.type, _B.data, _B.manifest_id).where(
+    _B.thread == _KEY,
+    _B.checkpoint_ns == _NS,
+    sa.tuple_(_B.channel, _B.version).in_(sa.bindparam("pairs", expanding=True)),
 )
 _WRITES_OF = (
     sa.select(_W.task_id, _W.task_path, _W.idx, _W.channel, _W.type, _W.data, _W.manifest_id)
@@ -246,16 +251,14 @@ class SqlLangGraphRows(SqlDatabase):
         values: list[LangGraphChannelValue] = []
         pairs = sorted(versions.items())
         for batch in _batches(pairs):
-            query = sa.select(_B.channel, _B.version, _B.type, _B.data, _B.manifest_id).where(
-                _B.thread == row.thread,
-                _B.checkpoint_ns == row.checkpoint_ns,
-                sa.tuple_(_B.channel, _B.version).in_(batch),
+            query = conn.execute(
+                _VALUES_OF, {"key": row.thread, "ns": row.checkpoint_ns, "pairs": list(batch)}
             )
             values += [
                 LangGraphChannelValue(
                     channel=found.channel, version=found.version, value=_value(found)
                 )
-                for found in conn.execute(query)
+                for found in query
             ]
         writes = [
             LangGraphWrite(
@@ -285,16 +288,12 @@ class SqlLangGraphRows(SqlDatabase):
     ) -> LangGraphTuple | None:
         """The checkpoint with its values and writes, or None (see the protocol)."""
         require_id(runtime_id, "a runtime id")
+        where = {"runtime": runtime_id, "thread_id": thread_id, "ns": checkpoint_ns}
         with self._read() as conn:
-            key = self._thread_key(conn, runtime_id, thread_id)
-            if key is None:
-                return None
             if checkpoint_id is None:
-                row = conn.execute(_NEWEST, {"key": key, "ns": checkpoint_ns}).first()
+                row = conn.execute(_NEWEST_BY_NAME, where).first()
             else:
-                row = conn.execute(
-                    _ONE, {"key": key, "ns": checkpoint_ns, "id": checkpoint_id}
-                ).first()
+                row = conn.execute(_ONE_BY_NAME, {**where, "id": checkpoint_id}).first()
             return self._tuple(conn, row) if row is not None else None
 
     def page_langgraph_tuples(
