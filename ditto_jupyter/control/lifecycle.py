@@ -41,6 +41,7 @@ from ditto_jupyter.control.checkpointing import (
     replicate_behind,
     without_bookkeeping,
 )
+from ditto_jupyter.control.langgraph_threads import copy_on_checkout
 from ditto_jupyter.control.leftovers import backend_resource, kernel_resource
 from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
@@ -248,6 +249,10 @@ class Lifecycle:
                     parts.store.insert_session(child)
                     parts.store.put_binding(parts.binding(child_id, backend))
                     parts.store.set_head(child_id, checkpoint.checkpoint_id)
+                    # The source's LangGraph threads as they stood then (`langgraph_threads`).
+                    copy_on_checkout(
+                        parts.store, source.session_id, child_id, checkpoint.created_at_ms
+                    )
         return RuntimeCheckoutResult(
             runtime=await parts.guard.public(child),
             checkpoint_id=checkpoint.checkpoint_id,

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.store import CheckpointStore
+from ditto_jupyter.control.store.langgraph_rows import langgraph_manifests_named
 from ditto_jupyter.core.errors import RuntimeClosed, RuntimeNotFound, RuntimePaused, SessionBusy
 from ditto_jupyter.core.models import RuntimeRecord, SessionLifecycleStatus, SessionRecord
 
@@ -116,10 +117,16 @@ class OperationGuard:
             self._held.pop(runtime_id, None)
 
     def referenced(self, manifest_ids: Sequence[str]) -> set[str]:
-        """Which of these manifests a checkpoint references or one being recorded holds."""
+        """Which of these manifests a checkpoint references, one being recorded holds, or a
+        LangGraph value names."""
         with self._held_lock:
             held = set().union(*self._held.values()).intersection(manifest_ids)
-        return held | self._store.referenced_manifests(manifest_ids)
+        # LangGraph's values the kernel kept in the blob store (`langgraph_threads`) too.
+        return (
+            held
+            | self._store.referenced_manifests(manifest_ids)
+            | langgraph_manifests_named(self._store, manifest_ids)
+        )
 
     # ---- state checks --------------------------------------------------------------------
 

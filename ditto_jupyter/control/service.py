@@ -41,6 +41,7 @@ from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.diff.comparisons import Comparisons, LiveNotebook
 from ditto_jupyter.control.housekeeping import Housekeeping
 from ditto_jupyter.control.in_place_restore import InPlaceRestore
+from ditto_jupyter.control.langgraph_threads import LangGraphThreads
 from ditto_jupyter.control.leftovers import LeftoverLog
 from ditto_jupyter.control.lifecycle import Lifecycle
 from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
@@ -135,6 +136,8 @@ class RuntimeService:
         self._comparisons = Comparisons(self.parts, self._documents)
         self._undo = Undo(self.parts)
         self._restore = InPlaceRestore(self.parts)
+        #: LangGraph's checkpoints of each runtime (`ditto_jupyter.langgraph` reaches them).
+        self.langgraph = LangGraphThreads(store, blobs)
 
     def has_operation_in_flight(self, runtime_id: str) -> bool:
         """Whether a control operation on this runtime is running now."""

@@ -29,7 +29,8 @@ end's answer to a checkpoint awaiting its document, `GET .../checkpoints/{refere
 and `.../contents` read what a checkpoint holds, `POST .../diff` (and `self/diff`, a kernel's
 `%diff`) compares two points in time, `POST .../undo` (and `self/undo`, `%undo`) goes back to
 just before the last cell `%autocheckpoint` recorded. Routes whose body may carry a notebook
-take bodies up to `MAX_DOCUMENT_BODY_BYTES`.
+take bodies up to `MAX_DOCUMENT_BODY_BYTES`. LangGraph's checkpoints (issue 44) have routes
+of their own (`langgraph_routes`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ from ditto_jupyter.core.models import (
     SelfPruneRequest,
     SelfRestoreRequest,
 )
+from ditto_jupyter.server.langgraph_routes import LANGGRAPH_ROUTES
 from ditto_jupyter.server.notebook_routes import NOTEBOOK_ROUTES
 from ditto_jupyter.server.route_spec import (
     API_PREFIX,
@@ -434,4 +436,4 @@ _TABLE = (
 )
 
 #: Every route of the API, in the order of the OpenAPI document.
-ROUTES: tuple[RouteSpec[Any], ...] = (*_TABLE, *NOTEBOOK_ROUTES)
+ROUTES: tuple[RouteSpec[Any], ...] = (*_TABLE, *NOTEBOOK_ROUTES, *LANGGRAPH_ROUTES)

@@ -29,6 +29,7 @@ differs by a short delta. A record that does not read back as its columns say is
 (its own JSON wins over the rest when read). The heads move into the runtimes' rows, only
 those naming another runtime's checkpoint indexed. SQLite, which had no DROP COLUMN before
 3.35, gets the checkpoints table made anew; PostgreSQL alters it in place.
+Step 12 adds the tables of LangGraph's checkpoints (`migration_langgraph`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ditto_jupyter.control.store.interface import blob_ids_of_record
+from ditto_jupyter.control.store.migration_langgraph import create_langgraph_tables_v12
 from ditto_jupyter.control.store.record_delta import delta, same_json
 
 
@@ -698,6 +700,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         11,
         "what checkpoints share kept once (checkpoint bases); heads in the runtimes' rows",
         _share_bases_v11,
+    ),
+    Migration(
+        12,
+        "LangGraph's checkpoints: threads of a runtime, checkpoints, channel values, writes",
+        create_langgraph_tables_v12,
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -50,6 +50,7 @@ from ditto_jupyter.control.store.schema import (
     LEFTOVERS,
     SESSIONS,
 )
+from ditto_jupyter.control.store.sql_langgraph import SqlLangGraphRows
 from ditto_jupyter.control.store.sql_leases import SqlLeases
 from ditto_jupyter.core.models import (
     BackendBinding,
@@ -87,7 +88,7 @@ _SET_HEAD = (
 )
 
 
-class SqlCheckpointStore(SqlLeases):
+class SqlCheckpointStore(SqlLangGraphRows, SqlLeases):
     """The checkpoint store on SQLite (default, one file, WAL) or PostgreSQL, via SQLAlchemy."""
 
     def __init__(

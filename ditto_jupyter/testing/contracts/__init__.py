@@ -10,7 +10,8 @@ tests/backends, tests/hosts).
   `StoreConnectionContract`, `RuntimeRecordsContract`, `CheckpointRecordsContract`,
   `BlobReferencesContract`, `BackendBindingsContract`, `StoreHealthContract`,
   `LeasesContract`, `BucketGenerationsContract`, and `CheckpointStoreContract`, all of
-  them; fixture `store`;
+  them; fixture `store`; and `LangGraphRowsContract`, the role of LangGraph's checkpoints
+  (`control.store.langgraph_rows`), which a store may play beside them;
 - backends (`ditto_jupyter.backends.base`): `BackendContract` (a `BackendProvider` and the
   backends it makes), and the capabilities some backends have, `SnapshotReaderContract`,
   `LiveTreeReaderContract`, `InPlaceRestorerContract`; fixture `provider`;
@@ -37,6 +38,7 @@ from ditto_jupyter.testing.contracts.store_buckets import BucketGenerationsContr
 from ditto_jupyter.testing.contracts.store_checkpoints import CheckpointRecordsContract
 from ditto_jupyter.testing.contracts.store_connection import StoreConnectionContract
 from ditto_jupyter.testing.contracts.store_health import StoreHealthContract
+from ditto_jupyter.testing.contracts.store_langgraph import LangGraphRowsContract
 from ditto_jupyter.testing.contracts.store_leases import LeasesContract
 from ditto_jupyter.testing.contracts.store_runtimes import RuntimeRecordsContract
 
@@ -50,6 +52,7 @@ __all__ = [
     "ContextDriverContract",
     "ContextHarness",
     "InPlaceRestorerContract",
+    "LangGraphRowsContract",
     "LeasesContract",
     "LiveTreeReaderContract",
     "RuntimeRecordsContract",
