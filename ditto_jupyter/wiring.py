@@ -34,6 +34,7 @@ from ditto_jupyter.control.doctor import (
 from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import CheckpointStore, StoreError, open_store
+from ditto_jupyter.control.store.interface import BUSY_TIMEOUT_MS
 from ditto_jupyter.control.store.opening import check_store_url
 from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.core.blobs.replicated_store import ObjectStoreSettings
@@ -61,6 +62,7 @@ def open_runtime_service(
     object_store: ObjectStoreSettings | None = None,
     store_factory: StoreFactory | None = None,
     provider_factory: ProviderFactory | None = None,
+    store_lock_timeout_ms: int = BUSY_TIMEOUT_MS,
 ) -> RuntimeService:
     """A RuntimeService over `data_dir` (created if missing), capturing with `context_factory`;
     `lease_holder` and `lease_ttl_ms`: who holds its runtimes' leases, and for how long
@@ -68,6 +70,7 @@ def open_runtime_service(
     replicated there (`control.replication`). A deployment's own store (`store_factory`,
     instead of the one `store_url` names) and backend provider (`provider_factory`, added
     under its kind) come from the server's `Type` traits (`server.swappable_parts`).
+    `store_lock_timeout_ms` bounds every lock wait of the store `store_url` names.
     A wrong setting is a ConfigurationError naming it (see the module)."""
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     try:
@@ -80,7 +83,11 @@ def open_runtime_service(
     check_store_url(store_url)
     if object_store is not None:
         object_store.check()
-    store = store_factory(store_url, root) if store_factory else _open_store(store_url, root)
+    store = (
+        store_factory(store_url, root)
+        if store_factory
+        else _open_store(store_url, root, store_lock_timeout_ms)
+    )
     try:
         replication = Replication()
         if object_store is None:
@@ -115,11 +122,13 @@ def open_runtime_service(
     )
 
 
-def _open_store(store_url: str | None, root: Path) -> CheckpointStore:
+def _open_store(
+    store_url: str | None, root: Path, lock_timeout_ms: int = BUSY_TIMEOUT_MS
+) -> CheckpointStore:
     """The checkpoint store; ConfigurationError naming `store_url` when it cannot be opened
     (a full disk stays StorageFull: no setting is wrong)."""
     try:
-        return open_store(store_url, root)
+        return open_store(store_url, root, lock_timeout_ms=lock_timeout_ms)
     except StorageFull:
         raise
     except (StoreError, ValueError) as error:

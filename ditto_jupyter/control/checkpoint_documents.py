@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ditto_jupyter.control.documents import DocumentStore, check_document
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.blobs import BlobError
 from ditto_jupyter.core.errors import CheckpointNotFound, Conflict, DittoError
@@ -85,10 +86,7 @@ class CheckpointDocuments:
         async with self._answering:  # two answers at once: one is recorded, one refused
             parts.guard.hold(hold, [stored.manifest_id])
             try:
-                with parts.store.transaction():
-                    current = parts.checkpoint(checkpoint_id)
-                    self._refuse_unless_awaiting(current)
-                    parts.store.put_checkpoint(current.model_copy(update={"document": stored}))
+                current = await off_loop(self._record_answer, checkpoint_id, stored)
                 self._mark_referenced(stored)
             finally:
                 parts.guard.let_go(hold)
@@ -98,6 +96,16 @@ class CheckpointDocuments:
         return CheckpointDocumentResult(
             checkpoint_id=checkpoint_id, runtime_id=runtime_id, document=stored.info()
         )
+
+    def _record_answer(self, checkpoint_id: str, stored: CheckpointDocument) -> RuntimeCheckpoint:
+        """Record the document the checkpoint awaits, in one transaction (on a store
+        thread); the checkpoint as it was before."""
+        with self.parts.store.transaction():
+            current = self.parts.checkpoint(checkpoint_id)
+            self._refuse_unless_awaiting(current)
+            document = current.model_copy(update={"document": stored})
+            self.parts.store.put_checkpoint(document)
+        return current
 
     @staticmethod
     def _refuse_unless_awaiting(checkpoint: RuntimeCheckpoint) -> None:

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobStore
@@ -263,7 +264,7 @@ class Checkpointing:
                     session, name, metadata, precaptured, automatic=automatic
                 )
                 parent = checkpoint.parent_checkpoint_id
-                before = parts.store.get_checkpoint(parent) if parent is not None else None
+                before = await off_loop(parts.store.get_checkpoint, parent) if parent else None
                 previous_ref = before.backend_ref if before is not None else None
                 checkpoint = checkpoint.model_copy(update={"document": document})
                 ref = checkpoint.backend_ref
@@ -281,11 +282,16 @@ class Checkpointing:
                 checkpoint = checkpoint.model_copy(
                     update={"replication": parts.replication.state_at_commit(uploaded=uploaded)}
                 )
-                with work.commit():
-                    parts.store.put_checkpoint(checkpoint)
-                    parts.store.set_head(runtime_id, checkpoint.checkpoint_id)
-                    parts.store.put_session(session)
-                after_commit = parts.store.last_commit_bytes()
+                recorded, live = checkpoint, session
+
+                def record() -> int:  # on a store thread: a store that waits stops no loop
+                    with work.commit():
+                        parts.store.put_checkpoint(recorded)
+                        parts.store.set_head(runtime_id, recorded.checkpoint_id)
+                        parts.store.put_session(live)
+                    return parts.store.last_commit_bytes()
+
+                after_commit = await off_loop(record)
             replicate_behind(parts, checkpoint)
             # What the parent names was marked when it was recorded (a mark is a hint: an
             # unmarked manifest is checked against the store instead), so a checkpoint
@@ -359,7 +365,7 @@ class Checkpointing:
         checkpoint = new_checkpoint(
             parts,
             session,
-            parent_checkpoint_id=parts.store.get_head(session.session_id),
+            parent_checkpoint_id=await off_loop(parts.store.get_head, session.session_id),
             backend_ref=ref,
             context_manifest_id=capture.manifest_id,
             unrestorable=capture.unrestorable,

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from ditto_jupyter.backends.base import InPlaceRestorer
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.control.checkpointing import new_checkpoint, replicate_behind
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.errors import UnsupportedBackend
 from ditto_jupyter.core.models import (
@@ -97,7 +98,7 @@ class FilesBack:
                 self.keep_replaced(session, head, target, safety)
         finally:
             self.parts.guard.let_go(runtime_id)
-        self.parts.store.set_head(runtime_id, target.checkpoint_id)
+        await off_loop(self.parts.store.set_head, runtime_id, target.checkpoint_id)
         return unrestorable
 
     async def bring_back(

@@ -15,6 +15,7 @@ import re
 
 from ditto_jupyter.control.autocheckpoint_pruning import thinned
 from ditto_jupyter.control.bucket_gc import BucketGcReport
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import collecting_damaged_rows
 from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobError, GcReport
@@ -60,26 +61,37 @@ class Housekeeping:
             # The snapshot's manifests are marked first: the next collection checks them
             # again (and keeps them if a checkpoint still names them).
             parts.blobs.mark_for_collection(parts.backends.referenced_manifests(ref))
-            with parts.store.transaction():
-                sharing = [
-                    other
-                    for other in parts.store.checkpoints_with_snapshot(snapshot_id)
-                    if other.backend_ref is not None
-                    and other.backend_ref.provider_snapshot_id == snapshot_id
-                ]
-                for other in sharing:
-                    parts.store.put_checkpoint(_without_snapshot(other))
+            sharing = await off_loop(self._forget_snapshot, snapshot_id)
             try:
                 deleted = await parts.backends.delete_snapshot(ref)
             except BaseException:
-                with parts.store.transaction():
-                    for other in sharing:
-                        parts.store.put_checkpoint(other)
+                await off_loop(self._put_all, sharing)
                 raise
         parts.request_collection()  # its chunks, in the background
         return RuntimeCheckpointSnapshotDeleteResult(
             checkpoint_id=checkpoint_id, deleted=deleted, already_deleted=not deleted
         )
+
+    def _forget_snapshot(self, snapshot_id: str) -> list[RuntimeCheckpoint]:
+        """In one transaction (on a store thread): the checkpoints recording the snapshot,
+        as they were, each recorded without it now."""
+        store = self.parts.store
+        with store.transaction():
+            sharing = [
+                other
+                for other in store.checkpoints_with_snapshot(snapshot_id)
+                if other.backend_ref is not None
+                and other.backend_ref.provider_snapshot_id == snapshot_id
+            ]
+            for other in sharing:
+                store.put_checkpoint(_without_snapshot(other))
+        return sharing
+
+    def _put_all(self, checkpoints: list[RuntimeCheckpoint]) -> None:
+        """Record these checkpoints in one transaction (on a store thread)."""
+        with self.parts.store.transaction():
+            for checkpoint in checkpoints:
+                self.parts.store.put_checkpoint(checkpoint)
 
     async def prune_automatic(self, runtime_id: str, keep: int) -> AutoCheckpointPruneResult:
         """Thin a runtime's automatic checkpoints beyond the newest `keep` (see
@@ -96,9 +108,7 @@ class Housekeeping:
                 # Recorded first: the next collection checks these manifests again (and
                 # keeps any a checkpoint still names).
                 parts.blobs.mark_for_collection([m for c in pruned for m in parts.manifests_of(c)])
-                with parts.store.transaction():
-                    for checkpoint in pruned:
-                        parts.store.put_checkpoint(thinned(checkpoint))
+                await off_loop(self._put_all, [thinned(c) for c in pruned])
                 await self._delete_unnamed_snapshots(runtime_id, pruned)
         if pruned:
             parts.request_collection()  # their chunks, in the background

@@ -43,6 +43,7 @@ from ditto_jupyter.control.checkpointing import (
 )
 from ditto_jupyter.control.langgraph_threads import copy_on_checkout
 from ditto_jupyter.control.leftovers import backend_resource, kernel_resource
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.provider_work import ProviderWork
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.blobs import BlobError
@@ -185,9 +186,12 @@ class Lifecycle:
                 self._undo_context(work, session)
             else:
                 session = session.model_copy(update={"handle_state": handle_state})
-            with work.commit():
+
+            def record() -> None:
                 parts.store.insert_session(session)
                 parts.store.put_binding(parts.binding(runtime_id, backend))
+
+            await work.record(record)
         return await parts.guard.public(session)
 
     async def checkout(
@@ -245,7 +249,8 @@ class Lifecycle:
                     work, child, backend, checkpoint, handle_state, arrivals=incoming.log
                 )
                 await incoming.commit()
-                with work.commit():
+
+                def record() -> None:
                     parts.store.insert_session(child)
                     parts.store.put_binding(parts.binding(child_id, backend))
                     parts.store.set_head(child_id, checkpoint.checkpoint_id)
@@ -253,6 +258,8 @@ class Lifecycle:
                     copy_on_checkout(
                         parts.store, source.session_id, child_id, checkpoint.created_at_ms
                     )
+
+                await work.record(record)
         return RuntimeCheckoutResult(
             runtime=await parts.guard.public(child),
             checkpoint_id=checkpoint.checkpoint_id,
@@ -303,9 +310,12 @@ class Lifecycle:
                     work, session, backend, checkpoint, handle_state, arrivals=incoming.log
                 )
                 await incoming.commit()
-                with work.commit():
+
+                def record() -> None:
                     parts.store.put_session(session)
                     parts.store.put_binding(parts.binding(runtime_id, backend))
+
+                await work.record(record)
         return RuntimeResumeResult(
             runtime=await parts.guard.public(session),
             checkpoint_id=checkpoint.checkpoint_id,
@@ -383,9 +393,7 @@ class Lifecycle:
             await parts.backend(session)  # attach first so release really frees it
             await parts.backends.release(runtime_id)
             session = self._stopped(session, SessionLifecycleStatus.PAUSED)
-            with parts.store.transaction():
-                parts.store.put_session(session)
-                parts.store.delete_binding(runtime_id)
+            await off_loop(self._record_stopped, session)
         return RuntimePauseResult(
             runtime=await parts.guard.public(session), checkpoint_id=checkpoint.checkpoint_id
         )
@@ -418,9 +426,7 @@ class Lifecycle:
                 final = checkpoint.checkpoint_id
             backend = await parts.backend(session) if live else None  # attached: really freed
             closed = self._stopped(session, SessionLifecycleStatus.CLOSED)
-            with parts.store.transaction():
-                parts.store.put_session(closed)
-                parts.store.delete_binding(runtime_id)
+            await off_loop(self._record_stopped, closed)
             if live:
                 await parts.stop_context(session)
             if backend is not None:
@@ -434,6 +440,12 @@ class Lifecycle:
             provider_sandbox_deleted=deleted,
             checkpoint_id=final,
         )
+
+    def _record_stopped(self, session: SessionRecord) -> None:
+        """Record a runtime paused or closed (on a store thread: `off_loop`)."""
+        with self.parts.store.transaction():
+            self.parts.store.put_session(session)
+            self.parts.store.delete_binding(session.session_id)
 
     @staticmethod
     def _stopped(session: SessionRecord, status: SessionLifecycleStatus) -> SessionRecord:
@@ -474,12 +486,15 @@ class Lifecycle:
                     f"discarding the lost snapshot of runtime {runtime_id}",
                     lambda: parts.discard_new_ref(runtime_id, ref),
                 )
-                with work.commit():
+
+                def record() -> None:
                     if lost is not None:
                         parts.store.put_checkpoint(lost)
                         parts.store.set_head(runtime_id, lost.checkpoint_id)
                     parts.store.put_session(session)
                     parts.store.delete_binding(runtime_id)
+
+                await work.record(record)
             if lost is not None:
                 replicate_behind(parts, lost)
             if lost is None:  # an empty workspace's snapshot, or the head's own
@@ -516,10 +531,14 @@ class Lifecycle:
                     f"discarding the snapshot of restarted runtime {runtime_id}",
                     lambda: parts.discard_new_ref(runtime_id, ref),
                 )
-                with work.commit():
-                    parts.store.put_checkpoint(lost)
-                    parts.store.set_head(runtime_id, lost.checkpoint_id)
+                kept = lost
+
+                def record() -> None:
+                    parts.store.put_checkpoint(kept)
+                    parts.store.set_head(runtime_id, kept.checkpoint_id)
                     parts.store.put_session(live)
+
+                await work.record(record)
             replicate_behind(parts, lost)
         return lost
 

@@ -12,16 +12,19 @@
   one runs no cell (its context driver says so).
 - **The public record.** A runtime reads `busy` while code or an operation runs.
 
-Every operation enters here, so this is where a runtime's ownership is checked.
+Every operation enters here, so this is where a runtime's ownership is checked. Claiming
+and giving up a lease are store writes: they run on the store's threads (`off_loop`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
 
 from ditto_jupyter.control.context_driver import ContextDriver
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.control.store.langgraph_rows import langgraph_manifests_named
@@ -42,6 +45,8 @@ class OperationGuard:
         self._commands: dict[str, int] = {}  # runtime id -> shell commands running in it
         self._held: dict[str, set[str]] = {}  # manifests of checkpoints being recorded
         self._held_lock = threading.Lock()
+        #: runtime id -> the lease release of an operation that just ended on it
+        self._releasing: dict[str, asyncio.Future[None]] = {}
 
     # ---- operation slots ---------------------------------------------------------------
 
@@ -55,19 +60,43 @@ class OperationGuard:
         """
         for runtime_id in runtime_ids:
             self.refuse_in_flight(runtime_id)
+        self._in_flight.update(runtime_ids)  # before the first await: no second one starts
         claimed: list[str] = []
         try:
+            await self._released(runtime_ids)
             for runtime_id in runtime_ids if claim else ():
-                self.ownership.claim(runtime_id)
+                await off_loop(self.ownership.claim, runtime_id)
                 claimed.append(runtime_id)
-            self._in_flight.update(runtime_ids)
-            try:
-                yield
-            finally:
-                self._in_flight.difference_update(runtime_ids)
+            yield
         finally:
-            for runtime_id in claimed:
-                self.ownership.release_unless_live(runtime_id)
+            self._in_flight.difference_update(runtime_ids)
+            await self._release(claimed)
+
+    async def _release(self, runtime_ids: list[str]) -> None:
+        """Give the leases up unless the runtimes are live, on a store thread; an operation
+        that starts meanwhile waits for it (`_released`) before it claims."""
+        if not runtime_ids:
+            return
+
+        def release() -> None:
+            for runtime_id in runtime_ids:
+                self.ownership.release_unless_live(runtime_id)  # logs what it cannot do
+
+        releasing = asyncio.ensure_future(off_loop(release))
+        for runtime_id in runtime_ids:
+            self._releasing[runtime_id] = releasing
+        try:
+            await asyncio.shield(releasing)
+        finally:
+            for runtime_id in runtime_ids:
+                if self._releasing.get(runtime_id) is releasing:
+                    del self._releasing[runtime_id]
+
+    async def _released(self, runtime_ids: Sequence[str]) -> None:
+        """Wait until the lease releases of operations that just ended on these runtimes
+        are done (a claim in between would find its lease taken from under it)."""
+        for releasing in {self._releasing[r] for r in runtime_ids if r in self._releasing}:
+            await asyncio.shield(releasing)
 
     @contextlib.asynccontextmanager
     async def command(self, runtime_id: str) -> AsyncIterator[None]:
@@ -75,9 +104,10 @@ class OperationGuard:
         refused while an operation is in flight, and refusing operations until it ends."""
         if runtime_id in self._in_flight:
             raise SessionBusy(f"runtime {runtime_id} has a control operation in flight")
-        self.ownership.claim(runtime_id)
-        self._commands[runtime_id] = self._commands.get(runtime_id, 0) + 1
+        self._commands[runtime_id] = self._commands.get(runtime_id, 0) + 1  # before awaiting
         try:
+            await self._released([runtime_id])
+            await off_loop(self.ownership.claim, runtime_id)
             yield
         finally:
             self._commands[runtime_id] -= 1

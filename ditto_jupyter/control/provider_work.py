@@ -14,15 +14,21 @@ store is as it was. An undo step that fails is logged and what it left behind re
         ...
         with work.commit():
             store.insert_session(session)
+
+`record` is `commit` run off the event loop (`off_loop`): what the operations use.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TypeVar
 
 from ditto_jupyter.control.leftovers import LeftoverLog, Resource
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.store import CheckpointStore
+
+_T = TypeVar("_T")
 
 
 class ProviderWork:
@@ -48,6 +54,16 @@ class ProviderWork:
         with self._store.transaction():
             yield
         self.committed = True
+
+    async def record(self, writes: Callable[[], _T]) -> _T:
+        """`writes()` inside `commit`, on a store thread: the loop goes on while the store
+        waits for its write lock (bounded; then StoreError, and the work is undone)."""
+
+        def committed() -> _T:
+            with self.commit():
+                return writes()
+
+        return await off_loop(committed)
 
     async def undo(self) -> None:
         """Undo every registered step, newest first (failures logged and recorded)."""

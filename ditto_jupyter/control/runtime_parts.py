@@ -22,6 +22,7 @@ from ditto_jupyter.control.leftovers import (
     kernel_resource,
     snapshot_resource,
 )
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.operation_guard import OperationGuard
 from ditto_jupyter.control.provider_work import ProviderWork, provider_work
 from ditto_jupyter.control.replication import Replication
@@ -67,7 +68,7 @@ class RuntimeParts:
         when the binding names another backend now (another server sharing the store
         paused and resumed the runtime since this one attached it)."""
         backend = self.backends.get(session.session_id)
-        binding = self.store.get_binding(session.session_id)
+        binding = await off_loop(self.store.get_binding, session.session_id)
         if backend is not None and (binding is None or binding.backend_id == backend.backend_id):
             return backend
         if backend is not None:

@@ -45,6 +45,7 @@ from ditto_jupyter.control.langgraph_threads import LangGraphThreads
 from ditto_jupyter.control.leftovers import LeftoverLog
 from ditto_jupyter.control.lifecycle import Lifecycle
 from ditto_jupyter.control.lookups import checkpoint_page, resolve_checkpoint
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.operation_guard import OperationGuard
 from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.replication import Replication
@@ -179,8 +180,7 @@ class RuntimeService:
         self, visible: Callable[[SessionRecord], bool] | None = None
     ) -> RuntimeListResult:
         """Every runtime the store knows (that `visible` keeps: a user's own), oldest first."""
-        sessions = self.store.list_sessions()
-        kept = [s for s in sessions if visible is None or visible(s)]
+        kept = [s for s in await off_loop(self.store.list_sessions) if not visible or visible(s)]
         return RuntimeListResult(runtimes=[await self.guard.public(s) for s in kept])
 
     async def resume_session(self, runtime_id: str) -> RuntimeRecord:

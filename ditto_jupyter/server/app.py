@@ -53,6 +53,7 @@ from traitlets import Bool, Float, Integer, Unicode, default
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.control.budget_registry import RuntimeBudgets
 from ditto_jupyter.control.context_driver import ContextDriver
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.ownership import this_process
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
@@ -151,6 +152,15 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
         "(every third of it). Another server sharing the store (on another host) takes the "
         "runtimes of a server that died over once its leases ran out; on the same host, "
         "as soon as its process is gone.",
+    )
+
+    store_lock_timeout = Float(
+        30.0,
+        min=0.001,
+        config=True,
+        help="Seconds a store write waits at most for the store's write lock (SQLite's busy "
+        "timeout, PostgreSQL's lock_timeout) before it answers 503 StoreUnavailable: a "
+        "server frozen inside a write never stops the others.",
     )
 
     document_wait_seconds = Float(
@@ -300,6 +310,7 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
             object_store=self.object_store(),
             store_factory=self.store_factory(),
             provider_factory=self.provider_factory(),
+            store_lock_timeout_ms=max(1, round(self.store_lock_timeout * 1000)),
         )
         try:
             service.replication.check_at_start()
@@ -389,6 +400,6 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
             await self.host.wait_deferred()
             await self.host.close()
         if self.service is not None:
-            self.service.close_store()
+            await off_loop(self.service.close_store)  # its leases run out: a store write
         if self._log_parent is not None:
             PACKAGE_LOG.parent = self._log_parent

@@ -20,7 +20,9 @@ A runtime with an operation in flight is never touched: a pause under way stops 
 itself, and the runtime is looked at again on the next round. `mark_lost` also leaves a
 runtime alone whose kernel changed since it was looked at (it was resumed meanwhile).
 The watcher also renews this server's leases (the heartbeat), every third of their time to
-live.
+live. Its store calls run on the store's threads (`control.off_loop`), never on the loop: a
+store whose write lock another server holds delays the heartbeat (bounded by the store's
+lock timeout), never the server.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from tornado.ioloop import PeriodicCallback
 
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.core.errors import DittoError, SessionBusy
 from ditto_jupyter.core.models import SessionLifecycleStatus, SessionRecord
 
@@ -106,17 +109,17 @@ class KernelWatcher:
         """One round: renew the leases when due, record restarted and dead kernels, take
         over the runtimes of servers that are gone; the runtimes it recorded."""
         async with self._lock:
-            self._renew_when_due()
+            await self._renew_when_due()
             recorded = await self._record_restarts()
             recorded += await self._record_dead_kernels()
             recorded += await self._take_over()
             return recorded
 
-    def _renew_when_due(self) -> None:
+    async def _renew_when_due(self) -> None:
         if self.heartbeat is None or time.monotonic() - self._renewed < self.heartbeat:
             return
         try:
-            self.service.ownership.renew()
+            await off_loop(self.service.ownership.renew)
         except DittoError as error:  # the store refused: the leases run out if it stays so
             self.log.warning("ditto_jupyter: could not renew this server's leases: %s", error)
             return
@@ -187,13 +190,14 @@ class KernelWatcher:
 
     async def _record_dead_kernels(self) -> list[str]:
         recorded: list[str] = []
-        for lease in self.service.ownership.held():
+        for lease in await off_loop(self.service.ownership.held):
             runtime_id = lease.key
             if self.service.has_operation_in_flight(runtime_id):
                 continue
-            session = self._session(runtime_id)
+            session = await self._session(runtime_id)
             if session is None or session.status not in _LIVE:
-                self.service.ownership.release_unless_live(runtime_id)  # left by a failure
+                # left by a failure
+                await off_loop(self.service.ownership.release_unless_live, runtime_id)
                 continue
             kernel_id = session.handle_state.get("kernel_id")
             if not isinstance(kernel_id, str) or not kernel_id:
@@ -211,19 +215,19 @@ class KernelWatcher:
 
     async def _take_over(self) -> list[str]:
         recorded: list[str] = []
-        for lease in self.service.ownership.lapsed():
+        for lease in await off_loop(self.service.ownership.lapsed):
             runtime_id = lease.key
             if self.service.has_operation_in_flight(runtime_id):
                 continue
-            session = self._session(runtime_id)
+            session = await self._session(runtime_id)
             if session is not None and not session.belongs_to(self.sessions.scope.server_user):
                 continue  # another user's runtime: theirs to take over, on their server
             if session is None or session.status not in _LIVE:  # a lease left behind
                 try:
-                    self.service.ownership.claim(runtime_id)
+                    await off_loop(self.service.ownership.claim, runtime_id)
                 except SessionBusy:  # another server was quicker
                     continue
-                self.service.ownership.release_unless_live(runtime_id)
+                await off_loop(self.service.ownership.release_unless_live, runtime_id)
                 continue
             self.log.warning(
                 "ditto_jupyter: runtime %s was live on %s, which is gone: taking it over",
@@ -236,9 +240,9 @@ class KernelWatcher:
 
     # ---- shared --------------------------------------------------------------------------
 
-    def _session(self, runtime_id: str) -> SessionRecord | None:
+    async def _session(self, runtime_id: str) -> SessionRecord | None:
         try:
-            found: SessionRecord | None = self.service.find_session(runtime_id)
+            found: SessionRecord | None = await off_loop(self.service.find_session, runtime_id)
         except DittoError as error:  # a damaged row, an unavailable store: skipped, said
             self.log.warning("ditto_jupyter: runtime %s not watched: %s", runtime_id, error)
             return None

@@ -7,20 +7,18 @@ that runtime's threads only: another runtime's threads, another user's above all
 never named by one. `GET .../{runtime_id}/langgraph/threads` lists a runtime's threads for
 its owner; another user's runtime answers as an unknown one.
 
-Store work runs on threads of this module's own (`_store_threads`), never on the server's
+Store work runs on the store's threads (`control.off_loop`), never on the server's
 event loop: a store that waits (a lock another server holds) never stops the server.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, UnsupportedBackend
 from ditto_jupyter.core.models.langgraph import (
     LangGraphChanged,
@@ -39,25 +37,8 @@ from ditto_jupyter.core.models.langgraph import (
 from ditto_jupyter.server.route_spec import API_PREFIX, RouteRequest, RouteSpec
 from ditto_jupyter.server.sessions import RuntimeSessions
 
-_T = TypeVar("_T")
 #: What a `self/langgraph/...` call can answer.
 _ERRORS = (InvalidRequest, RuntimeNotFound, UnsupportedBackend)
-#: Threads for LangGraph's store calls (a saver's calls are many and short).
-_POOL_SIZE = 8
-_pool: ThreadPoolExecutor | None = None
-
-
-def _store_threads() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="ditto-langgraph")
-    return _pool
-
-
-async def _off_loop(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """`call(*args, **kwargs)` on a store thread; the loop goes on meanwhile."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_store_threads(), functools.partial(call, *args, **kwargs))
 
 
 def _own(sessions: RuntimeSessions, runtime_id: str, runtime_token: str) -> None:
@@ -68,7 +49,7 @@ def _own(sessions: RuntimeSessions, runtime_id: str, runtime_token: str) -> None
 async def _put(sessions: RuntimeSessions, req: RouteRequest[LangGraphPutRequest]) -> BaseModel:
     body = req.body
     _own(sessions, body.runtime_id, body.runtime_token)
-    return await _off_loop(sessions.service.langgraph.put, body.runtime_id, body.checkpoint)
+    return await off_loop(sessions.service.langgraph.put, body.runtime_id, body.checkpoint)
 
 
 async def _writes(
@@ -76,7 +57,7 @@ async def _writes(
 ) -> BaseModel:
     body = req.body
     _own(sessions, body.runtime_id, body.runtime_token)
-    return await _off_loop(
+    return await off_loop(
         sessions.service.langgraph.put_writes,
         body.runtime_id,
         body.thread_id,
@@ -90,7 +71,7 @@ async def _writes(
 async def _get(sessions: RuntimeSessions, req: RouteRequest[LangGraphGetRequest]) -> BaseModel:
     body = req.body
     _own(sessions, body.runtime_id, body.runtime_token)
-    found = await _off_loop(
+    found = await off_loop(
         sessions.service.langgraph.get,
         body.runtime_id,
         body.thread_id,
@@ -103,7 +84,7 @@ async def _get(sessions: RuntimeSessions, req: RouteRequest[LangGraphGetRequest]
 async def _list(sessions: RuntimeSessions, req: RouteRequest[LangGraphListRequest]) -> BaseModel:
     body = req.body
     _own(sessions, body.runtime_id, body.runtime_token)
-    return await _off_loop(
+    return await off_loop(
         sessions.service.langgraph.list,
         body.runtime_id,
         thread_id=body.thread_id,
@@ -121,9 +102,7 @@ async def _delete_thread(
 ) -> BaseModel:
     body = req.body
     _own(sessions, body.runtime_id, body.runtime_token)
-    return await _off_loop(
-        sessions.service.langgraph.delete_thread, body.runtime_id, body.thread_id
-    )
+    return await off_loop(sessions.service.langgraph.delete_thread, body.runtime_id, body.thread_id)
 
 
 async def _copy_thread(
@@ -131,7 +110,7 @@ async def _copy_thread(
 ) -> BaseModel:
     body = req.body
     _own(sessions, body.runtime_id, body.runtime_token)
-    return await _off_loop(
+    return await off_loop(
         sessions.service.langgraph.copy_thread,
         body.runtime_id,
         body.source_thread_id,
@@ -142,7 +121,7 @@ async def _copy_thread(
 async def _prune(sessions: RuntimeSessions, req: RouteRequest[LangGraphPruneRequest]) -> BaseModel:
     body = req.body
     _own(sessions, body.runtime_id, body.runtime_token)
-    return await _off_loop(
+    return await off_loop(
         sessions.service.langgraph.prune, body.runtime_id, body.thread_ids, body.strategy
     )
 
@@ -152,9 +131,7 @@ async def _delete_runs(
 ) -> BaseModel:
     body = req.body
     _own(sessions, body.runtime_id, body.runtime_token)
-    return await _off_loop(
-        sessions.service.langgraph.delete_for_runs, body.runtime_id, body.run_ids
-    )
+    return await off_loop(sessions.service.langgraph.delete_for_runs, body.runtime_id, body.run_ids)
 
 
 async def _threads(sessions: RuntimeSessions, req: RouteRequest[None]) -> BaseModel:
@@ -165,7 +142,7 @@ async def _threads(sessions: RuntimeSessions, req: RouteRequest[None]) -> BaseMo
         sessions.scope.runtime(runtime_id, req.user)
         return sessions.service.langgraph.threads(runtime_id)
 
-    return await _off_loop(read)
+    return await off_loop(read)
 
 
 def _self_route(

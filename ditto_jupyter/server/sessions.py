@@ -35,6 +35,7 @@ from tornado.web import HTTPError
 
 from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.budget_registry import RuntimeBudgets
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import DamagedRecord
 from ditto_jupyter.core.errors import DittoError, RuntimeNotFound
@@ -211,7 +212,7 @@ class RuntimeSessions:
             return
         if known.handle_state.get("kernel_id") == kernel_id:
             return
-        self.service.update_handle(runtime_id, kernel_id=kernel_id)
+        await off_loop(self.service.update_handle, runtime_id, kernel_id=kernel_id)
         if self.host is not None:
             self.host.warm_up(kernel_id, self.service.workspace_path(runtime_id))
         self._kernel_started(runtime_id, kernel_id)
@@ -222,7 +223,7 @@ class RuntimeSessions:
         if known is None or known.status.value in ("paused", "closed"):
             return
         if known.conversation_id != path:
-            self.service.update_conversation(runtime_id, path)
+            await off_loop(self.service.update_conversation, runtime_id, path)
 
     async def register_existing(self, user: str) -> None:
         """At start: register the Jupyter sessions that exist already (a session database

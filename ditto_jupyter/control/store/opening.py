@@ -8,7 +8,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from ditto_jupyter.control.store.interface import CheckpointStore
+from ditto_jupyter.control.store.interface import BUSY_TIMEOUT_MS, CheckpointStore
 from ditto_jupyter.control.store.memory import MemoryCheckpointStore
 from ditto_jupyter.control.store.sql import SqlCheckpointStore
 from ditto_jupyter.core.errors import ConfigurationError
@@ -23,21 +23,28 @@ _PASSWORD = re.compile(r"(://[^:/@]*):[^@]*@")
 _PORT = re.compile(r"://(?:[^@/]*@)?[^:/@]*:([^/?#]*)")
 
 
-def open_store(url_or_path: str | None, data_dir: Path) -> CheckpointStore:
+def open_store(
+    url_or_path: str | None, data_dir: Path, *, lock_timeout_ms: int = BUSY_TIMEOUT_MS
+) -> CheckpointStore:
     """Open the store a configuration names.
 
     None or "" -> the SQLite file `data_dir/ditto.db`; "memory://" -> a MemoryCheckpointStore;
     anything with "://" -> a SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...);
-    otherwise a SQLite file path, relative paths taken from `data_dir`.
+    otherwise a SQLite file path, relative paths taken from `data_dir`. `lock_timeout_ms`
+    bounds every lock wait (then StoreError, 503 `StoreUnavailable`).
     """
     if not url_or_path:
-        return SqlCheckpointStore.at_path(Path(data_dir) / "ditto.db")
+        return SqlCheckpointStore.at_path(
+            Path(data_dir) / "ditto.db", busy_timeout_ms=lock_timeout_ms
+        )
     if url_or_path == "memory://":
-        return MemoryCheckpointStore()
+        return MemoryCheckpointStore(lock_timeout_s=lock_timeout_ms / 1000)
     if "://" in url_or_path:
-        return SqlCheckpointStore(url_or_path)
+        return SqlCheckpointStore(url_or_path, busy_timeout_ms=lock_timeout_ms)
     path = Path(url_or_path).expanduser()
-    return SqlCheckpointStore.at_path(path if path.is_absolute() else Path(data_dir) / path)
+    return SqlCheckpointStore.at_path(
+        path if path.is_absolute() else Path(data_dir) / path, busy_timeout_ms=lock_timeout_ms
+    )
 
 
 def check_store_url(url_or_path: str | None) -> None:

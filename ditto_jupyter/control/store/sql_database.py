@@ -7,6 +7,12 @@ error: a full disk is `StoreFull` (507 `StorageFull`), anything else `StoreError
 `StoreUnavailable`), and the transaction it ran in is rolled back, so the store is as it
 was.
 
+Every lock wait is bounded by `lock_timeout_ms` (the server's `store_lock_timeout`):
+SQLite's busy timeout, PostgreSQL's `lock_timeout` for the write lock and all a write
+transaction waits for. A write lock held longer by another (a server frozen inside a
+write, a session a network partition left open) is `StoreError` naming the bound, never
+a wait without end: one stuck server never stops the others.
+
 SQLite runs with `synchronous=FULL`: every commit is on disk when it returns, so a
 checkpoint the user was told about survives power loss, not only a process crash (with
 NORMAL, WAL stays consistent but may lose the last commits). Commits are rare (one per
@@ -53,6 +59,19 @@ PAGE_SIZE = 1024
 
 _PG_DISK_FULL = "53100"
 """PostgreSQL's SQLSTATE `disk_full`."""
+_PG_LOCK_TIMEOUT = "55P03"
+"""PostgreSQL's SQLSTATE `lock_not_available` (`lock_timeout` reached)."""
+
+
+def lock_timed_out(error: sa.exc.DBAPIError) -> bool:
+    """Whether the database gave up waiting for a lock another connection held."""
+    orig = error.orig
+    if getattr(orig, "sqlstate", None) == _PG_LOCK_TIMEOUT:
+        return True
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_BUSY:
+        return True
+    return "database is locked" in str(orig).lower()
 
 
 def disk_is_full(error: sa.exc.DBAPIError) -> bool:
@@ -92,6 +111,10 @@ class SqlDatabase:
         migrations: Sequence[Migration] = MIGRATIONS,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     ) -> None:
+        if busy_timeout_ms < 1:
+            raise ValueError(f"a store's lock timeout must be at least 1 ms, not {busy_timeout_ms}")
+        #: How long any lock wait lasts at most (ms) before the store answers StoreError.
+        self.lock_timeout_ms = int(busy_timeout_ms)
         try:
             self.url = make_url(url)
         except sa.exc.ArgumentError as exc:
@@ -133,13 +156,15 @@ class SqlDatabase:
         self._opening = False
 
     @classmethod
-    def at_path(cls, path: str | os.PathLike[str]) -> Self:
+    def at_path(
+        cls, path: str | os.PathLike[str], *, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+    ) -> Self:
         """The SQLite store in the file `path` (created 0600, with its parent folders, if
         missing; a looser file and its -wal and -shm are made 0600)."""
         target = Path(path).expanduser().resolve()
         target.parent.mkdir(parents=True, exist_ok=True)
         private_file(target)
-        return cls(URL.create("sqlite", database=str(target)))
+        return cls(URL.create("sqlite", database=str(target)), busy_timeout_ms=busy_timeout_ms)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._shown!r})"
@@ -193,6 +218,8 @@ class SqlDatabase:
                 conn.execution_options(ditto_write=write)
                 with conn.begin():
                     if write and self.backend == "postgresql":
+                        # every lock wait of the transaction bounded, the write lock's first
+                        conn.exec_driver_sql(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}")
                         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_WRITE_LOCK)))
                     yield conn
         except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
@@ -209,6 +236,12 @@ class SqlDatabase:
             return StoreFull(
                 f"the disk holding the checkpoint store {self._shown} is full ({reason}); "
                 "nothing was written: free some space and try again"
+            )
+        if lock_timed_out(exc):
+            return StoreError(
+                f"the checkpoint store {self._shown} is busy: another connection held its "
+                f"write lock for over {self.lock_timeout_ms / 1000:g} s (store_lock_timeout; a "
+                "server frozen inside a write?); nothing was written, try again"
             )
         return StoreError(f"cannot {verb} the checkpoint store {self._shown}: {reason}")
 
