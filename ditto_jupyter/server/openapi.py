@@ -42,8 +42,8 @@ _ERROR_TEXT = {
     "foreign or missing object of the bucket is named in the message).",
     "503": "StoreUnavailable: the checkpoint store or blob store could not be read or "
     "written (or another server held the store's write lock past store_lock_timeout; "
-    "nothing was written); or ConfigurationError: a setting is wrong, and the extension is off until it "
-    "is fixed and the server restarted.",
+    "nothing was written); or ConfigurationError: a setting is wrong, and the extension is "
+    "off until it is fixed and the server restarted.",
     "507": "StorageFull: the disk holding the data directory is full; nothing was saved.",
 }
 
