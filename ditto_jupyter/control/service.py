@@ -39,6 +39,7 @@ from ditto_jupyter.control.checkpointing import Checkpointing
 from ditto_jupyter.control.collector import BackgroundCollector
 from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.diff.comparisons import Comparisons, LiveNotebook
+from ditto_jupyter.control.fencing import Fencing
 from ditto_jupyter.control.housekeeping import Housekeeping
 from ditto_jupyter.control.in_place_restore import InPlaceRestore
 from ditto_jupyter.control.langgraph_threads import LangGraphThreads
@@ -157,11 +158,9 @@ class RuntimeService:
         handle_state: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> RuntimeRecord:
-        """Register a new runtime with a fresh backend.
-
-        With `handle_state` the runtime adopts a context that already runs (for example a
-        kernel the Jupyter server started); otherwise the context driver starts one.
-        """
+        """Register a new runtime with a fresh backend. With `handle_state` it adopts a
+        context that already runs (a kernel the Jupyter server started); otherwise the
+        context driver starts one."""
         return await self._lifecycle.create_runtime(
             conversation_id,
             sender_id,
@@ -528,15 +527,15 @@ class RuntimeService:
     async def mark_restarted(
         self, runtime_id: str, *, handle: dict[str, Any]
     ) -> RuntimeCheckpoint | None:
-        """Record that a live runtime's context `handle` was restarted outside the control
-        plane (Jupyter's restarter revived its dead kernel): its variables are gone, its
-        files are not. The files as they are go into a checkpoint named `lost`, with the
-        head's variables, which becomes the head; the runtime stays live on the restarted
-        context. Returns the checkpoint to offer back (that one, or the head when the
-        files are the head's), or None when there is nothing to offer or the runtime has
-        another context by now.
-        """
+        """A live runtime's context `handle` was restarted outside the control plane: its
+        files kept with the head's variables in a `lost` head, the runtime live on the new
+        context; the checkpoint to offer back, or None (nothing to offer, another context)."""
         return await self._lifecycle.mark_restarted(runtime_id, handle=handle)
+
+    async def fence(self, runtime_id: str, handle: dict[str, Any]) -> RuntimeCheckpoint | None:
+        """Stop the context `handle` of a runtime whose lease this service lost, keeping
+        what it holds in a `lost` checkpoint if it can (`fencing`)."""
+        return await Fencing(self.parts).fence(runtime_id, handle)
 
     # ---- housekeeping ---------------------------------------------------------------
 

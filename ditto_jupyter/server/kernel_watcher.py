@@ -16,6 +16,11 @@ index lookup) and at the leases of holders that are gone (`lapsed`):
   it died, or stopped) is taken over and marked lost, so it can be resumed here; another
   user's runtime is left to that user's next server (a store may be shared by many).
 
+- a kernel this server still runs for a runtime whose lease it lost (it was frozen, and
+  another server took the runtime over meanwhile) is fenced at once: interrupted, what it
+  holds kept in a `lost` checkpoint if it still can be, and stopped; the notebook is told
+  (`RuntimeSessions.fence`), and the runtime is resumed from that checkpoint.
+
 A runtime with an operation in flight is never touched: a pause under way stops the kernel
 itself, and the runtime is looked at again on the next round. `mark_lost` also leaves a
 runtime alone whose kernel changed since it was looked at (it was resumed meanwhile).
@@ -32,11 +37,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from jupyter_server.utils import ensure_async
 from tornado.ioloop import PeriodicCallback
 
 from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.core.errors import DittoError, SessionBusy
-from ditto_jupyter.core.models import SessionLifecycleStatus, SessionRecord
+from ditto_jupyter.core.models import RUNTIME_LEASE, SessionLifecycleStatus, SessionRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -113,6 +119,7 @@ class KernelWatcher:
             recorded = await self._record_restarts()
             recorded += await self._record_dead_kernels()
             recorded += await self._take_over()
+            recorded += await self._fence_lost()
             return recorded
 
     async def _renew_when_due(self) -> None:
@@ -237,6 +244,46 @@ class KernelWatcher:
             if await self._mark_lost(session, "owner-gone"):
                 recorded.append(runtime_id)
         return recorded
+
+    # ---- kernels of runtimes another server took over -------------------------------------
+
+    async def _fence_lost(self) -> list[str]:
+        held = {lease.key for lease in await off_loop(self.service.ownership.held)}
+        fenced: list[str] = []
+        for kernel_id, (runtime_id, _) in list(self._watched.items()):
+            if runtime_id in held or self.service.has_operation_in_flight(runtime_id):
+                continue
+            if not self._kernel_alive(kernel_id) or not await self._taken(runtime_id, kernel_id):
+                continue
+            self.log.warning(
+                "ditto_jupyter: runtime %s was taken over by another server while this one "
+                "could not renew its lease: stopping its kernel %s here, keeping what it holds",
+                runtime_id,
+                kernel_id,
+            )
+            self._unwatch(kernel_id)
+            try:  # the cell it runs stops now
+                await ensure_async(self.kernel_manager.interrupt_kernel(kernel_id))
+            except Exception as error:  # gone meanwhile: stopped below anyway
+                self.log.info("ditto_jupyter: interrupting kernel %s: %s", kernel_id, error)
+            try:
+                await self.sessions.fence(runtime_id, kernel_id)
+            except DittoError as error:
+                self.log.warning("ditto_jupyter: fencing runtime %s: %s", runtime_id, error)
+                continue
+            fenced.append(runtime_id)
+        return fenced
+
+    async def _taken(self, runtime_id: str, kernel_id: str) -> bool:
+        """Whether another server took over the runtime this kernel of ours runs: it is
+        recorded paused, closed, or on another kernel, or another server holds its lease."""
+        session = await self._session(runtime_id)
+        if session is None:
+            return False
+        if session.status in _LIVE and session.handle_state.get("kernel_id") == kernel_id:
+            lease = await off_loop(self.service.store.get_lease, RUNTIME_LEASE, runtime_id)
+            return lease is not None and lease.holder.owner_id != self.service.ownership.owner_id
+        return True
 
     # ---- shared --------------------------------------------------------------------------
 

@@ -80,7 +80,7 @@ PauseReason = Literal["idle", "asked"]
 #: Why a runtime was recorded lost, as its lost event says: its kernel is gone (`died`),
 #: Jupyter restarted it (`restarted`: the runtime stays live), or the server that ran it
 #: is gone and this one took it over (`owner-gone`).
-LostReason = Literal["died", "restarted", "owner-gone"]
+LostReason = Literal["died", "restarted", "owner-gone", "fenced"]
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +254,18 @@ class RuntimeSessions:
         if record.status.value in ("paused", "closed"):
             self._forget_jupyter_session(runtime_id)
         return record
+
+    async def fence(self, runtime_id: str, kernel_id: str) -> None:
+        """Another server took over the runtime this server's kernel `kernel_id` still runs:
+        keep what it holds and stop it (`RuntimeService.fence`), and tell the notebook (a
+        `lost` event, reason `fenced`, naming the checkpoint a resume brings back)."""
+        with self.events.operation("lost", runtime_id) as event:
+            event.reason = "fenced"
+            kept = await self.service.fence(runtime_id, {"kernel_id": kernel_id})
+            event.checkpoint_id = kept.checkpoint_id if kept is not None else None
+            record = await off_loop(self.service.find_session, runtime_id)
+            event.status = record.status.value if record is not None else None
+        self._forget_jupyter_session(runtime_id)
 
     async def mark_restarted(self, runtime_id: str, handle: dict[str, Any]) -> RuntimeRecord:
         """Jupyter restarted the runtime's kernel `handle` (its variables are gone): record
