@@ -253,6 +253,9 @@ class KernelWatcher:
         for kernel_id, (runtime_id, _) in list(self._watched.items()):
             if runtime_id in held or self.service.has_operation_in_flight(runtime_id):
                 continue
+            host = self.sessions.host
+            if host is not None and host.stopping(kernel_id):  # it paused itself: stopping
+                continue
             if not self._kernel_alive(kernel_id) or not await self._taken(runtime_id, kernel_id):
                 continue
             self.log.warning(

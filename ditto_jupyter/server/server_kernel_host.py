@@ -65,6 +65,7 @@ class ServerKernelHost:
         self._channels: dict[str, KernelChannel] = {}
         self._opening: dict[str, asyncio.Lock] = {}
         self._deferred: set[str] = set()
+        self._stopping: set[str] = set()  # deferred shutdowns under way
         self._deferred_tasks: set[asyncio.Task[None]] = set()
         self._own_calls: dict[str, int] = {}
         self._warm_ups: dict[str, asyncio.Task[None]] = {}
@@ -125,6 +126,7 @@ class ServerKernelHost:
         """
         if kernel_id in self._deferred:
             self._deferred.discard(kernel_id)
+            self._stopping.add(kernel_id)
             task = asyncio.get_running_loop().create_task(self._shutdown_when_idle(kernel_id))
             self._deferred_tasks.add(task)
             task.add_done_callback(self._deferred_tasks.discard)
@@ -133,6 +135,11 @@ class ServerKernelHost:
         if kernel_id in self.kernel_manager:
             with contextlib.suppress(KeyError):
                 await self.kernel_manager.shutdown_kernel(kernel_id)
+
+    def stopping(self, kernel_id: str) -> bool:
+        """Whether this host is to shut the kernel down once it is idle (a kernel that
+        paused itself from a magic: its runtime is paused, its kernel not yet stopped)."""
+        return kernel_id in self._deferred or kernel_id in self._stopping
 
     def defer_shutdown(self, kernel_id: str) -> None:
         """Make the next `shutdown_kernel` of this kernel wait until it is idle."""
@@ -143,6 +150,12 @@ class ServerKernelHost:
         self._deferred.discard(kernel_id)
 
     async def _shutdown_when_idle(self, kernel_id: str, limit_s: float = 60.0) -> None:
+        try:
+            await self._shutdown_once_idle(kernel_id, limit_s)
+        finally:
+            self._stopping.discard(kernel_id)
+
+    async def _shutdown_once_idle(self, kernel_id: str, limit_s: float) -> None:
         deadline = time.monotonic() + limit_s
         await asyncio.sleep(0.05)
         while time.monotonic() < deadline and await self.is_busy(kernel_id):
