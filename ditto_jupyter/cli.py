@@ -4,7 +4,7 @@
     ditto runtime RUNTIME
     ditto checkpoints RUNTIME [--limit N] [--cursor CHECKPOINT] [--newest-first]
     ditto checkpoint RUNTIME [--name NAME] [-m KEY=VALUE ...]
-    ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME]
+    ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME] [--count N]
     ditto restore RUNTIME CHECKPOINT
     ditto diff [A [B]] [--runtime RUNTIME]
     ditto undo RUNTIME
@@ -88,6 +88,21 @@ def _runtime_line(runtime: dict[str, Any]) -> str:
     return f"{runtime['runtime_id']} ({runtime['status']}, {runtime['conversation_id']})"
 
 
+def _checked_out(result: dict[str, Any], out: TextIO) -> None:
+    """The lines of one checkout child."""
+    print(
+        f"checked out {result['checkpoint_id']} into {_runtime_line(result['runtime'])}", file=out
+    )
+    for key, label in (
+        ("kernel_id", "kernel "),
+        ("notebook_path", "notebook "),
+        ("notebook_note", ""),
+    ):
+        if result.get(key):
+            print(f"  {label}{result[key]}", file=out)
+    _not_restored(result, out)
+
+
 def _not_restored(result: dict[str, Any], out: TextIO) -> None:
     """One line per value the runtime's kernel does not hold after the operation."""
     for value in result.get("unrestorable", []):
@@ -139,17 +154,14 @@ def render(command: str, result: Any, out: TextIO) -> None:
             file=out,
         )
     elif command == "checkout":
-        print(
-            f"checked out {result['checkpoint_id']} into {_runtime_line(result['runtime'])}",
-            file=out,
-        )
-        if result.get("kernel_id"):
-            print(f"  kernel {result['kernel_id']}", file=out)
-        if result.get("notebook_path"):
-            print(f"  notebook {result['notebook_path']}", file=out)
-        if result.get("notebook_note"):
-            print(f"  {result['notebook_note']}", file=out)
-        _not_restored(result, out)
+        children = result.get("children") or []
+        for child in children if len(children) > 1 else [{"checkout": result}]:
+            if child["checkout"] is None:
+                print(
+                    f"child {child['index']} failed: {child['error']}: {child['message']}", file=out
+                )
+                continue
+            _checked_out(child["checkout"], out)
     elif command == "restore":
         print(
             f"restored {result['checkpoint_id']} into {_runtime_line(result['runtime'])}", file=out
@@ -351,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", help=_RUNTIME_HELP)
     p.add_argument("--conversation", help="conversation (notebook path) of the new runtime")
     p.add_argument("--sender", help="sender of the new runtime")
+    p.add_argument("--count", type=int, default=1, help="how many children, 1 to 20 (default 1)")
     metadata(p)
     p = command("restore", "restore a checkpoint into an idle runtime, in place")
     p.add_argument("runtime")
@@ -440,6 +453,8 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
             "sender_id": args.sender,
             "metadata": parse_metadata(args.metadata),
         }
+        if args.count != 1:  # absent from a single checkout's body: older servers take it
+            body["count"] = args.count
         return client.post("checkout", body)
     if command == "restore":
         checkpoint_id = client.resolve_checkpoint_id(args.checkpoint, args.runtime)

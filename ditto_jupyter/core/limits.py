@@ -36,6 +36,9 @@ MAX_METADATA_VALUE_BYTES = 16 * 1024
 #: Bytes of a whole metadata object, as JSON.
 MAX_METADATA_BYTES = 64 * 1024
 
+#: Children of one checkout (`count`): at most 20, as E2B's fork makes at most 20 at once.
+MAX_CHECKOUT_COUNT = 20
+
 #: Each limit with what it bounds, for the documentation (docs/rest.md).
 LIMITS: tuple[tuple[str, int, str], ...] = (
     ("request body", MAX_BODY_BYTES, "bytes"),
@@ -47,6 +50,7 @@ LIMITS: tuple[tuple[str, int, str], ...] = (
     ("one metadata key", MAX_METADATA_KEY_LENGTH, "characters"),
     ("one metadata value, as JSON", MAX_METADATA_VALUE_BYTES, "bytes"),
     ("all metadata, as JSON", MAX_METADATA_BYTES, "bytes"),
+    ("children of one checkout (`count`)", MAX_CHECKOUT_COUNT, "runtimes"),
 )
 
 

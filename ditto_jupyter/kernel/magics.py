@@ -52,6 +52,7 @@ from ditto_jupyter.kernel.this_kernel import KernelControl, install
 if TYPE_CHECKING:
     from ditto_jupyter.control.budget_registry import RuntimeBudget
     from ditto_jupyter.core.models import (
+        CheckedOutRuntime,
         CheckpointSummary,
         ContextCapture,
         RuntimeRecord,
@@ -317,29 +318,45 @@ class DittoMagics(Magics):
     @_argument("checkpoint", help="checkpoint id, unique id prefix, or name in this runtime")
     @_argument("--conversation", help="notebook path / conversation id of the new runtime")
     @_argument("--sender", help="user of the new runtime")
+    @_argument("--count", type=int, default=1, help="how many children, 1 to 20 (default 1)")
     @line_magic
     def checkout(self, line: str = "") -> None:
-        """Branch a NEW runtime (new kernel, workspace copy) from a checkpoint. Prints a line."""
+        """Branch NEW runtimes (new kernel, workspace copy) from a checkpoint: one, or
+        `--count N` at once. Prints a line per child."""
 
         def run() -> None:
             args = self._args(DittoMagics.checkout, line)
             started = time.perf_counter()
             control = self.control
             checkpoint = control.resolve(args.checkpoint)
-            result = control.checkout(checkpoint.checkpoint_id, args.conversation, args.sender)
-            elapsed = time.perf_counter() - started
-            child = result.runtime.runtime_id
-            text = (
-                f"checked out {_short(checkpoint.checkpoint_id)} into runtime {child} "
-                f"in {elapsed:.2f} s"
+            result = control.checkout(
+                checkpoint.checkpoint_id, args.conversation, args.sender, args.count
             )
-            hint = control.connection_hint(result.kernel_id)
-            extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
-            lost = unrestorable_line(result.unrestorable)
-            extra += [e for e in (result.notebook_note, hint and f"connect: {hint}", lost) if e]
-            print("; ".join([text, *extra]))
+            elapsed = time.perf_counter() - started
+            short = _short(checkpoint.checkpoint_id)
+            if args.count == 1:
+                print(
+                    f"checked out {short} into {self._child_line(result, f' in {elapsed:.2f} s')}"
+                )
+                return
+            made = sum(1 for child in result.children if child.checkout is not None)
+            print(f"checked out {short} into {made} of {args.count} runtimes in {elapsed:.2f} s")
+            for child in result.children:
+                if child.checkout is None:
+                    print(f"  [{child.index}] failed: {child.error}: {child.message}")
+                else:
+                    print(f"  [{child.index}] {self._child_line(child.checkout)}")
 
         self._guard(run)
+
+    def _child_line(self, result: CheckedOutRuntime, timing: str = "") -> str:
+        """`runtime R<timing>; notebook N; ...`: one checkout child as a magic prints it."""
+        text = f"runtime {result.runtime.runtime_id}{timing}"
+        hint = self.control.connection_hint(result.kernel_id)
+        extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
+        lost = unrestorable_line(result.unrestorable)
+        extra += [e for e in (result.notebook_note, hint and f"connect: {hint}", lost) if e]
+        return "; ".join([text, *extra])
 
     @_with_arguments()
     @_argument("name", nargs="?", help="a name for the pause checkpoint")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import posixpath
 from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_server.utils import ensure_async
@@ -48,6 +49,14 @@ _log = logging.getLogger(__name__)
 DEFAULT_WAIT_SECONDS = 10.0
 
 NotebookSource = Literal["checkpoint", "current_file"]
+
+
+def sibling_notebook_path(path: str, suffix: str) -> str:
+    """`dir/name.ipynb` -> `dir/name-<suffix>.ipynb` (the checkout's notebook copy)."""
+    directory, name = posixpath.split(path.strip("/"))
+    stem, dot, ext = name.rpartition(".")
+    new_name = f"{stem}-{suffix}.{ext}" if dot and stem else f"{name}-{suffix}"
+    return posixpath.join(directory, new_name) if directory else new_name
 
 
 class SessionDocuments:

@@ -93,6 +93,8 @@ from ditto_jupyter.core.models.records import (
 )
 from ditto_jupyter.core.models.runtime_operations import (
     AutoCheckpointPruneResult,
+    CheckedOutRuntime,
+    CheckoutChild,
     CheckpointDetail,
     CheckpointListQuery,
     CheckpointListResult,
@@ -134,7 +136,9 @@ __all__ = [
     "CellChange",
     "CellEntry",
     "CellsDiff",
+    "CheckedOutRuntime",
     "CheckoutBranch",
+    "CheckoutChild",
     "CheckoutOrigin",
     "CheckpointContents",
     "CheckpointDetail",
