@@ -264,7 +264,26 @@ def budget_lines(result: dict[str, Any]) -> list[str]:
         f"{budget['replayed']:,} (not charged)",
         f"  admission {admission}",
         f"  records {budget['records']:,}" + (f" ({statuses})" if statuses else ""),
+        *_branch_lines(budget),
     ]
+
+
+def _branch_lines(budget: dict[str, Any]) -> list[str]:
+    """Each branch of a budget drawn on by several runtimes, its cap and its refusals."""
+    branches = budget.get("branches") or []
+    if len(branches) < 2 and budget.get("each") is None and not budget.get("refusals"):
+        return []
+    each = budget.get("each")
+    lines = [
+        f"  each branch at most {each:,} tokens" if each else "  no cap per branch",
+        f"  refusals {budget.get('refusals', 0):,}",
+    ]
+    for branch in branches:
+        lines.append(
+            f"  branch {branch['branch'] or '(unrecorded)'}: charged {branch['charged']:,}, "
+            f"reserved {branch['reserved']:,}, refused {branch['refused']:,}"
+        )
+    return lines
 
 
 class _Parser(argparse.ArgumentParser):

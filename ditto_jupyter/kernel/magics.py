@@ -319,6 +319,9 @@ class DittoMagics(Magics):
     @_argument("--conversation", help="notebook path / conversation id of the new runtime")
     @_argument("--sender", help="user of the new runtime")
     @_argument("--count", type=int, default=1, help="how many children, 1 to 20 (default 1)")
+    @_argument(
+        "--each", help="first cap each branch of this budget at N tokens (as %%budget --each)"
+    )
     @line_magic
     def checkout(self, line: str = "") -> None:
         """Branch NEW runtimes (new kernel, workspace copy) from a checkpoint: one, or
@@ -329,6 +332,10 @@ class DittoMagics(Magics):
             started = time.perf_counter()
             control = self.control
             checkpoint = control.resolve(args.checkpoint)
+            if args.each is not None:  # on the budget, read at every reservation
+                from ditto_jupyter.kernel.runtime_budget import each_line, set_each
+
+                print(each_line(set_each(control.runtime_id, args.each)))
             result = control.checkout(
                 checkpoint.checkpoint_id, args.conversation, args.sender, args.count
             )
@@ -509,35 +516,19 @@ class DittoMagics(Magics):
     @_argument("limit", nargs="?", help="most tokens the runtime may use: 200000 or 200_000")
     @_argument("--own", action="store_true", help="a checkout's own budget, not its source's")
     @_argument("--history", action="store_true", help="the budget's records, as a table")
+    @_argument("--each", help="cap each branch (runtime) at N tokens inside the limit; 0: none")
+    @_argument("--branches", action="store_true", help="each branch beside the total, a table")
     @line_magic
     def budget(self, line: str = "") -> Any:
-        """`%budget LIMIT` sets this runtime's token budget (prints a line); `%budget` shows
-        it live; `%budget --history` returns its records as a table."""
+        """`%budget LIMIT` sets this runtime's token budget, `--each N` caps each branch
+        (prints a line); `%budget` shows it live; `--history` its records, `--branches`
+        each branch beside the total, as tables."""
 
         def run() -> Any:
-            from ditto_jupyter.kernel.runtime_budget import (
-                HISTORY_HEADERS,
-                history_rows,
-                limit_line,
-                parse_limit,
-                runtime_budgets,
-            )
+            from ditto_jupyter.kernel.runtime_budget import budget_magic
 
             args = self._args(DittoMagics.budget, line)
-            runtime_id = self.control.runtime_id
-            if args.limit is not None:
-                if args.history:
-                    raise InvalidRequest("%budget takes a LIMIT or --history, not both")
-                limit = parse_limit(args.limit)
-                print(limit_line(runtime_budgets().set_limit(runtime_id, limit, own=args.own)))
-                return None
-            if args.own:
-                raise InvalidRequest("--own needs a LIMIT: %budget LIMIT --own")
-            budget = runtime_budgets().get(runtime_id)
-            if args.history:
-                records = budget.authority.records
-                return TableResult(HISTORY_HEADERS, history_rows(records), records)
-            return self._budget_view(budget)
+            return budget_magic(args, self.control.runtime_id, self._budget_view)
 
         return self._guard(run)
 

@@ -41,7 +41,6 @@ from ditto_jupyter.core.errors import DittoError, InvalidRequest, RuntimeNotFoun
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
-    BudgetFigures,
     CheckoutBranch,
     CheckoutChild,
     CheckoutOrigin,
@@ -338,20 +337,7 @@ class RuntimeSessions:
         found = self.budgets.find(runtime_id)
         if found is None:
             return RuntimeBudgetResult(runtime_id=runtime_id, budget=None)
-        snapshot = found.authority.snapshot()
-        figures = BudgetFigures(
-            owner_runtime_id=found.owner_runtime_id,
-            inherited=found.inherited,
-            limit=snapshot.limit,
-            reserved=snapshot.reserved,
-            charged=snapshot.charged,
-            remaining=snapshot.remaining,
-            replayed=snapshot.replayed,
-            closed=snapshot.closed,
-            closed_reason=snapshot.closed_reason,
-            records=found.authority.record_count(),
-            by_status=found.status_counts(),
-        )
+        figures = found.figures()  # each branch beside the total
         return RuntimeBudgetResult(runtime_id=runtime_id, budget=figures)
 
     # ---- operations ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ this package.
 from __future__ import annotations
 
 from ditto_jupyter.core.models.budgets import (
+    BranchBudgetFigures,
     BudgetFigures,
     RuntimeBudgetResult,
 )
@@ -132,6 +133,7 @@ __all__ = [
     "AutoCheckpointPruneResult",
     "BackendBinding",
     "BackendCheckpointRef",
+    "BranchBudgetFigures",
     "BudgetFigures",
     "CellChange",
     "CellEntry",
