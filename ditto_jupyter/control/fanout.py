@@ -132,7 +132,7 @@ class FanOut:
                         error,
                     )
                     return ChildOutcome(index, None, error)
-                except (OSError, ValueError, RuntimeError) as error:
+                except Exception as error:  # its own work is undone; the others go on
                     _log.exception("ditto: child %d of checkpoint %s failed", index, checkpoint_id)
                     return ChildOutcome(index, None, BackendError(f"checkout failed: {error}"))
                 return ChildOutcome(index, result, None)

@@ -103,6 +103,15 @@ class BranchTokenBudget(SharedTokenBudget):
                 }
                 if "branch" not in columns:  # a file made before branches
                     connection.execute("ALTER TABLE token_budget_ledger ADD COLUMN branch TEXT")
+                connection.execute(  # a branch's share is summed at every reservation
+                    "CREATE INDEX IF NOT EXISTS token_budget_ledger_branch "
+                    "ON token_budget_ledger (budget, branch)"
+                )
+            except sqlite3.OperationalError as error:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                if "duplicate column" not in str(error):  # another process added it first
+                    raise
             except BaseException:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
