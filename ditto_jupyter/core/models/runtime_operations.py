@@ -152,7 +152,9 @@ class RuntimeCheckoutResult(StrictModel):
     notebook_path: str | None = None
     #: `checkpoint`: the child's notebook was written from the checkpoint's document;
     #: `current_file`: the checkpoint holds none, so today's file was copied (see
-    #: `notebook_note`); None: no notebook was written.
+    #: `notebook_note`); None: no notebook was written (`notebook_note` says why when today's
+    #: file is missing or unreadable). The note also says when the notebook's folder was
+    #: gone, so the child's notebook went to the root.
     notebook_source: Literal["checkpoint", "current_file"] | None = None
     notebook_note: str | None = None
 
