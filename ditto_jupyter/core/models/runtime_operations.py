@@ -192,13 +192,16 @@ class RuntimeRestoreResult(StrictModel):
     """Result of a restore: the runtime, the checkpoint restored, what it could not keep.
 
     `cells_changed`: how many cells of the checkpoint's document differ from the document
-    the request carried (None when either is missing).
+    the request carried (None when either is missing); `cells_note`: how they were counted,
+    when not the best way (too many cells without ids for nbdime: aligned by their
+    sources; see `CellsDiff.note`).
     """
 
     runtime: RuntimeRecord
     checkpoint_id: str
     unrestorable: list[UnrestorableValue]
     cells_changed: int | None = None
+    cells_note: str | None = None
 
 
 class RuntimeUndoResult(StrictModel):
