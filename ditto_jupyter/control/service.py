@@ -60,6 +60,7 @@ from ditto_jupyter.core.limits import MAX_ID_LENGTH
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
+    CellsCounted,
     CheckpointContents,
     CheckpointDocumentResult,
     CheckpointListResult,
@@ -329,9 +330,8 @@ class RuntimeService:
             runtime_id, from_ref, to_ref, capture=capture, notebook=notebook
         )
 
-    def changed_cells(self, checkpoint_id: str, document: NotebookDocument | None) -> int | None:
-        """How many cells of a checkpoint's document differ from `document` (None when
-        either is missing)."""
+    def changed_cells(self, checkpoint_id: str, document: NotebookDocument | None) -> CellsCounted:
+        """How many cells differ from `document` (None: no document), and a note (blocking)."""
         return self._comparisons.changed_cells(self.parts.checkpoint(checkpoint_id), document)
 
     async def list_checkpoints(

@@ -302,6 +302,11 @@ class DittoMagics(Magics):
             started = time.perf_counter()
             control = self.control
             checkpoint = control.resolve(args.checkpoint)
+            if checkpoint.runtime_id != control.runtime_id:  # refused before it is touched
+                raise InvalidRequest(
+                    f"checkpoint {_short(checkpoint.checkpoint_id)} belongs to runtime "
+                    f"{checkpoint.runtime_id}: check it out instead (%checkout)"
+                )
             if checkpoint.pruned:  # refused before the namespace is touched
                 raise InvalidRequest(
                     f"checkpoint {_short(checkpoint.checkpoint_id)} ({checkpoint.name}) was "
