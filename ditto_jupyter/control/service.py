@@ -10,19 +10,17 @@ idempotent. Every operation leaves the store as it was when it fails.
 
 The door delegates; each job lives in a module of its own, over one shared `RuntimeParts`:
 
-- `operation_guard`: operation slots, holds, the live and idle checks, and the runtime's
-  lease (`ownership`: which server runs a live runtime);
+- `operation_guard`: slots, holds, live and idle checks, the lease (`ownership`);
 - `checkpointing`: checkpoint, and the one builder of every checkpoint record;
-- `in_place_restore` and `files_back`: back to a checkpoint in place, variables and files;
+- `in_place_restore`, `files_back`: back to a checkpoint in place, variables and files;
 - `lifecycle`: create, checkout, pause, resume, close, lost;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
 - `checkpoint_documents`: a checkpoint's notebook document, stored, answered, read;
 - `diff`: what a checkpoint holds, and what changed between two points in time;
 - `undo`: back to just before the last cell `%autocheckpoint` recorded, files included;
-- `provider_work`: provider work first, then the store writes, or the work undone;
-- `leftovers`: cleanups that fail are logged, and what they leave behind recorded;
-- `replication` and `incoming_blobs`: when checkpoints reach an object store, and
-  fetching them back; `bucket_gc`: the collector of the bucket servers share;
+- `provider_work`, `leftovers`: provider work, then the store writes, or the work undone;
+  cleanups that fail logged, and what they leave behind recorded;
+- `replication`, `incoming_blobs`, `bucket_gc`: checkpoints to and from an object store;
 - `langgraph_threads`: LangGraph's checkpoints of each runtime.
 
 The reads (a runtime, its checkpoints, its workspace) are answered here, from the store.
