@@ -26,8 +26,10 @@ from ditto_jupyter.core.models.budgets import (
 )
 from ditto_jupyter.core.models.comparisons import (
     LIVE,
+    AlignedBy,
     CellChange,
     CellEntry,
+    CellsCounted,
     CellsDiff,
     CheckpointContents,
     DiffSide,
@@ -129,6 +131,7 @@ __all__ = [
     "MAX_PAGE",
     "NO_DOCUMENT",
     "RUNTIME_LEASE",
+    "AlignedBy",
     "AutoCheckpointCell",
     "AutoCheckpointPruneResult",
     "BackendBinding",
@@ -137,6 +140,7 @@ __all__ = [
     "BudgetFigures",
     "CellChange",
     "CellEntry",
+    "CellsCounted",
     "CellsDiff",
     "CheckedOutRuntime",
     "CheckoutBranch",
