@@ -33,6 +33,7 @@ import uuid
 from typing import Any
 
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
+from ditto_jupyter.control import lifecycle_records as records
 from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
 from ditto_jupyter.control.checkpointing import (
     Checkpointing,
@@ -41,7 +42,6 @@ from ditto_jupyter.control.checkpointing import (
     replicate_behind,
     without_bookkeeping,
 )
-from ditto_jupyter.control.langgraph_threads import copy_on_checkout
 from ditto_jupyter.control.leftovers import backend_resource, kernel_resource
 from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.provider_work import ProviderWork
@@ -186,12 +186,7 @@ class Lifecycle:
                 self._undo_context(work, session)
             else:
                 session = session.model_copy(update={"handle_state": handle_state})
-
-            def record() -> None:
-                parts.store.insert_session(session)
-                parts.store.put_binding(parts.binding(runtime_id, backend))
-
-            await work.record(record)
+            await work.record(lambda: records.started(parts, session, backend, new=True))
         return await parts.guard.public(session)
 
     async def checkout(
@@ -209,57 +204,70 @@ class Lifecycle:
         checkpoint = parts.checkpoint(checkpoint_id)
         refuse_pruned(checkpoint)
         source = parts.guard.session(checkpoint.runtime_id)
+        # The source is only read (its checkpoint): it may be live on another server.
+        async with parts.guard.operation(source.session_id, claim=False):
+            await self.require_source_idle(source, caller_runtime_id)
+            return await self.checkout_child(
+                checkpoint, source, conversation_id, sender_id, metadata, handle_state
+            )
+
+    async def require_source_idle(
+        self, source: SessionRecord, caller_runtime_id: str | None
+    ) -> None:
+        """SessionBusy when a live source runs a cell, unless its own kernel asks (a magic)."""
+        live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
+        if live and caller_runtime_id != source.session_id:
+            await self.parts.guard.require_idle(source)
+
+    async def checkout_child(
+        self,
+        checkpoint: RuntimeCheckpoint,
+        source: SessionRecord,
+        conversation_id: str | None,
+        sender_id: str | None,
+        metadata: dict[str, Any] | None,
+        handle_state: dict[str, Any] | None,
+    ) -> RuntimeCheckoutResult:
+        """One child of a checkout, the source's slot held by the caller: a backend, a
+        context holding the checkpoint's state, then its store records; or nothing."""
+        parts = self.parts
         merged = merged_metadata(checkpoint.session.metadata, metadata)
         child_id = child_runtime_id(source.session_id)
-        # The source is only read (its checkpoint): it may be live on another server.
         async with (
-            parts.guard.operation(source.session_id, claim=False),
             parts.guard.operation(child_id),
+            parts.replication.fetching(
+                _variables(checkpoint), replicated=checkpoint.replication == "replicated"
+            ) as incoming,
+            parts.provider_work(child_id) as work,
         ):
-            live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
-            if live and caller_runtime_id != source.session_id:
-                await parts.guard.require_idle(source)
-            async with (
-                parts.replication.fetching(
-                    _variables(checkpoint), replicated=checkpoint.replication == "replicated"
-                ) as incoming,
-                parts.provider_work(child_id) as work,
-            ):
-                await parts.make_local(checkpoint, variables=False)  # the files: read first
-                backend = await self._materialise_backend(work, checkpoint, child_id)
-                child = checkpoint.session.model_copy(
-                    update={
-                        "session_id": child_id,
-                        "conversation_id": conversation_id or checkpoint.session.conversation_id,
-                        "sender_id": sender_id or checkpoint.session.sender_id,
-                        # Whoever sends it, a checkout belongs to its source's owner.
-                        "owner": source.owner if source.owner is not None else source.sender_id,
-                        "status": SessionLifecycleStatus.IDLE,
-                        "backend_kind": backend.kind,
-                        "backend_instance": backend.backend_id,
-                        "metadata": merged,
-                        "handle_state": {},
-                        "created_at_ms": now_ms(),
-                        "updated_at_ms": now_ms(),
-                        "source_runtime_id": source.session_id,
-                        "source_checkpoint_id": checkpoint.checkpoint_id,
-                    }
-                )
-                child, unrestorable = await self._start_context(
-                    work, child, backend, checkpoint, handle_state, arrivals=incoming.log
-                )
-                await incoming.commit()
-
-                def record() -> None:
-                    parts.store.insert_session(child)
-                    parts.store.put_binding(parts.binding(child_id, backend))
-                    parts.store.set_head(child_id, checkpoint.checkpoint_id)
-                    # The source's LangGraph threads as they stood then (`langgraph_threads`).
-                    copy_on_checkout(
-                        parts.store, source.session_id, child_id, checkpoint.created_at_ms
-                    )
-
-                await work.record(record)
+            await parts.make_local(checkpoint, variables=False)  # the files: read first
+            backend = await self._materialise_backend(work, checkpoint, child_id)
+            child = checkpoint.session.model_copy(
+                update={
+                    "session_id": child_id,
+                    "conversation_id": conversation_id or checkpoint.session.conversation_id,
+                    "sender_id": sender_id or checkpoint.session.sender_id,
+                    # Whoever sends it, a checkout belongs to its source's owner.
+                    "owner": source.owner if source.owner is not None else source.sender_id,
+                    "status": SessionLifecycleStatus.IDLE,
+                    "backend_kind": backend.kind,
+                    "backend_instance": backend.backend_id,
+                    "metadata": merged,
+                    "handle_state": {},
+                    "created_at_ms": now_ms(),
+                    "updated_at_ms": now_ms(),
+                    "source_runtime_id": source.session_id,
+                    "source_checkpoint_id": checkpoint.checkpoint_id,
+                }
+            )
+            child, unrestorable = await self._start_context(
+                work, child, backend, checkpoint, handle_state, arrivals=incoming.log
+            )
+            await incoming.commit()
+            source_id = source.session_id
+            await work.record(
+                lambda: records.checked_out(parts, child, backend, checkpoint, source_id)
+            )
         return RuntimeCheckoutResult(
             runtime=await parts.guard.public(child),
             checkpoint_id=checkpoint.checkpoint_id,
@@ -310,12 +318,7 @@ class Lifecycle:
                     work, session, backend, checkpoint, handle_state, arrivals=incoming.log
                 )
                 await incoming.commit()
-
-                def record() -> None:
-                    parts.store.put_session(session)
-                    parts.store.put_binding(parts.binding(runtime_id, backend))
-
-                await work.record(record)
+                await work.record(lambda: records.started(parts, session, backend, new=False))
         return RuntimeResumeResult(
             runtime=await parts.guard.public(session),
             checkpoint_id=checkpoint.checkpoint_id,
@@ -393,7 +396,7 @@ class Lifecycle:
             await parts.backend(session)  # attach first so release really frees it
             await parts.backends.release(runtime_id)
             session = self._stopped(session, SessionLifecycleStatus.PAUSED)
-            await off_loop(self._record_stopped, session)
+            await off_loop(records.stopped, parts, session)
         return RuntimePauseResult(
             runtime=await parts.guard.public(session), checkpoint_id=checkpoint.checkpoint_id
         )
@@ -426,7 +429,7 @@ class Lifecycle:
                 final = checkpoint.checkpoint_id
             backend = await parts.backend(session) if live else None  # attached: really freed
             closed = self._stopped(session, SessionLifecycleStatus.CLOSED)
-            await off_loop(self._record_stopped, closed)
+            await off_loop(records.stopped, parts, closed)
             if live:
                 await parts.stop_context(session)
             if backend is not None:
@@ -440,12 +443,6 @@ class Lifecycle:
             provider_sandbox_deleted=deleted,
             checkpoint_id=final,
         )
-
-    def _record_stopped(self, session: SessionRecord) -> None:
-        """Record a runtime paused or closed (on a store thread: `off_loop`)."""
-        with self.parts.store.transaction():
-            self.parts.store.put_session(session)
-            self.parts.store.delete_binding(session.session_id)
 
     @staticmethod
     def _stopped(session: SessionRecord, status: SessionLifecycleStatus) -> SessionRecord:
@@ -486,15 +483,7 @@ class Lifecycle:
                     f"discarding the lost snapshot of runtime {runtime_id}",
                     lambda: parts.discard_new_ref(runtime_id, ref),
                 )
-
-                def record() -> None:
-                    if lost is not None:
-                        parts.store.put_checkpoint(lost)
-                        parts.store.set_head(runtime_id, lost.checkpoint_id)
-                    parts.store.put_session(session)
-                    parts.store.delete_binding(runtime_id)
-
-                await work.record(record)
+                await work.record(lambda: records.stopped(parts, session, lost))
             if lost is not None:
                 replicate_behind(parts, lost)
             if lost is None:  # an empty workspace's snapshot, or the head's own
@@ -532,13 +521,7 @@ class Lifecycle:
                     lambda: parts.discard_new_ref(runtime_id, ref),
                 )
                 kept = lost
-
-                def record() -> None:
-                    parts.store.put_checkpoint(kept)
-                    parts.store.set_head(runtime_id, kept.checkpoint_id)
-                    parts.store.put_session(live)
-
-                await work.record(record)
+                await work.record(lambda: records.restarted(parts, live, kept))
             replicate_behind(parts, lost)
         return lost
 
