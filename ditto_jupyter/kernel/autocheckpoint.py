@@ -130,6 +130,9 @@ class AutoCheckpointer:
         self.writer = WriteBehind("ditto-autocheckpoint")
         self._undetached: NamespaceSnapshot | None = None  # the last one, maybe not copied
         self._undone = False  # `%undo` ran in this cell: its state is a checkpoint already
+        # The cell (`cells_run`) after which the namespace was last known to be the state of
+        # the runtime's head (recorded, unchanged, undone, restored); None: unknown.
+        self._followed: int | None = None
         shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
@@ -148,6 +151,9 @@ class AutoCheckpointer:
         """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
         self.flush()
         self._base = None  # cells run while off are not followed: start afresh
+        cells = self._cells()
+        if cells is not None and self._followed == cells - 1:
+            self._followed = cells  # this cell changes no variable: still at the head
         if self.enabled:
             self.shell.events.unregister("pre_run_cell", self._before_cell)
             self.shell.events.unregister("post_run_cell", self.after_cell)
@@ -162,6 +168,31 @@ class AutoCheckpointer:
             f"the newest {self.keep} kept; {self.taken} taken, {self.skipped} skipped "
             f"(unchanged){last}"
         )
+
+    def undo_refusal(self, notebook: str) -> str | None:
+        """Why `%undo` (running in the current cell) must not undo the head: a cell ran
+        after it that no checkpoint holds (`%autocheckpoint` off, a restart, a checkpoint
+        not recorded), so going back would lose that cell's work. None: the head is the
+        last cell that ran (or the cells since changed nothing)."""
+        cells = self._cells()
+        if cells is not None and self._followed is not None and self._followed == cells - 1:
+            return None
+        from ditto_jupyter.control.undo import TURN_ON_HINT
+
+        return (
+            f"{TURN_ON_HINT}, or %checkpoint first: {notebook} ran cells since its last "
+            "automatic checkpoint that no checkpoint holds, and undo would lose them; "
+            "nothing was undone"
+        )
+
+    def _cells(self) -> int | None:
+        from ditto_jupyter.kernel.cell_runs import cells_run
+
+        return cells_run(self.shell)
+
+    def _follow(self) -> None:
+        """After the cell running now, the namespace is the state of the runtime's head."""
+        self._followed = self._cells()
 
     def state(self) -> str:
         """`%autocheckpoint` with no argument: on or off, and the counts."""
@@ -193,6 +224,7 @@ class AutoCheckpointer:
         if self._undone:  # back at the head's checkpoint: nothing new to record
             self._undone = False
             self._last_fingerprint = self._fingerprint(self.host.control)
+            self._follow()
             return
         from ditto_jupyter.kernel.capture.kernel_entry import collection_paused
 
@@ -252,13 +284,17 @@ class AutoCheckpointer:
                 snapshot.discard()
                 self._base = base
                 self.skipped += 1
+                self._follow()
                 return
             self._base = snapshot.base
             if snapshot.base is not None:
                 snapshot.base.foreign = foreign
             self._taken(name, fingerprint)
             self._undetached = snapshot
-            self.writer.submit_when_idle(lambda: self._record_in_background(snapshot, name, cell))
+            cells = self._cells()
+            self.writer.submit_when_idle(
+                lambda: self._record_in_background(snapshot, name, cell, cells)
+            )
             return
         self.flush()  # in order: the checkpoints before this one are recorded first
         self._write_failed = False
@@ -285,12 +321,14 @@ class AutoCheckpointer:
             if capture.manifest_id == previous and not workspace_changed:
                 return False  # unchanged: nothing to record
             control.checkpoint(capture, name, None, cell)
+            self._follow()
             return True
 
         (snapshot, capture), recorded = record_own_capture(take, record)
         if not recorded:
             self._base = snapshot.base
             self.skipped += 1
+            self._follow()
             return
         self._base = snapshot.base  # only once recorded: an unrecorded state is not a base
         self.host.last_manifest = capture.manifest_id
@@ -314,6 +352,7 @@ class AutoCheckpointer:
         snapshot: NamespaceSnapshot,
         name: str,
         cell: AutoCheckpointCell,
+        cells: int | None,
     ) -> None:
         """The write-behind half: copy what the snapshot still reads from live memory (then
         the next cell may start), store the snapshot and record it. An error prints one
@@ -321,6 +360,7 @@ class AutoCheckpointer:
         try:
             capture = snapshot.finish()  # copies first, unless the next cell did
             self.host.control.checkpoint(capture, name, None, cell)
+            self._followed = cells
             self.host.last_manifest = capture.manifest_id
             self._recorded()
         except Exception as error:
@@ -341,6 +381,7 @@ class AutoCheckpointer:
         """A host restored this kernel from outside (a restore or undo over REST): the next
         capture is whole, and the workspace as it is now is the last one checkpointed."""
         self._base = None
+        self._followed = self._cells()  # at the restored checkpoint, the head now
         if self.enabled:
             self._last_fingerprint = self._fingerprint(self.host.control)
 
@@ -349,6 +390,8 @@ class AutoCheckpointer:
         files): the cell running it records nothing, and the next cell is captured whole."""
         self._undone = self.enabled  # only the hook of this very cell reads it
         self._base = None
+        if not self.enabled:  # no hook follows this cell: it is at the head after it
+            self._follow()
 
     def flush(self) -> None:
         """Wait until every automatic checkpoint taken so far is recorded."""
