@@ -116,3 +116,37 @@ async def test_undo_right_after_a_heavy_cell_waits_for_its_checkpoint(
     _, listed = await api("GET", f"{rid}/checkpoints")
     sources = [c["automatic"]["source"] for c in listed["checkpoints"] if c["automatic"]]
     assert sources[-1] == heavy, sources  # the heavy cell's checkpoint was recorded
+
+
+async def test_variables_changed_without_a_cell_are_kept_in_before_undo(
+    api: Api, ditto_app: DittoJupyterApp, open_runtime: OpenRuntime
+) -> None:
+    runtime = await open_runtime("notebooks/callback.ipynb")
+    rid, kernel = runtime.runtime_id, runtime.kernel_id
+    await run(ditto_app, kernel, "%autocheckpoint on")
+    await run(ditto_app, kernel, "x = 1")
+    await run(ditto_app, kernel, "x = 2")
+    # as a widget's callback would: a value set with no cell run (a silent request)
+    assert ditto_app.serverapp is not None
+    client = ditto_app.serverapp.kernel_manager.get_kernel(kernel).client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        reply = await client.execute("picked = 'by a slider'", silent=True, reply=True)
+        assert reply["content"]["status"] == "ok", reply
+    finally:
+        client.stop_channels()
+
+    status, undone = await api("POST", "undo", {"runtime_id": rid})
+    assert status == 200, undone
+    assert undone["undone_cell"]["source"] == "x = 2"
+    variables = await user_variables(ditto_app, kernel)
+    assert variables["x"] == 1 and "picked" not in variables
+    _, listed = await api("GET", f"{rid}/checkpoints")
+    kept = [c for c in listed["checkpoints"] if c["name"] == "before-undo"]
+    assert len(kept) == 1 and kept[0]["metadata"] == {"variables_from": "live"}, kept
+    body = {"runtime_id": rid, "checkpoint_id": kept[0]["checkpoint_id"]}
+    status, restored = await api("POST", "restore", body)
+    assert status == 200, restored
+    variables = await user_variables(ditto_app, kernel)
+    assert (variables["x"], variables["picked"]) == (2, "by a slider")
