@@ -378,6 +378,7 @@ class Lifecycle:
                 precaptured,
                 seal=True,
                 pause=True,  # the node may be gone when it resumes: in the object store first
+                unique_name=name is None,  # `pause`, `pause-2`: %restore finds each
             )
             await parts.context.stop(session)
             await parts.backend(session)  # attach first so release really frees it

@@ -133,22 +133,28 @@ class AutoCheckpointer:
         # The cell (`cells_run`) after which the namespace was last known to be the state of
         # the runtime's head (recorded, unchanged, undone, restored); None: unknown.
         self._followed: int | None = None
+        self._chosen = False  # the user turned it on or off in this kernel
         shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
 
-    def turn_on(self, keep: int) -> str:
-        """Start checkpointing after every cell; prune to `keep` now. Returns the line."""
+    def turn_on(self, keep: int, *, prune: bool = True) -> str:
+        """Start checkpointing after every cell; prune to `keep` now (unless not `prune`:
+        a resume takes the setting up while the server's operation holds the runtime).
+        Returns the line."""
+        self._chosen = True
         self.keep = keep
         if not self.enabled:
             self.shell.events.register("pre_run_cell", self._before_cell)
             self.shell.events.register("post_run_cell", self.after_cell)
             self.enabled = True
-        self._prune()
+        if prune:
+            self._prune()
         return f"autocheckpoint on: {self.describe()}"
 
     def turn_off(self) -> str:
         """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
+        self._chosen = True
         self.flush()
         self._base = None  # cells run while off are not followed: start afresh
         cells = self._cells()
@@ -377,9 +383,18 @@ class AutoCheckpointer:
             )
             print(f"ditto: autocheckpoint {name} was not recorded: {detail}", file=sys.stderr)
 
-    def restored_elsewhere(self) -> None:
-        """A host restored this kernel from outside (a restore or undo over REST): the next
-        capture is whole, and the workspace as it is now is the last one checkpointed."""
+    def setting(self) -> int | None:
+        """How many automatic checkpoints are kept while on; None while off (every capture
+        records it: `this_kernel.autocheckpoint_keep`)."""
+        return self.keep if self.enabled else None
+
+    def restored_elsewhere(self, keep: int | None = None) -> None:
+        """A host restored this kernel from outside (a restore or undo over REST, a resume,
+        a checkout): the next capture is whole, and the workspace as it is now is the last
+        one checkpointed. `keep`: the capture was taken with `%autocheckpoint` on; a kernel
+        where nobody turned it on or off yet (a resumed or checked-out one) turns it on."""
+        if keep is not None and not self._chosen:
+            self.turn_on(keep, prune=False)
         self._base = None
         self._followed = self._cells()  # at the restored checkpoint, the head now
         if self.enabled:
