@@ -222,6 +222,8 @@ class Checkpointing:
         document: CheckpointDocument | None = None,
     ) -> RuntimeCheckpointResult:
         """Capture an idle runtime (see `RuntimeService.checkpoint`)."""
+        if precaptured is None:  # the kernel's automatic checkpoints first, then this one
+            await self.parts.guard.settle(runtime_id)
         async with self.parts.guard.operation(runtime_id):
             checkpoint, session, written = await self.checkpoint_live(
                 runtime_id, name, metadata, precaptured, automatic=automatic, document=document

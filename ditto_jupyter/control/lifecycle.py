@@ -370,6 +370,8 @@ class Lifecycle:
     ) -> RuntimePauseResult:
         """Snapshot an idle runtime, then free its context and backend; the id stays."""
         parts = self.parts
+        if precaptured is None:  # the kernel's automatic checkpoints are recorded first
+            await parts.guard.settle(runtime_id)
         async with parts.guard.operation(runtime_id):
             checkpoint, session, _ = await self.checkpointing.checkpoint_live(
                 runtime_id,

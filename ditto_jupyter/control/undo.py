@@ -31,14 +31,13 @@ checks itself that its last cell is the head, `autocheckpoint.AutoCheckpointer.u
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
 from ditto_jupyter.control.files_back import FilesBack
 from ditto_jupyter.control.runtime_parts import RuntimeParts
-from ditto_jupyter.core.errors import Conflict, DittoError
+from ditto_jupyter.core.errors import Conflict
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     CheckpointSummary,
@@ -48,8 +47,6 @@ from ditto_jupyter.core.models import (
     SessionRecord,
     UnrestorableValue,
 )
-
-_log = logging.getLogger(__name__)
 
 #: The name of the checkpoint that keeps the files an undo replaced or could not put back.
 BEFORE_UNDO_NAME = "before-undo"
@@ -151,7 +148,7 @@ class Undo:
         Conflict, and nothing changed, when cells ran since the head that no checkpoint
         holds."""
         parts = self.parts
-        await self._settle(runtime_id)
+        await parts.guard.settle(runtime_id)  # outside the slot: they record through it
         async with parts.guard.operation(runtime_id):
             session = parts.guard.live_session(runtime_id)
             await parts.guard.require_idle(session)
@@ -175,23 +172,6 @@ class Undo:
                     live=live if live.manifest_id != head.context_manifest_id else None,
                 )
         return await self._result(session, target, head.automatic, unrestorable)
-
-    async def _settle(self, runtime_id: str) -> None:
-        """Wait for the checkpoints the kernel still writes behind its cells (outside the
-        slot: they are recorded through it). A failure is logged: the check against the
-        live kernel in the slot still refuses an undo that would lose a cell."""
-        parts = self.parts
-        session = parts.guard.live_session(runtime_id)
-        parts.guard.claim(runtime_id)
-        try:
-            await parts.context.settle(session)
-        except DittoError as error:
-            _log.warning(
-                "ditto: undo of runtime %s could not wait for its kernel's automatic "
-                "checkpoints (%s); it checks the live kernel instead",
-                runtime_id,
-                error,
-            )
 
     async def record_undo(
         self, runtime_id: str, checkpoint_id: str, undone_checkpoint_id: str

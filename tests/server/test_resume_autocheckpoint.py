@@ -86,3 +86,26 @@ async def test_a_checked_out_kernel_keeps_autocheckpoint_on(
     assert status == 200, child
     state = await run(ditto_app, child["kernel_id"], "%autocheckpoint")
     assert state.startswith("autocheckpoint on: "), state
+
+
+async def test_names_stay_unique_across_resumes(
+    api: Api, ditto_app: DittoJupyterApp, open_runtime: OpenRuntime
+) -> None:
+    runtime = await open_runtime("notebooks/names.ipynb")
+    rid, kernel = runtime.runtime_id, runtime.kernel_id
+    for turn in (1, 2):
+        await run(ditto_app, kernel, "%autocheckpoint on")  # as a user would, each time
+        await run(ditto_app, kernel, f"x = {turn}")
+        status, paused = await api("POST", "pause", {"runtime_id": rid})
+        assert status == 200, paused
+        status, resumed = await api("POST", "resume", {"runtime_id": rid})
+        assert status == 200, resumed
+        kernel = resumed["kernel_id"]
+    every = await names(api, rid)
+    assert len(set(every)) == len(every), every
+    assert "pause" in every and "pause-2" in every, every
+    _, listed = await api("GET", f"{rid}/checkpoints")
+    sources = {c["automatic"]["source"]: c["name"] for c in listed["checkpoints"] if c["automatic"]}
+    assert set(sources) >= {"x = 1", "x = 2"}, sources  # recorded before each pause
+    out = await run(ditto_app, kernel, f"%restore {sources['x = 1']}\nprint(x)")
+    assert out.strip().splitlines()[-1] == "1", out
