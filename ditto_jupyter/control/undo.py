@@ -26,7 +26,7 @@ the live variables are kept in `before-undo` beside the files as they were.
 Two paths, as for restore: the server's (`undo`: an idle kernel, whose variables the
 server restores after the files), and a kernel's own (`record_undo`: `%undo` restored its
 variables itself first, the server brings the files back and moves the head; the kernel
-checks itself that its last cell is the head, `autocheckpoint.AutoCheckpointer.undoable`).
+checks itself that its last cell is the head, `AutoCheckpointer.undo_refusal`).
 """
 
 from __future__ import annotations
