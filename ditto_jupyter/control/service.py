@@ -12,7 +12,8 @@ The door delegates; each job lives in a module of its own, over one shared `Runt
 
 - `operation_guard`: operation slots, holds, the live and idle checks, and the runtime's
   lease (`ownership`: which server runs a live runtime);
-- `checkpointing`: checkpoint and restore;
+- `checkpointing`: checkpoint, and the one builder of every checkpoint record;
+- `in_place_restore` and `files_back`: back to a checkpoint in place, variables and files;
 - `lifecycle`: create, checkout, pause, resume, close, lost;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
 - `checkpoint_documents`: a checkpoint's notebook document, stored, answered, read;
@@ -20,7 +21,9 @@ The door delegates; each job lives in a module of its own, over one shared `Runt
 - `undo`: back to just before the last cell `%autocheckpoint` recorded, files included;
 - `provider_work`: provider work first, then the store writes, or the work undone;
 - `leftovers`: cleanups that fail are logged, and what they leave behind recorded;
-- `replication`: when checkpoints reach an object store, and fetching them back.
+- `replication` and `incoming_blobs`: when checkpoints reach an object store, and
+  fetching them back; `bucket_gc`: the collector of the bucket servers share;
+- `langgraph_threads`: LangGraph's checkpoints of each runtime.
 
 The reads (a runtime, its checkpoints, its workspace) are answered here, from the store.
 """

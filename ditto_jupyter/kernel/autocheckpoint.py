@@ -39,7 +39,6 @@ from ditto_jupyter.kernel.write_behind import WriteBehind
 if TYPE_CHECKING:
     from ditto_jupyter.core.models import AutoCheckpointCell, ContextCapture
     from ditto_jupyter.kernel.capture.capturing import NamespaceSnapshot
-    from ditto_jupyter.kernel.capture.incremental import CaptureBase
     from ditto_jupyter.kernel.capture.journal import ChangeJournal
     from ditto_jupyter.kernel.runtime_control import RuntimeControl
 
@@ -125,7 +124,6 @@ class AutoCheckpointer:
         self._workspace_known = False
         self._last_fingerprint: bytes | None = None
         self._unstored = 0  # cells run without history (nbval) since the last stored one
-        self._base: CaptureBase | None = None  # the last capture, for the next incremental one
         self._write_failed = False  # a write-behind failed: the next capture is whole
         self.writer = WriteBehind("ditto-autocheckpoint")
         self._undetached: NamespaceSnapshot | None = None  # the last one, maybe not copied
@@ -156,7 +154,9 @@ class AutoCheckpointer:
         """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
         self._chosen = True
         self.flush()
-        self._base = None  # cells run while off are not followed: start afresh
+        from ditto_jupyter.kernel.capture.kernel_entry import keep_base
+
+        keep_base(self.host.namespace, None)  # cells run while off are not followed: afresh
         cells = self._cells()
         if cells is not None and self._followed == cells - 1:
             self._followed = cells  # this cell changes no variable: still at the head
@@ -250,14 +250,14 @@ class AutoCheckpointer:
     def _checkpoint_cell(self, count: int, source: str, result: Any, *, failed: bool) -> None:
         from ditto_jupyter.kernel.capture import open_blob_store
         from ditto_jupyter.kernel.capture.capturing import capture_with_snapshot, snapshot_namespace
-        from ditto_jupyter.kernel.capture.kernel_entry import changes_since
+        from ditto_jupyter.kernel.capture.kernel_entry import changes_since, keep_base, take_base
         from ditto_jupyter.kernel.capture_again import record_own_capture
 
-        base, self._base = self._base, None  # used once: a failure below leaves none
         control = self.host.control
         fingerprint = self._fingerprint(control)
         workspace_changed = self.sandbox_ran or fingerprint != self._last_fingerprint
         namespace = self.host.namespace
+        base = take_base(namespace)  # the one base of every capture path, used once
         blobs = open_blob_store(control.blob_root)
         journal = self._journal(namespace)
         if base is not None and not base.usable():  # restored since: values changed in place
@@ -288,11 +288,11 @@ class AutoCheckpointer:
                 # (a value pickled again while its chunks were still being written names
                 # them only once this snapshot's own write would have).
                 snapshot.discard()
-                self._base = base
+                keep_base(namespace, base)
                 self.skipped += 1
                 self._follow()
                 return
-            self._base = snapshot.base
+            keep_base(namespace, snapshot.base)
             if snapshot.base is not None:
                 snapshot.base.foreign = foreign
             self._taken(name, fingerprint)
@@ -332,11 +332,11 @@ class AutoCheckpointer:
 
         (snapshot, capture), recorded = record_own_capture(take, record)
         if not recorded:
-            self._base = snapshot.base
+            keep_base(namespace, snapshot.base)
             self.skipped += 1
             self._follow()
             return
-        self._base = snapshot.base  # only once recorded: an unrecorded state is not a base
+        keep_base(namespace, snapshot.base)  # only once recorded: an unrecorded one is no base
         self.host.last_manifest = capture.manifest_id
         self._taken(name, fingerprint)
         self._recorded()
@@ -372,8 +372,10 @@ class AutoCheckpointer:
         except Exception as error:
             from ditto_jupyter.core.blobs import BlobNotFound
             from ditto_jupyter.kernel.capture.chunks import forget_chunks
+            from ditto_jupyter.kernel.capture.kernel_entry import keep_base
 
             self._write_failed = True
+            keep_base(self.host.namespace, None)  # no path follows an unwritten state
             if isinstance(error, (BlobNotFound, CaptureLost)):
                 forget_chunks()  # and the next cell captures everything again
             detail = (
@@ -393,9 +395,11 @@ class AutoCheckpointer:
         a checkout): the next capture is whole, and the workspace as it is now is the last
         one checkpointed. `keep`: the capture was taken with `%autocheckpoint` on; a kernel
         where nobody turned it on or off yet (a resumed or checked-out one) turns it on."""
+        from ditto_jupyter.kernel.capture.kernel_entry import keep_base
+
         if keep is not None and not self._chosen:
             self.turn_on(keep, prune=False)
-        self._base = None
+        keep_base(self.host.namespace, None)
         self._followed = self._cells()  # at the restored checkpoint, the head now
         if self.enabled:
             self._last_fingerprint = self._fingerprint(self.host.control)
@@ -403,8 +407,10 @@ class AutoCheckpointer:
     def undone(self) -> None:
         """`%undo` made the checkpoint before the last cell the head again (variables and
         files): the cell running it records nothing, and the next cell is captured whole."""
+        from ditto_jupyter.kernel.capture.kernel_entry import keep_base
+
         self._undone = self.enabled  # only the hook of this very cell reads it
-        self._base = None
+        keep_base(self.host.namespace, None)
         if not self.enabled:  # no hook follows this cell: it is at the head after it
             self._follow()
 

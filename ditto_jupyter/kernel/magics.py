@@ -234,15 +234,22 @@ class DittoMagics(Magics):
 
     def _capture_for(self, control: RuntimeControl) -> Callable[[bool], ContextCapture]:
         """This kernel's capture for `control`'s runtime: after its last one, or whole."""
-        from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
+        from ditto_jupyter.kernel.capture import open_blob_store
+        from ditto_jupyter.kernel.capture.kernel_entry import capture_following, collection_paused
 
         blobs = open_blob_store(control.blob_root)
-        return lambda whole: capture_namespace(
-            self.namespace,
-            blobs,
-            previous_manifest_id=None if whole else self.last_manifest,
-            runtime_id=control.runtime_id,
-        )
+
+        def take(whole: bool) -> ContextCapture:
+            with collection_paused():
+                return capture_following(
+                    self.namespace,
+                    blobs,
+                    previous_manifest_id=self.last_manifest,
+                    runtime_id=control.runtime_id,
+                    whole=whole,
+                )
+
+        return take
 
     # ---- magics -------------------------------------------------------------------------
 
