@@ -150,3 +150,14 @@ async def test_variables_changed_without_a_cell_are_kept_in_before_undo(
     assert status == 200, restored
     variables = await user_variables(ditto_app, kernel)
     assert (variables["x"], variables["picked"]) == (2, "by a slider")
+
+
+async def test_nothing_to_undo_leads_with_the_hint_and_names_the_notebook(
+    api: Api, open_runtime: OpenRuntime
+) -> None:
+    runtime = await open_runtime("notebooks/fresh-analysis.ipynb")
+    status, refused = await api("POST", "undo", {"runtime_id": runtime.runtime_id})
+    assert (status, refused["error"]) == (409, "Conflict"), refused
+    message = refused["message"]
+    assert message.startswith("turn %autocheckpoint on to undo cells"), message
+    assert "fresh-analysis.ipynb" in message and runtime.runtime_id not in message
