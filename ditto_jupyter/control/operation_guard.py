@@ -116,8 +116,9 @@ class OperationGuard:
         """Before an operation that captures or plans from a live runtime takes its slot:
         wait for the checkpoints its kernel still writes behind its cells (they are
         recorded through the slot, so inside it they would be refused). A runtime that is
-        not live here has nothing to wait for; a failure is logged, and the operation goes
-        on (it checks what it finds)."""
+        not live here, or runs a cell now (the operation refuses it, at once), has nothing
+        to wait for; a failure is logged, and the operation goes on (it checks what it
+        finds)."""
         session = self._store.get_session(runtime_id)
         if session is None or session.status in (
             SessionLifecycleStatus.PAUSED,
@@ -126,6 +127,8 @@ class OperationGuard:
             return  # the operation itself says so
         try:
             self.ownership.claim(runtime_id)
+            if await self._context.is_busy(session):
+                return  # the call would wait behind the cell: the operation refuses instead
             await self._context.settle(session)
         except DittoError as error:
             _log.warning(
