@@ -4,7 +4,7 @@
     ditto runtime RUNTIME
     ditto checkpoints RUNTIME [--limit N] [--cursor CHECKPOINT] [--newest-first]
     ditto checkpoint RUNTIME [--name NAME] [-m KEY=VALUE ...]
-    ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME]
+    ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME] [--count N]
     ditto restore RUNTIME CHECKPOINT
     ditto diff [A [B]] [--runtime RUNTIME]
     ditto undo RUNTIME
@@ -17,7 +17,8 @@
 one page and says how to get the next (`--cursor`).
 
 `ditto diff A B` compares two checkpoints (B may be `live`: the runtime's kernel, files and
-saved notebook now): variables, files (with text diffs of small files) and cells; `ditto
+saved notebook now): variables, files (with text diffs of small files) and cells; B is
+looked up in A's runtime unless it names its own (`RUNTIME:NAME`); `ditto
 diff A` compares A with its parent, `ditto diff --runtime RUNTIME` the head with `live`.
 `ditto undo RUNTIME` rolls a runtime back to just before the last cell `%autocheckpoint`
 recorded (variables and workspace files).
@@ -62,6 +63,7 @@ from ditto_jupyter.client import (
     api_path,
     find_server,
     parse_metadata,
+    split_reference,
 )
 
 if TYPE_CHECKING:
@@ -86,6 +88,21 @@ def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
 
 def _runtime_line(runtime: dict[str, Any]) -> str:
     return f"{runtime['runtime_id']} ({runtime['status']}, {runtime['conversation_id']})"
+
+
+def _checked_out(result: dict[str, Any], out: TextIO) -> None:
+    """The lines of one checkout child."""
+    print(
+        f"checked out {result['checkpoint_id']} into {_runtime_line(result['runtime'])}", file=out
+    )
+    for key, label in (
+        ("kernel_id", "kernel "),
+        ("notebook_path", "notebook "),
+        ("notebook_note", ""),
+    ):
+        if result.get(key):
+            print(f"  {label}{result[key]}", file=out)
+    _not_restored(result, out)
 
 
 def _not_restored(result: dict[str, Any], out: TextIO) -> None:
@@ -139,17 +156,14 @@ def render(command: str, result: Any, out: TextIO) -> None:
             file=out,
         )
     elif command == "checkout":
-        print(
-            f"checked out {result['checkpoint_id']} into {_runtime_line(result['runtime'])}",
-            file=out,
-        )
-        if result.get("kernel_id"):
-            print(f"  kernel {result['kernel_id']}", file=out)
-        if result.get("notebook_path"):
-            print(f"  notebook {result['notebook_path']}", file=out)
-        if result.get("notebook_note"):
-            print(f"  {result['notebook_note']}", file=out)
-        _not_restored(result, out)
+        children = result.get("children") or []
+        for child in children if len(children) > 1 else [{"checkout": result}]:
+            if child["checkout"] is None:
+                print(
+                    f"child {child['index']} failed: {child['error']}: {child['message']}", file=out
+                )
+                continue
+            _checked_out(child["checkout"], out)
     elif command == "restore":
         print(
             f"restored {result['checkpoint_id']} into {_runtime_line(result['runtime'])}", file=out
@@ -252,7 +266,26 @@ def budget_lines(result: dict[str, Any]) -> list[str]:
         f"{budget['replayed']:,} (not charged)",
         f"  admission {admission}",
         f"  records {budget['records']:,}" + (f" ({statuses})" if statuses else ""),
+        *_branch_lines(budget),
     ]
+
+
+def _branch_lines(budget: dict[str, Any]) -> list[str]:
+    """Each branch of a budget drawn on by several runtimes, its cap and its refusals."""
+    branches = budget.get("branches") or []
+    if len(branches) < 2 and budget.get("each") is None and not budget.get("refusals"):
+        return []
+    each = budget.get("each")
+    lines = [
+        f"  each branch at most {each:,} tokens" if each else "  no cap per branch",
+        f"  refusals {budget.get('refusals', 0):,}",
+    ]
+    for branch in branches:
+        lines.append(
+            f"  branch {branch['branch'] or '(unrecorded)'}: charged {branch['charged']:,}, "
+            f"reserved {branch['reserved']:,}, refused {branch['refused']:,}"
+        )
+    return lines
 
 
 class _Parser(argparse.ArgumentParser):
@@ -351,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", help=_RUNTIME_HELP)
     p.add_argument("--conversation", help="conversation (notebook path) of the new runtime")
     p.add_argument("--sender", help="sender of the new runtime")
+    p.add_argument("--count", type=int, default=1, help="how many children, 1 to 20 (default 1)")
     metadata(p)
     p = command("restore", "restore a checkpoint into an idle runtime, in place")
     p.add_argument("runtime")
@@ -405,7 +439,11 @@ def diff_body(args: argparse.Namespace, client: RuntimeClient) -> dict[str, Any]
         if parent is None:
             raise UsageError(f"checkpoint {args.a} has no parent: give B (a checkpoint, or live)")
         return {"runtime_id": runtime_id, "from": parent, "to": detail["checkpoint_id"]}
-    other = args.b if args.b == "live" else client.resolve_checkpoint_id(args.b, runtime_id)
+    if args.b == "live":
+        return {"runtime_id": runtime_id, "from": detail["checkpoint_id"], "to": "live"}
+    # B is looked up in A's runtime, unless it names its own (`RUNTIME:NAME`)
+    owner, name = split_reference(args.b, args.runtime)
+    other = client.resolve_checkpoint_id(name, owner or runtime_id)
     return {"runtime_id": runtime_id, "from": detail["checkpoint_id"], "to": other}
 
 
@@ -440,6 +478,8 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
             "sender_id": args.sender,
             "metadata": parse_metadata(args.metadata),
         }
+        if args.count != 1:  # absent from a single checkout's body: older servers take it
+            body["count"] = args.count
         return client.post("checkout", body)
     if command == "restore":
         checkpoint_id = client.resolve_checkpoint_id(args.checkpoint, args.runtime)

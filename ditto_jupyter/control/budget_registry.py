@@ -3,7 +3,10 @@
 `%budget LIMIT` gives a runtime the budget `runtime:<id>` in `<data_dir>/budgets.sqlite`, a
 `SharedTokenBudget`, so every kernel of the runtime (every process that opens the file)
 draws on one limit. A checkout child has no budget of its own unless it is given one
-(`%budget LIMIT --own`): it counts against its nearest ancestor's budget.
+(`%budget LIMIT --own`): it counts against its nearest ancestor's budget. Each runtime is a
+branch of the budget it draws on (`BranchTokenBudget`): its reservations, charges and
+refusals are shown beside the total, and a per-branch cap (`%budget --each N`, or
+`%checkout ... --each N`) holds each branch inside the shared limit.
 
 A runtime's ancestors come from its id: a checkout child's id is its source's id, `-`, and
 12 hex digits (`child_runtime_id`), so stripping such suffixes walks back to the first
@@ -23,8 +26,10 @@ from pathlib import Path
 from typing import Final
 
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
+from ditto_jupyter.core.models import BranchBudgetFigures, BudgetFigures
+from ditto_jupyter.worker.branch_budget import BranchTokenBudget
 from ditto_jupyter.worker.budget.records import BudgetSnapshot, check_count
-from ditto_jupyter.worker.shared_budget import SharedTokenBudget, budget_names
+from ditto_jupyter.worker.shared_budget import budget_names
 
 BUDGET_FILE: Final = "budgets.sqlite"
 _NAME_PREFIX: Final = "runtime:"
@@ -57,7 +62,7 @@ class RuntimeBudget:
 
     runtime_id: str
     owner_runtime_id: str
-    authority: SharedTokenBudget
+    authority: BranchTokenBudget  # its reservations made for `runtime_id`, the branch
 
     @property
     def inherited(self) -> bool:
@@ -67,6 +72,32 @@ class RuntimeBudget:
     def status_counts(self) -> dict[str, int]:
         """How many records the budget holds of each status, by status name."""
         return dict(sorted(Counter(record.status for record in self.authority.records).items()))
+
+    def figures(self) -> BudgetFigures:
+        """The figures `%budget`, REST and `ditto budget` show, each branch beside the total."""
+        snapshot = self.authority.snapshot()
+        branches = self.authority.branch_figures()
+        return BudgetFigures(
+            owner_runtime_id=self.owner_runtime_id,
+            inherited=self.inherited,
+            limit=snapshot.limit,
+            reserved=snapshot.reserved,
+            charged=snapshot.charged,
+            remaining=snapshot.remaining,
+            replayed=snapshot.replayed,
+            closed=snapshot.closed,
+            closed_reason=snapshot.closed_reason,
+            records=self.authority.record_count(),
+            by_status=self.status_counts(),
+            each=self.authority.each_limit(),
+            refusals=sum(b.refused for b in branches),
+            branches=[
+                BranchBudgetFigures(
+                    branch=b.branch, reserved=b.reserved, charged=b.charged, refused=b.refused
+                )
+                for b in branches
+            ],
+        )
 
 
 @dataclass(frozen=True)
@@ -102,7 +133,9 @@ class RuntimeBudgets:
 
     def _open(self, runtime_id: str, owner: str) -> RuntimeBudget:
         return RuntimeBudget(
-            runtime_id, owner, SharedTokenBudget(self.path, name=budget_name(owner))
+            runtime_id,
+            owner,
+            BranchTokenBudget(self.path, name=budget_name(owner), branch=runtime_id),
         )
 
     def find(self, runtime_id: str) -> RuntimeBudget | None:
@@ -137,7 +170,9 @@ class RuntimeBudgets:
             return LimitSet(found, change.before, change.after)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            authority = SharedTokenBudget(self.path, limit, name=budget_name(runtime_id))
+            authority = BranchTokenBudget(
+                self.path, limit, name=budget_name(runtime_id), branch=runtime_id
+            )
         except ValueError:  # another kernel of the runtime created it meanwhile: change it
             budget = self._open(runtime_id, runtime_id)
             change = budget.authority.set_limit(limit)
@@ -145,3 +180,16 @@ class RuntimeBudgets:
         return LimitSet(
             RuntimeBudget(runtime_id, runtime_id, authority), None, authority.snapshot()
         )
+
+    def set_each(self, runtime_id: str, each: int | None) -> RuntimeBudget:
+        """Cap each branch of the budget `runtime_id` counts against at `each` tokens (None:
+        no cap), read at every reservation of every branch from now on;
+        RuntimeBudgetNotSet when there is no budget."""
+        if each is not None:
+            try:
+                each = check_count(each, "each", minimum=1)
+            except (TypeError, ValueError) as error:
+                raise InvalidRequest(str(error)) from None
+        budget = self.get(runtime_id)
+        budget.authority.set_each(each)
+        return budget

@@ -205,54 +205,72 @@ class Lifecycle:
         checkpoint = parts.checkpoint(checkpoint_id)
         refuse_pruned(checkpoint)
         source = parts.guard.session(checkpoint.runtime_id)
+        # The source is only read (its checkpoint): it may be live on another server.
+        async with parts.guard.operation(source.session_id, claim=False):
+            await self.require_source_idle(source, caller_runtime_id)
+            return await self.checkout_child(
+                checkpoint, source, conversation_id, sender_id, metadata, handle_state
+            )
+
+    async def require_source_idle(
+        self, source: SessionRecord, caller_runtime_id: str | None
+    ) -> None:
+        """SessionBusy when a live source runs a cell, unless its own kernel asks (a magic)."""
+        live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
+        if live and caller_runtime_id != source.session_id:
+            await self.parts.guard.require_idle(source)
+
+    async def checkout_child(
+        self,
+        checkpoint: RuntimeCheckpoint,
+        source: SessionRecord,
+        conversation_id: str | None,
+        sender_id: str | None,
+        metadata: dict[str, Any] | None,
+        handle_state: dict[str, Any] | None,
+    ) -> RuntimeCheckoutResult:
+        """One child of a checkout, the source's slot held by the caller: a backend, a
+        context holding the checkpoint's state, then its store records; or nothing."""
+        parts = self.parts
         merged = merged_metadata(checkpoint.session.metadata, metadata)
         child_id = child_runtime_id(source.session_id)
-        # The source is only read (its checkpoint): it may be live on another server.
         async with (
-            parts.guard.operation(source.session_id, claim=False),
             parts.guard.operation(child_id),
+            parts.replication.fetching(
+                _variables(checkpoint), replicated=checkpoint.replication == "replicated"
+            ) as incoming,
+            parts.provider_work(child_id) as work,
         ):
-            live = source.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY)
-            if live and caller_runtime_id != source.session_id:
-                await parts.guard.require_idle(source)
-            async with (
-                parts.replication.fetching(
-                    _variables(checkpoint), replicated=checkpoint.replication == "replicated"
-                ) as incoming,
-                parts.provider_work(child_id) as work,
-            ):
-                await parts.make_local(checkpoint, variables=False)  # the files: read first
-                backend = await self._materialise_backend(work, checkpoint, child_id)
-                child = checkpoint.session.model_copy(
-                    update={
-                        "session_id": child_id,
-                        "conversation_id": conversation_id or checkpoint.session.conversation_id,
-                        "sender_id": sender_id or checkpoint.session.sender_id,
-                        # Whoever sends it, a checkout belongs to its source's owner.
-                        "owner": source.owner if source.owner is not None else source.sender_id,
-                        "status": SessionLifecycleStatus.IDLE,
-                        "backend_kind": backend.kind,
-                        "backend_instance": backend.backend_id,
-                        "metadata": merged,
-                        "handle_state": {},
-                        "created_at_ms": now_ms(),
-                        "updated_at_ms": now_ms(),
-                        "source_runtime_id": source.session_id,
-                        "source_checkpoint_id": checkpoint.checkpoint_id,
-                    }
-                )
-                child, unrestorable = await self._start_context(
-                    work, child, backend, checkpoint, handle_state, arrivals=incoming.log
-                )
-                await incoming.commit()
-                with work.commit():
-                    parts.store.insert_session(child)
-                    parts.store.put_binding(parts.binding(child_id, backend))
-                    parts.store.set_head(child_id, checkpoint.checkpoint_id)
-                    # The source's LangGraph threads as they stood then (`langgraph_threads`).
-                    copy_on_checkout(
-                        parts.store, source.session_id, child_id, checkpoint.created_at_ms
-                    )
+            await parts.make_local(checkpoint, variables=False)  # the files: read first
+            backend = await self._materialise_backend(work, checkpoint, child_id)
+            child = checkpoint.session.model_copy(
+                update={
+                    "session_id": child_id,
+                    "conversation_id": conversation_id or checkpoint.session.conversation_id,
+                    "sender_id": sender_id or checkpoint.session.sender_id,
+                    # Whoever sends it, a checkout belongs to its source's owner.
+                    "owner": source.owner if source.owner is not None else source.sender_id,
+                    "status": SessionLifecycleStatus.IDLE,
+                    "backend_kind": backend.kind,
+                    "backend_instance": backend.backend_id,
+                    "metadata": merged,
+                    "handle_state": {},
+                    "created_at_ms": now_ms(),
+                    "updated_at_ms": now_ms(),
+                    "source_runtime_id": source.session_id,
+                    "source_checkpoint_id": checkpoint.checkpoint_id,
+                }
+            )
+            child, unrestorable = await self._start_context(
+                work, child, backend, checkpoint, handle_state, arrivals=incoming.log
+            )
+            await incoming.commit()
+            with work.commit():
+                parts.store.insert_session(child)
+                parts.store.put_binding(parts.binding(child_id, backend))
+                parts.store.set_head(child_id, checkpoint.checkpoint_id)
+                # The source's LangGraph threads as they stood then (`langgraph_threads`).
+                copy_on_checkout(parts.store, source.session_id, child_id, checkpoint.created_at_ms)
         return RuntimeCheckoutResult(
             runtime=await parts.guard.public(child),
             checkpoint_id=checkpoint.checkpoint_id,

@@ -10,19 +10,17 @@ idempotent. Every operation leaves the store as it was when it fails.
 
 The door delegates; each job lives in a module of its own, over one shared `RuntimeParts`:
 
-- `operation_guard`: operation slots, holds, the live and idle checks, and the runtime's
-  lease (`ownership`: which server runs a live runtime);
+- `operation_guard`: slots, holds, live and idle checks, the lease (`ownership`);
 - `checkpointing`: checkpoint, and the one builder of every checkpoint record;
-- `in_place_restore` and `files_back`: back to a checkpoint in place, variables and files;
-- `lifecycle`: create, checkout, pause, resume, close, lost;
+- `in_place_restore`, `files_back`: back to a checkpoint in place, variables and files;
+- `lifecycle`: create, checkout, pause, resume, close, lost; `fanout`: N checkouts at once;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
 - `checkpoint_documents`: a checkpoint's notebook document, stored, answered, read;
 - `diff`: what a checkpoint holds, and what changed between two points in time;
 - `undo`: back to just before the last cell `%autocheckpoint` recorded, files included;
-- `provider_work`: provider work first, then the store writes, or the work undone;
-- `leftovers`: cleanups that fail are logged, and what they leave behind recorded;
-- `replication` and `incoming_blobs`: when checkpoints reach an object store, and
-  fetching them back; `bucket_gc`: the collector of the bucket servers share;
+- `provider_work`, `leftovers`: provider work, then the store writes, or the work undone;
+  cleanups that fail logged, and what they leave behind recorded;
+- `replication`, `incoming_blobs`, `bucket_gc`: checkpoints to and from an object store;
 - `langgraph_threads`: LangGraph's checkpoints of each runtime.
 
 The reads (a runtime, its checkpoints, its workspace) are answered here, from the store.
@@ -42,6 +40,7 @@ from ditto_jupyter.control.checkpointing import Checkpointing
 from ditto_jupyter.control.collector import BackgroundCollector
 from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.diff.comparisons import Comparisons, LiveNotebook
+from ditto_jupyter.control.fanout import ChildOutcome, FanOut
 from ditto_jupyter.control.housekeeping import Housekeeping
 from ditto_jupyter.control.in_place_restore import InPlaceRestore
 from ditto_jupyter.control.langgraph_threads import LangGraphThreads
@@ -60,6 +59,7 @@ from ditto_jupyter.core.limits import MAX_ID_LENGTH
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
+    CellsCounted,
     CheckpointContents,
     CheckpointDocumentResult,
     CheckpointListResult,
@@ -134,6 +134,7 @@ class RuntimeService:
         self._lifecycle = Lifecycle(
             self.parts, self._checkpointing, default_backend=default_backend
         )
+        self._fan_out = FanOut(self.parts, self._lifecycle)
         self._housekeeping = Housekeeping(self.parts)
         self._documents = CheckpointDocuments(self.parts)
         self._comparisons = Comparisons(self.parts, self._documents)
@@ -329,9 +330,8 @@ class RuntimeService:
             runtime_id, from_ref, to_ref, capture=capture, notebook=notebook
         )
 
-    def changed_cells(self, checkpoint_id: str, document: NotebookDocument | None) -> int | None:
-        """How many cells of a checkpoint's document differ from `document` (None when
-        either is missing)."""
+    def changed_cells(self, checkpoint_id: str, document: NotebookDocument | None) -> CellsCounted:
+        """How many cells differ from `document` (None: no document), and a note (blocking)."""
         return self._comparisons.changed_cells(self.parts.checkpoint(checkpoint_id), document)
 
     async def list_checkpoints(
@@ -431,6 +431,12 @@ class RuntimeService:
             handle_state=handle_state,
             caller_runtime_id=caller_runtime_id,
         )
+
+    async def checkout_many(
+        self, checkpoint_id: str, count: int, **options: Any
+    ) -> list[ChildOutcome]:
+        """`count` children of a checkpoint at once (1 to 20), each on its own (`FanOut`)."""
+        return await self._fan_out.checkout(checkpoint_id, count, **options)
 
     async def restore(
         self, runtime_id: str, checkpoint_id: str
@@ -567,23 +573,14 @@ class RuntimeService:
         return self.store.list_leftovers()
 
     def live_manifests(self) -> set[str]:
-        """Blob-store manifests some checkpoint still references.
-
-        Reads every checkpoint: for checks and tests, never on a request path (garbage
-        collection asks the store's index about its candidates instead). A damaged
-        checkpoint row cannot be read, so every manifest id its text holds counts as
-        referenced.
-        """
+        """Blob-store manifests some checkpoint still references (reads every checkpoint:
+        for checks and tests; a damaged row counts every manifest id its text holds)."""
         return self._housekeeping.live_manifests()
 
     def gc(self, *, grace_seconds: float = GRACE_SECONDS) -> GcReport:
-        """Free blob-store chunks and manifests no checkpoint references any more.
-
-        Its cost follows the garbage: it visits only manifests nobody has vouched for and
-        chunks no manifest lists, and asks the store's index about the manifests. Runs on
-        the calling thread; close and delete-snapshot ask `collector` to run it on a worker
-        thread instead.
-        """
+        """Free blob-store chunks and manifests no checkpoint references any more; its cost
+        follows the garbage. Runs on the calling thread (close and delete-snapshot ask
+        `collector` to run it on a worker thread)."""
         return self._housekeeping.gc(grace_seconds=grace_seconds)
 
     def bucket_gc(self, *, grace_seconds: float = GRACE_SECONDS) -> BucketGcReport | None:

@@ -23,6 +23,7 @@ from typing import Any
 from jupyter_client.connect import find_connection_file
 
 from ditto_jupyter.backends.base import ExecResult
+from ditto_jupyter.control.fanout import fan_out_answer
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.environment import WORKSPACE_ENV, default_data_dir
@@ -228,13 +229,22 @@ class LocalControl:
             ).context_manifest_id
 
     def checkout(
-        self, checkpoint_id: str, conversation_id: str | None, sender_id: str | None
+        self,
+        checkpoint_id: str,
+        conversation_id: str | None,
+        sender_id: str | None,
+        count: int = 1,
     ) -> RuntimeCheckoutResult:
-        return self._run(
-            self.service.checkout(
-                checkpoint_id, conversation_id, sender_id, caller_runtime_id=self.runtime_id
+        outcomes = self._run(
+            self.service.checkout_many(
+                checkpoint_id,
+                count,
+                conversation_ids=[conversation_id] * count,
+                sender_id=sender_id,
+                caller_runtime_id=self.runtime_id,
             )
         )
+        return fan_out_answer(outcomes)
 
     def pause_self(self, capture: ContextCapture, name: str | None) -> RuntimePauseResult:
         return self._run(self.service.pause(self.runtime_id, name, precaptured=capture))

@@ -52,6 +52,7 @@ from ditto_jupyter.kernel.this_kernel import KernelControl, install
 if TYPE_CHECKING:
     from ditto_jupyter.control.budget_registry import RuntimeBudget
     from ditto_jupyter.core.models import (
+        CheckedOutRuntime,
         CheckpointSummary,
         ContextCapture,
         RuntimeRecord,
@@ -303,6 +304,11 @@ class DittoMagics(Magics):
             started = time.perf_counter()
             control = self.control
             checkpoint = control.resolve(args.checkpoint)
+            if checkpoint.runtime_id != control.runtime_id:  # refused before it is touched
+                raise InvalidRequest(
+                    f"checkpoint {_short(checkpoint.checkpoint_id)} belongs to runtime "
+                    f"{checkpoint.runtime_id}: check it out instead (%checkout)"
+                )
             if checkpoint.pruned:  # refused before the namespace is touched
                 raise InvalidRequest(
                     f"checkpoint {_short(checkpoint.checkpoint_id)} ({checkpoint.name}) was "
@@ -325,29 +331,52 @@ class DittoMagics(Magics):
     @_argument("checkpoint", help="checkpoint id, unique id prefix, or name in this runtime")
     @_argument("--conversation", help="notebook path / conversation id of the new runtime")
     @_argument("--sender", help="user of the new runtime")
+    @_argument("--count", type=int, default=1, help="how many children, 1 to 20 (default 1)")
+    @_argument(
+        "--each", help="first cap each branch of this budget at N tokens (as %%budget --each)"
+    )
     @line_magic
     def checkout(self, line: str = "") -> None:
-        """Branch a NEW runtime (new kernel, workspace copy) from a checkpoint. Prints a line."""
+        """Branch NEW runtimes (new kernel, workspace copy) from a checkpoint: one, or
+        `--count N` at once. Prints a line per child."""
 
         def run() -> None:
             args = self._args(DittoMagics.checkout, line)
             started = time.perf_counter()
             control = self.control
             checkpoint = control.resolve(args.checkpoint)
-            result = control.checkout(checkpoint.checkpoint_id, args.conversation, args.sender)
-            elapsed = time.perf_counter() - started
-            child = result.runtime.runtime_id
-            text = (
-                f"checked out {_short(checkpoint.checkpoint_id)} into runtime {child} "
-                f"in {elapsed:.2f} s"
+            if args.each is not None:  # on the budget, read at every reservation
+                from ditto_jupyter.kernel.runtime_budget import each_line, set_each
+
+                print(each_line(set_each(control.runtime_id, args.each)))
+            result = control.checkout(
+                checkpoint.checkpoint_id, args.conversation, args.sender, args.count
             )
-            hint = control.connection_hint(result.kernel_id)
-            extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
-            lost = unrestorable_line(result.unrestorable)
-            extra += [e for e in (result.notebook_note, hint and f"connect: {hint}", lost) if e]
-            print("; ".join([text, *extra]))
+            elapsed = time.perf_counter() - started
+            short = _short(checkpoint.checkpoint_id)
+            if args.count == 1:
+                print(
+                    f"checked out {short} into {self._child_line(result, f' in {elapsed:.2f} s')}"
+                )
+                return
+            made = sum(1 for child in result.children if child.checkout is not None)
+            print(f"checked out {short} into {made} of {args.count} runtimes in {elapsed:.2f} s")
+            for child in result.children:
+                if child.checkout is None:
+                    print(f"  [{child.index}] failed: {child.error}: {child.message}")
+                else:
+                    print(f"  [{child.index}] {self._child_line(child.checkout)}")
 
         self._guard(run)
+
+    def _child_line(self, result: CheckedOutRuntime, timing: str = "") -> str:
+        """`runtime R<timing>; notebook N; ...`: one checkout child as a magic prints it."""
+        text = f"runtime {result.runtime.runtime_id}{timing}"
+        hint = self.control.connection_hint(result.kernel_id)
+        extra = [f"notebook {result.notebook_path}"] if result.notebook_path else []
+        lost = unrestorable_line(result.unrestorable)
+        extra += [e for e in (result.notebook_note, hint and f"connect: {hint}", lost) if e]
+        return "; ".join([text, *extra])
 
     @_with_arguments()
     @_argument("name", nargs="?", help="a name for the pause checkpoint")
@@ -500,35 +529,19 @@ class DittoMagics(Magics):
     @_argument("limit", nargs="?", help="most tokens the runtime may use: 200000 or 200_000")
     @_argument("--own", action="store_true", help="a checkout's own budget, not its source's")
     @_argument("--history", action="store_true", help="the budget's records, as a table")
+    @_argument("--each", help="cap each branch (runtime) at N tokens inside the limit; 0: none")
+    @_argument("--branches", action="store_true", help="each branch beside the total, a table")
     @line_magic
     def budget(self, line: str = "") -> Any:
-        """`%budget LIMIT` sets this runtime's token budget (prints a line); `%budget` shows
-        it live; `%budget --history` returns its records as a table."""
+        """`%budget LIMIT` sets this runtime's token budget, `--each N` caps each branch
+        (prints a line); `%budget` shows it live; `--history` its records, `--branches`
+        each branch beside the total, as tables."""
 
         def run() -> Any:
-            from ditto_jupyter.kernel.runtime_budget import (
-                HISTORY_HEADERS,
-                history_rows,
-                limit_line,
-                parse_limit,
-                runtime_budgets,
-            )
+            from ditto_jupyter.kernel.runtime_budget import budget_magic
 
             args = self._args(DittoMagics.budget, line)
-            runtime_id = self.control.runtime_id
-            if args.limit is not None:
-                if args.history:
-                    raise InvalidRequest("%budget takes a LIMIT or --history, not both")
-                limit = parse_limit(args.limit)
-                print(limit_line(runtime_budgets().set_limit(runtime_id, limit, own=args.own)))
-                return None
-            if args.own:
-                raise InvalidRequest("--own needs a LIMIT: %budget LIMIT --own")
-            budget = runtime_budgets().get(runtime_id)
-            if args.history:
-                records = budget.authority.records
-                return TableResult(HISTORY_HEADERS, history_rows(records), records)
-            return self._budget_view(budget)
+            return budget_magic(args, self.control.runtime_id, self._budget_view)
 
         return self._guard(run)
 

@@ -9,7 +9,10 @@ and builds the records table; the magic in `magics.py` only wires them.
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Callable
+from typing import Any
 
 from ditto_jupyter.control.budget_registry import (
     LimitSet,
@@ -20,10 +23,12 @@ from ditto_jupyter.control.budget_registry import (
 from ditto_jupyter.core.environment import RUNTIME_ID_ENV, default_data_dir
 from ditto_jupyter.core.errors import InvalidRequest
 from ditto_jupyter.kernel import this_kernel
+from ditto_jupyter.kernel.magic_results import TableResult
 from ditto_jupyter.worker.budget.records import BudgetRecord
 from ditto_jupyter.worker.shared_budget import SharedTokenBudget
 
 HISTORY_HEADERS = ["record", "status", "reserved", "charged", "replayed", "scope", "detail"]
+BRANCH_HEADERS = ["branch", "reserved", "charged", "refused"]
 
 
 def parse_limit(text: str) -> int:
@@ -104,3 +109,58 @@ def current_runtime_budget(runtime_id: str | None = None) -> SharedTokenBudget:
             "set a budget with %budget LIMIT, or pass a runtime id"
         )
     return runtime_budgets().get(rid).authority
+
+
+def set_each(runtime_id: str, text: str) -> RuntimeBudget:
+    """`--each N`: cap each branch of the budget `runtime_id` counts against (0: no cap)."""
+    each = parse_limit(text)
+    return runtime_budgets().set_each(runtime_id, each or None)
+
+
+def each_line(budget: RuntimeBudget) -> str:
+    """The line `--each` prints: the cap, read at every reservation of every branch."""
+    each = budget.authority.each_limit()
+    cap = f"each branch at most {each:,} tokens" if each else "no cap per branch"
+    limit = budget.authority.snapshot().limit
+    return f"token budget of {owner_text(budget)}: {cap} (inside the limit of {limit:,})"
+
+
+def branch_table(budget: RuntimeBudget) -> TableResult:
+    """`%budget --branches`: each branch's reservations, charges and refusals, then the
+    total."""
+    figures = budget.figures()
+    rows = [
+        [b.branch or "(unrecorded)", f"{b.reserved:,}", f"{b.charged:,}", f"{b.refused:,}"]
+        for b in figures.branches
+    ]
+    rows.append(["total", f"{figures.reserved:,}", f"{figures.charged:,}", f"{figures.refusals:,}"])
+    return TableResult(BRANCH_HEADERS, rows, figures)
+
+
+def budget_magic(
+    args: argparse.Namespace, runtime_id: str, view: Callable[[RuntimeBudget], Any]
+) -> Any:
+    """What `%budget` does with its arguments (`view` makes the live view)."""
+    if args.limit is not None:
+        for flag in ("history", "branches"):
+            if getattr(args, flag):
+                raise InvalidRequest(f"%budget takes a LIMIT or --{flag}, not both")
+        limit = parse_limit(args.limit)
+        print(limit_line(runtime_budgets().set_limit(runtime_id, limit, own=args.own)))
+        if args.each is not None:
+            print(each_line(set_each(runtime_id, args.each)))
+        return None
+    if args.own:
+        raise InvalidRequest("--own needs a LIMIT: %budget LIMIT --own")
+    if args.each is not None:
+        print(each_line(set_each(runtime_id, args.each)))
+        return None
+    budget = runtime_budgets().get(runtime_id)
+    if args.history and args.branches:
+        raise InvalidRequest("%budget takes --history or --branches, not both")
+    if args.history:
+        records = budget.authority.records
+        return TableResult(HISTORY_HEADERS, history_rows(records), records)
+    if args.branches:
+        return branch_table(budget)
+    return view(budget)

@@ -117,8 +117,14 @@ class RuntimeControl(Protocol):
     def record_restore(self, checkpoint_id: str) -> None: ...
 
     def checkout(
-        self, checkpoint_id: str, conversation_id: str | None, sender_id: str | None
-    ) -> RuntimeCheckoutResult: ...
+        self,
+        checkpoint_id: str,
+        conversation_id: str | None,
+        sender_id: str | None,
+        count: int = 1,
+    ) -> RuntimeCheckoutResult:
+        """`count` children of the checkpoint (1 to 20), each listed in `children`."""
+        ...
 
     def pause_self(self, capture: ContextCapture, name: str | None) -> RuntimePauseResult: ...
 

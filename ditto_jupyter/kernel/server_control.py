@@ -116,10 +116,17 @@ class ServerControl:
         self._post("self/restore", self._self_body(checkpoint_id=checkpoint_id))
 
     def checkout(
-        self, checkpoint_id: str, conversation_id: str | None, sender_id: str | None
+        self,
+        checkpoint_id: str,
+        conversation_id: str | None,
+        sender_id: str | None,
+        count: int = 1,
     ) -> RuntimeCheckoutResult:
         body = self._self_body(
-            checkpoint_id=checkpoint_id, conversation_id=conversation_id, sender_id=sender_id
+            checkpoint_id=checkpoint_id,
+            conversation_id=conversation_id,
+            sender_id=sender_id,
+            count=count,
         )
         return _parse(RuntimeCheckoutResult, self._post("self/checkout", body))
 

@@ -65,6 +65,7 @@ from ditto_jupyter.core.environment import (
 )
 from ditto_jupyter.core.errors import ConfigurationError
 from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
+from ditto_jupyter.server.event_stream import SUBSCRIBE_ROUTE, UserEventStream
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import CONFIGURATION_ERROR, route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
@@ -377,6 +378,8 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
         # serve those ids with the server's own SessionHandler so JupyterLab can rename
         # and shut them down like any other session.
         self.handlers.append((CHILD_SESSION_ROUTE, SessionHandler))
+        # Each runtime event to its owner only, in place of the server's own stream.
+        self.handlers.append((SUBSCRIBE_ROUTE, UserEventStream))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Once the server's loop runs: register the sessions that exist, take over the

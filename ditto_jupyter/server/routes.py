@@ -144,6 +144,7 @@ async def _self_checkout(
         body.metadata,
         user,
         caller_runtime_id=body.runtime_id,
+        count=body.count,
     )
 
 
@@ -240,6 +241,7 @@ _TABLE = (
             req.body.sender_id,
             req.body.metadata,
             req.user,
+            count=req.body.count,
         ),
     ),
     RouteSpec(

@@ -37,12 +37,12 @@ from ditto_jupyter.backends.base import ExecResult
 from ditto_jupyter.control.budget_registry import RuntimeBudgets
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import DamagedRecord
-from ditto_jupyter.core.errors import DittoError, RuntimeNotFound
+from ditto_jupyter.core.errors import DittoError, InvalidRequest, RuntimeNotFound
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
-    BudgetFigures,
     CheckoutBranch,
+    CheckoutChild,
     CheckoutOrigin,
     CheckpointListResult,
     ContextCapture,
@@ -62,8 +62,9 @@ from ditto_jupyter.core.models import (
     RuntimeWorkspace,
 )
 from ditto_jupyter.server.changes import SessionChanges
-from ditto_jupyter.server.documents import SessionDocuments
+from ditto_jupyter.server.documents import SessionDocuments, sibling_notebook_path
 from ditto_jupyter.server.events import RuntimeEvents
+from ditto_jupyter.server.fanout_sessions import SessionFanOut
 from ditto_jupyter.server.jupyter_hooks import forget_session_row
 from ditto_jupyter.server.kernel_pool import KernelPool
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
@@ -82,14 +83,6 @@ PauseReason = Literal["idle", "asked"]
 LostReason = Literal["died", "restarted", "owner-gone"]
 
 log = logging.getLogger(__name__)
-
-
-def sibling_notebook_path(path: str, suffix: str) -> str:
-    """`dir/name.ipynb` -> `dir/name-<suffix>.ipynb` (the checkout's notebook copy)."""
-    directory, name = posixpath.split(path.strip("/"))
-    stem, dot, ext = name.rpartition(".")
-    new_name = f"{stem}-{suffix}.{ext}" if dot and stem else f"{name}-{suffix}"
-    return posixpath.join(directory, new_name) if directory else new_name
 
 
 class RuntimeSessions:
@@ -124,6 +117,7 @@ class RuntimeSessions:
         self.kernel_listeners: list[Callable[[str, str], None]] = []
         self.documents = SessionDocuments(self)  # the checkpoints' notebooks (issue 23)
         self.changes = SessionChanges(self)  # diff, undo, cells a restore leaves different
+        self.fan_out = SessionFanOut(self)  # checkouts of N children at once (issue 44)
 
     def check_runtime_token(self, runtime_id: str, runtime_token: str) -> str:
         """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token; the
@@ -343,20 +337,7 @@ class RuntimeSessions:
         found = self.budgets.find(runtime_id)
         if found is None:
             return RuntimeBudgetResult(runtime_id=runtime_id, budget=None)
-        snapshot = found.authority.snapshot()
-        figures = BudgetFigures(
-            owner_runtime_id=found.owner_runtime_id,
-            inherited=found.inherited,
-            limit=snapshot.limit,
-            reserved=snapshot.reserved,
-            charged=snapshot.charged,
-            remaining=snapshot.remaining,
-            replayed=snapshot.replayed,
-            closed=snapshot.closed,
-            closed_reason=snapshot.closed_reason,
-            records=found.authority.record_count(),
-            by_status=found.status_counts(),
-        )
+        figures = found.figures()  # each branch beside the total
         return RuntimeBudgetResult(runtime_id=runtime_id, budget=figures)
 
     # ---- operations ----------------------------------------------------------------------
@@ -414,23 +395,38 @@ class RuntimeSessions:
         user: str,
         *,
         caller_runtime_id: str | None = None,
+        count: int = 1,
     ) -> RuntimeCheckoutResult:
         """Branch a new runtime (the user's, from one of their checkpoints), write its
         notebook beside the original (from the checkpoint's document, else a copy of
-        today's file), open it as a session.
+        today's file), open it as a session; `count` above 1: so many (`fan_out`).
 
         `caller_runtime_id` is the runtime whose kernel asks from a magic (busy with it).
         """
+        if count != 1:
+            if conversation_id:
+                raise InvalidRequest(
+                    "conversation_id names one notebook: leave it out with a count above 1 "
+                    "(each child gets a notebook copy of its own)"
+                )
+            return await self.fan_out.checkout(
+                checkpoint_id, count, sender_id, metadata, user, caller_runtime_id=caller_runtime_id
+            )
         checkpoint = self.scope.checkpoint(checkpoint_id, user)
         with self.events.operation("checkout", checkpoint.runtime_id) as event:
             event.checkpoint_id = checkpoint_id
             event.source_runtime_id = checkpoint.runtime_id
             source_path = checkpoint.session.conversation_id
-            target = conversation_id or sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
+            target, moved = conversation_id, None
+            if target is None:
+                target, moved = await self.documents.child_target(
+                    source_path, sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
+                )
             await self.service.make_local(checkpoint)  # its document may be in the bucket only
             copied, written_from, note = await self.documents.write_child_notebook(
                 checkpoint, target
             )
+            note = "; ".join(n for n in (moved, note) if n) or None
             try:
                 result = await self.service.checkout(
                     checkpoint_id,
@@ -452,12 +448,15 @@ class RuntimeSessions:
             if kernel_id is not None:
                 await self._save_jupyter_session(result.runtime.runtime_id, target, kernel_id)
             notebook = target if await self._is_file(target) else None
-            return result.model_copy(
+            result = result.model_copy(
                 update={
                     "notebook_path": notebook,
                     "notebook_source": written_from,
                     "notebook_note": note,
                 }
+            )
+            return result.model_copy(
+                update={"children": [CheckoutChild(index=0, checkout=result.one())]}
             )
 
     def _refill_pool(self) -> None:

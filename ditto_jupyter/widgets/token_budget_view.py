@@ -20,6 +20,7 @@ from typing import Any, Final
 import ipywidgets as widgets
 
 from ditto_jupyter.widgets.polling import Polled, Poller, check_interval
+from ditto_jupyter.worker.branch_budget import BranchTokenBudget
 from ditto_jupyter.worker.budget.authority import BudgetAuthority
 from ditto_jupyter.worker.budget.records import BudgetRecord, BudgetSnapshot
 
@@ -143,6 +144,23 @@ def recent_html(records: Sequence[BudgetRecord], count: int) -> str:
     return f"<b>latest records</b>{_table(headers, rows, 'ditto-budget-records')}"
 
 
+def branches_html(budget: BudgetAuthority) -> str:
+    """Each branch of a budget many runtimes draw on, beside the total; empty for one."""
+    if not isinstance(budget, BranchTokenBudget):
+        return ""
+    figures = budget.branch_figures()
+    each = budget.each_limit()
+    if len(figures) < 2 and each is None and not any(f.refused for f in figures):
+        return ""
+    rows = [
+        [f.branch or "(unrecorded)", f"{f.reserved:,}", f"{f.charged:,}", f"{f.refused:,}"]
+        for f in figures
+    ]
+    cap = f"each at most {each:,} tokens" if each else "no cap per branch"
+    table = _table(["branch", "reserved", "charged", "refused"], rows, "ditto-budget-branches")
+    return f"<b>branches</b> ({cap}){table}"
+
+
 class TokenBudgetView(Polled, widgets.VBox):  # type: ignore[misc]  # ipywidgets is untyped
     """A live view of a token budget (`TokenBudget` or `SharedTokenBudget`)."""
 
@@ -168,12 +186,13 @@ class TokenBudgetView(Polled, widgets.VBox):  # type: ignore[misc]  # ipywidgets
         self.groups: list[ScopeGroup] = []
         self._groups_by_scope: dict[str, ScopeGroup] = {}
         self.error: str | None = None
-        self._fingerprint: tuple[BudgetSnapshot, int] | None = None
+        self._fingerprint: tuple[BudgetSnapshot, int, int] | None = None
         self._lock = threading.Lock()
         self._meter = widgets.HTML()
         self._scopes = widgets.HTML()
         self._latest = widgets.HTML()
-        super().__init__([self._meter, self._scopes, self._latest], **kwargs)
+        self._branches = widgets.HTML()
+        super().__init__([self._meter, self._branches, self._scopes, self._latest], **kwargs)
         self.add_class("ditto-token-budget-view")
         self.refresh()
         self._poller = (
@@ -185,7 +204,10 @@ class TokenBudgetView(Polled, widgets.VBox):  # type: ignore[misc]  # ipywidgets
         budget that cannot be read is shown as such."""
         with self._lock:
             try:
-                fingerprint = (self.budget.snapshot(), self.budget.record_count())
+                refused = (
+                    self.budget.refusal_count() if isinstance(self.budget, BranchTokenBudget) else 0
+                )
+                fingerprint = (self.budget.snapshot(), self.budget.record_count(), refused)
                 if fingerprint == self._fingerprint and self.error is None:
                     return False
                 if fingerprint[1] < len(self.records):  # fewer records: not the same ledger
@@ -207,12 +229,18 @@ class TokenBudgetView(Polled, widgets.VBox):  # type: ignore[misc]  # ipywidgets
             self._meter.value = meter_html(self.title, fingerprint[0])
             self._scopes.value = scopes_html(self.groups)
             self._latest.value = recent_html(self.records, self.recent)
+            self._branches.value = branches_html(self.budget)
             return True
 
     def close(self) -> None:
         """Stop polling and close the widget and its parts."""
         self.stop_polling()
-        for name in ("_meter", "_scopes", "_latest"):  # absent when __init__ refused its input
+        for name in (
+            "_meter",
+            "_branches",
+            "_scopes",
+            "_latest",
+        ):  # absent when __init__ refused its input
             part = getattr(self, name, None)
             if part is not None:
                 part.close()

@@ -79,6 +79,9 @@ def test_rest_and_cli_show_what_the_kernels_charged_and_checkouts_share_it(
             "closed_reason": None,
             "records": 3,
             "by_status": {"settled": 3},
+            "each": None,
+            "refusals": 0,
+            "branches": [{"branch": rid, "reserved": 0, "charged": 75, "refused": 0}],
         },
     }
     cli_json = ditto(live, "budget", rid, "--json")

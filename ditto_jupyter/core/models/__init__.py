@@ -20,13 +20,16 @@ this package.
 from __future__ import annotations
 
 from ditto_jupyter.core.models.budgets import (
+    BranchBudgetFigures,
     BudgetFigures,
     RuntimeBudgetResult,
 )
 from ditto_jupyter.core.models.comparisons import (
     LIVE,
+    AlignedBy,
     CellChange,
     CellEntry,
+    CellsCounted,
     CellsDiff,
     CheckpointContents,
     DiffSide,
@@ -93,6 +96,8 @@ from ditto_jupyter.core.models.records import (
 )
 from ditto_jupyter.core.models.runtime_operations import (
     AutoCheckpointPruneResult,
+    CheckedOutRuntime,
+    CheckoutChild,
     CheckpointDetail,
     CheckpointListQuery,
     CheckpointListResult,
@@ -126,15 +131,20 @@ __all__ = [
     "MAX_PAGE",
     "NO_DOCUMENT",
     "RUNTIME_LEASE",
+    "AlignedBy",
     "AutoCheckpointCell",
     "AutoCheckpointPruneResult",
     "BackendBinding",
     "BackendCheckpointRef",
+    "BranchBudgetFigures",
     "BudgetFigures",
     "CellChange",
     "CellEntry",
+    "CellsCounted",
     "CellsDiff",
+    "CheckedOutRuntime",
     "CheckoutBranch",
+    "CheckoutChild",
     "CheckoutOrigin",
     "CheckpointContents",
     "CheckpointDetail",

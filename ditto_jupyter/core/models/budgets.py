@@ -7,6 +7,19 @@ from pydantic import Field
 from ditto_jupyter.core.models.fields import StrictModel
 
 
+class BranchBudgetFigures(StrictModel):
+    """One branch's part of a shared budget: the runtime whose kernels reserved, what it
+    holds reserved and has charged, and how many of its reservations were refused."""
+
+    branch: str | None = Field(
+        description="The runtime the reservations were made for (None: made before branches "
+        "were recorded)."
+    )
+    reserved: int
+    charged: int
+    refused: int
+
+
 class BudgetFigures(StrictModel):
     """A token budget's figures: the same numbers `%budget` and its view show."""
 
@@ -24,6 +37,16 @@ class BudgetFigures(StrictModel):
     closed_reason: str | None
     records: int
     by_status: dict[str, int]
+    each: int | None = Field(
+        default=None,
+        description="The cap of each branch inside the limit (`--each N`), read at every "
+        "reservation; None: none.",
+    )
+    refusals: int = Field(default=0, description="Reservations the budget refused, in all.")
+    branches: list[BranchBudgetFigures] = Field(
+        default_factory=list,
+        description="Each branch (runtime) drawing on the budget, beside the total above.",
+    )
 
 
 class RuntimeBudgetResult(StrictModel):

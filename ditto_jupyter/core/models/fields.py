@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from ditto_jupyter.core.limits import (
+    MAX_CHECKOUT_COUNT,
     MAX_ID_LENGTH,
     MAX_METADATA_DEPTH,
     MAX_METADATA_KEYS,
@@ -52,6 +53,35 @@ RequestMetadata = Annotated[
         description=f"At most {MAX_METADATA_KEYS} keys, nested at most {MAX_METADATA_DEPTH} "
         "deep; see Limits.",
         json_schema_extra={"maxProperties": MAX_METADATA_KEYS},
+    ),
+]
+
+
+def checkout_count_problem(count: int) -> str | None:
+    """Why `count` children cannot be checked out at once, or None when they can."""
+    if 1 <= count <= MAX_CHECKOUT_COUNT:
+        return None
+    return (
+        f"count must be 1 to {MAX_CHECKOUT_COUNT}, not {count}: one checkout makes at most "
+        f"{MAX_CHECKOUT_COUNT} children (E2B's fork cap); check out more in several calls"
+    )
+
+
+def _checkout_count(count: int) -> int:
+    problem = checkout_count_problem(count)
+    if problem is not None:
+        raise PydanticCustomError("checkout_count", "{problem}", {"problem": problem})
+    return count
+
+
+#: How many children a checkout makes: 1 to 20.
+CheckoutCount = Annotated[
+    int,
+    AfterValidator(_checkout_count),
+    Field(
+        description=f"How many children to check out at once, 1 to {MAX_CHECKOUT_COUNT} "
+        "(each its own runtime, kernel, workspace and notebook copy).",
+        json_schema_extra={"minimum": 1, "maximum": MAX_CHECKOUT_COUNT},
     ),
 ]
 

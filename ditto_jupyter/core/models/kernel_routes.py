@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 
 from ditto_jupyter.core.models.fields import (
+    CheckoutCount,
     CheckpointName,
     RequestId,
     RequestMetadata,
@@ -78,6 +79,7 @@ class SelfCheckoutRequest(StrictModel):
     conversation_id: RequestText | None = None
     sender_id: RequestText | None = None
     metadata: RequestMetadata | None = None
+    count: CheckoutCount = 1
 
 
 class SelfUndoRequest(StrictModel):

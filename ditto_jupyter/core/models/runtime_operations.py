@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ditto_jupyter.core.models.documents import NotebookDocument
 from ditto_jupyter.core.models.fields import (
     MAX_PAGE,
+    CheckoutCount,
     CheckpointName,
     RequestId,
     RequestMetadata,
@@ -46,12 +47,19 @@ class RuntimeCheckpointSnapshotDeleteRequest(StrictModel):
 
 
 class RuntimeCheckoutRequest(StrictModel):
-    """POST /api/v1/runtimes/checkout."""
+    """POST /api/v1/runtimes/checkout.
+
+    `count` children (1 to 20) come from the one checkpoint, each with its own runtime,
+    kernel, workspace and notebook copy; each succeeds or fails on its own (`children`).
+    A `conversation_id` is the notebook of the only child: with a count above 1, each
+    child gets a notebook copy of its own beside the original.
+    """
 
     checkpoint_id: RequestId
     conversation_id: RequestText | None = None
     sender_id: RequestText | None = None
     metadata: RequestMetadata | None = None
+    count: CheckoutCount = 1
 
 
 class RuntimePauseRequest(StrictModel):
@@ -137,8 +145,8 @@ class AutoCheckpointPruneResult(StrictModel):
     whole: int
 
 
-class RuntimeCheckoutResult(StrictModel):
-    """Result of checkout: the new child runtime, its kernel and notebook copy.
+class CheckedOutRuntime(StrictModel):
+    """One runtime a checkout made: the new child runtime, its kernel and notebook copy.
 
     `unrestorable` lists every value the child does not hold: those the checkpoint could not
     keep, and those its new kernel could not load (a module only the source could import).
@@ -152,9 +160,36 @@ class RuntimeCheckoutResult(StrictModel):
     notebook_path: str | None = None
     #: `checkpoint`: the child's notebook was written from the checkpoint's document;
     #: `current_file`: the checkpoint holds none, so today's file was copied (see
-    #: `notebook_note`); None: no notebook was written.
+    #: `notebook_note`); None: no notebook was written (`notebook_note` says why when today's
+    #: file is missing or unreadable). The note also says when the notebook's folder was
+    #: gone, so the child's notebook went to the root.
     notebook_source: Literal["checkpoint", "current_file"] | None = None
     notebook_note: str | None = None
+
+
+class CheckoutChild(StrictModel):
+    """One child of a checkout: `checkout` when it succeeded, else `error` and `message`
+    (the code and sentence an operation's failure answers); `index` counts from 0."""
+
+    index: int
+    checkout: CheckedOutRuntime | None = None
+    error: str | None = None
+    message: str | None = None
+
+
+class RuntimeCheckoutResult(CheckedOutRuntime):
+    """Result of checkout: the first child that succeeded (its fields as a single checkout
+    always answered them), and `children`, every child with its own outcome, in order."""
+
+    children: list[CheckoutChild] = Field(
+        default_factory=list,
+        description="Every child of the checkout, in order, each with its own success or "
+        "failure (one for a single checkout).",
+    )
+
+    def one(self) -> CheckedOutRuntime:
+        """This child without the list of children."""
+        return CheckedOutRuntime.model_validate(self.model_dump(exclude={"children"}))
 
 
 class RuntimePauseResult(StrictModel):
@@ -190,13 +225,16 @@ class RuntimeRestoreResult(StrictModel):
     """Result of a restore: the runtime, the checkpoint restored, what it could not keep.
 
     `cells_changed`: how many cells of the checkpoint's document differ from the document
-    the request carried (None when either is missing).
+    the request carried (None when either is missing); `cells_note`: how they were counted,
+    when not the best way (too many cells without ids for nbdime: aligned by their
+    sources; see `CellsDiff.note`).
     """
 
     runtime: RuntimeRecord
     checkpoint_id: str
     unrestorable: list[UnrestorableValue]
     cells_changed: int | None = None
+    cells_note: str | None = None
 
 
 class RuntimeUndoResult(StrictModel):
