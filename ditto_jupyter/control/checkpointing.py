@@ -154,10 +154,16 @@ def new_checkpoint(
     metadata: dict[str, Any],
     bytes_written: int = 0,
     automatic: AutoCheckpointCell | None = None,
+    unique: bool = False,
 ) -> RuntimeCheckpoint:
     """A new checkpoint's record, not yet written: a fresh id, and where its bytes are
     (`replication`: `local` with an object store until an upload before its record says
-    otherwise, None without one). Every checkpoint is made here."""
+    otherwise, None without one). Every checkpoint is made here. `unique`: the name is one
+    the system numbers (`cell-3`, a pause's `pause`), made unique within the runtime
+    (`cell-3-2`: a resumed kernel counts its cells from 1 again). `before-undo`,
+    `before-restore` and `lost` are not: `%restore lost` takes the newest, as it should."""
+    if unique and name is not None:
+        name = unique_name(parts, session.session_id, name)
     return RuntimeCheckpoint(
         checkpoint_id=new_checkpoint_id(),
         runtime_id=session.session_id,
@@ -172,6 +178,18 @@ def new_checkpoint(
         metadata=metadata,
         automatic=automatic,
     )
+
+
+def unique_name(parts: RuntimeParts, runtime_id: str, name: str) -> str:
+    """`name`, or `name-2`, `name-3`...: the first that no checkpoint of the runtime has (the
+    runtime's operations are one at a time, so nothing takes it meanwhile)."""
+    taken = parts.store.newest_named
+    if taken(name, runtime_id) is None:
+        return name
+    number = 2
+    while taken(f"{name}-{number}", runtime_id) is not None:
+        number += 1
+    return f"{name}-{number}"
 
 
 def replicate_behind(parts: RuntimeParts, checkpoint: RuntimeCheckpoint) -> None:
@@ -206,6 +224,8 @@ class Checkpointing:
         document: CheckpointDocument | None = None,
     ) -> RuntimeCheckpointResult:
         """Capture an idle runtime (see `RuntimeService.checkpoint`)."""
+        if precaptured is None:  # the kernel's automatic checkpoints first, then this one
+            await self.parts.guard.settle(runtime_id)
         async with self.parts.guard.operation(runtime_id):
             checkpoint, session, written = await self.checkpoint_live(
                 runtime_id, name, metadata, precaptured, automatic=automatic, document=document
@@ -229,6 +249,7 @@ class Checkpointing:
         seal: bool = False,
         pause: bool = False,
         document: CheckpointDocument | None = None,
+        unique_name: bool = False,
     ) -> tuple[RuntimeCheckpoint, SessionRecord, int]:
         """Checkpoint an idle live runtime and make it the head (checkpoint, pause, close).
 
@@ -241,6 +262,8 @@ class Checkpointing:
         the deployment says so or for a `pause` (an upload that fails fails the
         checkpoint, which is then not recorded), else queued for upload once they are.
         `document` is the notebook stored for it already (`checkpoint_documents`), if any.
+        `unique_name`: the name is the system's (a pause's default): made unique, as an
+        automatic checkpoint's is (`new_checkpoint`).
         Also returned: every byte the checkpoint put on disk (the capture's blobs and the
         catalogue's log beyond them, the workspace snapshot's, and what the store's commit
         and the catalogue's reference marks appended to their logs).
@@ -262,7 +285,12 @@ class Checkpointing:
                 if fencing:
                     await parts.context.fence(session)
                 checkpoint, session, capture = await self._take_checkpoint(
-                    session, name, metadata, precaptured, automatic=automatic
+                    session,
+                    name,
+                    metadata,
+                    precaptured,
+                    automatic=automatic,
+                    unique_name=unique_name,
                 )
                 parent = checkpoint.parent_checkpoint_id
                 before = await off_loop(parts.store.get_checkpoint, parent) if parent else None
@@ -339,6 +367,7 @@ class Checkpointing:
         precaptured: ContextCapture | None,
         *,
         automatic: AutoCheckpointCell | None,
+        unique_name: bool = False,
     ) -> tuple[RuntimeCheckpoint, SessionRecord, ContextCapture]:
         """Capture context and backend; nothing is written to the store here.
 
@@ -374,5 +403,6 @@ class Checkpointing:
             name=name,
             metadata=dict(metadata or {}),
             automatic=automatic,
+            unique=unique_name or automatic is not None,
         )
         return checkpoint, session, capture

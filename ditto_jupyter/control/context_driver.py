@@ -43,6 +43,12 @@ class ContextDriver(Protocol):
         """Capture the live context into the blob store as one signed manifest."""
         ...
 
+    async def settle(self, session: SessionRecord) -> None:
+        """Wait until the checkpoints the context records itself, after the cells it ran
+        (a kernel's `%autocheckpoint` write-behind), are recorded. Called outside the
+        runtime's operation slot (they record through it), before an undo plans."""
+        ...
+
     async def fence(self, session: SessionRecord) -> None:
         """A pause's capture comes next: from now on, every cell the context runs counts."""
         ...

@@ -25,6 +25,7 @@ from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.errors import UnsupportedBackend
 from ditto_jupyter.core.models import (
     BackendCheckpointRef,
+    ContextCapture,
     RuntimeCheckpoint,
     SessionRecord,
     UnrestorableValue,
@@ -77,11 +78,15 @@ class FilesBack:
         head: RuntimeCheckpoint | None,
         target: RuntimeCheckpoint,
         variables: Callable[[], Awaitable[list[UnrestorableValue]]] | None = None,
+        *,
+        live: ContextCapture | None = None,
     ) -> list[UnrestorableValue]:
         """Move the runtime to `target`: its files back, then `variables()` (the server's
         restore of the kernel's variables; None when the kernel restored them itself),
         the files put back if that fails, the files it replaced kept, the snapshot's hold
-        let go, and `target` made the head. What the variables could not bring back."""
+        let go, and `target` made the head. What the variables could not bring back.
+        `live`: the kernel's variables as they were, when the head does not hold them (an
+        undo): kept with the files in the checkpoint `keep_name`, which is then made."""
         runtime_id = session.session_id
         unrestorable: list[UnrestorableValue] = []
         try:
@@ -94,8 +99,10 @@ class FilesBack:
                         unrestorable = await variables()
                 except BaseException:
                     await self.put_back(session, backend, head, safety)
+                    if live is not None and head is not None:  # variables half restored
+                        self.keep(session, head, safety or head.backend_ref, live)
                     raise
-                self.keep_replaced(session, head, target, safety)
+                self.keep_replaced(session, head, target, safety, live)
         finally:
             self.parts.guard.let_go(runtime_id)
         await off_loop(self.parts.store.set_head, runtime_id, target.checkpoint_id)
@@ -158,10 +165,16 @@ class FilesBack:
         head: RuntimeCheckpoint | None,
         target: RuntimeCheckpoint,
         safety: BackendCheckpointRef | None,
+        live: ContextCapture | None = None,
     ) -> RuntimeCheckpoint | None:
         """After a successful bring-back: the files it replaced, kept in a checkpoint when
-        neither the head nor the target holds them (None: nothing was replaced unkept)."""
-        if safety is None or head is None:
+        neither the head nor the target holds them, or the live variables (`live`) the head
+        does not hold (None: nothing was replaced unkept)."""
+        if head is None:
+            return None
+        if live is not None:
+            return self.keep(session, head, safety or head.backend_ref, live)
+        if safety is None:
             return None
         held = {snapshot_id(head), snapshot_id(target)}
         if safety.provider_snapshot_id in held:
@@ -169,16 +182,21 @@ class FilesBack:
         return self.keep(session, head, safety)
 
     def keep(
-        self, session: SessionRecord, head: RuntimeCheckpoint | None, safety: BackendCheckpointRef
+        self,
+        session: SessionRecord,
+        head: RuntimeCheckpoint | None,
+        safety: BackendCheckpointRef | None,
+        live: ContextCapture | None = None,
     ) -> RuntimeCheckpoint | None:
-        """Record the files as they were, with the head's variables (none without a head:
-        then the snapshot stays unrecorded and the log says so)."""
+        """Record the files as they were, with the head's variables, or the live ones
+        (`live`) when the head does not hold them (none without a head: then the snapshot
+        stays unrecorded and the log says so)."""
         runtime_id = session.session_id
         if head is None:
             _log.error(
                 "ditto: runtime %s has no checkpoint to keep its files' snapshot %s beside",
                 runtime_id,
-                safety.provider_snapshot_id,
+                safety.provider_snapshot_id if safety is not None else None,
             )
             return None
         kept = new_checkpoint(
@@ -186,10 +204,10 @@ class FilesBack:
             session.model_copy(update={"updated_at_ms": now_ms()}),
             parent_checkpoint_id=head.checkpoint_id,
             backend_ref=safety,
-            context_manifest_id=head.context_manifest_id,
-            unrestorable=head.unrestorable,
+            context_manifest_id=live.manifest_id if live is not None else head.context_manifest_id,
+            unrestorable=live.unrestorable if live is not None else head.unrestorable,
             name=self.keep_name,
-            metadata={"variables_from": head.checkpoint_id},
+            metadata={"variables_from": "live" if live is not None else head.checkpoint_id},
         )
         self.parts.store.put_checkpoint(kept)
         replicate_behind(self.parts, kept)

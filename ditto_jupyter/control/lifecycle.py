@@ -383,6 +383,8 @@ class Lifecycle:
     ) -> RuntimePauseResult:
         """Snapshot an idle runtime, then free its context and backend; the id stays."""
         parts = self.parts
+        if precaptured is None:  # the kernel's automatic checkpoints are recorded first
+            await parts.guard.settle(runtime_id)
         async with parts.guard.operation(runtime_id):
             checkpoint, session, _ = await self.checkpointing.checkpoint_live(
                 runtime_id,
@@ -391,6 +393,7 @@ class Lifecycle:
                 precaptured,
                 seal=True,
                 pause=True,  # the node may be gone when it resumes: in the object store first
+                unique_name=name is None,  # `pause`, `pause-2`: %restore finds each
             )
             await parts.context.stop(session)
             await parts.backend(session)  # attach first so release really frees it

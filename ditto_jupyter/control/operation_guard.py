@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator, Iterable, Sequence
 
@@ -28,8 +29,16 @@ from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.control.store.langgraph_rows import langgraph_manifests_named
-from ditto_jupyter.core.errors import RuntimeClosed, RuntimeNotFound, RuntimePaused, SessionBusy
+from ditto_jupyter.core.errors import (
+    DittoError,
+    RuntimeClosed,
+    RuntimeNotFound,
+    RuntimePaused,
+    SessionBusy,
+)
 from ditto_jupyter.core.models import RuntimeRecord, SessionLifecycleStatus, SessionRecord
+
+_log = logging.getLogger(__name__)
 
 
 class OperationGuard:
@@ -131,6 +140,31 @@ class OperationGuard:
             raise SessionBusy(
                 f"runtime {runtime_id} is running a command in its backend; try again when it "
                 "has finished"
+            )
+
+    async def settle(self, runtime_id: str) -> None:
+        """Before an operation that captures or plans from a live runtime takes its slot:
+        wait for the checkpoints its kernel still writes behind its cells (they are
+        recorded through the slot, so inside it they would be refused). A runtime that is
+        not live here, or runs a cell now (the operation refuses it, at once), has nothing
+        to wait for; a failure is logged, and the operation goes on (it checks what it
+        finds)."""
+        session = self._store.get_session(runtime_id)
+        if session is None or session.status in (
+            SessionLifecycleStatus.PAUSED,
+            SessionLifecycleStatus.CLOSED,
+        ):
+            return  # the operation itself says so
+        try:
+            self.ownership.claim(runtime_id)
+            if await self._context.is_busy(session):
+                return  # the call would wait behind the cell: the operation refuses instead
+            await self._context.settle(session)
+        except DittoError as error:
+            _log.warning(
+                "ditto: could not wait for the automatic checkpoints of runtime %s (%s)",
+                runtime_id,
+                error,
             )
 
     # ---- holds ---------------------------------------------------------------------------

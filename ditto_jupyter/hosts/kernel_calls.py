@@ -26,5 +26,18 @@ SEAL: Final = "ditto_jupyter.kernel.pause_fence:seal"
 #: Run cells again (a pause failed after it sealed the kernel).
 UNSEAL: Final = "ditto_jupyter.kernel.pause_fence:unseal"
 
+#: Wait for the kernel's `%autocheckpoint` write-behind (before an undo plans).
+SETTLE: Final = "ditto_jupyter.kernel.write_behind:settle"
+
 #: Every name above (a test checks each one resolves to a function in the kernel code).
-ALL: Final = (CAPTURE, RESTORE, WARM_UP, PREPARE_KERNEL, ADOPT_RUNTIME, FENCE, SEAL, UNSEAL)
+ALL: Final = (
+    CAPTURE,
+    RESTORE,
+    WARM_UP,
+    PREPARE_KERNEL,
+    ADOPT_RUNTIME,
+    FENCE,
+    SEAL,
+    UNSEAL,
+    SETTLE,
+)

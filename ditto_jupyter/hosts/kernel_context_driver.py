@@ -20,7 +20,15 @@ from pydantic import ValidationError
 from ditto_jupyter.core.environment import workspace_env
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import ContextCapture, SessionRecord, UnrestorableValue
-from ditto_jupyter.hosts.kernel_calls import CAPTURE, FENCE, RESTORE, SEAL, UNSEAL, WARM_UP
+from ditto_jupyter.hosts.kernel_calls import (
+    CAPTURE,
+    FENCE,
+    RESTORE,
+    SEAL,
+    SETTLE,
+    UNSEAL,
+    WARM_UP,
+)
 from ditto_jupyter.hosts.kernel_host import KernelHost
 
 
@@ -97,6 +105,10 @@ class KernelContextDriver:
             raise BackendError(reason) from None
         self._last_manifest[kernel_id] = captured.manifest_id
         return captured
+
+    async def settle(self, session: SessionRecord) -> None:
+        """Wait for the kernel's `%autocheckpoint` write-behind (`kernel_calls.SETTLE`)."""
+        await self.host.call(self.kernel_id(session), SETTLE, {})
 
     async def fence(self, session: SessionRecord) -> None:
         """Make the kernel count every cell from now on (`kernel.pause_fence`)."""

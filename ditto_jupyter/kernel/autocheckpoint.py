@@ -128,26 +128,38 @@ class AutoCheckpointer:
         self.writer = WriteBehind("ditto-autocheckpoint")
         self._undetached: NamespaceSnapshot | None = None  # the last one, maybe not copied
         self._undone = False  # `%undo` ran in this cell: its state is a checkpoint already
+        # The cell (`cells_run`) after which the namespace was last known to be the state of
+        # the runtime's head (recorded, unchanged, undone, restored); None: unknown.
+        self._followed: int | None = None
+        self._chosen = False  # the user turned it on or off in this kernel
         shell.events.register("post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
 
-    def turn_on(self, keep: int) -> str:
-        """Start checkpointing after every cell; prune to `keep` now. Returns the line."""
+    def turn_on(self, keep: int, *, prune: bool = True) -> str:
+        """Start checkpointing after every cell; prune to `keep` now (unless not `prune`:
+        a resume takes the setting up while the server's operation holds the runtime).
+        Returns the line."""
+        self._chosen = True
         self.keep = keep
         if not self.enabled:
             self.shell.events.register("pre_run_cell", self._before_cell)
             self.shell.events.register("post_run_cell", self.after_cell)
             self.enabled = True
-        self._prune()
+        if prune:
+            self._prune()
         return f"autocheckpoint on: {self.describe()}"
 
     def turn_off(self) -> str:
         """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
+        self._chosen = True
         self.flush()
         from ditto_jupyter.kernel.capture.kernel_entry import keep_base
 
         keep_base(self.host.namespace, None)  # cells run while off are not followed: afresh
+        cells = self._cells()
+        if cells is not None and self._followed == cells - 1:
+            self._followed = cells  # this cell changes no variable: still at the head
         if self.enabled:
             self.shell.events.unregister("pre_run_cell", self._before_cell)
             self.shell.events.unregister("post_run_cell", self.after_cell)
@@ -162,6 +174,31 @@ class AutoCheckpointer:
             f"the newest {self.keep} kept; {self.taken} taken, {self.skipped} skipped "
             f"(unchanged){last}"
         )
+
+    def undo_refusal(self, notebook: str) -> str | None:
+        """Why `%undo` (running in the current cell) must not undo the head: a cell ran
+        after it that no checkpoint holds (`%autocheckpoint` off, a restart, a checkpoint
+        not recorded), so going back would lose that cell's work. None: the head is the
+        last cell that ran (or the cells since changed nothing)."""
+        cells = self._cells()
+        if cells is not None and self._followed is not None and self._followed == cells - 1:
+            return None
+        from ditto_jupyter.control.undo import TURN_ON_HINT
+
+        return (
+            f"{TURN_ON_HINT}, or %checkpoint first: {notebook} ran cells since its last "
+            "automatic checkpoint that no checkpoint holds, and undo would lose them; "
+            "nothing was undone"
+        )
+
+    def _cells(self) -> int | None:
+        from ditto_jupyter.kernel.cell_runs import cells_run
+
+        return cells_run(self.shell)
+
+    def _follow(self) -> None:
+        """After the cell running now, the namespace is the state of the runtime's head."""
+        self._followed = self._cells()
 
     def state(self) -> str:
         """`%autocheckpoint` with no argument: on or off, and the counts."""
@@ -193,6 +230,7 @@ class AutoCheckpointer:
         if self._undone:  # back at the head's checkpoint: nothing new to record
             self._undone = False
             self._last_fingerprint = self._fingerprint(self.host.control)
+            self._follow()
             return
         from ditto_jupyter.kernel.capture.kernel_entry import collection_paused
 
@@ -252,13 +290,17 @@ class AutoCheckpointer:
                 snapshot.discard()
                 keep_base(namespace, base)
                 self.skipped += 1
+                self._follow()
                 return
             keep_base(namespace, snapshot.base)
             if snapshot.base is not None:
                 snapshot.base.foreign = foreign
             self._taken(name, fingerprint)
             self._undetached = snapshot
-            self.writer.submit_when_idle(lambda: self._record_in_background(snapshot, name, cell))
+            cells = self._cells()
+            self.writer.submit_when_idle(
+                lambda: self._record_in_background(snapshot, name, cell, cells)
+            )
             return
         self.flush()  # in order: the checkpoints before this one are recorded first
         self._write_failed = False
@@ -285,12 +327,14 @@ class AutoCheckpointer:
             if capture.manifest_id == previous and not workspace_changed:
                 return False  # unchanged: nothing to record
             control.checkpoint(capture, name, None, cell)
+            self._follow()
             return True
 
         (snapshot, capture), recorded = record_own_capture(take, record)
         if not recorded:
             keep_base(namespace, snapshot.base)
             self.skipped += 1
+            self._follow()
             return
         keep_base(namespace, snapshot.base)  # only once recorded: an unrecorded one is no base
         self.host.last_manifest = capture.manifest_id
@@ -314,6 +358,7 @@ class AutoCheckpointer:
         snapshot: NamespaceSnapshot,
         name: str,
         cell: AutoCheckpointCell,
+        cells: int | None,
     ) -> None:
         """The write-behind half: copy what the snapshot still reads from live memory (then
         the next cell may start), store the snapshot and record it. An error prints one
@@ -321,6 +366,7 @@ class AutoCheckpointer:
         try:
             capture = snapshot.finish()  # copies first, unless the next cell did
             self.host.control.checkpoint(capture, name, None, cell)
+            self._followed = cells
             self.host.last_manifest = capture.manifest_id
             self._recorded()
         except Exception as error:
@@ -339,12 +385,22 @@ class AutoCheckpointer:
             )
             print(f"ditto: autocheckpoint {name} was not recorded: {detail}", file=sys.stderr)
 
-    def restored_elsewhere(self) -> None:
-        """A host restored this kernel from outside (a restore or undo over REST): the next
-        capture is whole, and the workspace as it is now is the last one checkpointed."""
+    def setting(self) -> int | None:
+        """How many automatic checkpoints are kept while on; None while off (every capture
+        records it: `this_kernel.autocheckpoint_keep`)."""
+        return self.keep if self.enabled else None
+
+    def restored_elsewhere(self, keep: int | None = None) -> None:
+        """A host restored this kernel from outside (a restore or undo over REST, a resume,
+        a checkout): the next capture is whole, and the workspace as it is now is the last
+        one checkpointed. `keep`: the capture was taken with `%autocheckpoint` on; a kernel
+        where nobody turned it on or off yet (a resumed or checked-out one) turns it on."""
         from ditto_jupyter.kernel.capture.kernel_entry import keep_base
 
+        if keep is not None and not self._chosen:
+            self.turn_on(keep, prune=False)
         keep_base(self.host.namespace, None)
+        self._followed = self._cells()  # at the restored checkpoint, the head now
         if self.enabled:
             self._last_fingerprint = self._fingerprint(self.host.control)
 
@@ -355,6 +411,8 @@ class AutoCheckpointer:
 
         self._undone = self.enabled  # only the hook of this very cell reads it
         keep_base(self.host.namespace, None)
+        if not self.enabled:  # no hook follows this cell: it is at the head after it
+            self._follow()
 
     def flush(self) -> None:
         """Wait until every automatic checkpoint taken so far is recorded."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ditto_jupyter.core.errors import DittoError, InvalidRequest
+from ditto_jupyter.core.errors import Conflict, DittoError, InvalidRequest
 
 # Loaded with the magics in every kernel: the capture, the models and the diff view are
 # imported by the magic that first needs them.
@@ -125,6 +125,21 @@ class HistoryMagics(Magics):
 
         return self.owner.guard(run)
 
+    def _at(self, manifest_id: str | None) -> bool:
+        """Whether this kernel's variables are the state `manifest_id` holds (cells ran
+        since it, but changed nothing): a capture, compared."""
+        from ditto_jupyter.kernel.capture import capture_following, open_blob_store
+
+        owner = self.owner
+        control = owner.control
+        capture = capture_following(
+            owner.namespace,
+            open_blob_store(control.blob_root),
+            previous_manifest_id=owner.last_manifest,
+            runtime_id=control.runtime_id,
+        )
+        return manifest_id is not None and capture.manifest_id == manifest_id
+
     @line_magic
     def undo(self, line: str = "") -> None:
         """Roll this kernel back to just before the last cell `%autocheckpoint` recorded:
@@ -139,6 +154,9 @@ class HistoryMagics(Magics):
             control = owner.control
             plan = control.undo_plan()
             blobs = open_blob_store(control.blob_root)
+            refusal = owner.autocheckpointer.undo_refusal(plan.notebook or "this notebook")
+            if refusal is not None and not self._at(plan.head_manifest):
+                raise Conflict(refusal)  # going back would lose cells no checkpoint holds
             target = plan.target
             lost = restore_namespace(owner.namespace, blobs, target.context_manifest_id)
             try:

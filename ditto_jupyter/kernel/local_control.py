@@ -131,6 +131,11 @@ class StandaloneContext:
             )
         return await self.kernels.capture(session)
 
+    async def settle(self, session: SessionRecord) -> None:
+        # the calling kernel's magics wait for its own write-behind before they act
+        if not self.is_self(session) and "kernel_id" in session.handle_state:
+            await self.kernels.settle(session)
+
     async def fence(self, session: SessionRecord) -> None:
         if not self.is_self(session):  # the calling kernel is busy with the asking magic
             await self.kernels.fence(session)
@@ -295,10 +300,17 @@ class LocalControl:
         return self._run(self.service.diff(self.runtime_id, from_ref, to_ref, capture=capture))
 
     def undo_plan(self) -> UndoPlan:
+        from ditto_jupyter.control.undo import notebook_label
+
         head, target = self.service.undo_plan(self.runtime_id)
         assert head.automatic is not None
+        notebook = notebook_label(head.session.conversation_id, self.runtime_id)
         return UndoPlan(
-            head.checkpoint_id, head.context_manifest_id, head.automatic, resolved_of(target)
+            head.checkpoint_id,
+            head.context_manifest_id,
+            head.automatic,
+            resolved_of(target),
+            notebook,
         )
 
     def record_undo(self, checkpoint_id: str, undone_checkpoint_id: str) -> RuntimeUndoResult:

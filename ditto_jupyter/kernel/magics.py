@@ -169,6 +169,7 @@ class DittoMagics(Magics):
         self._budget_views: dict[str, Any] = {}  # one live view per budget, shown again
         self.autocheckpointer = AutoCheckpointer(self, shell)
         self.kernel_control.on_restore.append(self.autocheckpointer.restored_elsewhere)
+        self.kernel_control.autocheckpoint_keep = self.autocheckpointer.setting
 
     # ---- plumbing -----------------------------------------------------------------------
 

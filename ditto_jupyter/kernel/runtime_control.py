@@ -73,6 +73,8 @@ class UndoPlan:
     head_manifest: str | None
     cell: AutoCheckpointCell
     target: ResolvedCheckpoint
+    #: What a message calls the runtime: its notebook's name (`control.undo.notebook_label`).
+    notebook: str = ""
 
 
 @dataclass(frozen=True)

@@ -198,15 +198,21 @@ class ServerControl:
 
     def undo_plan(self) -> UndoPlan:
         from ditto_jupyter.client import api_path
-        from ditto_jupyter.control.undo import undo_target
+        from ditto_jupyter.control.undo import notebook_label, undo_target
 
+        record = _parse(RuntimeRecord, self._get(api_path(self.runtime_id)))
+        notebook = notebook_label(record.conversation_id, self.runtime_id)
         head = self._get(api_path(self.runtime_id, "lineage")).get("head")
         summary = _parse(CheckpointSummary, head) if head else None
-        target = self.resolve(undo_target(self.runtime_id, summary))
+        target = self.resolve(undo_target(self.runtime_id, summary, notebook))
         assert summary is not None and summary.automatic is not None
         head_detail = self.resolve(summary.checkpoint_id)
         return UndoPlan(
-            summary.checkpoint_id, head_detail.context_manifest_id, summary.automatic, target
+            summary.checkpoint_id,
+            head_detail.context_manifest_id,
+            summary.automatic,
+            target,
+            notebook,
         )
 
     def record_undo(self, checkpoint_id: str, undone_checkpoint_id: str) -> RuntimeUndoResult:

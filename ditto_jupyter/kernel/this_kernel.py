@@ -41,8 +41,13 @@ class KernelControl:
         self.notebook_folder = notebook_folder or Path.cwd()
         #: The namespace manifest of this kernel's head, as far as this kernel knows.
         self.last_manifest: str | None = None
-        #: Called when a host restored this kernel from outside (restore, undo, checkout).
-        self.on_restore: list[Callable[[], None]] = []
+        #: Called when a host restored this kernel from outside (restore, undo, checkout,
+        #: resume), with the `%autocheckpoint` setting the restored capture was taken under.
+        self.on_restore: list[Callable[[int | None], None]] = []
+        #: This kernel's `%autocheckpoint` setting: how many it keeps, None while off (the
+        #: magics' hook answers). Every capture records it, so a resumed or checked-out
+        #: kernel takes it up again (`restored`).
+        self.autocheckpoint_keep: Callable[[], int | None] = lambda: None
 
     @property
     def control(self) -> RuntimeControl:
@@ -104,15 +109,21 @@ def runtime_id() -> str | None:
     return _installed.control.runtime_id if _installed is not None else None
 
 
-def restored(manifest_id: str | None) -> None:
+def autocheckpoint_keep() -> int | None:
+    """This kernel's `%autocheckpoint` setting (how many kept; None: off or no magics)."""
+    return _installed.autocheckpoint_keep() if _installed is not None else None
+
+
+def restored(manifest_id: str | None, autocheckpoint_keep: int | None = None) -> None:
     """A host restored this kernel's namespace from `manifest_id` (a restore or an undo
     asked over REST, a checkout or resume): the head is that manifest now, as far as this
-    kernel knows, and whoever follows the kernel's state (`%autocheckpoint`) is told."""
+    kernel knows, and whoever follows the kernel's state (`%autocheckpoint`) is told, with
+    the setting that capture was taken under."""
     if _installed is None:
         return
     _installed.last_manifest = manifest_id
     for listener in list(_installed.on_restore):
-        listener()
+        listener(autocheckpoint_keep)
 
 
 def adopt(notebook_folder: Path) -> None:

@@ -27,6 +27,14 @@ def flush_all() -> None:
         writer.flush()
 
 
+def settle() -> bool:
+    """A host's call (`kernel_calls.SETTLE`): wait for every write-behind of this kernel, so
+    that an operation from outside plans from the checkpoints of every cell that ran. Called
+    before the operation takes the runtime's slot: the jobs record through it."""
+    flush_all()
+    return True
+
+
 class WriteBehind:
     """Jobs run one at a time, in order, off the caller's thread."""
 

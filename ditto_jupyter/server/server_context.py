@@ -51,6 +51,9 @@ class ServerContextCapture:
     async def capture(self, session: SessionRecord) -> ContextCapture:
         return await self.inner.capture(session)
 
+    async def settle(self, session: SessionRecord) -> None:
+        await self.inner.settle(session)
+
     async def fence(self, session: SessionRecord) -> None:
         await self.inner.fence(session)
 

@@ -91,6 +91,9 @@ class InMemoryContextCapture:
             self.execute(session.session_id, **queued)
         return capture
 
+    async def settle(self, session: SessionRecord) -> None:
+        self.settled = getattr(self, "settled", 0) + 1  # nothing is written behind here
+
     async def fence(self, session: SessionRecord) -> None:
         self.fenced[session.session_id] = self.execution_counts.get(session.session_id, 0)
 

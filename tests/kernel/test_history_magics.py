@@ -8,14 +8,29 @@ recorded.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.kernel.test_autocheckpoint import Kernel, checkpoints, runtime_id
 from tests.support.kernel_cells import value
 from tests.support.magic_display import printed_once, returned_once
+
+
+def peek(kernel: Kernel, expression: str) -> Any:
+    """A JSON value computed in the kernel without running a cell (a user expression of a
+    silent request): it defines no name and counts as no cell, so undo still sees the
+    last cell as the last one."""
+    wrapped = f"__import__('json').dumps({expression})"
+    reply = kernel.client.execute(
+        "", silent=True, user_expressions={"v": wrapped}, reply=True, timeout=60
+    )
+    found = reply["content"]["user_expressions"]["v"]
+    assert found["status"] == "ok", found
+    return json.loads(found["data"]["text/plain"].strip("'"))
 
 
 @pytest.fixture
@@ -67,10 +82,10 @@ def test_undo_brings_back_variables_and_files(kernel: Kernel) -> None:
     line = printed_once(kernel.ok("%undo"))
     assert line.startswith("undid cell ") and "(rows.append(2))" in line
     assert "variables and workspace files restored" in line
-    kernel.ok("%autocheckpoint off")  # the cells below only look: they record nothing
-    assert value(kernel.client, "rows") == [1]
-    assert value(kernel.client, "sorted(p.name for p in ws.iterdir())") == ["kept.txt"]
-    assert value(kernel.client, "(ws / 'kept.txt').read_text()") == "v1"
+    kernel.ok("%autocheckpoint off")  # changes no variable: the undone state is the last
+    assert peek(kernel, "rows") == [1]  # looks without running a cell
+    assert peek(kernel, "sorted(p.name for p in ws.iterdir())") == ["kept.txt"]
+    assert peek(kernel, "(ws / 'kept.txt').read_text()") == "v1"
     # the cell that ran %undo recorded nothing: undoing again goes one cell further back
     assert "(rows = [1])" in printed_once(kernel.ok("%undo"))
     assert value(kernel.client, "'rows' in globals()") is False

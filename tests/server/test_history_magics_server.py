@@ -106,3 +106,46 @@ def test_undo_with_nothing_to_undo_is_one_line(live: LiveServer, tmp_path: Path)
         assert len(lines) == 1 and lines[0].startswith("ditto: Conflict: "), out.stderr
     finally:
         client.stop_channels()
+
+
+def test_percent_undo_after_autocheckpoint_off_refuses_and_loses_nothing(
+    live: LiveServer,
+) -> None:
+    """Issue 40 section 1: cells run after `%autocheckpoint off` are held by no checkpoint;
+    `%undo` refuses in one line, leading with the hint and naming the notebook."""
+    session = live.open_notebook("three-hours.ipynb")
+    rid = session["id"]
+    client = connect(live, session["kernel"]["id"])
+    try:
+        for cell in ("%autocheckpoint on", "x = 1", "x = 2", "%autocheckpoint off"):
+            clean(run_cell(client, cell))
+        clean(run_cell(client, "x = 3"))
+        clean(run_cell(client, "work = 'three hours of results'"))
+        _, before = live.api("GET", f"{rid}/lineage")
+        out = run_cell(client, "%undo")
+        assert out.error is None and out.stdout == ""
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1, out.stderr
+        assert lines[0].startswith("ditto: Conflict: turn %autocheckpoint on"), lines[0]
+        assert "three-hours.ipynb" in lines[0] and rid not in lines[0]
+        assert value(client, "[x, work]") == [3, "three hours of results"]
+        _, after = live.api("GET", f"{rid}/lineage")
+        assert after["head"] == before["head"]
+    finally:
+        client.stop_channels()
+
+
+def test_percent_undo_right_after_autocheckpoint_off_undoes_the_last_cell(
+    live: LiveServer,
+) -> None:
+    """`%autocheckpoint off` changes no variable: the cell before it is still the last."""
+    session = live.open_notebook("off-then-undo.ipynb")
+    client = connect(live, session["kernel"]["id"])
+    try:
+        for cell in ("%autocheckpoint on", "x = 1", "x = 2", "%autocheckpoint off"):
+            clean(run_cell(client, cell))
+        line = printed_once(clean(run_cell(client, "%undo")))
+        assert line.startswith("undid cell ") and "(x = 2)" in line, line
+        assert value(client, "x") == 1
+    finally:
+        client.stop_channels()

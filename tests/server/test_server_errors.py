@@ -75,6 +75,7 @@ async def test_busy_runtime_is_409_and_nothing_changes(
             ("checkout", {"checkpoint_id": cp["checkpoint_id"]}),
             ("pause", {"runtime_id": rid}),
             ("restore", {"runtime_id": rid, "checkpoint_id": cp["checkpoint_id"]}),
+            ("undo", {"runtime_id": rid}),  # at once: it does not wait behind the cell
         ]:
             status, answer = await api("POST", route, body)
             assert (status, answer["error"]) == (409, "SessionBusy"), (route, answer)

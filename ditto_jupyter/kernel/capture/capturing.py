@@ -20,6 +20,7 @@ import orjson
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
 from ditto_jupyter.core.models import ContextCapture, UnrestorableValue
+from ditto_jupyter.kernel import this_kernel
 from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.chunks import (
     ChunkWriter,
@@ -30,6 +31,7 @@ from ditto_jupyter.kernel.capture.chunks import (
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.library_held import library_digests
 from ditto_jupyter.kernel.capture.manifest import (
+    AUTOCHECKPOINT_KEY,
     MANIFEST_KIND,
     MANIFEST_VERSION,
     load_manifest,
@@ -217,6 +219,7 @@ def snapshot_namespace(
         records_pyplot=records_pyplot,
         execution_count=count if isinstance(count, int) else None,
         cells_run=cells_run(shell) if shell is not None else None,
+        autocheckpoint_keep=this_kernel.autocheckpoint_keep(),
     )
     for pod, component in zip(plan.pods, stored_pods, strict=True):
         pod.component, pod.pickled = component, None
@@ -322,6 +325,8 @@ class NamespaceSnapshot:
     execution_count: int | None
     cells_run: int | None
     base: CaptureBase | None = None
+    #: The kernel's `%autocheckpoint` setting when captured (how many kept; None: off).
+    autocheckpoint_keep: int | None = None
 
     def signature(self) -> bytes:
         """A digest of what the manifest will say, by chunk fingerprints: equal signatures,
@@ -405,6 +410,8 @@ class NamespaceSnapshot:
                 body["parts"] = body["manifests"] = part_ids
             if self.records_pyplot:
                 body[pyplot_state.MANIFEST_KEY] = True
+            if self.autocheckpoint_keep is not None:
+                body[AUTOCHECKPOINT_KEY] = self.autocheckpoint_keep
             manifest_id = writer.put_manifest(body)
             manifest_bytes = writer.commit()
         except BaseException:

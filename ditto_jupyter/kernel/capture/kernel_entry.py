@@ -22,6 +22,7 @@ from ditto_jupyter.kernel import this_kernel
 from ditto_jupyter.kernel.capture.capturing import capture_with_snapshot
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
+from ditto_jupyter.kernel.capture.manifest import AUTOCHECKPOINT_KEY, load_manifest
 from ditto_jupyter.kernel.capture.pickling import dumps_so_far
 from ditto_jupyter.kernel.capture.restoring import restore_namespace
 from ditto_jupyter.kernel.capture.rules import ipython_shell
@@ -191,6 +192,14 @@ def kernel_capture(
     return result.model_dump(mode="json")
 
 
+def autocheckpoint_setting(blobs: BlobStore, manifest_id: str | None) -> int | None:
+    """The `%autocheckpoint` setting a capture was taken under (None: off, or unknown)."""
+    if manifest_id is None:
+        return None
+    keep = load_manifest(blobs, manifest_id).get(AUTOCHECKPOINT_KEY)
+    return keep if isinstance(keep, int) and not isinstance(keep, bool) and keep >= 1 else None
+
+
 def kernel_restore(
     blob_root: str, manifest_id: str | None, arrivals: str | None = None
 ) -> list[dict[str, Any]]:
@@ -202,6 +211,7 @@ def kernel_restore(
     flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
     with open_blob_store(blob_root).reading_arrivals(arrivals) as blobs:
         lost = restore_namespace(_user_namespace(), blobs, manifest_id)
+        keep = autocheckpoint_setting(blobs, manifest_id)
     _last_timing["restore_s"] = time.perf_counter() - started
-    this_kernel.restored(manifest_id)  # `%autocheckpoint` follows the kernel's new state
+    this_kernel.restored(manifest_id, keep)  # `%autocheckpoint` follows the kernel's state
     return [entry.model_dump(mode="json") for entry in lost]

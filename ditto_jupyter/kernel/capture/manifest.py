@@ -17,7 +17,9 @@ since: a restore loads them and binds none of them); and STORED is `{"size", "ch
 "fps"}`: the chunk ids of one byte string and the XXH3-128 fingerprints of those chunks
 (what the chunk memo learns from). `runtime_id` is the runtime the capture was made for:
 the server accepts a kernel's own capture as a new checkpoint only for that runtime.
-Manifests written before it lack it and restore as ever.
+Manifests written before it lack it and restore as ever. `autocheckpoint_keep`, when
+present, says `%autocheckpoint` was on (keeping that many) when the kernel was captured: a
+kernel that a resume or a checkout restores it into turns it on again.
 
 A small namespace keeps its components inline. A larger one (more than `INLINE_MAX`
 components, or one component over `BIG_COMPONENT` chunks) stores them in *parts*: signed
@@ -42,6 +44,9 @@ from ditto_jupyter.core.blobs import NAMESPACE_MANIFEST_KIND, BlobError, BlobSto
 from ditto_jupyter.core.namespace_manifest import NAMESPACE_PART_KIND, NAMESPACE_VERSION
 
 MANIFEST_KIND = NAMESPACE_MANIFEST_KIND
+#: The key of the kernel's `%autocheckpoint` setting when it was captured (how many kept),
+#: absent while it was off: a resumed or checked-out kernel takes it up again.
+AUTOCHECKPOINT_KEY = "autocheckpoint_keep"
 MANIFEST_VERSION = NAMESPACE_VERSION
 PART_KIND = NAMESPACE_PART_KIND
 #: Up to this many components stay inline in the manifest.

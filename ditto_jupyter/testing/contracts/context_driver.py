@@ -7,7 +7,8 @@ between moves its run mark (the execution count, or the process); a capture rest
 place (the values as they were, the ones made since gone), into another started context,
 and `None` empties a context; a context running a cell is busy; after `fence`, `seal` seals
 it when no cell ran since (it then refuses every cell until `unseal`), and does nothing when
-one did; a stopped context cannot be captured, and stopping it again is fine.
+one did; `settle` returns once what the context records itself is recorded, and changes
+nothing; a stopped context cannot be captured, and stopping it again is fine.
 
 The protocol can start, capture and restore a context but has no way to run a cell in one
 or to read what it holds: a `ContextHarness` does that, as a user would. A subclass
@@ -115,6 +116,14 @@ class ContextDriverContract:
         with pytest.raises(DittoError):
             context.run(context.driver.capture(session))
         context.run(context.driver.stop(session))  # stopped twice: nothing to do
+
+    def test_settle_returns_and_changes_nothing(self, context: ContextHarness) -> None:
+        with live(context, "settle") as session:
+            context.run_cell(session, {"x": 1})
+            first = context.run(context.driver.capture(session))
+            context.run(context.driver.settle(session))  # nothing written behind: returns
+            assert context.run(context.driver.capture(session)).manifest_id == first.manifest_id
+            assert context.read(session) == {"x": 1}
 
     def test_a_capture_is_a_signed_manifest_the_same_while_nothing_changed(
         self, context: ContextHarness
