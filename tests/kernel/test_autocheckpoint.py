@@ -4,13 +4,11 @@ in DITTO_DATA_DIR, which the test reads through a service of its own."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import KernelManager
 
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.models import AutoCheckpointCell, RuntimeCheckpoint, SessionRecord
@@ -18,37 +16,17 @@ from ditto_jupyter.kernel.autocheckpoint import MAX_SOURCE_BYTES, automatic_cell
 from ditto_jupyter.kernel.magics import cell_line
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.support.kernel_cells import CellOutput, run_cell, value, wait_for_autocheckpoints
+from tests.support.kernel_cells import CellOutput, value, wait_for_autocheckpoints
 from tests.support.magic_display import printed_once, returned_once
+from tests.support.standalone_kernel import StandaloneKernel
 
 
-class Kernel:
-    def __init__(self, data_dir: Path, cwd: Path) -> None:
-        env = {**os.environ, "DITTO_DATA_DIR": str(data_dir)}
-        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_RUNTIME_TOKEN"):
-            env.pop(name, None)
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.start_kernel(env=env, cwd=str(cwd))
-        self.client = self.manager.blocking_client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=120)
-
-    def run(self, code: str) -> CellOutput:
-        return run_cell(self.client, code)
-
+class Kernel(StandaloneKernel):
     def ok(self, code: str) -> CellOutput:
         out = self.run(code)
         assert out.error is None, out.error
         assert out.stderr == "", out.stderr
         return out
-
-    def stop(self) -> None:
-        self.run(
-            "_ditto = get_ipython().magics_manager.registry['DittoMagics'].kernel_control.built\n"
-            "_ditto is not None and _ditto.shutdown()"
-        )
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
 
 
 @pytest.fixture

@@ -7,42 +7,20 @@ kernel runs the magics with no server behind them (an in-process RuntimeService 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import KernelManager
 
 from ditto_jupyter.control.store import open_store
-from tests.support.kernel_cells import CellOutput, run_cell
 from tests.support.small_disk import small_disk
+from tests.support.standalone_kernel import StandaloneKernel
 from tests.support.stored_blobs import blob_store_state
 
 __all__ = ["small_disk"]  # the fixture, used by name
 
 
-class Kernel:
-    def __init__(self, data_dir: Path, cwd: Path) -> None:
-        env = {**os.environ, "DITTO_DATA_DIR": str(data_dir)}
-        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_RUNTIME_TOKEN"):
-            env.pop(name, None)
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.start_kernel(env=env, cwd=str(cwd))
-        self.client = self.manager.blocking_client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=120)
-
-    def run(self, code: str) -> CellOutput:
-        return run_cell(self.client, code)
-
-    def stop(self) -> None:
-        self.run(
-            "_ditto = get_ipython().magics_manager.registry['DittoMagics']._control\n"
-            "_ditto is not None and _ditto.shutdown()"
-        )
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
+Kernel = StandaloneKernel
 
 
 @pytest.fixture

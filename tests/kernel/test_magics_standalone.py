@@ -3,39 +3,21 @@ SQLite store in DITTO_DATA_DIR."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
-from jupyter_client.manager import KernelManager
 
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.wiring import open_runtime_service
 from tests.fakes.fake_context_capture import InMemoryContextCapture
-from tests.support.kernel_cells import CellOutput, run_cell, value
+from tests.support.kernel_cells import value
 from tests.support.magic_display import printed_once, returned_once
+from tests.support.standalone_kernel import StandaloneKernel
 
-
-class Kernel:
-    def __init__(self, data_dir: Path, cwd: Path) -> None:
-        env = {**os.environ, "DITTO_DATA_DIR": str(data_dir)}
-        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_RUNTIME_TOKEN"):
-            env.pop(name, None)
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.start_kernel(env=env, cwd=str(cwd))
-        self.client = self.manager.blocking_client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=120)
-
-    def run(self, code: str) -> CellOutput:
-        return run_cell(self.client, code)
-
-    def stop(self) -> None:
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
+Kernel = StandaloneKernel
 
 
 @pytest.fixture(scope="module")

@@ -11,16 +11,15 @@ a kernel call as hosts make it (no code the journal must follow), never timed.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import KernelManager
 
 from ditto_jupyter.hosts.kernel_channel import call_expression, call_result
-from tests.support.kernel_cells import CellOutput, run_cell
+from tests.support.kernel_cells import CellOutput
+from tests.support.standalone_kernel import StandaloneKernel
 
 pytestmark = pytest.mark.slow
 
@@ -36,21 +35,11 @@ del i
 LAST_TIMING = "ditto_jupyter.kernel.capture:last_timing"
 
 
-class Kernel:
+class Kernel(StandaloneKernel):
     """A real ipykernel with the magics and no server (the in-process control)."""
 
-    def __init__(self, data_dir: Path, cwd: Path) -> None:
-        env = {**os.environ, "DITTO_DATA_DIR": str(data_dir)}
-        for name in ("DITTO_SERVER_URL", "DITTO_TOKEN", "DITTO_RUNTIME_ID", "DITTO_RUNTIME_TOKEN"):
-            env.pop(name, None)
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.start_kernel(env=env, cwd=str(cwd))
-        self.client = self.manager.blocking_client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=120)
-
     def run(self, code: str) -> CellOutput:
-        out = run_cell(self.client, code)
+        out = super().run(code)
         assert out.error is None, out.error
         return out
 
@@ -68,14 +57,6 @@ class Kernel:
         timing = call_result(reply, LAST_TIMING, "test")
         assert isinstance(timing, dict)
         return int(timing["pickles"])
-
-    def stop(self) -> None:
-        self.run(
-            "_ditto = get_ipython().magics_manager.registry['DittoMagics'].kernel_control.built\n"
-            "_ditto is not None and _ditto.shutdown()"
-        )
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
 
 
 @pytest.fixture
