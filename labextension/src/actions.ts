@@ -16,6 +16,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { DittoApiError, RuntimeApi, errorText } from './api';
 import { INotebookDocument, IUnrestorableValue, LIVE } from './apiTypes';
 import { CompareTab } from './compare/compareTab';
+import { errorNotice } from './errorNotice';
 import { checkpointLabel, shortId } from './format';
 import { runtimeDocument } from './notebookDocuments';
 import { reattachNotebook } from './reattach';
@@ -117,7 +118,7 @@ export class RuntimeActions {
       const confirmed = await this.confirm(
         trans.__('Restore checkpoint?'),
         trans.__(
-          "The kernel's variables are replaced by those of %1. Workspace files and the notebook's cells are not changed.",
+          "The kernel's variables and the workspace files go back to those of %1. Files written since then are kept in a checkpoint named before-restore. The notebook's cells are not changed.",
           label
         ),
         trans.__('Restore')
@@ -380,13 +381,39 @@ export class RuntimeActions {
       Notification.update({ id, message, type: 'success', autoClose: 4000 });
       return true;
     } catch (error) {
-      Notification.update({ id, message: errorText(error), type: 'error', autoClose: false });
+      this.notifyError(id, errorText(error), runtimeId);
       return false;
     } finally {
       if (runtimeId) {
         this.state.setPending(runtimeId, null);
       }
     }
+  }
+
+  /**
+   * Turn the notification `id` into an error: the runtime's id reads as its notebook's
+   * name, and a text longer than a notification shows keeps a *Show all* action.
+   */
+  private notifyError(id: string, text: string, runtimeId: string | null): void {
+    const name = runtimeId ? this.runtimeName(runtimeId) : null;
+    const notice = errorNotice(text, runtimeId, name);
+    const full = notice.full;
+    const actions = full
+      ? [
+          {
+            label: this.trans.__('Show all'),
+            caption: this.trans.__('Show the whole message'),
+            callback: () => {
+              void showDialog({
+                title: this.trans.__('Error'),
+                body: full,
+                buttons: [Dialog.okButton({ label: this.trans.__('OK') })]
+              });
+            }
+          }
+        ]
+      : undefined;
+    Notification.update({ id, message: notice.message, type: 'error', autoClose: false, actions });
   }
 
   private warnUnrestorable(values: IUnrestorableValue[]): void {
