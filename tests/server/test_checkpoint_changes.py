@@ -84,6 +84,7 @@ async def test_contents_list_variables_files_and_document(
         "size": None,
         "kept": True,
         "reason": None,
+        "digest": "module:numpy",
     }
     assert by_name["gen"]["kept"] is False and "generator" in by_name["gen"]["reason"]
     assert contents["files"] == {"count": 1, "bytes": 6}
