@@ -28,6 +28,12 @@ const BUSY_RETRIES = 3;
 /** The first wait before such a retry, in ms (doubled each time). */
 const BUSY_RETRY_MS = 250;
 
+/**
+ * An operation that answers sooner shows no pending notification: JupyterLab may lose an
+ * update that follows the creation of its toast too closely (a 409 in a few ms).
+ */
+const PENDING_NOTICE_MS = 300;
+
 /** Which operations ask first (the settings schema's confirmations). */
 export interface IConfirmations {
   confirmRestore: boolean;
@@ -363,9 +369,9 @@ export class RuntimeActions {
   }
 
   /**
-   * Run an operation with progress: the runtime's progress bar in the panel and a
-   * pending notification, then a short success note or the error's one sentence.
-   * True when it succeeded.
+   * Run an operation with progress: the runtime's progress bar in the panel and, when it
+   * takes more than PENDING_NOTICE_MS, a pending notification; then a short success note
+   * or the error's sentence. True when it succeeded.
    */
   private async run(
     runtimeId: string | null,
@@ -375,12 +381,17 @@ export class RuntimeActions {
     if (runtimeId) {
       this.state.setPending(runtimeId, pending);
     }
-    const id = Notification.emit(pending, 'in-progress', { autoClose: false });
+    let id: string | null = null;
+    const timer = setTimeout(() => {
+      id = Notification.emit(pending, 'in-progress', { autoClose: false });
+    }, PENDING_NOTICE_MS);
     try {
       const message = await work();
-      Notification.update({ id, message, type: 'success', autoClose: 4000 });
+      clearTimeout(timer);
+      this.notify(id, message, 'success', 4000);
       return true;
     } catch (error) {
+      clearTimeout(timer);
       this.notifyError(id, errorText(error), runtimeId);
       return false;
     } finally {
@@ -390,11 +401,26 @@ export class RuntimeActions {
     }
   }
 
+  /** Turn the pending notification `id` into the outcome, or show the outcome (id null). */
+  private notify(
+    id: string | null,
+    message: string,
+    type: 'success' | 'error',
+    autoClose: number | false,
+    actions?: Notification.IAction[]
+  ): void {
+    if (id === null) {
+      Notification.emit(message, type, { autoClose, actions });
+    } else {
+      Notification.update({ id, message, type, autoClose, actions });
+    }
+  }
+
   /**
-   * Turn the notification `id` into an error: the runtime's id reads as its notebook's
-   * name, and a text longer than a notification shows keeps a *Show all* action.
+   * The error of an operation: the runtime's id reads as its notebook's name, and a text
+   * longer than a notification shows keeps a *Show all* action.
    */
-  private notifyError(id: string, text: string, runtimeId: string | null): void {
+  private notifyError(id: string | null, text: string, runtimeId: string | null): void {
     const name = runtimeId ? this.runtimeName(runtimeId) : null;
     const notice = errorNotice(text, runtimeId, name);
     const full = notice.full;
@@ -413,7 +439,7 @@ export class RuntimeActions {
           }
         ]
       : undefined;
-    Notification.update({ id, message: notice.message, type: 'error', autoClose: false, actions });
+    this.notify(id, notice.message, 'error', false, actions);
   }
 
   private warnUnrestorable(values: IUnrestorableValue[]): void {
