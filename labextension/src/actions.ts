@@ -28,10 +28,7 @@ const BUSY_RETRIES = 3;
 /** The first wait before such a retry, in ms (doubled each time). */
 const BUSY_RETRY_MS = 250;
 
-/**
- * An operation that answers sooner shows no pending notification: JupyterLab may lose an
- * update that follows the creation of its toast too closely (a 409 in a few ms).
- */
+/** An operation that answers sooner shows no pending notification, only its outcome. */
 const PENDING_NOTICE_MS = 300;
 
 /** Which operations ask first (the settings schema's confirmations). */
@@ -401,7 +398,11 @@ export class RuntimeActions {
     }
   }
 
-  /** Turn the pending notification `id` into the outcome, or show the outcome (id null). */
+  /**
+   * Show the outcome, in a notification of its own: the pending one (`id`, when shown) is
+   * dismissed, not updated, since JupyterLab drops an update that reaches a toast before
+   * it is drawn (the outcome was lost behind "Checkpointing…" under load).
+   */
   private notify(
     id: string | null,
     message: string,
@@ -409,11 +410,10 @@ export class RuntimeActions {
     autoClose: number | false,
     actions?: Notification.IAction[]
   ): void {
-    if (id === null) {
-      Notification.emit(message, type, { autoClose, actions });
-    } else {
-      Notification.update({ id, message, type, autoClose, actions });
+    if (id !== null) {
+      Notification.dismiss(id);
     }
+    Notification.emit(message, type, { autoClose, actions });
   }
 
   /**
