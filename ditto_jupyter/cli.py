@@ -17,7 +17,8 @@
 one page and says how to get the next (`--cursor`).
 
 `ditto diff A B` compares two checkpoints (B may be `live`: the runtime's kernel, files and
-saved notebook now): variables, files (with text diffs of small files) and cells; `ditto
+saved notebook now): variables, files (with text diffs of small files) and cells; B is
+looked up in A's runtime unless it names its own (`RUNTIME:NAME`); `ditto
 diff A` compares A with its parent, `ditto diff --runtime RUNTIME` the head with `live`.
 `ditto undo RUNTIME` rolls a runtime back to just before the last cell `%autocheckpoint`
 recorded (variables and workspace files).
@@ -62,6 +63,7 @@ from ditto_jupyter.client import (
     api_path,
     find_server,
     parse_metadata,
+    split_reference,
 )
 
 if TYPE_CHECKING:
@@ -405,7 +407,11 @@ def diff_body(args: argparse.Namespace, client: RuntimeClient) -> dict[str, Any]
         if parent is None:
             raise UsageError(f"checkpoint {args.a} has no parent: give B (a checkpoint, or live)")
         return {"runtime_id": runtime_id, "from": parent, "to": detail["checkpoint_id"]}
-    other = args.b if args.b == "live" else client.resolve_checkpoint_id(args.b, runtime_id)
+    if args.b == "live":
+        return {"runtime_id": runtime_id, "from": detail["checkpoint_id"], "to": "live"}
+    # B is looked up in A's runtime, unless it names its own (`RUNTIME:NAME`)
+    owner, name = split_reference(args.b, args.runtime)
+    other = client.resolve_checkpoint_id(name, owner or runtime_id)
     return {"runtime_id": runtime_id, "from": detail["checkpoint_id"], "to": other}
 
 

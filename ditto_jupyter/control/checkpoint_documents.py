@@ -71,13 +71,15 @@ class CheckpointDocuments:
     ) -> CheckpointDocumentResult:
         """A front end's document for a checkpoint that waits for one: recorded once.
 
-        CheckpointNotFound unless the checkpoint is `runtime_id`'s; Conflict when it does
-        not wait for a document (any more). The checkpoint's other fields never change.
+        CheckpointNotFound unless the checkpoint is `runtime_id`'s, word for word as for an
+        id that does not exist (so another runtime's, or another user's, gives nothing
+        away); Conflict when it does not wait for a document (any more). The checkpoint's
+        other fields never change.
         """
         parts = self.parts
         found = parts.checkpoint(checkpoint_id)
         if found.runtime_id != runtime_id:
-            raise CheckpointNotFound(f"runtime {runtime_id} has no checkpoint {checkpoint_id!r}")
+            raise CheckpointNotFound(f"no checkpoint with id {checkpoint_id!r}")
         self._refuse_unless_awaiting(found)
         stored = await self.save(document, "front_end")
         assert stored is not None

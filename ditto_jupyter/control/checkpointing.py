@@ -1,4 +1,5 @@
-"""Checkpointing and restore: capture a live runtime into a checkpoint, bring one back.
+"""Checkpointing: capture a live runtime into a checkpoint (`in_place_restore` brings one
+back), and the one builder of every checkpoint record (`new_checkpoint`).
 
 A checkpoint is taken of an idle runtime (or of a kernel that captured itself from a magic:
 `precaptured`), in two halves: the provider work (the context's capture, the backend's

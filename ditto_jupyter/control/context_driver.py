@@ -5,8 +5,9 @@ whether it is running a cell (`is_busy`), captures its namespace into the blob s
 restores a captured one into it. A pause fences the context before it captures and seals
 it before it stops it, so that a cell that arrived meanwhile is never lost (`fence`,
 `seal`, `unseal`). The kernel implementation lives above this layer
-(`ditto_jupyter.kernel`); the control plane only sees this protocol. The control plane's
-own tests use a test double (`tests/fakes`).
+(`ditto_jupyter.hosts.kernel_context_driver`, over a kernel host; the code it calls inside
+the kernel is `ditto_jupyter.kernel.capture`); the control plane only sees this protocol.
+The control plane's own tests use a test double (`tests/fakes`).
 """
 
 from __future__ import annotations

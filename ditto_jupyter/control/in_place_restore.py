@@ -7,7 +7,9 @@ back where the workspace can take a snapshot back in place (the local workspace)
 sandbox keeps its files as they are (its variables still come back). Files the restore
 replaces that neither the head nor the checkpoint holds (written since the head) are kept
 in a checkpoint named `before-restore` (`files_back`), so no file is lost. The open
-notebook is the front end's: a restore never touches it.
+notebook is the front end's: a restore never touches it. Only a checkpoint of the
+runtime's own tree is restored (its own, or the one it was checked out from): another
+runtime's is checked out instead.
 """
 
 from __future__ import annotations
@@ -16,10 +18,25 @@ from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
 from ditto_jupyter.control.files_back import FilesBack, has_snapshot
 from ditto_jupyter.control.runtime_parts import RuntimeParts
-from ditto_jupyter.core.models import RuntimeCheckpoint, UnrestorableValue
+from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.models import RuntimeCheckpoint, SessionRecord, UnrestorableValue
 
 #: The name of the checkpoint that keeps the files a restore replaced.
 BEFORE_RESTORE_NAME = "before-restore"
+
+
+def refuse_outside_tree(session: SessionRecord, checkpoint: RuntimeCheckpoint) -> None:
+    """InvalidRequest unless `checkpoint` is in the runtime's own tree: one of its own, or
+    the checkpoint it was checked out from. Another runtime's state is checked out, so the
+    runtime's head never lies outside its tree."""
+    own = checkpoint.runtime_id == session.session_id
+    if own or checkpoint.checkpoint_id == session.source_checkpoint_id:
+        return
+    raise InvalidRequest(
+        f"checkpoint {checkpoint.checkpoint_id} belongs to runtime {checkpoint.runtime_id}, "
+        f"not to {session.session_id}: check it out instead (a new runtime from it: "
+        f"`ditto checkout {checkpoint.checkpoint_id}`, or %checkout)"
+    )
 
 
 class InPlaceRestore:
@@ -38,6 +55,7 @@ class InPlaceRestore:
             session = parts.guard.live_session(runtime_id)
             await parts.guard.require_idle(session)
             checkpoint = parts.checkpoint(checkpoint_id)
+            refuse_outside_tree(session, checkpoint)
             refuse_pruned(checkpoint)
             await parts.make_local(checkpoint)
             head = self._head(runtime_id)
@@ -58,6 +76,7 @@ class InPlaceRestore:
         async with parts.guard.operation(runtime_id):
             session = parts.guard.live_session(runtime_id)
             checkpoint = parts.checkpoint(checkpoint_id)
+            refuse_outside_tree(session, checkpoint)
             refuse_pruned(checkpoint)
             head = self._head(runtime_id)
             backend = await self._files_backend(runtime_id, checkpoint, head)

@@ -10,17 +10,18 @@ idempotent. Every operation leaves the store as it was when it fails.
 
 The door delegates; each job lives in a module of its own, over one shared `RuntimeParts`:
 
-- `operation_guard`: operation slots, holds, the live and idle checks, and the runtime's
-  lease (`ownership`: which server runs a live runtime);
-- `checkpointing`: checkpoint and restore;
+- `operation_guard`: slots, holds, live and idle checks, the lease (`ownership`);
+- `checkpointing`: checkpoint, and the one builder of every checkpoint record;
+- `in_place_restore`, `files_back`: back to a checkpoint in place, variables and files;
 - `lifecycle`: create, checkout, pause, resume, close, lost;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
 - `checkpoint_documents`: a checkpoint's notebook document, stored, answered, read;
 - `diff`: what a checkpoint holds, and what changed between two points in time;
 - `undo`: back to just before the last cell `%autocheckpoint` recorded, files included;
-- `provider_work`: provider work first, then the store writes, or the work undone;
-- `leftovers`: cleanups that fail are logged, and what they leave behind recorded;
-- `replication`: when checkpoints reach an object store, and fetching them back.
+- `provider_work`, `leftovers`: provider work, then the store writes, or the work undone;
+  cleanups that fail logged, and what they leave behind recorded;
+- `replication`, `incoming_blobs`, `bucket_gc`: checkpoints to and from an object store;
+- `langgraph_threads`: LangGraph's checkpoints of each runtime.
 
 The reads (a runtime, its checkpoints, its workspace) are answered here, from the store.
 """
@@ -57,6 +58,7 @@ from ditto_jupyter.core.limits import MAX_ID_LENGTH
 from ditto_jupyter.core.models import (
     AutoCheckpointCell,
     AutoCheckpointPruneResult,
+    CellsCounted,
     CheckpointContents,
     CheckpointDocumentResult,
     CheckpointListResult,
@@ -326,9 +328,8 @@ class RuntimeService:
             runtime_id, from_ref, to_ref, capture=capture, notebook=notebook
         )
 
-    def changed_cells(self, checkpoint_id: str, document: NotebookDocument | None) -> int | None:
-        """How many cells of a checkpoint's document differ from `document` (None when
-        either is missing)."""
+    def changed_cells(self, checkpoint_id: str, document: NotebookDocument | None) -> CellsCounted:
+        """How many cells differ from `document` (None: no document), and a note (blocking)."""
         return self._comparisons.changed_cells(self.parts.checkpoint(checkpoint_id), document)
 
     async def list_checkpoints(

@@ -3,8 +3,9 @@
 They are chosen so that whatever a request may carry can be stored and read back: pydantic
 reads a stored record's JSON up to about 200 levels deep, and a record nests a request's
 metadata at most three levels down (a checkpoint's session's metadata), so metadata may be
-32 deep. Metadata is the only free-form JSON a request holds (every other field has a fixed
-shape), so its depth limit is the JSON nesting limit of every request body. Sizes are UTF-8
+32 deep. Metadata and a notebook `document` are the only free-form JSON a request holds
+(every other field has a fixed shape); a document is held to the same 32 levels, counted
+from the document object (a checkpoint stores it apart, in the blob store). Sizes are UTF-8
 bytes of the compact JSON text; lengths are characters.
 """
 
@@ -27,6 +28,8 @@ MAX_ID_LENGTH = 4096
 MAX_NAME_LENGTH = 256
 #: Levels of nesting of a metadata object (`{"a": 1}` is 1 deep, `{"a": {"b": 1}}` is 2).
 MAX_METADATA_DEPTH = 32
+#: Levels of nesting of a notebook document (`document`: the document object is 1 deep).
+MAX_DOCUMENT_DEPTH = MAX_METADATA_DEPTH
 #: Keys of a metadata object (its top level).
 MAX_METADATA_KEYS = 128
 #: Characters of one metadata key.
@@ -43,6 +46,7 @@ LIMITS: tuple[tuple[str, int, str], ...] = (
     ("an id (runtime, checkpoint, conversation, sender)", MAX_ID_LENGTH, "characters"),
     ("a checkpoint name", MAX_NAME_LENGTH, "characters"),
     ("metadata nesting (every request's JSON nesting)", MAX_METADATA_DEPTH, "levels"),
+    ("notebook document nesting (from the document object)", MAX_DOCUMENT_DEPTH, "levels"),
     ("metadata keys", MAX_METADATA_KEYS, "keys"),
     ("one metadata key", MAX_METADATA_KEY_LENGTH, "characters"),
     ("one metadata value, as JSON", MAX_METADATA_VALUE_BYTES, "bytes"),
@@ -90,6 +94,14 @@ def _shape(value: Any) -> tuple[int, str | None]:
         deepest = max(deepest, depth + 1)
         pending.extend((child, depth + 1) for child in children)
     return deepest, odd
+
+
+def document_problem(document: Mapping[str, Any]) -> str | None:
+    """How a notebook document breaks the nesting limit, as one sentence; None when it fits."""
+    depth, _ = _shape(dict(document))
+    if depth > MAX_DOCUMENT_DEPTH:
+        return f"document is nested {depth} deep; the limit is {MAX_DOCUMENT_DEPTH}"
+    return None
 
 
 def metadata_problem(metadata: Mapping[str, Any]) -> str | None:

@@ -39,7 +39,6 @@ from ditto_jupyter.kernel.write_behind import WriteBehind
 if TYPE_CHECKING:
     from ditto_jupyter.core.models import AutoCheckpointCell, ContextCapture
     from ditto_jupyter.kernel.capture.capturing import NamespaceSnapshot
-    from ditto_jupyter.kernel.capture.incremental import CaptureBase
     from ditto_jupyter.kernel.capture.journal import ChangeJournal
     from ditto_jupyter.kernel.runtime_control import RuntimeControl
 
@@ -125,7 +124,6 @@ class AutoCheckpointer:
         self._workspace_known = False
         self._last_fingerprint: bytes | None = None
         self._unstored = 0  # cells run without history (nbval) since the last stored one
-        self._base: CaptureBase | None = None  # the last capture, for the next incremental one
         self._write_failed = False  # a write-behind failed: the next capture is whole
         self.writer = WriteBehind("ditto-autocheckpoint")
         self._undetached: NamespaceSnapshot | None = None  # the last one, maybe not copied
@@ -147,7 +145,9 @@ class AutoCheckpointer:
     def turn_off(self) -> str:
         """Stop checkpointing after cells (existing checkpoints stay). Returns the line."""
         self.flush()
-        self._base = None  # cells run while off are not followed: start afresh
+        from ditto_jupyter.kernel.capture.kernel_entry import keep_base
+
+        keep_base(self.host.namespace, None)  # cells run while off are not followed: afresh
         if self.enabled:
             self.shell.events.unregister("pre_run_cell", self._before_cell)
             self.shell.events.unregister("post_run_cell", self.after_cell)
@@ -212,14 +212,14 @@ class AutoCheckpointer:
     def _checkpoint_cell(self, count: int, source: str, result: Any, *, failed: bool) -> None:
         from ditto_jupyter.kernel.capture import open_blob_store
         from ditto_jupyter.kernel.capture.capturing import capture_with_snapshot, snapshot_namespace
-        from ditto_jupyter.kernel.capture.kernel_entry import changes_since
+        from ditto_jupyter.kernel.capture.kernel_entry import changes_since, keep_base, take_base
         from ditto_jupyter.kernel.capture_again import record_own_capture
 
-        base, self._base = self._base, None  # used once: a failure below leaves none
         control = self.host.control
         fingerprint = self._fingerprint(control)
         workspace_changed = self.sandbox_ran or fingerprint != self._last_fingerprint
         namespace = self.host.namespace
+        base = take_base(namespace)  # the one base of every capture path, used once
         blobs = open_blob_store(control.blob_root)
         journal = self._journal(namespace)
         if base is not None and not base.usable():  # restored since: values changed in place
@@ -250,10 +250,10 @@ class AutoCheckpointer:
                 # (a value pickled again while its chunks were still being written names
                 # them only once this snapshot's own write would have).
                 snapshot.discard()
-                self._base = base
+                keep_base(namespace, base)
                 self.skipped += 1
                 return
-            self._base = snapshot.base
+            keep_base(namespace, snapshot.base)
             if snapshot.base is not None:
                 snapshot.base.foreign = foreign
             self._taken(name, fingerprint)
@@ -289,10 +289,10 @@ class AutoCheckpointer:
 
         (snapshot, capture), recorded = record_own_capture(take, record)
         if not recorded:
-            self._base = snapshot.base
+            keep_base(namespace, snapshot.base)
             self.skipped += 1
             return
-        self._base = snapshot.base  # only once recorded: an unrecorded state is not a base
+        keep_base(namespace, snapshot.base)  # only once recorded: an unrecorded one is no base
         self.host.last_manifest = capture.manifest_id
         self._taken(name, fingerprint)
         self._recorded()
@@ -326,8 +326,10 @@ class AutoCheckpointer:
         except Exception as error:
             from ditto_jupyter.core.blobs import BlobNotFound
             from ditto_jupyter.kernel.capture.chunks import forget_chunks
+            from ditto_jupyter.kernel.capture.kernel_entry import keep_base
 
             self._write_failed = True
+            keep_base(self.host.namespace, None)  # no path follows an unwritten state
             if isinstance(error, (BlobNotFound, CaptureLost)):
                 forget_chunks()  # and the next cell captures everything again
             detail = (
@@ -340,15 +342,19 @@ class AutoCheckpointer:
     def restored_elsewhere(self) -> None:
         """A host restored this kernel from outside (a restore or undo over REST): the next
         capture is whole, and the workspace as it is now is the last one checkpointed."""
-        self._base = None
+        from ditto_jupyter.kernel.capture.kernel_entry import keep_base
+
+        keep_base(self.host.namespace, None)
         if self.enabled:
             self._last_fingerprint = self._fingerprint(self.host.control)
 
     def undone(self) -> None:
         """`%undo` made the checkpoint before the last cell the head again (variables and
         files): the cell running it records nothing, and the next cell is captured whole."""
+        from ditto_jupyter.kernel.capture.kernel_entry import keep_base
+
         self._undone = self.enabled  # only the hook of this very cell reads it
-        self._base = None
+        keep_base(self.host.namespace, None)
 
     def flush(self) -> None:
         """Wait until every automatic checkpoint taken so far is recorded."""

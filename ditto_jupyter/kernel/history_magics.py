@@ -91,7 +91,7 @@ class HistoryMagics(Magics):
 
         def run() -> DiffView:
             from ditto_jupyter.core.models import LIVE
-            from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
+            from ditto_jupyter.kernel.capture import capture_following, open_blob_store
             from ditto_jupyter.kernel.diff_view import DiffView
 
             parts = _split(line)
@@ -115,7 +115,7 @@ class HistoryMagics(Magics):
                 from_ref, to_ref = parts[0], parts[1]
             capture = None
             if LIVE in (from_ref, to_ref):
-                capture = capture_namespace(
+                capture = capture_following(
                     owner.namespace,
                     open_blob_store(control.blob_root),
                     previous_manifest_id=owner.last_manifest,

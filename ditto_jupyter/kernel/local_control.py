@@ -44,7 +44,7 @@ from ditto_jupyter.core.models import (
 )
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
-from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
+from ditto_jupyter.kernel.capture import capture_following, restore_namespace
 from ditto_jupyter.kernel.runtime_control import (
     Checkout,
     Lineage,
@@ -115,7 +115,7 @@ class StandaloneContext:
 
     async def capture(self, session: SessionRecord) -> ContextCapture:
         if self.is_self(session):
-            capture = capture_namespace(
+            capture = capture_following(
                 self.namespace,
                 self.blobs,
                 previous_manifest_id=self.last_manifest,

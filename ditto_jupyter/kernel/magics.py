@@ -233,15 +233,22 @@ class DittoMagics(Magics):
 
     def _capture_for(self, control: RuntimeControl) -> Callable[[bool], ContextCapture]:
         """This kernel's capture for `control`'s runtime: after its last one, or whole."""
-        from ditto_jupyter.kernel.capture import capture_namespace, open_blob_store
+        from ditto_jupyter.kernel.capture import open_blob_store
+        from ditto_jupyter.kernel.capture.kernel_entry import capture_following, collection_paused
 
         blobs = open_blob_store(control.blob_root)
-        return lambda whole: capture_namespace(
-            self.namespace,
-            blobs,
-            previous_manifest_id=None if whole else self.last_manifest,
-            runtime_id=control.runtime_id,
-        )
+
+        def take(whole: bool) -> ContextCapture:
+            with collection_paused():
+                return capture_following(
+                    self.namespace,
+                    blobs,
+                    previous_manifest_id=self.last_manifest,
+                    runtime_id=control.runtime_id,
+                    whole=whole,
+                )
+
+        return take
 
     # ---- magics -------------------------------------------------------------------------
 
@@ -295,6 +302,11 @@ class DittoMagics(Magics):
             started = time.perf_counter()
             control = self.control
             checkpoint = control.resolve(args.checkpoint)
+            if checkpoint.runtime_id != control.runtime_id:  # refused before it is touched
+                raise InvalidRequest(
+                    f"checkpoint {_short(checkpoint.checkpoint_id)} belongs to runtime "
+                    f"{checkpoint.runtime_id}: check it out instead (%checkout)"
+                )
             if checkpoint.pruned:  # refused before the namespace is touched
                 raise InvalidRequest(
                     f"checkpoint {_short(checkpoint.checkpoint_id)} ({checkpoint.name}) was "

@@ -27,15 +27,16 @@ restarted, or its server gone.
 
 A setting that is wrong (a malformed `blob_store_url`, a missing or short
 `blob_secret_file`, a `store_url` that is not one or whose database refuses, an object
-store prefix another deployment owns) is found as the extension starts. The server then
-starts without it: one line naming the setting goes to the log at ERROR, every route of
-the extension answers 503 `ConfigurationError` with that line, and jupyter-server's idle
-culler leaves every kernel alone (nothing pauses them), until the setting is fixed and the
-server restarted. Why not refuse to start: jupyter-server has no way for an extension to
-stop the server (a failing extension is logged and left out, which is how every route
-came to answer 404 and the culler to kill kernels), and the users' notebooks, files and
-running kernels stay in reach meanwhile; the answer of every ditto call says what is wrong
-where they see it (the panel, the magics, the `ditto` command).
+store prefix another deployment owns, a value that does not fit its setting: a word for a
+number, a number below its minimum, not one of the choices) is found as the extension
+starts. The server then starts without it: one line naming the setting goes to the log at
+ERROR, every route of the extension answers 503 `ConfigurationError` with that line, and
+jupyter-server's idle culler leaves every kernel alone (nothing pauses them), until the
+setting is fixed and the server restarted. Why not refuse to start: jupyter-server has no
+way for an extension to stop the server (a failing extension is logged and left out, which
+is how every route came to answer 404 and the culler to kill kernels), and the users'
+notebooks, files and running kernels stay in reach meanwhile; the answer of every ditto
+call says what is wrong where they see it (the panel, the magics, the `ditto` command).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.services.sessions.handlers import SessionHandler
-from traitlets import Bool, Float, Integer, Unicode, default
+from traitlets import Bool, Float, Integer, TraitError, Unicode, default
 
 from ditto_jupyter.backends.base import BackendProvider
 from ditto_jupyter.control.budget_registry import RuntimeBudgets
@@ -64,6 +65,7 @@ from ditto_jupyter.core.environment import (
 )
 from ditto_jupyter.core.errors import ConfigurationError
 from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
+from ditto_jupyter.server.event_stream import SUBSCRIBE_ROUTE, UserEventStream
 from ditto_jupyter.server.events import RuntimeEvents
 from ditto_jupyter.server.handlers import CONFIGURATION_ERROR, route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
@@ -75,6 +77,7 @@ from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_context import ServerContextCapture
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions
+from ditto_jupyter.server.setting_values import drop_bad_settings, setting_error_line
 from ditto_jupyter.server.swappable_parts import SwappableParts
 from ditto_jupyter.server.user_scope import server_user
 from ditto_jupyter.wiring import open_runtime_service
@@ -175,6 +178,8 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
     watcher: KernelWatcher | None = None
     #: Why the extension did not start (a setting that is wrong), or None: it runs.
     configuration_error: str | None = None
+    #: Lines of settings whose value did not fit (`setting_values`), found while linking.
+    setting_errors: list[str] = []
     _log_parent: logging.Logger | None = None
 
     @staticmethod
@@ -209,12 +214,27 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
             return {}
         return {"e2b": E2BProvider(E2BConfig(template=self.e2b_template))}
 
+    def _link_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Link as jupyter-server does, but a value that does not fit its setting is a
+        setting that is wrong (`setting_values`): dropped, kept as a line, and the
+        extension links, to answer 503 with it, rather than be left out."""
+        self.setting_errors = drop_bad_settings(self, serverapp.config)
+        try:
+            super()._link_jupyter_server_extension(serverapp)
+        except TraitError as error:  # a value in a config file of the extension's own
+            self.setting_errors.append(setting_error_line(type(self).__name__, "config", error))
+            serverapp.update_config(self.config)
+            self._linked = True  # what the base class sets last, once linked
+
     def initialize_settings(self) -> None:
         """Open the RuntimeService and wire it to the server's kernels, sessions and events."""
         assert self.serverapp is not None
         serverapp = self.serverapp
         self._log_parent = PACKAGE_LOG.parent
         PACKAGE_LOG.parent = serverapp.log  # failed cleanups, skipped rows: in the server's log
+        if self.setting_errors:
+            self._run_without_ditto(ConfigurationError("; ".join(self.setting_errors)))
+            return
         tokens = RuntimeTokens()
         host = ServerKernelHost(
             serverapp.kernel_manager,
@@ -358,6 +378,8 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
         # serve those ids with the server's own SessionHandler so JupyterLab can rename
         # and shut them down like any other session.
         self.handlers.append((CHILD_SESSION_ROUTE, SessionHandler))
+        # Each runtime event to its owner only, in place of the server's own stream.
+        self.handlers.append((SUBSCRIBE_ROUTE, UserEventStream))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Once the server's loop runs: register the sessions that exist, take over the

@@ -12,6 +12,7 @@ restore leaves different.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from ditto_jupyter.control.diff.comparisons import LiveNotebook
@@ -100,7 +101,10 @@ class SessionChanges:
     async def restore(
         self, runtime_id: str, reference: str, user: str, document: NotebookDocument | None
     ) -> RuntimeRestoreResult:
-        """Restore in place; the answer counts the cells that differ from `document`."""
+        """Restore in place; the answer counts the cells that differ from `document` (off
+        the event loop), with the comparison's note when it has one."""
         result = await self.sessions.restore(runtime_id, reference, user)
-        changed = self.sessions.service.changed_cells(result.checkpoint_id, document)
-        return result.model_copy(update={"cells_changed": changed})
+        changed, note = await asyncio.to_thread(
+            self.sessions.service.changed_cells, result.checkpoint_id, document
+        )
+        return result.model_copy(update={"cells_changed": changed, "cells_note": note})

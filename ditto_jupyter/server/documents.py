@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import posixpath
 from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_server.utils import ensure_async
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 from tornado.web import HTTPError
 
 from ditto_jupyter.control.checkpoint_documents import DocumentToRecord
+from ditto_jupyter.control.documents import check_document
 from ditto_jupyter.core.errors import InvalidRequest
 from ditto_jupyter.core.models import (
     CheckpointContents,
@@ -77,10 +79,16 @@ class SessionDocuments:
             # the contents manager marks cells trusted or not as it reads them: that is
             # the server's view of the file, not part of the notebook (nbformat strips it)
             content = strip_transient(model["content"])  # type: ignore[no-untyped-call]
-            return NotebookDocument.model_validate(dict(content), strict=False)
+            document = NotebookDocument.model_validate(dict(content), strict=False)
         except (ValidationError, KeyError, TypeError, AttributeError) as error:
             _log.warning("ditto: notebook %s is not an nbformat 4 document: %s", path, error)
             return None
+        try:
+            check_document(document)
+        except InvalidRequest as error:
+            _log.warning("ditto: notebook %s cannot be held by a checkpoint: %s", path, error)
+            return None
+        return document
 
     async def for_checkpoint(
         self, runtime_id: str, document: NotebookDocument | None
@@ -155,11 +163,31 @@ class SessionDocuments:
         except HTTPError:
             return False
 
+    async def _is_folder(self, path: str) -> bool:
+        try:
+            return bool(await ensure_async(self.sessions.contents_manager.dir_exists(path)))
+        except HTTPError:
+            return False
+
+    async def child_target(self, source: str, suggested: str) -> tuple[str, str | None]:
+        """Where a checkout child's notebook goes when the caller named no path: beside
+        `source` (`suggested`), or at the root when `source`'s folder no longer exists (a
+        note for the answer says so)."""
+        folder = posixpath.dirname(suggested.strip("/"))
+        if not folder or await self._is_folder(folder):
+            return suggested, None
+        target = posixpath.basename(suggested)
+        return target, (
+            f"the folder {folder} of {source} no longer exists, so the child's notebook is "
+            f"written at the root: {target}"
+        )
+
     async def write_child_notebook(
         self, checkpoint: RuntimeCheckpoint, target: str
     ) -> tuple[bool, NotebookSource | None, str | None]:
         """Write a checkout child's notebook at `target` (when it is a notebook path that
-        does not exist yet): from the checkpoint's document, else a copy of today's file.
+        does not exist yet): from the checkpoint's document, else a copy of today's file,
+        else none (today's file is missing or unreadable: the note says so).
 
         Returns (written, how, a note for the answer); InvalidRequest when writing fails.
         """
@@ -177,16 +205,20 @@ class SessionDocuments:
                     f"cannot write the notebook {target!r}: {error.log_message}"
                 ) from error
             return True, "checkpoint", None
-        if not source.endswith(".ipynb") or not await self._is_file(source):
+        held = f"checkpoint {checkpoint.checkpoint_id[:12]} holds no notebook document"
+        if not source.endswith(".ipynb"):
             return False, None, None
+        if not await self._is_file(source):
+            note = f"{held} and {source} does not exist, so the child has no notebook file"
+            return False, None, note
         try:
             await ensure_async(contents.copy(source, target))
         except HTTPError as error:
-            raise InvalidRequest(
-                f"cannot copy notebook {source!r} to {target!r}: {error.log_message}"
-            ) from error
-        note = (
-            f"checkpoint {checkpoint.checkpoint_id[:12]} holds no notebook document, so "
-            f"the child's notebook is a copy of {source} as it is now, not as it was"
-        )
+            _log.warning("ditto: cannot copy notebook %s for a checkout: %s", source, error)
+            note = (
+                f"{held} and today's {source} cannot be read ({error.log_message}), so the "
+                "child is checked out without a notebook file"
+            )
+            return False, None, note
+        note = f"{held}, so the child's notebook is a copy of {source} as it is now, not as it was"
         return True, "current_file", note

@@ -141,9 +141,11 @@ def _limits() -> list[str]:
         "A request over a limit is refused with 400 `InvalidRequest` before anything runs, "
         'and the message names the limit (`"metadata is nested 200 deep; the limit is 32"`). '
         "They keep every stored record readable: pydantic reads JSON up to about 200 levels "
-        "deep, and a stored checkpoint nests its metadata three levels down. Metadata is the "
-        "only free-form JSON a request holds, so its nesting limit is every body's. Sizes are "
-        "bytes of compact UTF-8 JSON; numbers must be finite.",
+        "deep, and a stored checkpoint nests its metadata three levels down. Metadata and a "
+        "notebook `document` are the only free-form JSON a request holds, so their nesting "
+        'limit is every body\'s (`"document is nested 40 deep; the limit is 32"`, counted '
+        "from the document object). Sizes are bytes of compact UTF-8 JSON; numbers must be "
+        "finite.",
         "",
         "| what | limit |",
         "| --- | --- |",

@@ -426,11 +426,16 @@ class RuntimeSessions:
             event.checkpoint_id = checkpoint_id
             event.source_runtime_id = checkpoint.runtime_id
             source_path = checkpoint.session.conversation_id
-            target = conversation_id or sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
+            target, moved = conversation_id, None
+            if target is None:
+                target, moved = await self.documents.child_target(
+                    source_path, sibling_notebook_path(source_path, uuid.uuid4().hex[:8])
+                )
             await self.service.make_local(checkpoint)  # its document may be in the bucket only
             copied, written_from, note = await self.documents.write_child_notebook(
                 checkpoint, target
             )
+            note = "; ".join(n for n in (moved, note) if n) or None
             try:
                 result = await self.service.checkout(
                     checkpoint_id,

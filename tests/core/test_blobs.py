@@ -237,7 +237,7 @@ def test_a_flipped_byte_is_detected(blobs: BlobStore, kind: str, size: int, wher
 
 
 def test_missing_and_malformed_chunk_ids(blobs: BlobStore) -> None:
-    with pytest.raises(BlobNotFound, match="is missing from the (blob|object) store"):
+    with pytest.raises(BlobNotFound, match=r"is missing from the (blob|object) store"):
         blobs.get_chunk("0" * 64)
     for bad in ["", "abc", "../" + "0" * 61, "G" * 64, "0" * 64 + "/x"]:
         with pytest.raises(BlobNotFound, match="is not a chunk id"):

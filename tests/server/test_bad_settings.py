@@ -8,7 +8,8 @@ route answers 503 `ConfigurationError` with that line (JSON, once the request is
 authenticated), and the idle culler leaves every kernel alone. Each setting the issue
 names is tried: a malformed `blob_store_url` (`s3:///p`, `gs://...`), a missing or short
 `blob_secret_file`, a `store_url` with a bad port, and a real PostgreSQL refusing a wrong
-password. No password is ever in the line or the log.
+password; and values that do not fit their setting (traitlets' `TraitError`, which made
+jupyter-server leave the extension out). No password is ever in the line or the log.
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ BAD_SETTINGS: dict[str, tuple[Any, str]] = {
         lambda tmp: {"store_url": "postgresql+psycopg://ditto:hunter2@127.0.0.1:54x2/ditto"},
         "store_url (DITTO_STORE_URL) 'postgresql+psycopg://ditto:***@127.0.0.1:54x2/ditto' "
         "is not a database URL: its port '54x2' is not a number",
+    ),
+    # values that do not fit their trait: traitlets' TraitError left the extension out
+    "durability-not-a-choice": (
+        lambda tmp: {"checkpoint_durability": "fast"},
+        "DittoJupyterApp.checkpoint_durability: The 'checkpoint_durability' trait",
+    ),
+    "lease-below-its-minimum": (
+        lambda tmp: {"lease_ttl": 0.1},
+        "DittoJupyterApp.lease_ttl: The value of the 'lease_ttl' trait",
     ),
 }
 

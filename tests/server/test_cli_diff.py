@@ -49,3 +49,19 @@ def test_ditto_diff_text_json_and_undo(server: LiveServer) -> None:
 
     refused = ditto("undo", rid, server=server)
     assert refused.returncode == 3 and refused.stderr.startswith("ditto: Conflict: ")
+
+
+def test_ditto_diff_takes_runtime_name_on_both_sides(server: LiveServer) -> None:
+    first = server.open_notebook("diff-left.ipynb")
+    second = server.open_notebook("diff-right.ipynb")
+    left, right = first["id"], second["id"]
+    server.execute(first["kernel"]["id"], "x = 1")
+    assert ditto("checkpoint", left, "--name", "a", server=server).returncode == 0
+    server.execute(second["kernel"]["id"], "x = 2\nz = 3")
+    assert ditto("checkpoint", right, "--name", "b", server=server).returncode == 0
+
+    answer = as_json(ditto("--json", "diff", f"{left}:a", f"{right}:b", server=server))
+    assert answer["from"]["label"].startswith("a (") and answer["to"]["label"].startswith("b (")
+    assert [v["name"] for v in answer["variables"]["added"]] == ["z"]
+    missing = ditto("diff", f"{left}:a", f"{right}:nothing", server=server)
+    assert missing.returncode == 3 and "nothing" in missing.stderr

@@ -89,6 +89,13 @@ def test_magics_drive_the_server(live: LiveServer) -> None:
         child_kernel = live.request("GET", f"api/sessions/{child_id}").json()["kernel"]["id"]
         assert live.execute(child_kernel, "print(x, y is x)").strip() == "[1] True"
 
+        # another runtime's checkpoint, by its full id, is checked out, not restored here
+        code, theirs = live.api("POST", "checkpoint", {"runtime_id": child_id})
+        assert code == 200, theirs
+        err = run_cell(client, f"%restore {theirs['checkpoint_id']}")
+        assert err.stderr.startswith("ditto: InvalidRequest: ") and "%checkout" in err.stderr
+        assert value(client, "x") == [1]  # the namespace was not touched
+
         err = run_cell(client, "%restore no-such-checkpoint")
         assert err.error is None
         assert err.stderr.strip().splitlines() == [err.stderr.strip()] and err.stderr.startswith(

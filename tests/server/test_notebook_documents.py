@@ -187,3 +187,29 @@ async def test_a_document_that_is_not_a_notebook_is_refused_naming_the_cell(
     assert refused["message"].startswith("document.cells[1] ")
     status, listed = await api("GET", f"{runtime.runtime_id}/checkpoints")
     assert listed["checkpoints"] == []  # nothing was recorded
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """A JSON object `depth` levels deep."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+async def test_a_document_nested_deeper_than_the_json_limit_is_refused(
+    api: Api, open_runtime: OpenRuntime
+) -> None:
+    runtime = await open_runtime("deep.ipynb")
+    rid = runtime.runtime_id
+    deep = notebook(("ok", 1, []))
+    deep["cells"][0]["metadata"] = nested(40)  # the document is 43 deep
+    status, refused = await api("POST", "checkpoint", {"runtime_id": rid, "document": deep})
+    assert (status, refused["error"]) == (400, "InvalidRequest"), refused
+    assert refused["message"] == "document is nested 43 deep; the limit is 32"
+    status, listed = await api("GET", f"{rid}/checkpoints")
+    assert listed["checkpoints"] == []  # nothing was recorded
+    fits = notebook(("ok", 1, []))
+    fits["cells"][0]["metadata"] = nested(29)  # 32 deep: accepted
+    status, made = await api("POST", "checkpoint", {"runtime_id": rid, "document": fits})
+    assert status == 200, made

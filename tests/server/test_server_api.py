@@ -381,8 +381,7 @@ async def test_bad_input_never_reaches_the_service(
 ) -> None:
     r1 = await open_runtime(x=1)
     spy = ServiceSpy(ditto_app, monkeypatch)
-    # issue 23: document, diff, undo; issue 44: eight langgraph routes
-    assert len(POST_ROUTES) == 26
+    assert len(POST_ROUTES) == 26  # issue 23: document, diff, undo; issue 44: 8 langgraph
     for route in POST_ROUTES:
         for raw, _ in BAD_BODIES:
             status, body = await api("POST", route, raw=raw)

@@ -125,9 +125,15 @@ def test_a_user_sees_nothing_of_another_users_runtimes_and_checkpoints(
             ("exec", {"runtime_id": rid, "command": "cat diary.txt"}),
         ):
             same_as_nothing(server, "POST", route, body, rid)
+        empty = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}
         for route, body in (
             ("checkout", {"checkpoint_id": cid}),
             ("checkpoint/delete-snapshot", {"checkpoint_id": cid}),
+            # her checkpoint's document answered from his own runtime (issue 40 section 7)
+            (
+                "checkpoint/document",
+                {"runtime_id": own["id"], "checkpoint_id": cid, "document": empty},
+            ),
         ):
             same_as_nothing(server, "POST", route, body, cid)
 

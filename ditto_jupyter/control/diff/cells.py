@@ -2,28 +2,49 @@
 
 Cells are compared as stored (`documents.CellView`): equal chunks, equal cells, so the
 unchanged cells at the start and the end are matched without looking inside. The cells
-between are paired by their ids when every cell has one (nbformat 4.5, as JupyterLab
-writes: a cell keeps its id when edited, moved or run), else aligned by nbdime
+between are paired by their ids when every cell has a distinct one (nbformat 4.5, as
+JupyterLab writes: a cell keeps its id when edited, moved or run), else aligned by nbdime
 (`diff_notebooks`, the field's notebook diff: it pairs a cell with its edited self by
 similarity), with each large value (an image) standing as its chunk name, never loaded.
-A pair whose chunks differ is a changed cell: a unified diff of its source when the source
-changed, and whether its outputs did.
+nbdime's alignment grows with the product of the two sides' cells (about 0.4 s at 100 x
+100, minutes at 1,500 x 1,500): above `MAX_NBDIME_PAIRS` the cells are aligned by their
+sources instead (a sequence match on each cell's type and source, `_by_source`), and the
+answer says so (`CellsDiff.aligned_by`, `note`). A pair whose chunks differ is a changed
+cell: a unified diff of its source when the source changed, and whether its outputs did.
+Comparing reads blobs and aligns: callers run it off the event loop.
 """
 
 from __future__ import annotations
 
 import difflib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from ditto_jupyter.control.documents.storage import CellView, replaced_at
 from ditto_jupyter.control.documents.validation import cell_source
-from ditto_jupyter.core.models import CellChange, CellEntry, CellsDiff
+from ditto_jupyter.core.models import AlignedBy, CellChange, CellEntry, CellsCounted, CellsDiff
 
 _log = logging.getLogger(__name__)
 
 #: Characters of a cell's source a comparison shows (the rest is cut, with "…").
 MAX_SOURCE_SHOWN = 16 * 1024
+#: The most cells nbdime aligns: old cells times new cells of the changed part. Above it,
+#: cells are aligned by their sources (benchmarks/bench_cell_alignment.py: nbdime takes
+#: about 0.4 s at 100 x 100 and grows with the product).
+MAX_NBDIME_PAIRS = 100 * 100
+
+Pairs = list[tuple[int | None, int | None]]
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Pairs (old index, new index) of the same cells, how they were found, and a note
+    for the answer when the alignment is not the best one (too many cells for nbdime)."""
+
+    pairs: Pairs
+    by: AlignedBy
+    note: str | None = None
 
 
 def _text(value: Any) -> Any:
@@ -101,10 +122,11 @@ def _change(old_index: int, old: CellView, new_index: int, new: CellView) -> Cel
     )
 
 
-def _by_position(old: list[CellView], new: list[CellView]) -> list[tuple[int | None, int | None]]:
-    """Cells aligned as a plain sequence of their chunk names (when nbdime cannot)."""
-    pairs: list[tuple[int | None, int | None]] = []
-    matcher = difflib.SequenceMatcher(a=[v.key for v in old], b=[v.key for v in new])
+def _by_sequence(old_items: list[Any], new_items: list[Any]) -> Pairs:
+    """Cells aligned as a plain sequence of hashable items: equal runs pair, and in a run
+    replaced by as many cells, each pairs with the cell in its place."""
+    pairs: Pairs = []
+    matcher = difflib.SequenceMatcher(a=old_items, b=new_items)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
             pairs += list(zip(range(i1, i2), range(j1, j2), strict=True))
@@ -112,6 +134,22 @@ def _by_position(old: list[CellView], new: list[CellView]) -> list[tuple[int | N
             pairs += [(i, None) for i in range(i1, i2)]
             pairs += [(None, j) for j in range(j1, j2)]
     return pairs
+
+
+def _by_position(old: list[CellView], new: list[CellView]) -> Pairs:
+    """Cells aligned as a plain sequence of their chunk names (when nbdime cannot)."""
+    return _by_sequence([v.key for v in old], [v.key for v in new])
+
+
+def _source_of(view: CellView) -> tuple[str, str]:
+    cell = view.record["cell"]
+    return str(cell.get("cell_type", "")), cell_source(cell)
+
+
+def _by_source(old: list[CellView], new: list[CellView]) -> Pairs:
+    """Cells aligned by their type and source (a cell run again, same source, new outputs,
+    pairs with its old self; an edited one where it stands in the same place)."""
+    return _by_sequence([_source_of(v) for v in old], [_source_of(v) for v in new])
 
 
 def _cell_ids(views: list[CellView]) -> list[str] | None:
@@ -136,19 +174,26 @@ def _by_id(old_ids: list[str], new_ids: list[str]) -> list[tuple[int | None, int
     return pairs
 
 
-def _aligned(old: list[CellView], new: list[CellView]) -> list[tuple[int | None, int | None]]:
+def _aligned(old: list[CellView], new: list[CellView]) -> Alignment:
     """Pairs (old index, new index) of the same cells: by their ids when every cell has
-    one (JupyterLab's notebooks), else as nbdime aligns them (by similarity); both set for
-    a kept or changed cell, one None for an added or removed one."""
+    one (JupyterLab's notebooks), else as nbdime aligns them (by similarity) up to
+    `MAX_NBDIME_PAIRS`, else by their sources; both set for a kept or changed cell, one
+    None for an added or removed one."""
     old_ids, new_ids = _cell_ids(old), _cell_ids(new)
     if old_ids is not None and new_ids is not None:
-        return _by_id(old_ids, new_ids)
+        return Alignment(_by_id(old_ids, new_ids), "ids")
+    if len(old) * len(new) > MAX_NBDIME_PAIRS:
+        note = (
+            f"the cells that differ ({len(old):,} before, {len(new):,} after) have no distinct "
+            f"ids and are more than nbdime aligns in good time ({MAX_NBDIME_PAIRS:,} pairs), "
+            "so they were aligned by their sources: an edited cell pairs with its old self "
+            "only where it stands in the same place, else it shows as removed and added"
+        )
+        return Alignment(_by_source(old, new), "sources", note)
     return _nbdime_aligned(old, new)
 
 
-def _nbdime_aligned(
-    old: list[CellView], new: list[CellView]
-) -> list[tuple[int | None, int | None]]:
+def _nbdime_aligned(old: list[CellView], new: list[CellView]) -> Alignment:
     """Cells aligned by nbdime's notebook diff (a cell paired with its edited self)."""
     from nbdime import diff_notebooks  # imported on first use: it takes a second to load
     from nbformat import from_dict  # nbdime reads cells and outputs by attribute
@@ -163,7 +208,8 @@ def _nbdime_aligned(
         found = diff_notebooks(notebook(old), notebook(new))
     except Exception as error:  # a cell nbdime does not take (its own asserts): align plainly
         _log.warning("ditto: nbdime could not align the cells (%s); aligned them in order", error)
-        return _by_position(old, new)
+        note = f"nbdime could not align the cells ({error}), so they were aligned in order"
+        return Alignment(_by_position(old, new), "order", note)
     for entry in found:
         if entry.get("key") == "cells" and entry.get("op") == "patch":
             ops = list(entry.get("diff", []))
@@ -189,7 +235,7 @@ def _nbdime_aligned(
     while i_old < len(old):
         pairs.append((i_old, i_new))
         i_old, i_new = i_old + 1, i_new + 1
-    return pairs
+    return Alignment(pairs, "nbdime")
 
 
 def compare_cells(old: list[CellView] | None, new: list[CellView] | None) -> CellsDiff:
@@ -208,8 +254,10 @@ def compare_cells(old: list[CellView] | None, new: list[CellView] | None) -> Cel
     added: list[CellEntry] = []
     removed: list[CellEntry] = []
     changed: list[CellChange] = []
+    alignment: Alignment | None = None
     if middle_old and middle_new:
-        pairs = _aligned(middle_old, middle_new)
+        alignment = _aligned(middle_old, middle_new)
+        pairs = alignment.pairs
     else:
         pairs = [(i, None) for i in range(len(middle_old))]
         pairs += [(None, i) for i in range(len(middle_new))]
@@ -225,14 +273,20 @@ def compare_cells(old: list[CellView] | None, new: list[CellView] | None) -> Cel
             else:
                 changed.append(_change(start + i_old, before, start + i_new, after))
     return CellsDiff(
-        added=added, removed=removed, changed=changed, unchanged=unchanged, available=True
+        added=added,
+        removed=removed,
+        changed=changed,
+        unchanged=unchanged,
+        available=True,
+        aligned_by=alignment.by if alignment is not None else None,
+        note=alignment.note if alignment is not None else None,
     )
 
 
-def changed_cell_count(old: list[CellView] | None, new: list[CellView] | None) -> int | None:
-    """How many cells differ between two documents (added, removed or changed); None when
-    either side holds no document."""
+def changed_cell_count(old: list[CellView] | None, new: list[CellView] | None) -> CellsCounted:
+    """How many cells differ between two documents (added, removed or changed), None when
+    either side holds no document; and the comparison's note, if any (`CellsDiff.note`)."""
     if old is None or new is None:
-        return None
+        return None, None
     diff = compare_cells(old, new)
-    return len(diff.added) + len(diff.removed) + len(diff.changed)
+    return len(diff.added) + len(diff.removed) + len(diff.changed), diff.note

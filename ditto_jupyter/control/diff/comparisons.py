@@ -32,6 +32,7 @@ from ditto_jupyter.core.blobs import BlobError
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
 from ditto_jupyter.core.models import (
     LIVE,
+    CellsCounted,
     CheckpointContents,
     ContextCapture,
     DiffSide,
@@ -262,9 +263,9 @@ class Comparisons:
 
     def changed_cells(
         self, checkpoint: RuntimeCheckpoint, document: NotebookDocument | None
-    ) -> int | None:
+    ) -> CellsCounted:
         """How many cells of the checkpoint's document differ from `document` (None when
-        either is missing)."""
+        either is missing), and the comparison's note; blocking (reads and aligns)."""
         if document is None:
-            return None
+            return None, None
         return changed_cell_count(self._cells(checkpoint), cell_views(document))

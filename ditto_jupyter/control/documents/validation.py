@@ -4,7 +4,8 @@ The checks are the ones storing and writing the document back rely on, each fail
 one sentence that names the cell and the field: every cell is a code, markdown or raw cell
 with a source (a string or a list of strings) and metadata; a code cell has outputs (each
 of a known output type) and an execution count (a whole number or null); a cell id, when
-there is one, is a string. Anything else in a cell is kept as it is.
+there is one, is a string; the document nests at most 32 levels deep (the JSON nesting
+limit of every request, `core.limits`). Anything else in a cell is kept as it is.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.limits import document_problem
 from ditto_jupyter.core.models import NotebookDocument
 
 CELL_TYPES = frozenset({"code", "markdown", "raw"})
@@ -52,7 +54,11 @@ def _cell_problem(cell: object) -> str | None:
 
 
 def check_document(document: NotebookDocument) -> None:
-    """InvalidRequest, naming the cell and what is wrong, unless every cell can be stored."""
+    """InvalidRequest, naming the cell and what is wrong, unless every cell can be stored
+    (and the document nests no deeper than the JSON nesting limit, `core.limits`)."""
+    nesting = document_problem({"metadata": document.metadata, "cells": document.cells})
+    if nesting is not None:
+        raise InvalidRequest(nesting)
     for index, cell in enumerate(document.cells):
         problem = _cell_problem(cell)
         if problem is not None:

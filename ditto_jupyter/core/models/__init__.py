@@ -25,8 +25,10 @@ from ditto_jupyter.core.models.budgets import (
 )
 from ditto_jupyter.core.models.comparisons import (
     LIVE,
+    AlignedBy,
     CellChange,
     CellEntry,
+    CellsCounted,
     CellsDiff,
     CheckpointContents,
     DiffSide,
@@ -126,6 +128,7 @@ __all__ = [
     "MAX_PAGE",
     "NO_DOCUMENT",
     "RUNTIME_LEASE",
+    "AlignedBy",
     "AutoCheckpointCell",
     "AutoCheckpointPruneResult",
     "BackendBinding",
@@ -133,6 +136,7 @@ __all__ = [
     "BudgetFigures",
     "CellChange",
     "CellEntry",
+    "CellsCounted",
     "CellsDiff",
     "CheckoutBranch",
     "CheckoutOrigin",

@@ -136,15 +136,30 @@ class CellChange(StrictModel):
     new: CellEntry
 
 
+#: How the cells of a comparison were paired: by their ids, by nbdime's similarity, by
+#: their sources (too many cells without ids for nbdime), or in order (nbdime failed).
+AlignedBy = Literal["ids", "nbdime", "sources", "order"]
+
+
 class CellsDiff(StrictModel):
-    """Cells added, removed and changed (aligned by nbdime); `available` false when a side
-    holds no document."""
+    """Cells added, removed and changed; `available` false when a side holds no document.
+
+    `aligned_by` says how the cells that differ were paired (None when nothing needed
+    pairing); `note` says why, when it is not the best way (too many cells without ids for
+    nbdime: aligned by their sources)."""
 
     added: list[CellEntry]
     removed: list[CellEntry]
     changed: list[CellChange]
     unchanged: int
     available: bool
+    aligned_by: AlignedBy | None = None
+    note: str | None = None
+
+
+#: How many cells of two documents differ (None: a side holds none), and the comparison's
+#: note (`CellsDiff.note`).
+CellsCounted = tuple[int | None, str | None]
 
 
 class RuntimeDiffRequest(StrictModel):

@@ -152,7 +152,9 @@ class RuntimeCheckoutResult(StrictModel):
     notebook_path: str | None = None
     #: `checkpoint`: the child's notebook was written from the checkpoint's document;
     #: `current_file`: the checkpoint holds none, so today's file was copied (see
-    #: `notebook_note`); None: no notebook was written.
+    #: `notebook_note`); None: no notebook was written (`notebook_note` says why when today's
+    #: file is missing or unreadable). The note also says when the notebook's folder was
+    #: gone, so the child's notebook went to the root.
     notebook_source: Literal["checkpoint", "current_file"] | None = None
     notebook_note: str | None = None
 
@@ -190,13 +192,16 @@ class RuntimeRestoreResult(StrictModel):
     """Result of a restore: the runtime, the checkpoint restored, what it could not keep.
 
     `cells_changed`: how many cells of the checkpoint's document differ from the document
-    the request carried (None when either is missing).
+    the request carried (None when either is missing); `cells_note`: how they were counted,
+    when not the best way (too many cells without ids for nbdime: aligned by their
+    sources; see `CellsDiff.note`).
     """
 
     runtime: RuntimeRecord
     checkpoint_id: str
     unrestorable: list[UnrestorableValue]
     cells_changed: int | None = None
+    cells_note: str | None = None
 
 
 class RuntimeUndoResult(StrictModel):

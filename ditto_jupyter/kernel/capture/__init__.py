@@ -26,8 +26,11 @@ kernel-namespace manifest (`manifest`):
   touched, the journal of everything that ran in the kernel since a capture, and a capture
   that pickles only what may have changed (with its alias groups and pods) again, for
   `%autocheckpoint`, `%checkpoint` and the server's captures alike;
-- `kernel_entry`: the functions a kernel host calls inside a kernel (`kernel_capture`,
-  `kernel_restore`, `warm_up`, `last_timing`) and the kernel's own `open_blob_store`.
+- `kernel_entry`: the one entry of every capture, `capture_following` (the server's
+  call, `%checkpoint`, `%pause`, `%diff live`, the in-process control; `%autocheckpoint`
+  takes the same base through `take_base` / `keep_base`), the functions a kernel host calls
+  inside a kernel (`kernel_capture`, `kernel_restore`, `warm_up`, `last_timing`) and the
+  kernel's own `open_blob_store`.
 
 Hosts call `ditto_jupyter.kernel.capture:<function>`, and pickled notebook functions name
 `ditto_jupyter.kernel.capture._make_function` and its two siblings (see
@@ -39,6 +42,7 @@ from __future__ import annotations
 from ditto_jupyter.core.blobs import CHUNK_SIZE
 from ditto_jupyter.kernel.capture.capturing import capture_namespace
 from ditto_jupyter.kernel.capture.kernel_entry import (
+    capture_following,
     kernel_capture,
     kernel_restore,
     last_timing,
@@ -72,6 +76,7 @@ __all__ = [
     "MANIFEST_VERSION",
     "MMAP_MIN",
     "OUT_OF_BAND_MIN",
+    "capture_following",
     "capture_namespace",
     "is_state_name",
     "kernel_capture",

@@ -247,6 +247,7 @@ class ChangeJournal:
         self._current_before: Any = None
         self._bindings_before: dict[str, object] | None = None  # the namespace as it started
         self._taken: Any = None  # the last cell result journaled
+        self._running: str | None = None  # the cell under way (pre_run_cell came), as typed
         self.figure_access = FigureAccess()  # the figures pyplot handed to the cell
 
     # ---- recording -------------------------------------------------------------------
@@ -275,6 +276,8 @@ class ChangeJournal:
 
     def _pre_run_cell(self, info: Any) -> None:
         self._visible = True
+        raw = getattr(info, "raw_cell", None)
+        self._running = raw if isinstance(raw, str) else ""
         self._current_before = current_figure()
         self._bindings_before = dict(self.shell.user_ns)
         self.figure_access.start()
@@ -287,6 +290,7 @@ class ChangeJournal:
         if self._taken is result:
             return
         self._taken = result
+        self._running = None
         info = getattr(result, "info", None)
         source = getattr(info, "raw_cell", None)
         namespace = self.shell.user_ns
@@ -319,6 +323,19 @@ class ChangeJournal:
         if self._executing and not self._visible:  # silent code: nothing showed it
             self.anything()
         self._executing = self._visible = False
+        self._running = None
+
+    def running_cell_is_quiet(self) -> bool:
+        """Whether a capture taken now sees every change the journal cannot show yet: no
+        cell is under way (a kernel call between cells), or the one under way is nothing but
+        quiet magics of ours (`%checkpoint`, `%diff`). A cell that ran code before its magic
+        (`x = 1; %checkpoint`) is journaled only once it ends: a capture inside it is whole."""
+        if self._running is None:
+            return True
+        try:
+            return only_quiet_magics(cell_python(self.shell, self._running))
+        except Exception:  # a cell we cannot read could have done anything
+            return False
 
     # ---- reading ---------------------------------------------------------------------
 

@@ -61,9 +61,25 @@ def warm_up(blob_root: str) -> bool:
 
 
 _last_timing: dict[str, float] = {}
-#: The last capture of each namespace taken through `capture_following` (by id; the base
-#: holds the namespace's values, the namespace itself is checked to be the same dict).
+#: The last capture of each namespace, whoever took it (the server's call, a magic,
+#: `%autocheckpoint`, the in-process control): the one base the next capture follows (by
+#: id; the base holds the namespace's values, the namespace is checked to be the same dict).
 _bases: dict[int, tuple[dict[str, object], CaptureBase]] = {}
+
+
+def take_base(namespace: dict[str, object]) -> CaptureBase | None:
+    """The last capture of `namespace`, taken out: used once, so a capture that fails
+    leaves none, and the next one is whole."""
+    held = _bases.pop(id(namespace), None)
+    return held[1] if held is not None and held[0] is namespace else None
+
+
+def keep_base(namespace: dict[str, object], base: CaptureBase | None) -> None:
+    """Make `base` the capture the next capture of `namespace` follows (None: whole)."""
+    if base is None:
+        _bases.pop(id(namespace), None)
+    else:
+        _bases[id(namespace)] = (namespace, base)
 
 
 def capture_following(
@@ -72,19 +88,23 @@ def capture_following(
     *,
     previous_manifest_id: str | None = None,
     runtime_id: str | None = None,
+    whole: bool = False,
 ) -> ContextCapture:
-    """Capture `namespace`, following the last capture of it taken here: what the change
-    journal cannot vouch for is pickled again, the rest kept as stored (whole the first
-    time, after a restore, when code ran that no cell showed, outside IPython)."""
+    """Capture `namespace`, following the last capture of it taken here (by any path):
+    what the change journal cannot vouch for is pickled again, the rest kept as stored
+    (whole the first time, with `whole`, after a restore, when code ran that no cell showed,
+    inside a cell that ran code of its own, outside IPython)."""
+    pickles = dumps_so_far()
     journal = journal_of(namespace)
-    held = _bases.pop(id(namespace), None)
-    base = held[1] if held is not None and held[0] is namespace else None
+    base = take_base(namespace)
+    if whole or (journal is not None and not journal.running_cell_is_quiet()):
+        base = None
     changes = changes_since(journal, base)
     mark = journal.serial if journal is not None else 0
     snapshot, capture = capture_with_snapshot(
         namespace,
         blobs,
-        previous_manifest_id=previous_manifest_id,
+        previous_manifest_id=None if whole else previous_manifest_id,
         runtime_id=runtime_id,
         base=base,
         touched=changes.touched,
@@ -94,7 +114,8 @@ def capture_following(
     )
     if journal is not None and snapshot.base is not None:
         snapshot.base.foreign = changes.foreign
-        _bases[id(namespace)] = (namespace, snapshot.base)
+        keep_base(namespace, snapshot.base)
+    _last_timing["pickles"] = float(dumps_so_far() - pickles)
     return capture
 
 
@@ -141,7 +162,8 @@ def collection_paused() -> Iterator[None]:
 
 def last_timing() -> dict[str, float]:
     """Seconds the last kernel_capture / kernel_restore of this kernel took inside it, and
-    how many pickles the last capture made (`pickles`: streams, each value or pod one)."""
+    how many pickles the last capture by any path but `%autocheckpoint` made (`pickles`:
+    streams, each value or pod one)."""
     return dict(_last_timing)
 
 
@@ -155,7 +177,6 @@ def kernel_capture(
     started = time.perf_counter()
     namespace = _user_namespace()
     flush_all()  # `%autocheckpoint`'s write-behind first: the cells' checkpoints come first
-    pickles = dumps_so_far()
     with collection_paused():
         result = capture_following(
             namespace,
@@ -164,7 +185,6 @@ def kernel_capture(
             runtime_id=runtime_id,
         )
     _last_timing["capture_s"] = time.perf_counter() - started
-    _last_timing["pickles"] = float(dumps_so_far() - pickles)
     shell = ipython_shell(namespace)
     if shell is not None:  # idle: the last finished cell is one before the next count
         result = result.model_copy(update={"execution_count": shell.execution_count - 1})
