@@ -89,9 +89,8 @@ def test_panel_opened_after_the_work(page: Page, lab_server: LabServer) -> None:
     picks = pinned.locator(".jp-DittoPicks")
     expect(picks).to_contain_text("first")
     expect(picks).to_contain_text("second")
-    second_name = lab.checkpoint_row(pinned, "second").locator(".jp-DittoCheckpoint-name")
-    assert second_name.evaluate("e => e.scrollWidth <= e.clientWidth"), "the name is cut"
     pinned.get_by_role("button", name="Compare first and second").click()
+    lab.select_tab("Runtime compare")
     compare = page.locator(".jp-DittoCompare")
     expect(compare.locator(".jp-DittoCompare-title")).to_have_text(
         "first → second", timeout=STEP_MS
@@ -115,6 +114,13 @@ def test_panel_opened_after_the_work(page: Page, lab_server: LabServer) -> None:
     expect(dialog).not_to_contain_text("Workspace files and")
     dialog.locator(".jp-Dialog-footer button.jp-mod-reject").click()
     expect(dialog).to_have_count(0)
+    # With the details drawn (the panel scrolls, its rows narrower), "second" beside its
+    # head and B badges is not cut to "sec…".
+    expect(pinned.locator(".jp-DittoDetails")).to_contain_text("Holds", timeout=STEP_MS)
+    second_name = lab.checkpoint_row(pinned, "second").locator(".jp-DittoCheckpoint-name")
+    expect(second_name).to_have_text("second")
+    cut = second_name.evaluate("e => e.scrollWidth > e.clientWidth || e.clientWidth === 0")
+    assert not cut, "the name is cut beside its badges"
     assert lab.run_cell("print(arr[3])") == "99"
 
     # 5. Undo with %autocheckpoint off: refused, the whole message readable, the hint kept.
