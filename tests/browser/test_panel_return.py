@@ -144,8 +144,12 @@ def test_panel_opened_after_the_work(page: Page, lab_server: LabServer) -> None:
 
     # 6. A second notebook; the panel scrolled down; focus back and forth: the focused
     #    notebook's runtime ("this notebook", on top) is scrolled into view.
+    # twelve more checkpoints make reopen's tree taller than the panel
+    loop = 'for i in range(12): get_ipython().run_line_magic("checkpoint", f"more-{i}")'
+    lab.run_cell(loop)
+    expect(lab.checkpoint_row(lab.pinned(), "more-11")).to_be_attached(timeout=STEP_MS)
     lab_server.write_notebook("other.ipynb")
-    page.set_viewport_size({"width": 1440, "height": 560})
+    page.set_viewport_size({"width": 1440, "height": 420})
     page.evaluate(
         "() => { window.jupyterapp.commands.execute('docmanager:open', {path: 'other.ipynb'}); }"
     )
