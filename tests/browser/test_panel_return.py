@@ -160,10 +160,18 @@ def test_panel_opened_after_the_work(page: Page, lab_server: LabServer) -> None:
     expect(other.locator(".jp-DittoTree-empty")).to_have_text(
         "No checkpoints yet.", timeout=STEP_MS
     )
-    lab.select_tab("reopen.ipynb")
-    lab.wait_idle()
-    expect(lab.pinned().locator(".jp-DittoRuntime-name")).to_have_text("reopen.ipynb")
-    lab.checkpoint_row(lab.pinned(), "first").click()  # its details make the panel taller
+    # A third notebook in focus, the panel scrolled to its end (reopen's tall tree in
+    # view); then other.ipynb takes focus and goes on top: it is scrolled into view.
+    lab_server.write_notebook("third.ipynb")
+    page.evaluate(
+        "() => { window.jupyterapp.commands.execute('docmanager:open', {path: 'third.ipynb'}); }"
+    )
+    lab.wait_notebook("third.ipynb")
+    assert lab.run_cell("z = 1") == ""
+    expect(lab.pinned().locator(".jp-DittoRuntime-name")).to_have_text(
+        "third.ipynb", timeout=STEP_MS
+    )
+    expect(lab.runtime("other.ipynb")).to_be_attached(timeout=STEP_MS)
     scroller = page.locator(PANEL)
     scrolls = scroller.evaluate(
         "e => { e.scrollTop = e.scrollHeight; return e.scrollHeight > e.clientHeight + 100 }"
