@@ -117,9 +117,19 @@ def test_panel_opened_after_the_work(page: Page, lab_server: LabServer) -> None:
     # With the details drawn (the panel scrolls, its rows narrower), "second" beside its
     # head and B badges is not cut to "sec…".
     expect(pinned.locator(".jp-DittoDetails")).to_contain_text("Holds", timeout=STEP_MS)
+    # (the row as narrow as a sidebar's when the age reads "2 min ago": the tree is set to
+    # 210 px for the measure)
     second_name = lab.checkpoint_row(pinned, "second").locator(".jp-DittoCheckpoint-name")
     expect(second_name).to_have_text("second")
-    cut = second_name.evaluate("e => e.scrollWidth > e.clientWidth || e.clientWidth === 0")
+    cut = second_name.evaluate(
+        """e => {
+            const tree = e.closest('.jp-DittoTree');
+            tree.style.width = '210px';
+            const cut = e.scrollWidth > e.clientWidth || e.clientWidth === 0;
+            tree.style.width = '';
+            return cut;
+        }"""
+    )
     assert not cut, "the name is cut beside its badges"
     assert lab.run_cell("print(arr[3])") == "99"
 
