@@ -109,11 +109,25 @@ def parse_body(raw: bytes, model: type[M], limit: int = MAX_BODY_BYTES) -> M:
 SERVER_QUERY_PARAMETERS = frozenset({"token", "_xsrf"})
 
 
+def _is_cache_buster(name: str, given: list[bytes], seen: bool) -> bool:
+    """JupyterLab's `ServerConnection` appends a bare timestamp to GET requests (its
+    default `cache: 'no-store'`): `?limit=200&1796647483540`, a digits-only name with an
+    empty value. One such key is skipped; a second, or one with a value, is unknown."""
+    return not seen and name.isascii() and name.isdigit() and given == [b""]
+
+
 def parse_query(arguments: Mapping[str, list[bytes]], model: type[M]) -> M:
-    """Validate query parameters with `model`; InvalidRequest names what is wrong."""
+    """Validate query parameters with `model`; InvalidRequest names what is wrong.
+
+    The server's own parameters (token, _xsrf) and JupyterLab's cache-buster are skipped;
+    any other name the model does not know is refused."""
     values: dict[str, str] = {}
+    cache_buster = False
     for name, given in arguments.items():
         if name in SERVER_QUERY_PARAMETERS:
+            continue
+        if _is_cache_buster(name, given, cache_buster):
+            cache_buster = True
             continue
         if len(given) != 1:
             raise InvalidRequest(f"query parameter {name!r} is given {len(given)} times")

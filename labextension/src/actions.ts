@@ -16,6 +16,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { DittoApiError, RuntimeApi, errorText } from './api';
 import { INotebookDocument, IUnrestorableValue, LIVE } from './apiTypes';
 import { CompareTab } from './compare/compareTab';
+import { errorNotice } from './errorNotice';
 import { checkpointLabel, shortId } from './format';
 import { runtimeDocument } from './notebookDocuments';
 import { reattachNotebook } from './reattach';
@@ -26,6 +27,9 @@ const BUSY_RETRIES = 3;
 
 /** The first wait before such a retry, in ms (doubled each time). */
 const BUSY_RETRY_MS = 250;
+
+/** An operation that answers sooner shows no pending notification, only its outcome. */
+const PENDING_NOTICE_MS = 300;
 
 /** Which operations ask first (the settings schema's confirmations). */
 export interface IConfirmations {
@@ -117,7 +121,7 @@ export class RuntimeActions {
       const confirmed = await this.confirm(
         trans.__('Restore checkpoint?'),
         trans.__(
-          "The kernel's variables are replaced by those of %1. Workspace files and the notebook's cells are not changed.",
+          "The kernel's variables and the workspace files go back to those of %1. Files written since then are kept in a checkpoint named before-restore. The notebook's cells are not changed.",
           label
         ),
         trans.__('Restore')
@@ -362,9 +366,9 @@ export class RuntimeActions {
   }
 
   /**
-   * Run an operation with progress: the runtime's progress bar in the panel and a
-   * pending notification, then a short success note or the error's one sentence.
-   * True when it succeeded.
+   * Run an operation with progress: the runtime's progress bar in the panel and, when it
+   * takes more than PENDING_NOTICE_MS, a pending notification; then a short success note
+   * or the error's sentence. True when it succeeded.
    */
   private async run(
     runtimeId: string | null,
@@ -374,19 +378,68 @@ export class RuntimeActions {
     if (runtimeId) {
       this.state.setPending(runtimeId, pending);
     }
-    const id = Notification.emit(pending, 'in-progress', { autoClose: false });
+    let id: string | null = null;
+    const timer = setTimeout(() => {
+      id = Notification.emit(pending, 'in-progress', { autoClose: false });
+    }, PENDING_NOTICE_MS);
     try {
       const message = await work();
-      Notification.update({ id, message, type: 'success', autoClose: 4000 });
+      clearTimeout(timer);
+      this.notify(id, message, 'success', 4000);
       return true;
     } catch (error) {
-      Notification.update({ id, message: errorText(error), type: 'error', autoClose: false });
+      clearTimeout(timer);
+      this.notifyError(id, errorText(error), runtimeId);
       return false;
     } finally {
       if (runtimeId) {
         this.state.setPending(runtimeId, null);
       }
     }
+  }
+
+  /**
+   * Show the outcome, in a notification of its own: the pending one (`id`, when shown) is
+   * dismissed, not updated, since JupyterLab drops an update that reaches a toast before
+   * it is drawn (the outcome was lost behind "Checkpointing…" under load).
+   */
+  private notify(
+    id: string | null,
+    message: string,
+    type: 'success' | 'error',
+    autoClose: number | false,
+    actions?: Notification.IAction[]
+  ): void {
+    if (id !== null) {
+      Notification.dismiss(id);
+    }
+    Notification.emit(message, type, { autoClose, actions });
+  }
+
+  /**
+   * The error of an operation: the runtime's id reads as its notebook's name, and a text
+   * longer than a notification shows keeps a *Show all* action.
+   */
+  private notifyError(id: string | null, text: string, runtimeId: string | null): void {
+    const name = runtimeId ? this.runtimeName(runtimeId) : null;
+    const notice = errorNotice(text, runtimeId, name);
+    const full = notice.full;
+    const actions = full
+      ? [
+          {
+            label: this.trans.__('Show all'),
+            caption: this.trans.__('Show the whole message'),
+            callback: () => {
+              void showDialog({
+                title: this.trans.__('Error'),
+                body: full,
+                buttons: [Dialog.okButton({ label: this.trans.__('OK') })]
+              });
+            }
+          }
+        ]
+      : undefined;
+    this.notify(id, notice.message, 'error', false, actions);
   }
 
   private warnUnrestorable(values: IUnrestorableValue[]): void {

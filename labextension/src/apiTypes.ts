@@ -110,6 +110,8 @@ export interface IVariable {
   /** False: it could not be kept (see `reason`). */
   kept: boolean;
   reason?: string | null;
+  /** A hash of its kept bytes: a value edited in place changes it, not its summary. */
+  digest?: string | null;
 }
 
 /** GET .../checkpoints/{reference}/contents. */

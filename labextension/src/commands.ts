@@ -97,7 +97,9 @@ export function registerCommands(app: JupyterFrontEnd, options: ICommandsOptions
 
   commands.addCommand(CommandIDs.restore, {
     label: trans.__('Restore Runtime Checkpoint…'),
-    caption: trans.__("Replace the kernel's variables with the checkpoint's"),
+    caption: trans.__(
+      "Bring the kernel's variables and the workspace files back to the checkpoint's"
+    ),
     isEnabled: args => {
       const checkpointId = checkpointIdOf(args);
       const checkpoint = checkpointId ? state.cache.checkpoint(checkpointId) : undefined;

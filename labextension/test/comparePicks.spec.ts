@@ -46,6 +46,30 @@ describe('picking checkpoints for Compare', () => {
     expect(state.picks).toBeNull();
   });
 
+  it('a click then a Ctrl+click picks both, as a user picks two', async () => {
+    const { state } = await setUp();
+    state.select({ runtimeId: 'r1', checkpointId: 'c1' }); // the click
+    state.ctrlPick('r1', 'c2'); // the Ctrl+click (the tree selects it after picking)
+    state.select({ runtimeId: 'r1', checkpointId: 'c2' });
+    expect(state.picks).toEqual({ runtimeId: 'r1', checkpointIds: ['c1', 'c2'] });
+    expect(compareSides(state, {}, 'c2')).toEqual({ runtimeId: 'r1', from: 'c1', to: 'c2' });
+  });
+
+  it('a Ctrl+click picks only itself after a click on the same row or another runtime', async () => {
+    const { state } = await setUp();
+    state.select({ runtimeId: 'r1', checkpointId: 'c1' });
+    state.ctrlPick('r1', 'c1');
+    expect(state.picks).toEqual({ runtimeId: 'r1', checkpointIds: ['c1'] });
+    state.ctrlPick('r1', 'c1'); // a second Ctrl+click unpicks it
+    expect(state.picks).toBeNull();
+    state.select({ runtimeId: 'r2', checkpointId: 'c3' });
+    state.ctrlPick('r1', 'c2');
+    expect(state.picks).toEqual({ runtimeId: 'r1', checkpointIds: ['c2'] });
+    state.select({ runtimeId: 'r1', checkpointId: 'c1' }); // picks exist: a click adds none
+    state.ctrlPick('r1', 'c2');
+    expect(state.picks).toBeNull();
+  });
+
   it('a third pick replaces the older of the two', async () => {
     const { server, state } = await setUp();
     server.takeCheckpoint('r1', 'c4');

@@ -85,6 +85,26 @@ describe('compareRows', () => {
     ]);
   });
 
+  it('says what changed in an array edited in place (same shape and dtype)', () => {
+    const edited = emptyDiff(diff => {
+      diff.variables.changed.push({
+        name: 'arr',
+        old: {
+          ...variable('arr', 'shape (10,) int64', 'numpy.ndarray'),
+          digest: '5be1e3a0' + '0'.repeat(24)
+        },
+        new: {
+          ...variable('arr', 'shape (10,) int64', 'numpy.ndarray'),
+          digest: '0c4f9d21' + '1'.repeat(24)
+        }
+      });
+    });
+    const rows = text(compareRows(edited, { expanded: new Set() }));
+    expect(rows).toContain(
+      'changed arr: shape (10,) int64 -> shape (10,) int64 (contents changed (digest 5be1e3a0 → 0c4f9d21))'
+    );
+  });
+
   it('shows a closed diff as its row alone', () => {
     const rows = compareRows(scenario, { expanded: new Set() });
     expect(rows.filter(row => row.kind === 'line')).toEqual([]);

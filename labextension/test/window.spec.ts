@@ -11,7 +11,7 @@ import {
   untranslated
 } from '../src/format';
 import { isRuntimeEvent, RUNTIME_EVENT_SCHEMA_ID } from '../src/apiTypes';
-import { nearEnd, scrollToShow, visibleRows } from '../src/tree/window';
+import { nearEnd, scrollToReveal, scrollToShow, visibleRows } from '../src/tree/window';
 
 describe('visibleRows', () => {
   it('renders the rows in view plus the overscan', () => {
@@ -92,5 +92,26 @@ describe('isRuntimeEvent', () => {
     expect(isRuntimeEvent({ ...event, schema_id: 'https://events.jupyter.org/other' })).toBe(false);
     expect(isRuntimeEvent({ ...event, ok: 'yes' })).toBe(false);
     expect(isRuntimeEvent(null)).toBe(false);
+  });
+});
+
+describe('scrollToReveal (the pinned runtime when another notebook takes focus)', () => {
+  it('scrolls up to a box above the view, its top first', () => {
+    // The panel was scrolled 400 px down; "this notebook" is pinned on top again.
+    expect(scrollToReveal(0, 60, 400, 300)).toBe(0);
+  });
+
+  it('leaves a box in view alone', () => {
+    expect(scrollToReveal(0, 60, 0, 300)).toBeNull();
+    expect(scrollToReveal(100, 60, 50, 300)).toBeNull();
+  });
+
+  it('scrolls down to a box below the view, its bottom at the bottom', () => {
+    expect(scrollToReveal(500, 60, 0, 300)).toBe(260);
+  });
+
+  it('shows the top of a box taller than the view', () => {
+    expect(scrollToReveal(500, 400, 0, 300)).toBe(500);
+    expect(scrollToReveal(500, 400, 500, 300)).toBeNull();
   });
 });

@@ -6,7 +6,8 @@ The notebook checkpoints `x = 1` as "first", then writes three checkpoints the w
 %autocheckpoint does (the cell in the `automatic` field, names cell-N, one failed) and shows the
 three widgets. The tree must show "first" and a timeline of three cells with the failed
 one marked; a `%checkpoint` typed afterwards appears without a reload (polling); clicking
-"first" and Restore brings `x` back to 1 and shows the restore line under the tree.
+"first" and Restore asks first, then brings `x` back to 1 and shows the restore line under
+the tree.
 """
 
 from __future__ import annotations
@@ -103,10 +104,19 @@ def test_three_widgets_render_and_the_tree_acts(page: Page, lab_server: LabServe
         timeout=STEP_MS
     )
 
-    # Click "first", then Restore: the kernel rolls back and the tree says so.
+    # Click "first", then Restore: it asks first (Cancel leaves x alone); confirmed, the
+    # kernel rolls back and the tree says so.
     tree.locator(".jp-DittoTreeWidget-name", has_text="first").click()
     tree.get_by_role("button", name="Restore").click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Restore checkpoint?", timeout=STEP_MS)
+    expect(dialog).to_contain_text("kept in a checkpoint named before-restore")
+    dialog.locator(".jp-Dialog-footer button.jp-mod-reject").click()
+    expect(dialog).to_have_count(0)
     message = tree.locator(".jp-DittoTreeWidget-message")
+    expect(message).to_have_count(0)
+    tree.get_by_role("button", name="Restore").click()
+    lab.dialog_accept()
     expect(message).to_have_text(
         re.compile(r"^restored [0-9a-f]{12} 'first' in \d+ ms"), timeout=STEP_MS
     )

@@ -15,6 +15,8 @@ from typing import Any
 import nbformat
 import pytest
 
+from ditto_jupyter.control.diff.report import variables_lines
+from ditto_jupyter.core.models import VariablesDiff
 from ditto_jupyter.server.app import DittoJupyterApp
 from tests.server.conftest import OpenRuntime
 from tests.server.notebook_sessions import run, user_variables
@@ -82,6 +84,7 @@ async def test_contents_list_variables_files_and_document(
         "size": None,
         "kept": True,
         "reason": None,
+        "digest": "module:numpy",
     }
     assert by_name["gen"]["kept"] is False and "generator" in by_name["gen"]["reason"]
     assert contents["files"] == {"count": 1, "bytes": 6}
@@ -253,3 +256,27 @@ async def test_undo_of_a_head_not_taken_by_autocheckpoint_is_refused(
     status, refused = await api("POST", "undo", {"runtime_id": runtime.runtime_id})
     assert (status, refused["error"]) == (409, "Conflict")
     assert "was not taken by %autocheckpoint" in refused["message"]
+
+
+async def test_an_array_changed_in_place_says_what_changed(
+    api: Api, ditto_app: DittoJupyterApp, open_runtime: OpenRuntime
+) -> None:
+    """Issue 40 §10: an edited array kept its shape and dtype, so the two summaries read
+    the same; the comparison carries each side's digest and the report says it changed."""
+    runtime = await open_runtime("arrays.ipynb")
+    rid = runtime.runtime_id
+    await run(ditto_app, runtime.kernel_id, "import numpy as np\narr = np.arange(10)")
+    first = await checkpoint(api, rid, name="first")
+    await run(ditto_app, runtime.kernel_id, "arr[3] = 99")
+    second = await checkpoint(api, rid, name="second")
+    status, diff = await api("POST", "diff", {"runtime_id": rid, "from": first, "to": second})
+    assert status == 200, diff
+    [changed] = diff["variables"]["changed"]
+    old, new = changed["old"], changed["new"]
+    assert changed["name"] == "arr" and old["summary"] == new["summary"] == "shape (10,) int64"
+    assert old["digest"] and new["digest"] and old["digest"] != new["digest"]
+    lines = variables_lines(VariablesDiff.model_validate(diff["variables"]))
+    assert lines[1] == (
+        f"  ~ arr  numpy.ndarray  shape (10,) int64, contents changed "
+        f"(digest {old['digest'][:8]} -> {new['digest'][:8]})"
+    )

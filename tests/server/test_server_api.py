@@ -12,6 +12,7 @@ test_server_kernels.py.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -231,13 +232,62 @@ async def test_a_runtimes_checkpoints_page_by_page(api: Api, open_runtime: OpenR
 def test_query_parameters_are_validated_like_bodies() -> None:
     given = {"limit": [b"5"], "order": [b"newest"], "token": [b"secret"], "_xsrf": [b"x"]}
     assert parse_query(given, CheckpointListQuery) == CheckpointListQuery(limit=5, order="newest")
+    busted = {**given, "1796647483540": [b""]}  # JupyterLab's cache-buster: `&1796647483540`
+    assert parse_query(busted, CheckpointListQuery) == CheckpointListQuery(limit=5, order="newest")
     for arguments, expected in [
+        ({"1796647483540": [b"1"]}, "unknown query parameter '1796647483540'"),
+        ({"1796647483540": [b"", b""]}, "query parameter '1796647483540' is given 2 times"),
+        ({"12": [b""], "13": [b""]}, "unknown query parameter"),
+        ({"": [b""]}, "unknown query parameter ''"),
         ({"limit": [b"1", b"2"]}, "query parameter 'limit' is given 2 times"),
         ({"cursor": [b"\xff"]}, "query parameter 'cursor' is not valid UTF-8"),
         ({"cursor": [b""]}, "query parameter 'cursor': String should have at least 1 character"),
     ]:
         with pytest.raises(InvalidRequest, match=expected):
             parse_query(arguments, CheckpointListQuery)
+
+
+async def test_jupyterlabs_cache_buster_is_accepted_on_the_checkpoint_listing(
+    open_runtime: OpenRuntime, http_server_client: Any, jp_auth_header: Any, jp_base_url: str
+) -> None:
+    """JupyterLab's ServerConnection appends a bare timestamp to every GET (`cache:
+    'no-store'`): `?limit=200&1796647483540`. The side panel's listing sends exactly that;
+    a named parameter the route does not know is still refused."""
+    runtime = await open_runtime("busted.ipynb", x=1)
+    rid = runtime.runtime_id
+    made = []
+    for name in ("one", "two"):
+        body = json.dumps({"runtime_id": rid, "name": name})
+        response = await http_server_client.fetch(
+            f"{jp_base_url}api/v1/runtimes/checkpoint",
+            method="POST",
+            body=body,
+            headers=jp_auth_header,
+            raise_error=False,
+        )
+        assert response.code == 200, response.body
+        made.append(json.loads(response.body)["checkpoint_id"])
+
+    async def get(query: str) -> tuple[int, Any]:
+        response = await http_server_client.fetch(
+            f"{jp_base_url}api/v1/runtimes/{rid}/checkpoints?{query}",
+            headers=jp_auth_header,
+            raise_error=False,
+        )
+        return response.code, json.loads(response.body)
+
+    for query in ("limit=200&1796647483540", "1796647483540", "1796647483540&limit=200"):
+        status, listing = await get(query)
+        assert status == 200, (query, listing)
+        assert [c["checkpoint_id"] for c in listing["checkpoints"]] == made, query
+    for query, expected in [
+        ("limit=200&shell", "unknown query parameter 'shell'"),
+        ("limit=200&1796647483540=rm", "unknown query parameter '1796647483540'"),
+        ("1796647483540&1796647483541", "unknown query parameter"),
+    ]:
+        status, answer = await get(query)
+        assert (status, answer["error"]) == (400, "InvalidRequest"), (query, answer)
+        assert answer["message"].startswith(expected), (query, answer)
 
 
 async def test_a_name_two_runtimes_share_is_ambiguous_across_runtimes(

@@ -1,9 +1,10 @@
 """A comparison as plain text, for `%diff` (its text form) and `ditto diff`.
 
     from cell-4 (3f2a9c1b0d4e) to live kernel, saved notebook
-    variables: 1 added, 1 changed, 3 unchanged
+    variables: 1 added, 2 changed, 3 unchanged
       + df  pandas.DataFrame  shape (100, 3) columns a, b, c
       ~ x   int  41 -> 42
+      ~ a   numpy.ndarray  shape (10,) int64, contents changed (digest 5be1e3a0 -> 0c4f9d21)
     files: 1 added, 0 changed, 2 unchanged
       + out/result.csv (1.2 KiB)
     cells: 2 changed, 1 added, 5 unchanged
@@ -78,6 +79,8 @@ def variables_lines(diff: VariablesDiff) -> list[str]:
         before = old.summary if old.kept else "not kept"
         after = new.summary if new.kept else f"not kept: {new.reason}"
         detail = f"{before} -> {after}" if before != after else (after or "changed")
+        if before == after and old.digest != new.digest and old.digest and new.digest:
+            detail += f", contents changed (digest {old.digest[:8]} -> {new.digest[:8]})"
         lines.append(f"  ~ {change.name}  {kind}  {detail}")
     return lines
 

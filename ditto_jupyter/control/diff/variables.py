@@ -21,6 +21,7 @@ def as_variable(recorded: RecordedVariable) -> Variable:
         size=recorded.size,
         kept=recorded.kept,
         reason=recorded.reason,
+        digest=recorded.digest,
     )
 
 

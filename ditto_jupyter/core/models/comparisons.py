@@ -24,7 +24,8 @@ class Variable(StrictModel):
     `type` is the qualified type name; `summary` a short description (shape and dtype of
     an array, shape and columns of a data frame, length of a container, the repr of a short
     scalar or string); `size` the bytes its pickle took (None when unknown); `kept` false
-    when the checkpoint could not keep it, with the `reason`.
+    when the checkpoint could not keep it, with the `reason`; `digest` a hash of its kept
+    bytes, which tells a changed value whose summary is the same (an array edited in place).
     """
 
     name: str
@@ -33,6 +34,7 @@ class Variable(StrictModel):
     size: int | None
     kept: bool
     reason: str | None = None
+    digest: str | None = None
 
 
 class FilesHeld(StrictModel):

@@ -259,6 +259,12 @@ function variableRows(
     if (shows(change.name)) {
       shown += 1;
       const retyped = change.old.type !== change.new.type;
+      const { digest: before, summary: was } = change.old;
+      const { digest: after, summary: now } = change.new;
+      const edited =
+        !retyped && change.new.kept && was === now && before && after && before !== after
+          ? t('contents changed (digest %1 → %2)', before.slice(0, 8), after.slice(0, 8))
+          : null;
       rows.push({
         kind: 'variable',
         key: `v~:${change.name}`,
@@ -267,7 +273,7 @@ function variableRows(
         type: change.new.type,
         old: change.old.summary,
         new: change.new.summary,
-        note: retyped ? t('was %1', change.old.type) : notKept(change.new)
+        note: retyped ? t('was %1', change.old.type) : (notKept(change.new) ?? edited)
       });
     }
   }

@@ -215,7 +215,8 @@ function CompareRowView(props: ICompareRowProps): JSX.Element {
           aria-label={[
             trans.__('variable %1 %2', row.name, changeLabel),
             row.old !== null ? trans.__('was %1', row.old) : null,
-            row.new !== null ? trans.__('now %1', row.new) : null
+            row.new !== null ? trans.__('now %1', row.new) : null,
+            row.note
           ]
             .filter(Boolean)
             .join(', ')}

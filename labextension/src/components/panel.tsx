@@ -17,6 +17,7 @@ import { CommandIDs } from '../commandIds';
 import { baseName, checkpointLabel, formatAge, shortId } from '../format';
 import { runtimesIcon } from '../icons';
 import { PanelState } from '../state/panelState';
+import { scrollToReveal } from '../tree/window';
 import { CheckpointDetails } from './details';
 import { CheckpointTree } from './tree';
 
@@ -97,12 +98,40 @@ function useClock(): number {
   return Math.max(now, Date.now());
 }
 
+/**
+ * When another notebook takes focus, scroll its runtime ("this notebook", pinned on top)
+ * into view: its header and status line, in the panel's scrolled node.
+ */
+function useRevealPinned(body: React.RefObject<HTMLDivElement>, pinnedId: string | null): void {
+  React.useEffect(() => {
+    const scroller = body.current?.closest<HTMLElement>('.jp-DittoPanel');
+    const item = body.current?.querySelector<HTMLElement>('.jp-DittoRuntime.jp-mod-pinned');
+    if (!pinnedId || !scroller || !item || scroller.clientHeight === 0) {
+      return;
+    }
+    const sub = item.querySelector<HTMLElement>('.jp-DittoRuntime-sub') ?? item;
+    const top = item.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
+    const height = sub.getBoundingClientRect().bottom - item.getBoundingClientRect().top;
+    const target = scrollToReveal(
+      top + scroller.scrollTop,
+      height,
+      scroller.scrollTop,
+      scroller.clientHeight
+    );
+    if (target !== null) {
+      scroller.scrollTop = target;
+    }
+  }, [body, pinnedId]);
+}
+
 function RuntimesView(props: IViewProps): JSX.Element {
   const { state, commands, trans } = props;
   const now = useClock();
   const runtimes = state.runtimes();
+  const body = React.useRef<HTMLDivElement>(null);
+  useRevealPinned(body, state.pinnedId);
   return (
-    <div className="jp-DittoPanel-body">
+    <div className="jp-DittoPanel-body" ref={body}>
       <div className="jp-DittoPanel-header">
         <h2 className="jp-DittoPanel-title">{trans.__('Runtimes')}</h2>
         <button

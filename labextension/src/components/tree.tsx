@@ -186,7 +186,7 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
                   now={now}
                   onSelect={event => {
                     if (event.ctrlKey || event.metaKey) {
-                      state.togglePick(runtimeId, row.id);
+                      state.ctrlPick(runtimeId, row.id);
                     }
                     state.select({ runtimeId, checkpointId: row.id });
                   }}

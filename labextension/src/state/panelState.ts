@@ -178,6 +178,23 @@ export class PanelState {
     this._emit();
   }
 
+  /**
+   * A Ctrl+click on a row: pick it for Compare. When nothing of the runtime is picked yet,
+   * the row a plain click selected before is picked first, so a click then a Ctrl+click
+   * picks both.
+   */
+  ctrlPick(runtimeId: string, checkpointId: string): void {
+    const selected = this._selection;
+    if (
+      this._picks?.runtimeId !== runtimeId &&
+      selected?.runtimeId === runtimeId &&
+      selected.checkpointId !== checkpointId
+    ) {
+      this._picks = { runtimeId, checkpointIds: [selected.checkpointId] };
+    }
+    this.togglePick(runtimeId, checkpointId);
+  }
+
   clearPicks(): void {
     if (this._picks !== null) {
       this._picks = null;

@@ -46,12 +46,24 @@ export function scrollToShow(
   viewport: number,
   rowHeight: number
 ): number | null {
-  const top = index * rowHeight;
-  if (top < scrollTop) {
-    return top;
+  return scrollToReveal(index * rowHeight, rowHeight, scrollTop, viewport);
+}
+
+/**
+ * The scroll position that brings a box (`top` and `height` in the scrolled content) into
+ * view, its top first when it is taller than the view; null when it is in view already.
+ */
+export function scrollToReveal(
+  top: number,
+  height: number,
+  scrollTop: number,
+  viewport: number
+): number | null {
+  if (top < scrollTop || height >= viewport) {
+    return top === scrollTop ? null : top;
   }
-  if (top + rowHeight > scrollTop + viewport) {
-    return Math.max(0, top + rowHeight - viewport);
+  if (top + height > scrollTop + viewport) {
+    return Math.max(0, top + height - viewport);
   }
   return null;
 }

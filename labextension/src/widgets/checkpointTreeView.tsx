@@ -7,6 +7,7 @@
  */
 
 import { DOMWidgetModel, DOMWidgetView, ISerializers } from '@jupyter-widgets/base';
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import * as React from 'react';
 import { createRoot, Root } from 'react-dom/client';
 
@@ -25,6 +26,23 @@ import {
 /** The npm package and version the kernel side names (`_view_module`). */
 export const MODULE_NAME = 'ditto-jupyter';
 export const MODULE_VERSION = '0.1.0';
+
+/**
+ * Ask before a restore, as the side panel does; `restore` runs once the user accepts.
+ */
+async function confirmRestore(label: string, restore: () => void): Promise<void> {
+  const result = await showDialog({
+    title: 'Restore checkpoint?',
+    body:
+      `The kernel's variables and the workspace files go back to those of ${label}. ` +
+      'Files written since then are kept in a checkpoint named before-restore. ' +
+      "The notebook's cells are not changed.",
+    buttons: [Dialog.cancelButton({ label: 'Cancel' }), Dialog.warnButton({ label: 'Restore' })]
+  });
+  if (result.button.accept) {
+    restore();
+  }
+}
 
 /** Row height in pixels (the graph cells join up at this height). */
 const ROW_HEIGHT = 26;
@@ -218,7 +236,9 @@ function WidgetTree(props: ITreeProps): JSX.Element {
             <button
               className="jp-mod-styled jp-DittoTreeWidget-restore"
               disabled={state.busy}
-              onClick={() => send('restore', chosen.id)}
+              onClick={() =>
+                void confirmRestore(nodeLabel(chosen), () => send('restore', chosen.id))
+              }
             >
               Restore
             </button>
