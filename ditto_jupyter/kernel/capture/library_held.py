@@ -9,184 +9,21 @@ a capture digests each such object a kept component holds (one small pickle, not
 value's), and a component one of whose library objects digests differently from the last
 capture is pickled again.
 
-The objects are every module's globals except the ones that cannot change or that pickles
-name by reference (types, functions, modules, immutable values, import machinery), and
-matplotlib's artists: a figure a component holds is watched already (`figure_watch`: every
-setter marks it changed), and its pickle differs at every pickling anyway. Walking
-every module costs 10-30 ms in a kernel with scikit-learn loaded (2,000 modules, 80,000
-globals), and a tutorial's cells import a few more modules every other cell, so the walk is
-kept: when modules were imported since, only they are walked (and matplotlib's again, whose
-classes cache paths lazily); when one was removed or replaced, all of them. A global that
-a module walked before binds anew later, without being imported again, is not found (a
-library rebinding a global and then changing the new object in place, behind a variable
-that holds it and that no cell names, is what that leaves out).
+Which objects are a library's (every changeable global of every module but the notebook's,
+less matplotlib's artists: a figure a component holds is watched already by `figure_watch`)
+is `library_data`'s to say; this module digests them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
 import itertools
 import pickle
-import sys
-import types
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import xxhash
 
-from ditto_jupyter.kernel.capture.rules import imported_class
-
-#: Globals that are never state a cell can change behind the journal's back: types,
-#: functions and modules (pickled by reference), immutable values, import machinery.
-_UNCHANGING = (
-    type,
-    types.ModuleType,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.MethodWrapperType,
-    types.WrapperDescriptorType,
-    str,
-    bytes,
-    int,
-    float,
-    complex,
-    bool,
-    type(None),
-    tuple,
-    frozenset,
-    range,
-    importlib.machinery.ModuleSpec,
-    importlib.machinery.SourceFileLoader,
-    importlib.machinery.ExtensionFileLoader,
-)
-
-#: Exact types of `_UNCHANGING` (and of the artist base): a set look-up decides most
-#: globals (functions, classes, modules, strings) before the `isinstance` walk of the tuple.
-_UNCHANGING_EXACT = frozenset(_UNCHANGING)
-
-
-@dataclass
-class _Walk:
-    """The modules walked so far and what they hold (`library_objects`)."""
-
-    count: int  # len(sys.modules) when last looked at
-    notebook: int  # id() of the notebook's namespace it was made for
-    verdicts: dict[type, bool]  # by exact type: whether its instances can change
-    walked: dict[str, object]  # name -> module: every module walked but matplotlib's
-    settled: dict[int, object]  # what `walked` holds
-    found: dict[int, object]  # `settled` and what matplotlib's modules hold now
-
-
-_last_walk: _Walk | None = None
-
-
-def library_objects(notebook: dict[str, object]) -> dict[int, object]:
-    """Id -> object of every changeable global of every module but the notebook's own
-    (`__main__`, and `__mp_main__`, multiprocessing's other name for it, and any module
-    whose namespace is `notebook`); in matplotlib also of every instance of its own types
-    its classes keep as class attributes (its cached unit and marker paths, which every
-    figure drawing them shares) and of the arrays and builtin containers such an object or
-    global keeps in its `__dict__`. Kept while the set of modules is the same; after
-    imports, only the new modules (and matplotlib's) are walked (see the module)."""
-    global _last_walk
-    modules = sys.modules
-    last = _last_walk
-    if last is not None and last.count == len(modules) and last.notebook == id(notebook):
-        return last.found
-    if (
-        last is None
-        or last.notebook != id(notebook)
-        or any(modules.get(name) is not module for name, module in last.walked.items())
-    ):  # from scratch
-        verdicts: dict[type, bool] = dict.fromkeys(_UNCHANGING_EXACT, False)
-        walked: dict[str, object] = {}
-        settled: dict[int, object] = {}
-    else:
-        verdicts, walked, settled = last.verdicts, dict(last.walked), dict(last.settled)
-    # matplotlib imported since the last walk leaves it as it was: no module walked before
-    # could hold an artist then, and no class made before Artist can be a subclass of it
-    artist = imported_class("matplotlib.artist", "Artist")
-    skipped = (*_UNCHANGING, artist) if artist is not None else _UNCHANGING
-    main = getattr(modules.get("__main__"), "__dict__", None)
-    inner = _INNER_KINDS | _numpy_arrays()
-    caching: dict[int, object] = {}
-    for name, module in list(modules.items()):
-        if name in walked:
-            continue
-        if name.startswith(_CACHING):
-            into = caching
-        else:
-            into = settled
-            walked[name] = module
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict) or name in _NOTEBOOK_MODULES or name == __name__:
-            continue  # this module's own globals: the walks themselves (each holds the last)
-        if namespace is notebook or namespace is main:
-            continue
-        _walk_module(name, namespace, into, verdicts, skipped, inner)
-    found = {**settled, **caching}
-    _last_walk = _Walk(len(modules), id(notebook), verdicts, walked, settled, found)
-    return found
-
-
-def _walk_module(
-    name: str,
-    namespace: dict[str, object],
-    found: dict[int, object],
-    verdicts: dict[type, bool],
-    skipped: tuple[type, ...],
-    inner: frozenset[type],
-) -> None:
-    """Add the changeable globals of module `name` to `found`; in a module of `_CACHING`,
-    also what they keep inside, and its own classes' class attributes with theirs."""
-    caching = name.startswith(_CACHING)
-    for value in list(namespace.values()):
-        kind = type(value)
-        verdict = verdicts.get(kind)
-        if verdict is None:
-            verdict = verdicts[kind] = not issubclass(kind, skipped)
-        if verdict:
-            found[id(value)] = value
-            if caching:
-                _take_inside(value, found, inner)
-        elif caching and kind is type and value.__module__ == name:
-            for attribute in list(vars(value).values()):
-                kind = type(attribute)
-                verdict = verdicts.get(kind)
-                if verdict is None:
-                    verdict = verdicts[kind] = not issubclass(kind, skipped)
-                if verdict and kind.__module__ != "builtins":
-                    found[id(attribute)] = attribute
-                    _take_inside(attribute, found, inner)
-
-
-def _take_inside(value: object, found: dict[int, object], inner: frozenset[type]) -> None:
-    """Add what a library object pickles with it: its `__dict__` (its state) and the arrays
-    and builtin containers in it."""
-    state = getattr(value, "__dict__", None)
-    if type(state) is dict:
-        found[id(state)] = state
-        for member in list(state.values()):
-            if type(member) in inner:
-                found[id(member)] = member
-
-
-#: Packages whose classes and globals `library_objects` looks inside (matplotlib caches unit
-#: and marker paths on its classes, lazily, and every figure drawing them shares them).
-_CACHING = ("matplotlib.", "mpl_toolkits.")
-#: What `library_objects` takes from inside a library object besides numpy's arrays.
-_INNER_KINDS = frozenset({dict, list, set})
-
-
-def _numpy_arrays() -> frozenset[type]:
-    ndarray = imported_class("numpy", "ndarray")
-    return frozenset({ndarray}) if ndarray is not None else frozenset()
-
-
-#: The names the notebook's own module goes by in `sys.modules`.
-_NOTEBOOK_MODULES = frozenset({"__main__", "__mp_main__"})
+from ditto_jupyter.kernel.capture.library_data import LIBRARY
 
 #: The digest of an object that cannot be pickled alone: never equal to another.
 _UNKNOWN = b""
@@ -223,7 +60,7 @@ _hits: tuple[dict[int, object] | None, dict[int, tuple[set[int], list[int]]]] = 
 
 
 def _library_hits(ids: set[int], library: dict[int, object]) -> list[int]:
-    """The ids among `ids` of objects of `library` (`library_objects`)."""
+    """The ids among `ids` of objects of `library` (`LibraryData.objects`)."""
     global _hits
     if _hits[0] is not library:
         _hits = (library, {})
@@ -243,7 +80,7 @@ def library_digests(
     each with its digest (from `memo`, the digests this capture took already, else taken
     now); the objects are kept, so the ids stay theirs."""
     global _hits
-    library = library_objects(notebook)
+    library = LIBRARY.objects(notebook)
     sets = list(id_sets)
     found = [_library_hits(ids, library) for ids in sets]
     known = _hits[1]
@@ -267,7 +104,7 @@ def changed_library_objects(
 ) -> bool:
     """Whether a kept component holding `ids` holds a library object that the last capture
     did not digest, or that digests differently now (`memo`: this capture's digests)."""
-    library = library_objects(notebook)
+    library = LIBRARY.objects(notebook)
     for object_id in _library_hits(ids, library):
         obj = library[object_id]
         seen = before.get(object_id)

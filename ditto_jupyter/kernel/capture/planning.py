@@ -31,11 +31,8 @@ from ditto_jupyter.kernel.capture.incremental import (
     pulled_back,
     without_names,
 )
-from ditto_jupyter.kernel.capture.library_held import (
-    changed_library_objects,
-    library_objects,
-    shared_digest,
-)
+from ditto_jupyter.kernel.capture.library_data import LIBRARY
+from ditto_jupyter.kernel.capture.library_held import changed_library_objects, shared_digest
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTES, BUFFER_PICKLE
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
@@ -49,7 +46,6 @@ from ditto_jupyter.kernel.capture.pods import (
     Pod,
     PodConflict,
     index_pod,
-    library_container_parts,
     pod_name,
     sharing_pods,
 )
@@ -187,7 +183,9 @@ class CapturePlan:
             pickles = {**self.singles, **self.partial}
             if self.use_pods:
                 shared = [
-                    p.figure for ids in self.ids.values() for p in sharing_pods(ids, self.pods)
+                    p.figure
+                    for ids in self.ids.values()
+                    for p in sharing_pods(ids, self.pods, self.namespace)
                 ]
                 if shared:
                     raise PodConflict("a builtin container is shared with a figure", shared)
@@ -242,7 +240,7 @@ class CapturePlan:
         return set()
 
     def _own_ids(self, ids: dict[str, set[int]]) -> dict[str, set[int]]:
-        """`ids` without the library's objects (`library_objects`): two values that refer to
+        """`ids` without the library's objects (`library_data`): two values that refer to
         one of them (the unit path every circle marker draws) are not one alias group for
         it; each component keeps its own copy, as a pod does (a pickle never kept their
         identity with the live library), and its digest tells when the library changed it."""
@@ -253,7 +251,7 @@ class CapturePlan:
         """Ids of the library's objects and containers, gathered once per capture (one set:
         a difference with it walks the smaller side only)."""
         if self._library is None:
-            self._library = _library_union(library_objects(self.namespace))
+            self._library = LIBRARY.ids(self.namespace)
         return self._library
 
     def _digest(self, object_id: int, shared: object) -> bytes:
@@ -410,7 +408,9 @@ class CapturePlan:
                 pod = Pod(name, figure, pickled)
                 index_pod(pod, self.atoms)
                 others = [*self.pods, *(p for n, p in old_pods.items() if n not in pending)]
-                shared = sharing_pods(pod.containers, [p for p in others if p.name != name])
+                shared = sharing_pods(
+                    pod.containers, [p for p in others if p.name != name], self.namespace
+                )
                 if shared:
                     raise PodConflict(
                         f"{name} shares a builtin container with another figure",
@@ -545,32 +545,6 @@ class CapturePlan:
             if pod.pickled is not None:
                 pod.pickled.pickler = pod.pickled.out = None
                 pod.pickled.memo = {}
-
-
-#: The last union `_library_union` made: what it was made of (the modules' containers with
-#: their count then, they only grow) and the union.
-_last_union: tuple[dict[int, object], set[int], set[int], int, set[int]] | None = None
-
-
-def _library_union(objects: dict[int, object]) -> set[int]:
-    """The ids of `objects` (`library_objects`: the same dict while no module came or went)
-    and of the library's containers, made again only when one of them changed (it holds
-    100,000s of ids once matplotlib is loaded: a capture after a short cell would spend
-    more on it than on its pickles). Read only: every capture shares it."""
-    global _last_union
-    configuration, data = library_container_parts()
-    last = _last_union
-    if (
-        last is not None
-        and last[0] is objects
-        and last[1] == configuration
-        and last[2] is data
-        and last[3] == len(data)
-    ):
-        return last[4]
-    union = objects.keys() | configuration | data
-    _last_union = (objects, configuration, data, len(data), union)
-    return union
 
 
 def _holder(pods: list[Pod], object_id: int) -> str | None:

@@ -21,19 +21,17 @@ their containers, while every other figure stays a pod (`CapturePlan`'s `unpodde
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ditto_jupyter.core.namespace_manifest import POD_NAME_PREFIX
 from ditto_jupyter.kernel.capture.atoms import Atoms
+from ditto_jupyter.kernel.capture.library_data import BUILTIN_CONTAINERS, LIBRARY
 from ditto_jupyter.kernel.capture.pickling import Pickled
 
 #: The component name of the pod of pyplot's figure number N.
 POD_PREFIX = POD_NAME_PREFIX
-#: Exact types the pickler never asks its reducer about: a pod cannot lend them out.
-BUILTIN_CONTAINERS = frozenset({dict, list, set, bytearray})
 
 
 def pod_name(number: int) -> str:
@@ -72,124 +70,15 @@ class Pod:
     #: The objects of earlier pods it refers to (by id): shared across figures' edges.
     borrowed: dict[int, Any] = field(default_factory=dict)
     animated: bool = False
-    #: `containers` less the library's (`library_containers`), found the first time asked.
+    #: `containers` less the library's (`library_data`), found the first time asked.
     own_containers: set[int] | None = None
 
-    def notebook_containers(self) -> set[int]:
-        """The builtin containers it holds that are not the library's."""
+    def notebook_containers(self, notebook: dict[str, object]) -> set[int]:
+        """The builtin containers it holds that are not the library's (each pod may carry
+        its own copy of those: a pickle never kept their identity with the live library)."""
         if self.own_containers is None:
-            self.own_containers = self.containers - library_containers()
+            self.own_containers = self.containers - LIBRARY.containers(notebook)
         return self.own_containers
-
-
-def library_containers() -> set[int]:
-    """Ids of builtin containers that are matplotlib's own data: its configuration
-    (`rcParams` values, such as the `path.effects` list every artist holds) and the
-    containers its modules and classes hold (the colour tables every colormap of a name
-    shares). The library's, never the notebook's to change in place, so each pod may carry
-    its own copy (a pickle never kept their identity with the live library either)."""
-    configuration, data = library_container_parts()
-    return configuration | data
-
-
-def library_container_parts() -> tuple[set[int], set[int]]:
-    """`library_containers` in its two parts: the configuration's (a new set each call)
-    and the modules' (one set, kept, that only grows as modules are walked)."""
-    matplotlib = sys.modules.get("matplotlib")
-    found: set[int] = set()
-    for name in ("rcParams", "rcParamsDefault", "rcParamsOrig"):
-        params = getattr(matplotlib, name, None)
-        if isinstance(params, dict):
-            found.update(id(v) for v in dict.values(params) if type(v) in BUILTIN_CONTAINERS)
-    return found, _module_data()
-
-
-#: Packages whose modules' containers `library_containers` counts as library data.
-LIBRARY_DATA_PACKAGES = ("matplotlib", "mpl_toolkits")
-#: The most containers one walk of their modules visits (it stops there: fewer are exempt).
-LIBRARY_DATA_LIMIT = 200_000
-#: Exact types the walk looks inside (builtin containers, tuples of them).
-_WALKED = frozenset({dict, list, set, frozenset, tuple})
-#: Library classes whose instances the walk looks inside too: the colormap registry and
-#: the colormaps it holds (a colormap fetched by name is a shallow copy: it shares their
-#: segment data and colour lists).
-_DATA_HOLDERS = (("matplotlib.cm", "ColormapRegistry"), ("matplotlib.colors", "Colormap"))
-
-
-class _ModuleData:
-    """The containers of the library's modules, each module walked once (when it is first
-    seen loaded). The containers themselves are kept, so no id in `ids` can be reused by a
-    notebook's object."""
-
-    def __init__(self) -> None:
-        self.module_count = -1
-        self.walked: set[str] = set()
-        self.held: list[object] = []
-        self.ids: set[int] = set()
-
-
-_data = _ModuleData()
-
-
-def _module_data() -> set[int]:
-    """Ids of the builtin containers held by the globals of matplotlib's loaded modules and
-    by the classes they define, and inside its colormaps (see `_DATA_HOLDERS`). A module
-    is walked once, the first time it is seen loaded: what a library adds later is not
-    counted (its containers then make a capture give up pods, as before)."""
-    if len(sys.modules) == _data.module_count:
-        return _data.ids
-    _data.module_count = len(sys.modules)
-    new = [
-        name
-        for name in list(sys.modules)
-        if name.partition(".")[0] in LIBRARY_DATA_PACKAGES and name not in _data.walked
-    ]
-    if not new:
-        return _data.ids
-    holders = tuple(
-        cls
-        for module, attribute in _DATA_HOLDERS
-        if isinstance(cls := getattr(sys.modules.get(module), attribute, None), type)
-    )
-    walked: dict[type, bool] = dict.fromkeys(_WALKED, True)  # by exact type: look inside?
-
-    def inside(value: object) -> bool:
-        kind = type(value)
-        verdict = walked.get(kind)
-        if verdict is None:
-            verdict = walked[kind] = issubclass(kind, holders)
-        return verdict
-
-    pending: list[object] = []
-    for name in new:
-        _data.walked.add(name)
-        namespace = getattr(sys.modules.get(name), "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for value in list(namespace.values()):
-            if isinstance(value, type) and getattr(value, "__module__", None) == name:
-                pending.extend(v for v in list(vars(value).values()) if type(v) in _WALKED)
-            elif inside(value):
-                pending.append(value)
-    seen = {id(obj) for obj in _data.held}
-    while pending and len(seen) < LIBRARY_DATA_LIMIT:
-        value = pending.pop()
-        kind = type(value)
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        _data.held.append(value)
-        if kind in BUILTIN_CONTAINERS:
-            _data.ids.add(id(value))
-        members: list[object]
-        if kind is dict:
-            members = [*dict.keys(value), *dict.values(value)]  # type: ignore[arg-type]
-        elif kind in _WALKED:
-            members = list(value)  # type: ignore[call-overload]
-        else:  # a colormap or the registry: its attributes
-            members = [getattr(value, "__dict__", None)]
-        pending.extend(m for m in members if inside(m))
-    return _data.ids
 
 
 def index_pod(pod: Pod, atoms: Atoms) -> None:
@@ -218,11 +107,11 @@ def index_pod(pod: Pod, atoms: Atoms) -> None:
     pod.animated = pod.pickled.animated
 
 
-def sharing_pods(ids: set[int], pods: list[Pod]) -> list[Pod]:
+def sharing_pods(ids: set[int], pods: list[Pod], notebook: dict[str, object]) -> list[Pod]:
     """The pods holding a builtin container among `ids` (a pickle's identity ids) that is
-    not the library's (`library_containers`, walked only when some container is shared)."""
+    not the library's (`library_data`, asked only when some container is shared)."""
     found = [pod for pod in pods if not ids.isdisjoint(pod.containers)]
-    return [pod for pod in found if not ids.isdisjoint(pod.notebook_containers())]
+    return [pod for pod in found if not ids.isdisjoint(pod.notebook_containers(notebook))]
 
 
 def same_figures(before: list[tuple[int, Any]], now: list[tuple[int, Any]]) -> bool:
