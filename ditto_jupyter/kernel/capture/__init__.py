@@ -22,10 +22,15 @@ kernel-namespace manifest (`manifest`):
   everything before it touches the namespace, and patches big live arrays in place);
   `snapshot_namespace` is a capture's first half, which reads the live namespace, and can
   leave writing to another thread;
-- `cell_effects` / `journal` / `incremental` / `planning`: the names a cell's code can have
-  touched, the journal of everything that ran in the kernel since a capture, and a capture
-  that pickles only what may have changed (with its alias groups and pods) again, for
-  `%autocheckpoint`, `%checkpoint` and the server's captures alike;
+- `cell_effects` / `journal` / `incremental` / `planning` / `storing`: the names a cell's
+  code can have touched (`trusted_code`: which modules are a library's, not the
+  notebook's), the journal of everything that ran in the kernel since a capture, and a
+  capture that pickles only what may have changed (with its alias groups and pods) again,
+  and stores its new components, for `%autocheckpoint`, `%checkpoint` and the server's
+  captures alike;
+- `library_data`: what is the libraries' (one walk of `sys.modules`: their changeable
+  globals, matplotlib's containers), never tying notebook values together;
+  `library_held`: digests of the library objects a kept value holds;
 - `kernel_entry`: the one entry of every capture, `capture_following` (the server's
   call, `%checkpoint`, `%pause`, `%diff live`, the in-process control; `%autocheckpoint`
   takes the same base through `take_base` / `keep_base`), the functions a kernel host calls

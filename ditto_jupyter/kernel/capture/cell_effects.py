@@ -11,15 +11,17 @@ import ast
 import dis
 import functools
 import gc
-import importlib.machinery
 import inspect
 import itertools
-import os
-import site
 import sys
-import sysconfig
 import types
 from collections.abc import Iterable, Mapping
+
+from ditto_jupyter.kernel.capture.trusted_code import (
+    from_untrusted_module,
+    is_trusted_module,
+    is_trusted_module_name,
+)
 
 #: Bare names that return the notebook's namespace itself.
 NAMESPACE_GETTERS = frozenset({"globals", "vars", "locals"})
@@ -53,78 +55,12 @@ SHARED_STATE_MODULES = {"logging": "logging"}
 #: (`fig, axes = plt.subplots(2, 2)` keeps the axes in an object array).
 CONTAINER_SCAN_LIMIT = 1000
 
-#: Where trusted modules live: the standard library and installed packages. Anything else
-#: (the user's own `.py` files, `__main__`, modules made at run time) may hold aliases to
-#: notebook values, so a cell that names one can have touched anything.
-_TRUSTED_ROOTS = tuple(
-    {
-        os.path.realpath(path)
-        for path in (
-            *(sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib")),
-            sysconfig.get_paths().get("platlib"),
-            *site.getsitepackages(),
-            site.getusersitepackages(),
-        )
-        if path
-    }
-)
 #: Bytecode operations that name an attribute (the others in `dis.hasname` name a variable).
 _ATTRIBUTE_OPS = frozenset(name for name in dis.opname if "ATTR" in name or "METHOD" in name)
 
 
 class _Unbounded(Exception):
     """The cell can reach the namespace in a way its names do not show."""
-
-
-def is_trusted_module(module: types.ModuleType) -> bool:
-    """Whether a module is built in, or its file lives in the stdlib or site-packages."""
-    if module.__name__ == "__main__":
-        return False
-    if module.__name__ in sys.builtin_module_names:
-        return True
-    return _is_trusted_spec(getattr(module, "__spec__", None), getattr(module, "__file__", None))
-
-
-def _is_trusted_module_name(name: str) -> bool:
-    """Whether a top-level module a cell imports is trusted, found without importing it."""
-    module = sys.modules.get(name)
-    if module is not None:
-        return is_trusted_module(module)
-    if name in sys.builtin_module_names:
-        return True
-    spec = importlib.machinery.PathFinder.find_spec(name) if name.isidentifier() else None
-    return spec is not None and _is_trusted_spec(spec, None)
-
-
-def _is_trusted_spec(spec: object, file: object) -> bool:
-    """Whether a module's file (or, for a namespace package, every directory) is trusted."""
-    origin = getattr(spec, "origin", None)
-    if origin in ("built-in", "frozen"):
-        return True
-    if isinstance(file or origin, str):
-        return _is_trusted_file(str(file or origin))
-    locations = list(getattr(spec, "submodule_search_locations", None) or ())
-    return bool(locations) and all(_is_trusted_file(path) for path in locations)
-
-
-@functools.lru_cache(maxsize=4096)
-def _is_trusted_file(file: str) -> bool:
-    """Whether a module file lives under the stdlib or site-packages (symlinks resolved)."""
-    real = os.path.realpath(file)
-    return any(real.startswith(root + os.sep) for root in _TRUSTED_ROOTS)
-
-
-def is_trusted_file_name(file: str) -> bool:
-    """Whether a code file (a coroutine's, a function's) is of the stdlib or site-packages."""
-    return _is_trusted_file(file)
-
-
-def _from_untrusted_module(module_name: object) -> bool:
-    """Whether a `__module__` names a module we do not trust (unknown ones included)."""
-    if module_name == "__main__":
-        return False
-    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
-    return module is None or not is_trusted_module(module)
 
 
 #: Nodes whose body is code the notebook keeps and may run again later (U's sources).
@@ -296,7 +232,7 @@ class CellEffects:
         self._defined_code_dynamic |= visitor.dynamic_in_definitions
         if visitor.dynamic or self._defined_code_dynamic:
             return None
-        if not all(_is_trusted_module_name(name) for name in visitor.imported_modules):
+        if not all(is_trusted_module_name(name) for name in visitor.imported_modules):
             return None
         self._before, self._escaping = before, {}
         try:
@@ -414,7 +350,7 @@ class CellEffects:
         if isinstance(value, types.FunctionType):
             notebook = value.__globals__ is namespace or value.__module__ == "__main__"
             if not notebook:
-                if _from_untrusted_module(value.__module__):
+                if from_untrusted_module(value.__module__):
                     raise _Unbounded
                 return
             yield value.__code__
@@ -640,7 +576,7 @@ def _class_functions(cls: type) -> Iterable[object]:
     """Functions a class defined in `__main__` holds (and those of its `__main__` bases)."""
     for klass in cls.__mro__:
         if klass.__module__ != "__main__":
-            if _from_untrusted_module(klass.__module__):
+            if from_untrusted_module(klass.__module__):
                 raise _Unbounded
             continue
         for member in list(vars(klass).values()):

@@ -33,6 +33,7 @@ from ditto_jupyter.kernel.capture.cell_effects import CellEffects
 from ditto_jupyter.kernel.capture.pyplot_access import FigureAccess
 from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
 from ditto_jupyter.kernel.capture.thread_activity import foreign_threads as foreign_threads
+from ditto_jupyter.kernel.capture.trusted_code import is_trusted_module
 
 #: Kernel calls that change no variable (their module's own bookkeeping aside), and
 #: calls that replace the namespace (a restore: the next capture is whole anyway).
@@ -201,8 +202,6 @@ def _trusted_code(obj: object) -> bool:
     """Whether a class or function comes from a module of the stdlib or site-packages."""
     module_name = getattr(obj, "__module__", None)
     module = sys.modules.get(module_name) if isinstance(module_name, str) else None
-    from ditto_jupyter.kernel.capture.cell_effects import is_trusted_module
-
     return module is not None and is_trusted_module(module)
 
 

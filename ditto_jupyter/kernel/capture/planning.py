@@ -33,14 +33,11 @@ from ditto_jupyter.kernel.capture.incremental import (
 )
 from ditto_jupyter.kernel.capture.library_data import LIBRARY
 from ditto_jupyter.kernel.capture.library_held import changed_library_objects, shared_digest
-from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTES, BUFFER_PICKLE
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
     components,
-    continue_pickling,
     identity_ids,
     pickle_values,
-    unframed,
 )
 from ditto_jupyter.kernel.capture.pods import (
     Pod,
@@ -50,7 +47,8 @@ from ditto_jupyter.kernel.capture.pods import (
     sharing_pods,
 )
 from ditto_jupyter.kernel.capture.rules import failure_reason, type_name
-from ditto_jupyter.kernel.capture.summaries import group_digests, own_digests, summaries_of
+from ditto_jupyter.kernel.capture.storing import figures_of, group_pickles, store_component
+from ditto_jupyter.kernel.capture.summaries import group_digests, own_digests
 
 PYPLOT = pyplot_state.PYPLOT_FIGURES
 #: The most planning rounds (each pickles more pods again) before giving up on pods.
@@ -519,7 +517,7 @@ class CapturePlan:
         deps: list[set[str]] = []
         figures: list[list[Any]] = []
         for group in self.groups:
-            for names, pickled in _group_pickles(
+            for names, pickled in group_pickles(
                 self.namespace, group, self.values, self.singles, unrestorable
             ):
                 component = group_digests(
@@ -535,7 +533,7 @@ class CapturePlan:
                 ids.append(set().union(*reached))
                 held.append([obj for n in names for obj in self.held.get(n, ())])
                 deps.append(used)
-                figures.append(_figures_of(pickled, names, self.singles))
+                figures.append(figures_of(pickled, names, self.singles))
         return entries, ids, held, deps, figures
 
     def release(self) -> None:
@@ -558,16 +556,6 @@ def _holder(pods: list[Pod], object_id: int) -> str | None:
 def _watch(pickled: Pickled) -> None:
     for figure in pickled.figures:
         figure_watch.watch(figure_watch.root_figure(figure))
-
-
-def _figures_of(pickled: Pickled, names: list[str], singles: dict[str, Pickled]) -> list[Any]:
-    """The figures a stored component holds in its own stream (watched for changes)."""
-    found = {id(f): f for f in pickled.figures}
-    for name in names:
-        single = singles.get(name)
-        if single is not None:
-            found.update((id(f), f) for f in single.figures)
-    return [figure_watch.root_figure(f) for f in found.values()]
 
 
 def _identity_objects(
@@ -606,70 +594,3 @@ def _identity_objects(
 #: The names whose pickle took big bytes objects out of band in this process's last capture:
 #: the next one does so in its first pass.
 _EXTRACTED_LAST_TIME: set[str] = set()
-
-
-def _group_pickles(
-    namespace: dict[str, object],
-    group: list[str],
-    values: dict[str, object],
-    singles: dict[str, Pickled],
-    unrestorable: list[UnrestorableValue],
-) -> list[tuple[list[str], Pickled]]:
-    """The pickles that store one alias-connected group: one, continuing the pickle of its
-    first member pickled alone with the others (so nothing is pickled twice that the first
-    already holds); apart, when together they fail (e.g. recursion depth)."""
-    if len(group) == 1:
-        return [(group, singles[group[0]])]
-    first = next(name for name in group if name in singles)
-    rest = [name for name in group if name != first]
-    try:
-        together = continue_pickling(
-            namespace, singles[first], [values[first]], [values[n] for n in rest]
-        )
-    except Exception:
-        return _apart(namespace, group, values, singles, unrestorable)
-    return [([first, *rest], together)]
-
-
-def _apart(
-    namespace: dict[str, object],
-    group: list[str],
-    values: dict[str, object],
-    singles: dict[str, Pickled],
-    unrestorable: list[UnrestorableValue],
-) -> list[tuple[list[str], Pickled]]:
-    """Each name of a group that fails together as its own component (aliasing across them
-    is lost; each value is kept)."""
-    parts: list[tuple[list[str], Pickled]] = []
-    for name in group:
-        try:
-            pickled = singles.get(name) or pickle_values(namespace, [values[name]])
-        except Exception as error:
-            reason = failure_reason(error)
-            unrestorable.append(
-                UnrestorableValue(name=name, type=type_name(values[name]), reason=reason)
-            )
-            continue
-        parts.append(([name], pickled))
-    return parts
-
-
-def store_component(
-    writer: ChunkWriter, names: list[str], values: dict[str, object], pickled: Pickled
-) -> dict[str, Any]:
-    """Store one pickle's stream and buffers; its manifest entry."""
-    buffers: list[dict[str, Any]] = []
-    for buffer in pickled.buffers:
-        raw = buffer.raw()
-        stored = writer.store(raw, itemsize=memoryview(buffer).itemsize)
-        buffers.append({"kind": BUFFER_PICKLE, "readonly": raw.readonly, **stored})
-    for kind, obj in pickled.extracted:
-        stored = writer.store(memoryview(obj))
-        buffers.append({"kind": kind, "readonly": kind == BUFFER_BYTES, **stored})
-    return {
-        "names": names,
-        "types": {name: type_name(values[name]) for name in names},
-        "summaries": summaries_of(names, values),
-        "stream": writer.store(memoryview(unframed(pickled.stream)), by_content=True),
-        "buffers": buffers,
-    }

@@ -20,7 +20,7 @@ import asyncio
 import threading
 from dataclasses import dataclass
 
-from ditto_jupyter.kernel.capture.cell_effects import is_trusted_file_name
+from ditto_jupyter.kernel.capture.trusted_code import is_trusted_file_name
 
 #: Modules whose threads belong to the kernel itself, and the prefix of ditto's own threads.
 KERNEL_THREAD_MODULES = ("ipykernel", "IPython", "jupyter_client", "zmq", "tornado", "comm")

@@ -181,12 +181,12 @@ def test_an_edited_colormap_table_is_kept(blobs: BlobStore) -> None:
 def test_a_group_that_fails_together_keeps_each_value_apart(
     blobs: BlobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ditto_jupyter.kernel.capture import planning
+    from ditto_jupyter.kernel.capture import storing
 
     def too_deep(*args: object) -> None:
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(planning, "continue_pickling", too_deep)
+    monkeypatch.setattr(storing, "continue_pickling", too_deep)
     ns = new_namespace()
     shared = Shared()
     ns.update(first=[shared], same=shared, holder=Holder(shared))
