@@ -34,7 +34,9 @@ class StandaloneKernel:
         return run_cell(self.client, code)
 
     def stop(self) -> None:
-        """Close the in-process control, then the kernel."""
-        self.run(SHUT_CONTROL)
+        """Close the in-process control (a kernel still alive: `%pause` stops its own),
+        then the kernel."""
+        if self.manager.is_alive():
+            self.run(SHUT_CONTROL)
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
