@@ -16,6 +16,7 @@ import { IRuntimeRecord, LIVE } from '../apiTypes';
 import { CommandIDs } from '../commandIds';
 import { baseName, checkpointLabel, formatAge, shortId } from '../format';
 import { runtimesIcon } from '../icons';
+import { restoreNoticeText } from '../restoreNoticeText';
 import { PanelState } from '../state/panelState';
 import { scrollToReveal } from '../tree/window';
 import { CheckpointDetails } from './details';
@@ -290,12 +291,7 @@ function RestoreNotice(props: IRuntimeItemProps): JSX.Element | null {
   return (
     <div className="jp-DittoNotice" role="status" aria-label={trans.__('After the restore')}>
       <span className="jp-DittoNotice-text">
-        {trans._n(
-          '%1 cell changed since checkpoint %2.',
-          '%1 cells changed since checkpoint %2.',
-          notice.cellsChanged,
-          label
-        )}{' '}
+        {restoreNoticeText(trans, notice.cellsChanged, label, notice.cellsNote)}{' '}
         {trans.__('The notebook was left as it is.')}
       </span>
       <span className="jp-DittoNotice-actions">
