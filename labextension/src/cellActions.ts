@@ -19,7 +19,7 @@ import { RuntimeApi, errorText } from './api';
 import { INotebookDocument, LIVE } from './apiTypes';
 import { checkpointLabel, shortId } from './format';
 import { documentOf, fileCheckpoint, notebooksOfRuntime, replaceCells } from './notebookDocuments';
-import { changedCellCount } from './state/documentCompare';
+import { changedCellCount } from './compare/documentCompare';
 import { restoreNoticeText } from './restoreNoticeText';
 import { PanelState } from './state/panelState';
 

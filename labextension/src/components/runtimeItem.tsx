@@ -10,7 +10,7 @@ import * as React from 'react';
 
 import { CommandIDs } from '../commandIds';
 import { baseName, formatAge } from '../format';
-import { ComparePicks } from './comparePicks';
+import { ComparePicks } from '../compare/comparePicks';
 import { CheckpointDetails } from './details';
 import { IRuntimeItemProps } from './panelProps';
 import { RestoreNotice } from './restoreNotice';

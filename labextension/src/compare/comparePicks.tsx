@@ -8,7 +8,7 @@ import * as React from 'react';
 import { LIVE } from '../apiTypes';
 import { CommandIDs } from '../commandIds';
 import { checkpointLabelIn } from '../format';
-import { IRuntimeItemProps } from './panelProps';
+import { IRuntimeItemProps } from '../components/panelProps';
 
 /** The checkpoints picked for Compare in this runtime, and Compare. */
 export function ComparePicks(props: IRuntimeItemProps): JSX.Element | null {
