@@ -52,7 +52,12 @@ export interface IActionsOptions {
    * Called after a restore in place succeeded, with the server's count of the
    * checkpoint's cells that differ from the open notebook's (null: unknown).
    */
-  afterRestore?: (runtimeId: string, checkpointId: string, cellsChanged: number | null) => void;
+  afterRestore?: (
+    runtimeId: string,
+    checkpointId: string,
+    cellsChanged: number | null,
+    cellsNote: string | null
+  ) => void;
 }
 
 /** Whether a request was refused for its size (a notebook document over the body limit). */
@@ -131,6 +136,7 @@ export class RuntimeActions {
       }
     }
     let cellsChanged: number | null = null;
+    let cellsNote: string | null = null;
     const restored = await this.run(runtimeId, trans.__('Restoring %1…', label), async () => {
       const document = this.document(runtimeId);
       let result;
@@ -147,11 +153,12 @@ export class RuntimeActions {
       await this.state.cache.noteHead(runtimeId, result.checkpoint_id);
       this.warnUnrestorable(result.unrestorable);
       cellsChanged = result.cells_changed ?? null;
+      cellsNote = result.cells_note ?? null;
       return trans.__('Restored %1.', label);
     });
     if (restored) {
       this.state.setRestoreNotice(runtimeId, null);
-      this.options.afterRestore?.(runtimeId, checkpointId, cellsChanged);
+      this.options.afterRestore?.(runtimeId, checkpointId, cellsChanged, cellsNote);
     }
   }
 

@@ -46,6 +46,19 @@ export interface ICheckpointSummary {
   unrestorable: IUnrestorableValue[];
   /** Absent from servers older than issue 23. */
   document?: ICheckpointDocumentInfo;
+  /** The cell `%autocheckpoint` took it after; null for a checkpoint on request. */
+  automatic?: IExecutedCell | null;
+  /** A prune dropped its variables and workspace snapshot: it cannot be restored. */
+  pruned?: boolean;
+  /** With an object store: 'local' (still uploading) or 'replicated'; null without one. */
+  replication?: 'local' | 'replicated' | null;
+}
+
+/** A cell the kernel ran: the one an automatic checkpoint followed, or the one undone. */
+export interface IExecutedCell {
+  execution_count: number;
+  source: string;
+  failed?: boolean;
 }
 
 /** GET /api/v1/runtimes/{runtime_id}/checkpoints (a page when the server pages). */
@@ -180,6 +193,10 @@ export interface IDiffResult {
     unchanged: number;
     /** False when either side holds no document. */
     available: boolean;
+    /** How the two documents' cells were paired (absent from older servers). */
+    aligned_by?: 'ids' | 'nbdime' | 'sources' | 'order' | null;
+    /** A sentence to show above the cells when the comparison needs one (else null). */
+    note?: string | null;
   };
 }
 
@@ -190,7 +207,7 @@ export const LIVE = 'live';
 export interface IUndoResult {
   runtime: IRuntimeRecord;
   checkpoint_id: string;
-  undone_cell: { execution_count: number; source: string; failed?: boolean };
+  undone_cell: IExecutedCell;
   unrestorable: IUnrestorableValue[];
 }
 
@@ -198,6 +215,7 @@ export interface ICheckpointResult {
   checkpoint_id: string;
   runtime: IRuntimeRecord;
   previous_checkpoint_id: string | null;
+  bytes_written?: number;
 }
 
 export interface IRestoreResult {
@@ -209,6 +227,8 @@ export interface IRestoreResult {
    * null (or absent, from older servers) when unknown.
    */
   cells_changed?: number | null;
+  /** A sentence on the cells to show with the restore (else null or absent). */
+  cells_note?: string | null;
 }
 
 export interface ICheckoutResult {
@@ -240,6 +260,8 @@ export interface ICloseResult {
   runtime: IRuntimeRecord;
   backend_released: boolean;
   provider_sandbox_deleted: boolean;
+  /** The final checkpoint close took (null: paused already, or discarded). */
+  checkpoint_id?: string | null;
 }
 
 export interface IDeleteSnapshotResult {

@@ -19,7 +19,8 @@ import { RuntimeApi, errorText } from './api';
 import { INotebookDocument, LIVE } from './apiTypes';
 import { checkpointLabel, shortId } from './format';
 import { documentOf, fileCheckpoint, notebooksOfRuntime, replaceCells } from './notebookDocuments';
-import { changedCellCount } from './state/documentCompare';
+import { changedCellCount } from './compare/documentCompare';
+import { restoreNoticeText } from './restoreNoticeText';
 import { PanelState } from './state/panelState';
 
 /** What the cell actions need. */
@@ -46,7 +47,8 @@ export class CellActions {
   async afterRestore(
     runtimeId: string,
     checkpointId: string,
-    cellsChanged: number | null
+    cellsChanged: number | null,
+    cellsNote: string | null = null
   ): Promise<void> {
     const { state, trans } = this.options;
     const open = this.openDocument(runtimeId);
@@ -64,9 +66,9 @@ export class CellActions {
     if (count <= 0) {
       return;
     }
-    state.setRestoreNotice(runtimeId, { checkpointId, cellsChanged: count });
+    state.setRestoreNotice(runtimeId, { checkpointId, cellsChanged: count, cellsNote });
     this.dismissNotification(runtimeId);
-    const id = Notification.warning(this.noticeText(count, checkpointId), {
+    const id = Notification.warning(this.noticeText(count, checkpointId, cellsNote), {
       autoClose: false,
       actions: [
         {
@@ -84,14 +86,9 @@ export class CellActions {
     this._notifications.set(runtimeId, id);
   }
 
-  /** "7 cells changed since this checkpoint" (naming it). */
-  noticeText(count: number, checkpointId: string): string {
-    return this.options.trans._n(
-      '%1 cell changed since checkpoint %2.',
-      '%1 cells changed since checkpoint %2.',
-      count,
-      this.label(checkpointId)
-    );
+  /** "7 cells changed since this checkpoint" (naming it), and the server's note if any. */
+  noticeText(count: number, checkpointId: string, note: string | null = null): string {
+    return restoreNoticeText(this.options.trans, count, this.label(checkpointId), note);
   }
 
   /** The Compare view: the checkpoint against the live kernel and the open notebook. */

@@ -18,7 +18,7 @@ import { RuntimeActions } from './actions';
 import { IRuntimeRecord } from './apiTypes';
 import { CellActions } from './cellActions';
 import { CommandIDs } from './commandIds';
-import { compareSides } from './state/compareSides';
+import { compareSides } from './compare/compareSides';
 import { PanelState } from './state/panelState';
 import { runtimeOfNotebook } from './toolbar';
 

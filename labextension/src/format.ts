@@ -65,3 +65,14 @@ export function checkpointLabel(checkpoint: {
 }): string {
   return checkpoint.name || shortId(checkpoint.checkpoint_id);
 }
+
+/** The label of a checkpoint a cache may not hold (its short id then). */
+export function checkpointLabelIn(
+  cache: {
+    checkpoint(checkpointId: string): { name: string | null; checkpoint_id: string } | undefined;
+  },
+  checkpointId: string
+): string {
+  const known = cache.checkpoint(checkpointId);
+  return known ? checkpointLabel(known) : shortId(checkpointId);
+}

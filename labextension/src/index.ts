@@ -104,8 +104,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       sessions: app.serviceManager.sessions,
       confirmations: () => confirmations,
       compareTab: new CompareTab(app.shell, trans),
-      afterRestore: (runtimeId, checkpointId, cellsChanged) =>
-        void cellActions?.afterRestore(runtimeId, checkpointId, cellsChanged)
+      afterRestore: (runtimeId, checkpointId, cellsChanged, cellsNote) =>
+        void cellActions?.afterRestore(runtimeId, checkpointId, cellsChanged, cellsNote)
     });
     cellActions = new CellActions({
       api,

@@ -1,11 +1,11 @@
 /**
  * Picking checkpoints for Compare (state/panelState.ts) and which two points a Compare
- * then compares (state/compareSides.ts); and the notice a restore leaves.
+ * then compares (compare/compareSides.ts); and the notice a restore leaves.
  */
 
 import { LIVE } from '../src/apiTypes';
 import { CheckpointInfo } from '../src/state/checkpointInfo';
-import { compareSides } from '../src/state/compareSides';
+import { compareSides } from '../src/compare/compareSides';
 import { PanelState } from '../src/state/panelState';
 import { ServerCache } from '../src/state/serverCache';
 import { FakeRuntimeServer } from './fakeRuntimeServer';

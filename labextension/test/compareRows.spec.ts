@@ -133,6 +133,18 @@ describe('compareRows', () => {
     ]);
   });
 
+  it("shows the server's note on the cells one line above the cells section", () => {
+    const note = 'nbdime could not align the cells (boom), so they were aligned in order';
+    const diff = emptyDiff(d => {
+      d.cells.aligned_by = 'order';
+      d.cells.note = note;
+    });
+    const rows = text(compareRows(diff, { expanded: new Set() }));
+    const section = rows.indexOf('# Cells: 0 added · 0 removed · 0 changed · 0 unchanged');
+    expect(rows[section - 1]).toBe(`  ${note}`);
+    expect(text(compareRows(emptyDiff(), { expanded: new Set() }))).not.toContain(`  ${note}`);
+  });
+
   it('says when a side holds no variables or no readable files to compare', () => {
     const diff = emptyDiff(d => {
       d.variables.available = false;

@@ -1,10 +1,10 @@
 /**
  * After a restore, the panel says how many cells differ between the checkpoint's document
- * and the open notebook when the server did not count them (state/documentCompare.ts).
+ * and the open notebook when the server did not count them (compare/documentCompare.ts).
  */
 
 import { INotebookCell, INotebookDocument } from '../src/apiTypes';
-import { cellSource, changedCellCount } from '../src/state/documentCompare';
+import { cellSource, changedCellCount } from '../src/compare/documentCompare';
 
 function code(
   id: string | undefined,

@@ -7,7 +7,7 @@ import { MainAreaWidget } from '@jupyterlab/apputils';
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { TranslationBundle } from '@jupyterlab/translation';
 
-import { CompareWidget, ComparisonState } from '../components/compareView';
+import { CompareWidget, ComparisonState } from './compareView';
 import { runtimesIcon } from '../icons';
 
 /** The DOM id of the Compare tab. */

@@ -372,6 +372,10 @@ function cellRows(
   t: Translate
 ): void {
   const c = diff.cells;
+  if (c.note) {
+    // How the cells were paired, when the server had to fall back (one line above them).
+    rows.push({ kind: 'note', key: 'n:cells-alignment', text: c.note });
+  }
   rows.push({
     kind: 'section',
     key: 's:cells',

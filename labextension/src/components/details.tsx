@@ -12,7 +12,8 @@ import { LIVE } from '../apiTypes';
 import { CommandIDs } from '../commandIds';
 import { baseName, checkpointLabel, formatBytes, shortId } from '../format';
 import { PanelState } from '../state/panelState';
-import { ChangesSection, HoldsSection } from './checkpointContents';
+import { ChangesSection } from './changesSection';
+import { HoldsSection } from './holdsSection';
 
 /** Props of `CheckpointDetails`. */
 export interface ICheckpointDetailsProps {

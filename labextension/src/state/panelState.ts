@@ -30,6 +30,8 @@ export interface ISelection {
 export interface IRestoreNotice {
   checkpointId: string;
   cellsChanged: number;
+  /** The server's note on how the cells were compared (`cells_note`), if any. */
+  cellsNote?: string | null;
 }
 
 /** The checkpoints picked for Compare: at most two, of one runtime, in the order picked. */

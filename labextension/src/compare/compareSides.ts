@@ -5,7 +5,7 @@
  */
 
 import { LIVE } from '../apiTypes';
-import { PanelState } from './panelState';
+import { PanelState } from '../state/panelState';
 
 /** The two sides of a comparison, in one runtime. */
 export interface ICompareSides {

@@ -2,7 +2,7 @@
  * The Compare view: what changed between two checkpoints of a runtime, or a checkpoint
  * and the live kernel, in a main-area tab. Variables added, removed and changed (old and
  * new summaries), files (with the text diff of small text files), cells (source diff,
- * outputs changed), as one windowed list (compare/rows.ts), so a comparison of thousands
+ * outputs changed), as one windowed list (rows.ts), so a comparison of thousands
  * of files draws as fast as one of ten.
  */
 
@@ -12,14 +12,8 @@ import { caretDownIcon, caretRightIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { IDiffResult } from '../apiTypes';
-import {
-  CompareRow,
-  compareRows,
-  expandableKeys,
-  hasChanges,
-  initiallyExpanded
-} from '../compare/rows';
-import { VirtualList } from './virtualList';
+import { CompareRow, compareRows, expandableKeys, hasChanges, initiallyExpanded } from './rows';
+import { VirtualList } from '../components/virtualList';
 
 /** Height of one row of the Compare view, in pixels. */
 export const COMPARE_ROW_HEIGHT = 24;
