@@ -184,15 +184,37 @@ class LiveServer:
         model: dict[str, Any] = response.json()
         return model
 
-    def execute(self, kernel_id: str, code: str) -> str:
-        """Run a cell in a server kernel (through its connection file); its stdout."""
+    def _ready_client(self, kernel_id: str) -> Any:
+        """A client of a server kernel that answered `kernel_info`, from its connection
+        file. A start the server made again on new ports (a port of the first taken
+        meanwhile: `hosts/kernel_start`) rewrites the file: a client of the old ports never
+        gets an answer, and its send would wait forever for a pipe libzmq dropped (no
+        timeout covers a send), so sends are bounded and the file read again."""
+        import zmq
         from jupyter_client import BlockingKernelClient, find_connection_file
 
-        client = BlockingKernelClient()
-        client.load_connection_file(find_connection_file(kernel_id, path=[str(self.runtime_dir)]))
-        client.start_channels(hb=False)  # a slow first heartbeat reads as a dead kernel
+        attempts = 3
+        for attempt in range(1, attempts + 1):
+            client = BlockingKernelClient()
+            client.load_connection_file(
+                find_connection_file(kernel_id, path=[str(self.runtime_dir)])
+            )
+            client.start_channels(hb=False)  # a slow first heartbeat reads as a dead kernel
+            client.shell_channel.socket.setsockopt(zmq.SNDTIMEO, 10_000)
+            try:
+                client.wait_for_ready(timeout=60)
+                return client
+            except (RuntimeError, zmq.Again):
+                client.stop_channels()
+                if attempt == attempts:
+                    raise
+                time.sleep(1)
+        raise AssertionError("unreachable")
+
+    def execute(self, kernel_id: str, code: str) -> str:
+        """Run a cell in a server kernel (through its connection file); its stdout."""
+        client = self._ready_client(kernel_id)
         try:
-            client.wait_for_ready(timeout=60)
             out: list[str] = []
             errors: list[str] = []
 
