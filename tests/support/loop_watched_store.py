@@ -5,12 +5,13 @@ lock a frozen server holds) would stop the whole server. Configured as the serve
 `store_class`, `LoopWatchedStore` is the real SQL store its URL names, bounded by
 `DITTO_TEST_LOCK_TIMEOUT_MS`; each public method called from a thread that runs an asyncio
 loop appends one line to the file `DITTO_TEST_LOOP_CALLS` names: the method, then the
-ditto frame that called it. A test reads them back with `loop_calls`.
+ditto frames that called it, innermost first. A test reads them back with `loop_calls`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 import threading
@@ -37,15 +38,18 @@ def _on_loop() -> bool:
     return True
 
 
-def _caller() -> str:
-    """The nearest ditto frame outside the store (and this module) that made the call."""
+def _caller(depth: int = 4) -> str:
+    """The nearest ditto frames outside the store (and this module) that made the call,
+    innermost first (`depth` of them)."""
     frame = sys._getframe(2)
-    while frame is not None:
+    seen: list[str] = []
+    while frame is not None and len(seen) < depth:
         path = frame.f_code.co_filename
         if "ditto_jupyter" in path and "/control/store/" not in path:
-            return f"{path.rpartition('ditto_jupyter/')[2]}:{frame.f_lineno} {frame.f_code.co_name}"
+            where = path.rpartition("ditto_jupyter/")[2]
+            seen.append(f"{where}:{frame.f_lineno} {frame.f_code.co_name}")
         frame = frame.f_back  # type: ignore[assignment]
-    return "?"
+    return " < ".join(seen) or "?"
 
 
 class LoopWatchedStore(SqlCheckpointStore):
@@ -58,13 +62,20 @@ class LoopWatchedStore(SqlCheckpointStore):
 
     def __getattribute__(self, name: str) -> Any:
         value = super().__getattribute__(name)
-        if name.startswith("_") or not callable(value) or not _on_loop():
+        if name.startswith("_") or not callable(value):
             return value
+        # Checked when called, not when looked up: `off_loop(store.get_session, ...)` looks
+        # the method up on the loop and calls it on a store thread.
         log = os.environ.get(CALLS_ENV)
-        if log:
-            with _write_lock, open(log, "a", encoding="utf-8") as out:
-                out.write(f"{name} <- {_caller()}\n")
-        return value
+
+        @functools.wraps(value)
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            if log and _on_loop():
+                with _write_lock, open(log, "a", encoding="utf-8") as out:
+                    out.write(f"{name} <- {_caller()}\n")
+            return value(*args, **kwargs)
+
+        return watched
 
 
 def loop_calls(path: Path) -> list[str]:
