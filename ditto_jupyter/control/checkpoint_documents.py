@@ -78,7 +78,7 @@ class CheckpointDocuments:
         other fields never change.
         """
         parts = self.parts
-        found = parts.checkpoint(checkpoint_id)
+        found = await off_loop(parts.checkpoint, checkpoint_id)
         if found.runtime_id != runtime_id:
             raise CheckpointNotFound(f"no checkpoint with id {checkpoint_id!r}")
         self._refuse_unless_awaiting(found)

@@ -270,7 +270,7 @@ class Checkpointing:
         """
         parts = self.parts
         check_request(name, metadata, "")
-        session = parts.guard.live_session(runtime_id)
+        session = await off_loop(parts.guard.live_session, runtime_id)
         if precaptured is None:
             await parts.guard.require_idle(session)
         else:
@@ -392,7 +392,8 @@ class Checkpointing:
         session = session.model_copy(
             update={"handle_state": handle_state, "updated_at_ms": now_ms()}
         )
-        checkpoint = new_checkpoint(
+        checkpoint = await off_loop(  # a unique name reads the store
+            new_checkpoint,
             parts,
             session,
             parent_checkpoint_id=await off_loop(parts.store.get_head, session.session_id),

@@ -22,6 +22,7 @@ from typing import Any
 
 from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
 from ditto_jupyter.control.lifecycle import Lifecycle
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.errors import BackendError, DittoError, InvalidRequest
 from ditto_jupyter.core.limits import MAX_CHECKOUT_COUNT
@@ -112,9 +113,9 @@ class FanOut:
         if len(names) != count:
             raise InvalidRequest(f"{len(names)} notebooks given for {count} children")
         parts = self.parts
-        checkpoint = parts.checkpoint(checkpoint_id)
+        checkpoint = await off_loop(parts.checkpoint, checkpoint_id)
         refuse_pruned(checkpoint)
-        source = parts.guard.session(checkpoint.runtime_id)
+        source = await off_loop(parts.guard.session, checkpoint.runtime_id)
         gate = asyncio.Semaphore(PARALLEL_CHILDREN)
 
         async def one(index: int) -> ChildOutcome:

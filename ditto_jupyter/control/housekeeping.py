@@ -50,7 +50,7 @@ class Housekeeping:
         """Delete the provider snapshot a checkpoint records (see
         `RuntimeService.delete_snapshot`)."""
         parts = self.parts
-        checkpoint = parts.checkpoint(checkpoint_id)
+        checkpoint = await off_loop(parts.checkpoint, checkpoint_id)
         ref = checkpoint.backend_ref
         if ref is None or not ref.provider_snapshot_id:
             return RuntimeCheckpointSnapshotDeleteResult(
@@ -99,9 +99,9 @@ class Housekeeping:
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise InvalidRequest(f"keep must be a whole number of at least 1, not {keep!r}")
         parts = self.parts
-        parts.guard.session(runtime_id)
+        await off_loop(parts.guard.session, runtime_id)
         async with parts.guard.operation(runtime_id):
-            found = parts.store.prune_candidates(runtime_id, keep)
+            found = await off_loop(parts.store.prune_candidates, runtime_id, keep)
             pruned = [c for c in found.beyond if c.checkpoint_id not in found.held]
             held = [c.checkpoint_id for c in found.beyond if c.checkpoint_id in found.held]
             if pruned:
@@ -130,7 +130,7 @@ class Housekeeping:
             if c.backend_ref is not None and c.backend_ref.provider_snapshot_id
         }
         for snapshot_id, ref in dropped.items():
-            if not self.parts.store.checkpoints_with_snapshot(snapshot_id):
+            if not (await off_loop(self.parts.store.checkpoints_with_snapshot, snapshot_id)):
                 await self.parts.delete_snapshot(ref, runtime_id)
 
     def live_manifests(self) -> set[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ditto_jupyter.backends.dirty import DirtyTrackingBackend
 from ditto_jupyter.control.autocheckpoint_pruning import refuse_pruned
 from ditto_jupyter.control.files_back import FilesBack, has_snapshot
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.errors import InvalidRequest
 from ditto_jupyter.core.models import RuntimeCheckpoint, SessionRecord, UnrestorableValue
@@ -52,13 +53,13 @@ class InPlaceRestore:
         """Restore a checkpoint's files, then its variables, into an idle kernel."""
         parts = self.parts
         async with parts.guard.operation(runtime_id):
-            session = parts.guard.live_session(runtime_id)
+            session = await off_loop(parts.guard.live_session, runtime_id)
             await parts.guard.require_idle(session)
-            checkpoint = parts.checkpoint(checkpoint_id)
+            checkpoint = await off_loop(parts.checkpoint, checkpoint_id)
             refuse_outside_tree(session, checkpoint)
             refuse_pruned(checkpoint)
             await parts.make_local(checkpoint)
-            head = self._head(runtime_id)
+            head = await off_loop(self._head, runtime_id)
             backend = await self._files_backend(runtime_id, checkpoint, head)
             unrestorable = await self.files.move(
                 session,
@@ -74,11 +75,11 @@ class InPlaceRestore:
         back and make it the head."""
         parts = self.parts
         async with parts.guard.operation(runtime_id):
-            session = parts.guard.live_session(runtime_id)
-            checkpoint = parts.checkpoint(checkpoint_id)
+            session = await off_loop(parts.guard.live_session, runtime_id)
+            checkpoint = await off_loop(parts.checkpoint, checkpoint_id)
             refuse_outside_tree(session, checkpoint)
             refuse_pruned(checkpoint)
-            head = self._head(runtime_id)
+            head = await off_loop(self._head, runtime_id)
             backend = await self._files_backend(runtime_id, checkpoint, head)
             await self.files.move(session, backend, head, checkpoint)
 
@@ -95,7 +96,9 @@ class InPlaceRestore:
         checkpoint yet beside which replaced files could be kept."""
         if head is None or not has_snapshot(checkpoint):
             return None
-        backend = await self.files.in_place_backend(self.parts.guard.session(runtime_id))
+        backend = await self.files.in_place_backend(
+            await off_loop(self.parts.guard.session, runtime_id)
+        )
         ref = checkpoint.backend_ref
         if backend is None or ref is None or ref.backend_kind != backend.kind:
             return None

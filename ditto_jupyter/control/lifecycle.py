@@ -164,7 +164,7 @@ class Lifecycle:
         """Register a new runtime with a fresh backend (see `RuntimeService.create_runtime`)."""
         parts = self.parts
         runtime_id = runtime_id or uuid.uuid4().hex
-        if parts.store.get_session(runtime_id) is not None:
+        if (await off_loop(parts.store.get_session, runtime_id)) is not None:
             raise InvalidRequest(f"a runtime with id {runtime_id!r} already exists")
         kind = backend_kind or self.default_backend
         async with parts.guard.operation(runtime_id), parts.provider_work(runtime_id) as work:
@@ -201,9 +201,9 @@ class Lifecycle:
     ) -> RuntimeCheckoutResult:
         """Create a new runtime from a checkpoint (see `RuntimeService.checkout`)."""
         parts = self.parts
-        checkpoint = parts.checkpoint(checkpoint_id)
+        checkpoint = await off_loop(parts.checkpoint, checkpoint_id)
         refuse_pruned(checkpoint)
-        source = parts.guard.session(checkpoint.runtime_id)
+        source = await off_loop(parts.guard.session, checkpoint.runtime_id)
         # The source is only read (its checkpoint): it may be live on another server.
         async with parts.guard.operation(source.session_id, claim=False):
             await self.require_source_idle(source, caller_runtime_id)
@@ -286,15 +286,15 @@ class Lifecycle:
         """Bring a paused runtime back from its head checkpoint, under the same id."""
         parts = self.parts
         async with parts.guard.operation(runtime_id):
-            session = parts.guard.session(runtime_id)
+            session = await off_loop(parts.guard.session, runtime_id)
             if session.status is SessionLifecycleStatus.CLOSED:
                 raise RuntimeClosed(f"runtime {runtime_id} is closed")
             if session.status is not SessionLifecycleStatus.PAUSED:
                 raise RuntimeNotPaused(f"runtime {runtime_id} is not paused")
-            head = parts.store.get_head(runtime_id)
+            head = await off_loop(parts.store.get_head, runtime_id)
             if head is None:
                 raise CheckpointNotFound(f"paused runtime {runtime_id} has no checkpoint")
-            checkpoint = parts.checkpoint(head)
+            checkpoint = await off_loop(parts.checkpoint, head)
             merged = merged_metadata(session.metadata, metadata)
             async with (
                 parts.replication.fetching(
@@ -415,7 +415,7 @@ class Lifecycle:
         final: str | None = None
         released = deleted = False
         async with parts.guard.operation(runtime_id):
-            session = parts.guard.session(runtime_id)
+            session = await off_loop(parts.guard.session, runtime_id)
             if session.status is SessionLifecycleStatus.CLOSED:
                 raise RuntimeClosed(f"runtime {runtime_id} is already closed")
             live = session.status is not SessionLifecycleStatus.PAUSED
@@ -469,13 +469,13 @@ class Lifecycle:
         # a write intent from the snapshot to its record: no collection on another server
         # deletes what the snapshot reuses in the bucket (`bucket_gc`)
         async with parts.guard.operation(runtime_id), parts.replication.writing():
-            session = parts.guard.session(runtime_id)
+            session = await off_loop(parts.guard.session, runtime_id)
             if session.status in (SessionLifecycleStatus.PAUSED, SessionLifecycleStatus.CLOSED):
                 return session.to_runtime()
             if handle is not None and _context_of(session.handle_state) != _context_of(handle):
                 return session.to_runtime()  # it has another context now (resumed): alive
             await parts.stop_context(session)
-            head = parts.store.get_head(runtime_id)
+            head = await off_loop(parts.store.get_head, runtime_id)
             ref = await self._snapshot_before_release(session)
             lost = self._lost_checkpoint(session, head, ref)
             head = lost.checkpoint_id if lost is not None else head
@@ -504,17 +504,17 @@ class Lifecycle:
         (see `RuntimeService.mark_restarted`); the checkpoint to offer back, if any."""
         parts = self.parts
         async with parts.guard.operation(runtime_id):
-            session = parts.guard.session(runtime_id)
+            session = await off_loop(parts.guard.session, runtime_id)
             if session.status not in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY):
                 return None
             if _context_of(session.handle_state) != _context_of(handle):
                 return None  # another context since: not the one that restarted
-            head = parts.store.get_head(runtime_id)
+            head = await off_loop(parts.store.get_head, runtime_id)
             ref = await self._snapshot_before_release(session)
             lost = self._lost_checkpoint(session, head, ref)
             if lost is None:  # the head's files, or an empty workspace and no head
                 await parts.discard_new_ref(runtime_id, ref)
-                return parts.checkpoint(head) if head is not None else None
+                return (await off_loop(parts.checkpoint, head)) if head is not None else None
             live = session.model_copy(
                 update={"handle_state": without_bookkeeping(session.handle_state)}
             )

@@ -149,14 +149,14 @@ class OperationGuard:
         not live here, or runs a cell now (the operation refuses it, at once), has nothing
         to wait for; a failure is logged, and the operation goes on (it checks what it
         finds)."""
-        session = self._store.get_session(runtime_id)
+        session = await off_loop(self._store.get_session, runtime_id)
         if session is None or session.status in (
             SessionLifecycleStatus.PAUSED,
             SessionLifecycleStatus.CLOSED,
         ):
             return  # the operation itself says so
         try:
-            self.ownership.claim(runtime_id)
+            await off_loop(self.ownership.claim, runtime_id)
             if await self._context.is_busy(session):
                 return  # the call would wait behind the cell: the operation refuses instead
             await self._context.settle(session)

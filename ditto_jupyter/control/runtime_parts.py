@@ -151,7 +151,7 @@ class RuntimeParts:
             return
         # reused: a recorded checkpoint (of any runtime: a checkout child's clean checkpoint
         # reuses its parent's snapshot) already records this snapshot
-        if self.store.checkpoints_with_snapshot(ref.provider_snapshot_id):
+        if await off_loop(self.store.checkpoints_with_snapshot, ref.provider_snapshot_id):
             return
         await self.delete_snapshot(ref, runtime_id)
 

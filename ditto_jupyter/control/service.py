@@ -177,7 +177,7 @@ class RuntimeService:
 
     async def get_runtime(self, runtime_id: str) -> RuntimeRecord:
         """The public record of one runtime."""
-        return await self.guard.public(self.guard.session(runtime_id))
+        return await self.guard.public(await off_loop(self.guard.session, runtime_id))
 
     async def list_runtimes(
         self, visible: Callable[[SessionRecord], bool] | None = None
@@ -188,7 +188,7 @@ class RuntimeService:
 
     async def resume_session(self, runtime_id: str) -> RuntimeRecord:
         """The current snapshot of a live runtime; changes nothing."""
-        return await self.guard.public(self.guard.live_session(runtime_id))
+        return await self.guard.public(await off_loop(self.guard.live_session, runtime_id))
 
     def find_session(self, runtime_id: str) -> SessionRecord | None:
         """The internal session record, or None when the runtime is unknown."""
@@ -245,7 +245,7 @@ class RuntimeService:
 
         None when its files live in a remote sandbox (E2B).
         """
-        backend = await self.parts.backend(self.guard.live_session(runtime_id))
+        backend = await self.parts.backend(await off_loop(self.guard.live_session, runtime_id))
         return backend.local_path if backend is not None else None
 
     async def exec(
@@ -257,7 +257,7 @@ class RuntimeService:
         runtime until it has finished, and it is refused while one does.
         """
         async with self.guard.command(runtime_id):
-            session = self.guard.live_session(runtime_id)
+            session = await off_loop(self.guard.live_session, runtime_id)
             backend = await self.parts.backend(session)
             if backend is None:
                 raise UnsupportedBackend(f"runtime {runtime_id} has no backend to run commands in")
@@ -343,8 +343,9 @@ class RuntimeService:
     ) -> CheckpointListResult:
         """A runtime's checkpoints, oldest (or newest) first, a page at a time (see
         `lookups.checkpoint_page`); without `limit`, every checkpoint."""
-        self.guard.session(runtime_id)
-        return checkpoint_page(
+        await off_loop(self.guard.session, runtime_id)
+        return await off_loop(
+            checkpoint_page,
             self.store,
             runtime_id,
             limit=limit,

@@ -36,6 +36,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ditto_jupyter.control.files_back import FilesBack
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.errors import Conflict
 from ditto_jupyter.core.models import (
@@ -150,9 +151,9 @@ class Undo:
         parts = self.parts
         await parts.guard.settle(runtime_id)  # outside the slot: they record through it
         async with parts.guard.operation(runtime_id):
-            session = parts.guard.live_session(runtime_id)
+            session = await off_loop(parts.guard.live_session, runtime_id)
             await parts.guard.require_idle(session)
-            head, target = self.plan(runtime_id)
+            head, target = await off_loop(self.plan, runtime_id)
             backend = await self.files.required_backend(session, target)
             async with parts.replication.writing():
                 live = await parts.context.capture(session)
@@ -181,8 +182,8 @@ class Undo:
         `undone_checkpoint_id` is still the head and `checkpoint_id` its parent."""
         parts = self.parts
         async with parts.guard.operation(runtime_id):
-            session = parts.guard.live_session(runtime_id)
-            head, target = self.plan(runtime_id)
+            session = await off_loop(parts.guard.live_session, runtime_id)
+            head, target = await off_loop(self.plan, runtime_id)
             if (head.checkpoint_id, target.checkpoint_id) != (undone_checkpoint_id, checkpoint_id):
                 raise Conflict(
                     f"runtime {runtime_id}'s head is checkpoint {head.checkpoint_id[:12]} now, "

@@ -16,6 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from ditto_jupyter.control.diff.comparisons import LiveNotebook
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.core.models import (
     LIVE,
     ContextCapture,
@@ -40,7 +41,7 @@ class SessionChanges:
     ) -> LiveNotebook | None:
         if document is not None:
             return LiveNotebook(document, "notebook as sent")
-        session = self.sessions.service.find_session(runtime_id)
+        session = await off_loop(self.sessions.service.find_session, runtime_id)
         if session is None:
             return None
         saved = await self.sessions.documents.saved_document(session.conversation_id)
@@ -61,10 +62,12 @@ class SessionChanges:
         await sessions.ensure_runtime(runtime_id, user)
         # Resolved among the user's own checkpoints: another's id compares with nothing.
         scope = sessions.scope
-        from_ref, to_ref = (
-            ref if ref in (None, LIVE) else scope.resolve(ref, runtime_id, user).checkpoint_id
+        from_ref, to_ref = [
+            ref
+            if ref in (None, LIVE)
+            else (await scope.resolve(ref, runtime_id, user)).checkpoint_id
             for ref in (from_ref, to_ref)
-        )
+        ]
         live = LIVE in (from_ref, to_ref or LIVE)
         notebook = await self._live_notebook(runtime_id, document) if live else None
         return await sessions.service.diff(
@@ -90,7 +93,7 @@ class SessionChanges:
         with sessions.events.operation("undo", runtime_id) as event:
             await sessions.ensure_runtime(runtime_id, user)
             for own in (checkpoint_id, undone_checkpoint_id):
-                sessions.scope.checkpoint(own, user)
+                await sessions.scope.checkpoint(own, user)
             event.checkpoint_id = checkpoint_id
             result = await sessions.service.record_undo(
                 runtime_id, checkpoint_id, undone_checkpoint_id

@@ -32,6 +32,7 @@ from tornado.web import HTTPError
 
 from ditto_jupyter.control.checkpoint_documents import DocumentToRecord
 from ditto_jupyter.control.documents import check_document
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.core.errors import InvalidRequest
 from ditto_jupyter.core.models import (
     CheckpointContents,
@@ -67,6 +68,7 @@ class SessionDocuments:
         self.sessions = sessions
         self.wait_seconds = wait_seconds
         self._waits: set[asyncio.TimerHandle] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # the ended waits' events
 
     # ---- reading the saved notebook -----------------------------------------------------
 
@@ -104,7 +106,7 @@ class SessionDocuments:
         """The document a new checkpoint of `runtime_id` holds (see the module)."""
         if document is not None:
             return DocumentToRecord(document, "request")
-        session = self.sessions.service.find_session(runtime_id)
+        session = await off_loop(self.sessions.service.find_session, runtime_id)
         saved = await self.saved_document(session.conversation_id) if session else None
         until = now_ms() + int(self.wait_seconds * 1000) if self.wait_seconds > 0 else None
         return DocumentToRecord(saved, "saved_file" if saved else "none", until)
@@ -116,13 +118,19 @@ class SessionDocuments:
 
         def ended() -> None:
             self._waits.discard(handle)
-            self._wait_ended(runtime_id, checkpoint_id)
+            task = loop.create_task(self._wait_ended(runtime_id, checkpoint_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
         handle = loop.call_later(self.wait_seconds + 0.05, ended)
         self._waits.add(handle)
 
-    def _wait_ended(self, runtime_id: str, checkpoint_id: str) -> None:
-        checkpoint = self.sessions.service.store.get_checkpoint(checkpoint_id)
+    async def _wait_ended(self, runtime_id: str, checkpoint_id: str) -> None:
+        try:
+            checkpoint = await off_loop(self.sessions.service.store.get_checkpoint, checkpoint_id)
+        except Exception as error:  # the store is unreachable: the event is skipped, said so
+            _log.warning("ditto: no document event for checkpoint %s: %s", checkpoint_id, error)
+            return
         document = checkpoint.document if checkpoint is not None else None
         if document is None or document.origin == "front_end":
             return  # answered (that answer had its event), or gone
@@ -135,6 +143,8 @@ class SessionDocuments:
         for handle in self._waits:
             handle.cancel()
         self._waits.clear()
+        for task in self._tasks:
+            task.cancel()
 
     # ---- answers and reads --------------------------------------------------------------
 
@@ -154,14 +164,14 @@ class SessionDocuments:
         """The notebook document a checkpoint (id, prefix or name) holds."""
         checkpoint = await self.sessions.find_checkpoint(reference, runtime_id, user)
         await self.sessions.service.make_local(checkpoint)  # taken on another server, maybe
-        found = self.sessions.service.checkpoint_document(checkpoint.checkpoint_id)
+        found = await off_loop(self.sessions.service.checkpoint_document, checkpoint.checkpoint_id)
         return NotebookDocument.model_validate(found, strict=False)
 
     async def contents(self, runtime_id: str, reference: str, user: str) -> CheckpointContents:
         """What a checkpoint (id, prefix or name) holds."""
         checkpoint = await self.sessions.find_checkpoint(reference, runtime_id, user)
         await self.sessions.service.make_local(checkpoint)  # taken on another server, maybe
-        return self.sessions.service.checkpoint_contents(checkpoint.checkpoint_id)
+        return await off_loop(self.sessions.service.checkpoint_contents, checkpoint.checkpoint_id)
 
     # ---- the checkout child's notebook --------------------------------------------------
 
@@ -204,7 +214,9 @@ class SessionDocuments:
             return False, None, None
         contents: Any = self.sessions.contents_manager
         if checkpoint.document_manifest_id is not None:
-            document = self.sessions.service.checkpoint_document(checkpoint.checkpoint_id)
+            document = await off_loop(
+                self.sessions.service.checkpoint_document, checkpoint.checkpoint_id
+            )
             model = {"type": "notebook", "format": "json", "content": document}
             try:
                 await ensure_async(contents.save(model, target))

@@ -86,7 +86,7 @@ class UserEventStream(SubscribeWebsocket):
             return False
         owner = self._owners.get(runtime_id)
         if owner is None:
-            owner = await asyncio.to_thread(scope.owner_of, runtime_id)
+            owner = await scope.owner_of(runtime_id)
             if len(self._owners) >= _OWNERS_KEPT:
                 self._owners.clear()
             self._owners[runtime_id] = owner

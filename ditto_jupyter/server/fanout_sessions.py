@@ -41,7 +41,7 @@ class SessionFanOut:
         Jupyter session; the answer lists every child with its own outcome."""
         sessions = self.sessions
         service = sessions.service
-        checkpoint = sessions.scope.checkpoint(checkpoint_id, user)
+        checkpoint = await sessions.scope.checkpoint(checkpoint_id, user)
         with sessions.events.operation("checkout", checkpoint.runtime_id) as event:
             event.checkpoint_id = checkpoint_id
             event.source_runtime_id = checkpoint.runtime_id

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tornado.ioloop import PeriodicCallback
 
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.core.errors import SessionBusy
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class IdlePauser:
         """Pause every runtime idle for `pause_idle_after` seconds; the ids it paused."""
         paused: list[str] = []
         for kernel_id in list(self.kernel_manager.list_kernel_ids()):
-            runtime = self.sessions.service.live_session_with_kernel(kernel_id)
+            runtime = await off_loop(self.sessions.service.live_session_with_kernel, kernel_id)
             if runtime is None:  # a pooled kernel, or one of no runtime
                 continue
             runtime_id = runtime.session_id

@@ -45,6 +45,7 @@ from typing import Any
 from jupyter_server.utils import ensure_async
 from tornado import web
 
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.server.culling import CullingPolicy
 
 log = logging.getLogger(__name__)
@@ -278,7 +279,8 @@ class JupyterHooks:
 
         @functools.wraps(original)
         async def cull_kernel_if_idle(kernel_id: str) -> None:
-            why = policy.reason_to_spare(kernel_id)
+            # A rule may read the store (the idle pauser's): on a store thread, never here.
+            why = await off_loop(policy.reason_to_spare, kernel_id)
             if why is not None:
                 log.debug(
                     "ditto_jupyter: the idle culler leaves kernel %s alone: %s", kernel_id, why

@@ -138,11 +138,9 @@ async def _threads(sessions: RuntimeSessions, req: RouteRequest[None]) -> BaseMo
     """A runtime's threads, for its owner (another user's runtime: RuntimeNotFound)."""
     runtime_id = req.path["runtime_id"]
 
-    def read() -> LangGraphThreadList:
-        sessions.scope.runtime(runtime_id, req.user)
-        return sessions.service.langgraph.threads(runtime_id)
-
-    return await off_loop(read)
+    await sessions.scope.runtime(runtime_id, req.user)
+    threads: LangGraphThreadList = await off_loop(sessions.service.langgraph.threads, runtime_id)
+    return threads
 
 
 def _self_route(

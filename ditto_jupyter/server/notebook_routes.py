@@ -38,7 +38,7 @@ from ditto_jupyter.server.sessions import RuntimeSessions
 async def _self_undo(sessions: RuntimeSessions, req: RouteRequest[SelfUndoRequest]) -> BaseModel:
     """A kernel undid its last cell: its token checked, its files back, the head moved."""
     body = req.body
-    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = await sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.changes.record_undo(
         body.runtime_id, body.checkpoint_id, body.undone_checkpoint_id, user
     )
@@ -47,7 +47,7 @@ async def _self_undo(sessions: RuntimeSessions, req: RouteRequest[SelfUndoReques
 async def _self_diff(sessions: RuntimeSessions, req: RouteRequest[SelfDiffRequest]) -> BaseModel:
     """A kernel compares: its token checked, `live` is its own capture."""
     body = req.body
-    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = await sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.changes.diff(
         body.runtime_id, body.from_, body.to, user, capture=body.capture
     )

@@ -101,7 +101,7 @@ async def _self_checkpoint(
 ) -> BaseModel:
     """A kernel's own checkpoint: its token checked, then its capture recorded."""
     body = req.body
-    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = await sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.checkpoint(
         body.runtime_id,
         body.name,
@@ -115,7 +115,7 @@ async def _self_checkpoint(
 async def _self_pause(sessions: RuntimeSessions, req: RouteRequest[SelfPauseRequest]) -> BaseModel:
     """A kernel pauses itself: its token checked, its capture recorded, then it stops."""
     body = req.body
-    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = await sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.pause(
         body.runtime_id, body.name, body.metadata, user, precaptured=body.capture
     )
@@ -126,7 +126,7 @@ async def _self_restore(
 ) -> BaseModel:
     """A kernel restored itself: its token checked, then the checkpoint becomes its head."""
     body = req.body
-    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = await sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.record_restore(body.runtime_id, body.checkpoint_id, user)
 
 
@@ -135,7 +135,7 @@ async def _self_checkout(
 ) -> BaseModel:
     """A kernel's own checkout: its token checked, then branch (no idle check of itself)."""
     body = req.body
-    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = await sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     await sessions.ensure_runtime(body.runtime_id, user)
     return await sessions.checkout(
         body.checkpoint_id,
@@ -151,7 +151,7 @@ async def _self_checkout(
 async def _self_prune(sessions: RuntimeSessions, req: RouteRequest[SelfPruneRequest]) -> BaseModel:
     """A kernel prunes its automatic checkpoints: its token checked, then the prune."""
     body = req.body
-    user = sessions.check_runtime_token(body.runtime_id, body.runtime_token)
+    user = await sessions.check_runtime_token(body.runtime_id, body.runtime_token)
     return await sessions.prune_automatic(body.runtime_id, body.keep, user)
 
 

@@ -61,6 +61,7 @@ from ditto_jupyter.core.models import (
     RuntimeRestoreResult,
     RuntimeResumeResult,
     RuntimeWorkspace,
+    SessionRecord,
 )
 from ditto_jupyter.server.changes import SessionChanges
 from ditto_jupyter.server.documents import SessionDocuments, sibling_notebook_path
@@ -120,11 +121,11 @@ class RuntimeSessions:
         self.changes = SessionChanges(self)  # diff, undo, cells a restore leaves different
         self.fan_out = SessionFanOut(self)  # checkouts of N children at once (issue 44)
 
-    def check_runtime_token(self, runtime_id: str, runtime_token: str) -> str:
+    async def check_runtime_token(self, runtime_id: str, runtime_token: str) -> str:
         """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token; the
         user it then acts as (the runtime's owner)."""
         self.tokens.check(runtime_id, runtime_token)
-        return self.scope.owner_of(runtime_id)
+        return await self.scope.owner_of(runtime_id)
 
     # ---- Jupyter sessions --------------------------------------------------------------
 
@@ -166,7 +167,7 @@ class RuntimeSessions:
         if not runtime_id or not kernel.get("id"):
             return
         async with self._register_lock:
-            if self.service.find_session(runtime_id) is not None:
+            if await off_loop(self.service.find_session, runtime_id) is not None:
                 return
             with self.events.operation("register", runtime_id) as event:
                 record = await self.service.create_runtime(
@@ -190,7 +191,7 @@ class RuntimeSessions:
         becomes the server user's runtime, as the session hook makes it: another user who
         can reach the server (a hub admin) does not make it theirs.
         """
-        if self.scope.known(runtime_id, user) is not None:
+        if await self.scope.known(runtime_id, user) is not None:
             return
         owner = self.scope.server_user
         model = await self._jupyter_session(runtime_id) if user == owner else None
@@ -201,7 +202,7 @@ class RuntimeSessions:
     async def kernel_switched(self, runtime_id: str, kernel_id: str) -> None:
         """A Jupyter session switched kernels (JupyterLab's kernel picker): its runtime's
         kernel handle follows, and the new kernel learns where the workspace is."""
-        known = self.service.find_session(runtime_id)
+        known = await off_loop(self.service.find_session, runtime_id)
         if known is None or known.status.value in ("paused", "closed"):
             return
         if known.handle_state.get("kernel_id") == kernel_id:
@@ -213,7 +214,7 @@ class RuntimeSessions:
 
     async def path_changed(self, runtime_id: str, path: str) -> None:
         """A Jupyter session's notebook path changed: its live runtime's notebook follows."""
-        known = self.service.find_session(runtime_id)
+        known = await off_loop(self.service.find_session, runtime_id)
         if known is None or known.status.value in ("paused", "closed"):
             return
         if known.conversation_id != path:
@@ -225,7 +226,7 @@ class RuntimeSessions:
         for model in await ensure_async(self.session_manager.list_sessions()):
             runtime_id, kernel = str(model.get("id") or ""), model.get("kernel") or {}
             try:
-                if self.service.find_session(runtime_id) is None:
+                if await off_loop(self.service.find_session, runtime_id) is None:
                     await self.register_session(dict(model), user)
                 elif kernel.get("id"):
                     await self.kernel_switched(runtime_id, str(kernel["id"]))
@@ -243,8 +244,7 @@ class RuntimeSessions:
             event.reason = reason
             record = await self.service.mark_lost(runtime_id, handle=handle)
             event.status = record.status.value
-            head = self.service.store.get_head(runtime_id)
-            event.checkpoint_id = head
+            event.checkpoint_id = await off_loop(self.service.store.get_head, runtime_id)
         if record.status.value in ("paused", "closed"):
             self._forget_jupyter_session(runtime_id)
         return record
@@ -280,16 +280,17 @@ class RuntimeSessions:
         return await self.service.list_runtimes(lambda session: session.belongs_to(user))
 
     async def get_runtime(self, runtime_id: str, user: str) -> RuntimeRecord:
-        self.scope.runtime(runtime_id, user)
+        await self.scope.runtime(runtime_id, user)
         return await self.service.get_runtime(runtime_id)
 
     async def workspace(self, runtime_id: str, user: str) -> RuntimeWorkspace:
         """Where a live runtime's files are: a local directory, or a remote sandbox (None)."""
-        self.scope.runtime(runtime_id, user)
+        await self.scope.runtime(runtime_id, user)
         path = await self.service.workspace(runtime_id)
+        session = await off_loop(self.service.session, runtime_id)
         return RuntimeWorkspace(
             runtime_id=runtime_id,
-            backend_kind=self.service.session(runtime_id).backend_kind,
+            backend_kind=session.backend_kind,
             path=str(path) if path is not None else None,
         )
 
@@ -302,7 +303,7 @@ class RuntimeSessions:
         cursor: str | None = None,
         newest_first: bool = False,
     ) -> CheckpointListResult:
-        self.scope.runtime(runtime_id, user)
+        await self.scope.runtime(runtime_id, user)
         return await self.service.list_checkpoints(
             runtime_id, limit=limit, cursor=cursor, newest_first=newest_first
         )
@@ -310,7 +311,12 @@ class RuntimeSessions:
     async def lineage(self, runtime_id: str, user: str) -> RuntimeLineage:
         """The runtime's head, its checkout origin, and the checkouts made from it (the
         user's own)."""
-        session = self.scope.runtime(runtime_id, user)
+        session = await self.scope.runtime(runtime_id, user)
+        return await off_loop(self._lineage, session, user)
+
+    def _lineage(self, session: SessionRecord, user: str) -> RuntimeLineage:
+        """`lineage`'s reads, on a store thread."""
+        runtime_id = session.session_id
         head = self.service.head_checkpoint(runtime_id)
         source = None
         if session.source_runtime_id and session.source_checkpoint_id:
@@ -342,11 +348,15 @@ class RuntimeSessions:
         CheckpointNotFound when nothing matches; InvalidRequest when a prefix is ambiguous.
         Only the user's own checkpoints match (RuntimeNotFound for another's runtime).
         """
-        return self.scope.resolve(reference, runtime_id, user)
+        return await self.scope.resolve(reference, runtime_id, user)
 
     async def budget(self, runtime_id: str, user: str) -> RuntimeBudgetResult:
         """The token budget the runtime counts against: its own or its source's, if any."""
-        self.scope.runtime(runtime_id, user)  # RuntimeNotFound for an unknown runtime
+        await self.scope.runtime(runtime_id, user)  # RuntimeNotFound for an unknown runtime
+        return await off_loop(self._budget, runtime_id)
+
+    def _budget(self, runtime_id: str) -> RuntimeBudgetResult:
+        """`budget`'s reads (the budget registry's files), on a store thread."""
         found = self.budgets.find(runtime_id)
         if found is None:
             return RuntimeBudgetResult(runtime_id=runtime_id, budget=None)
@@ -394,7 +404,7 @@ class RuntimeSessions:
     async def delete_snapshot(
         self, checkpoint_id: str, user: str
     ) -> RuntimeCheckpointSnapshotDeleteResult:
-        checkpoint = self.scope.checkpoint(checkpoint_id, user)
+        checkpoint = await self.scope.checkpoint(checkpoint_id, user)
         with self.events.operation("delete-snapshot", checkpoint.runtime_id) as event:
             event.checkpoint_id = checkpoint_id
             return await self.service.delete_snapshot(checkpoint_id)
@@ -425,7 +435,7 @@ class RuntimeSessions:
             return await self.fan_out.checkout(
                 checkpoint_id, count, sender_id, metadata, user, caller_runtime_id=caller_runtime_id
             )
-        checkpoint = self.scope.checkpoint(checkpoint_id, user)
+        checkpoint = await self.scope.checkpoint(checkpoint_id, user)
         with self.events.operation("checkout", checkpoint.runtime_id) as event:
             event.checkpoint_id = checkpoint_id
             event.source_runtime_id = checkpoint.runtime_id
@@ -487,7 +497,7 @@ class RuntimeSessions:
         """Restore a checkpoint (id, id prefix or name) into the runtime's idle kernel."""
         with self.events.operation("restore", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
-            checkpoint = self.scope.resolve(reference, runtime_id, user)
+            checkpoint = await self.scope.resolve(reference, runtime_id, user)
             event.checkpoint_id = checkpoint.checkpoint_id
             _, unrestorable = await self.service.restore(runtime_id, checkpoint.checkpoint_id)
             runtime = await self.service.get_runtime(runtime_id)
@@ -503,12 +513,12 @@ class RuntimeSessions:
         """A kernel restored itself (the magic): make the checkpoint its head."""
         with self.events.operation("restore", runtime_id) as event:
             await self.ensure_runtime(runtime_id, user)
-            self.scope.checkpoint(checkpoint_id, user)
+            await self.scope.checkpoint(checkpoint_id, user)
             event.checkpoint_id = checkpoint_id
             await self.service.record_restore(runtime_id, checkpoint_id)
             runtime = await self.service.get_runtime(runtime_id)
             event.status = runtime.status.value
-        checkpoint = self.service.get_checkpoint(checkpoint_id)
+        checkpoint = await off_loop(self.service.get_checkpoint, checkpoint_id)
         return RuntimeRestoreResult(
             runtime=runtime,
             checkpoint_id=checkpoint.checkpoint_id,
@@ -534,7 +544,8 @@ class RuntimeSessions:
         with self.events.operation("pause", runtime_id) as event:
             event.reason = reason
             await self.ensure_runtime(runtime_id, user)
-            kernel_id = self.service.session(runtime_id).handle_state.get("kernel_id")
+            session = await off_loop(self.service.session, runtime_id)
+            kernel_id = session.handle_state.get("kernel_id")
             if precaptured is not None and self.host is not None and kernel_id:
                 self.host.defer_shutdown(str(kernel_id))
             try:

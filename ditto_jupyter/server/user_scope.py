@@ -23,6 +23,7 @@ import getpass
 import os
 from typing import Any
 
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.core.errors import CheckpointNotFound, RuntimeNotFound
 from ditto_jupyter.core.models import RuntimeCheckpoint, SessionRecord
@@ -49,7 +50,10 @@ def request_user(identity_provider: Any, current_user: Any, owner: str) -> str:
 
 
 class UserScope:
-    """What one user may see of a shared store: their own runtimes and checkpoints."""
+    """What one user may see of a shared store: their own runtimes and checkpoints.
+
+    Every method reads the store on a store thread (`off_loop`): a read that waits (a
+    database across a network partition) never stops the server's event loop."""
 
     def __init__(self, service: RuntimeService, owner: str | None = None) -> None:
         self.service = service
@@ -58,57 +62,63 @@ class UserScope:
 
     # ---- runtimes ------------------------------------------------------------------------
 
-    def known(self, runtime_id: str, user: str) -> SessionRecord | None:
+    async def known(self, runtime_id: str, user: str) -> SessionRecord | None:
         """Before an operation: the runtime when it is `user`'s; None when the store does
         not know the id (a Jupyter session may); RuntimeNotFound when it is another user's,
         as an operation on an id neither the store nor Jupyter knows answers."""
-        session = self.service.find_session(runtime_id)
+        session = await off_loop(self.service.find_session, runtime_id)
         if session is not None and not session.belongs_to(user):
             raise RuntimeNotFound(f"no runtime or Jupyter session with id {runtime_id!r}")
         return session
 
-    def runtime(self, runtime_id: str, user: str) -> SessionRecord:
+    async def runtime(self, runtime_id: str, user: str) -> SessionRecord:
         """For a read: the runtime when it is `user`'s, else RuntimeNotFound, as a read of
         an id the store does not know answers."""
+        return await off_loop(self._runtime, runtime_id, user)
+
+    def _runtime(self, runtime_id: str, user: str) -> SessionRecord:
         session = self.service.find_session(runtime_id)
         if session is None or not session.belongs_to(user):
             raise RuntimeNotFound(f"no runtime with id {runtime_id!r}")
         return session
 
-    def owner_of(self, runtime_id: str) -> str:
+    async def owner_of(self, runtime_id: str) -> str:
         """Who a runtime belongs to (the server's user for one the store does not know yet:
         a Jupyter session of this server, registered as the server user's)."""
-        session = self.service.find_session(runtime_id)
+        session = await off_loop(self.service.find_session, runtime_id)
         if session is None:
             return self.server_user
         return session.owner if session.owner is not None else session.sender_id
 
-    def runtime_filter(self, user: str) -> _RuntimeFilter:
-        """Whether a runtime id is one of `user`'s (each runtime read once)."""
-        return _RuntimeFilter(self.service, user)
-
     # ---- checkpoints ---------------------------------------------------------------------
 
-    def checkpoint(self, checkpoint_id: str, user: str) -> RuntimeCheckpoint:
+    async def checkpoint(self, checkpoint_id: str, user: str) -> RuntimeCheckpoint:
         """The checkpoint when its runtime is `user`'s, else CheckpointNotFound, word for
         word as for an id that does not exist."""
+        return await off_loop(self._checkpoint, checkpoint_id, user)
+
+    def _checkpoint(self, checkpoint_id: str, user: str) -> RuntimeCheckpoint:
         found = self.service.store.get_checkpoint(checkpoint_id)
-        if found is None or not self.runtime_filter(user)(found.runtime_id):
+        if found is None or not _RuntimeFilter(self.service, user)(found.runtime_id):
             raise CheckpointNotFound(f"no checkpoint with id {checkpoint_id!r}")
         return found
 
-    def resolve(self, reference: str, runtime_id: str | None, user: str) -> RuntimeCheckpoint:
+    async def resolve(self, reference: str, runtime_id: str | None, user: str) -> RuntimeCheckpoint:
         """A checkpoint of `user`'s by id, unique id prefix or name (in `runtime_id`, which
         must be `user`'s): the checkpoints of others match nothing and are never named."""
+        return await off_loop(self._resolve, reference, runtime_id, user)
+
+    def _resolve(self, reference: str, runtime_id: str | None, user: str) -> RuntimeCheckpoint:
         if runtime_id is not None:
-            self.runtime(runtime_id, user)
+            self._runtime(runtime_id, user)
         return self.service.resolve_checkpoint(
-            reference, runtime_id, visible=self.runtime_filter(user)
+            reference, runtime_id, visible=_RuntimeFilter(self.service, user)
         )
 
 
 class _RuntimeFilter:
-    """`filter(runtime_id)`: whether that runtime is `user`'s (each read once)."""
+    """`filter(runtime_id)`: whether that runtime is `user`'s (each read once; called on
+    a store thread, inside a lookup)."""
 
     def __init__(self, service: RuntimeService, user: str) -> None:
         self.service = service

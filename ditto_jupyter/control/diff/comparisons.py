@@ -27,6 +27,7 @@ from ditto_jupyter.control.diff.files import compare_files
 from ditto_jupyter.control.diff.variables import as_variable, compare_variables
 from ditto_jupyter.control.documents.storage import CellView, cell_views
 from ditto_jupyter.control.lookups import resolve_checkpoint
+from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.blobs import BlobError
 from ditto_jupyter.core.errors import DittoError, InvalidRequest
@@ -169,7 +170,7 @@ class Comparisons:
         The caller holds the runtime's operation slot when no capture is given.
         """
         parts = self.parts
-        session = parts.guard.live_session(runtime_id)
+        session = await off_loop(parts.guard.live_session, runtime_id)
         if capture is None:
             await parts.guard.require_idle(session)
             capture = await parts.context.capture(session)
@@ -200,9 +201,9 @@ class Comparisons:
     ) -> RuntimeDiffResult:
         """What changed from `from_ref` (default: the head) to `to_ref` (default: `live`)."""
         parts = self.parts
-        parts.guard.session(runtime_id)
+        await off_loop(parts.guard.session, runtime_id)
         if from_ref is None:
-            head = parts.store.get_head(runtime_id)
+            head = await off_loop(parts.store.get_head, runtime_id)
             if head is None:
                 raise InvalidRequest(
                     f"runtime {runtime_id} has no checkpoint yet: name the two to compare"
@@ -211,7 +212,9 @@ class Comparisons:
         to_ref = to_ref or LIVE
         refs = (from_ref, to_ref)
         resolved = {
-            ref: resolve_checkpoint(parts.store, ref, runtime_id) for ref in refs if ref != LIVE
+            ref: await off_loop(resolve_checkpoint, parts.store, ref, runtime_id)
+            for ref in refs
+            if ref != LIVE
         }
         live: Side | None = None
         if LIVE in refs:
