@@ -358,9 +358,7 @@ class RuntimeSessions:
     def _budget(self, runtime_id: str) -> RuntimeBudgetResult:
         """`budget`'s reads (the budget registry's files), on a store thread."""
         found = self.budgets.find(runtime_id)
-        if found is None:
-            return RuntimeBudgetResult(runtime_id=runtime_id, budget=None)
-        figures = found.figures()  # each branch beside the total
+        figures = found.figures() if found is not None else None  # each branch beside the total
         return RuntimeBudgetResult(runtime_id=runtime_id, budget=figures)
 
     # ---- operations ----------------------------------------------------------------------

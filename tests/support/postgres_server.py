@@ -59,8 +59,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def running_postgres() -> Iterator[str]:
-    """A PostgreSQL server until the block ends; yields its URL (append `/DBNAME`)."""
+def running_postgres(port: int | None = None) -> Iterator[str]:
+    """A PostgreSQL server until the block ends (on `port`, else a free one); yields its
+    URL (append `/DBNAME`)."""
     bindir = pg_bindir()
     if bindir is None:
         raise RuntimeError(pg_missing())
@@ -70,7 +71,7 @@ def running_postgres() -> Iterator[str]:
         owner = pwd.getpwnam("postgres")
         run_as = ["runuser", "-u", "postgres", "--"]
         os.chown(workdir, owner.pw_uid, owner.pw_gid)
-    data, log, port = workdir / "data", workdir / "server.log", _free_port()
+    data, log, port = workdir / "data", workdir / "server.log", port or _free_port()
     initdb = [str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "ditto"]
     options = f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off"
     pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data)]
