@@ -33,7 +33,7 @@ from ditto_jupyter.control.doctor import (
 )
 from ditto_jupyter.control.replication import Replication
 from ditto_jupyter.control.service import RuntimeService
-from ditto_jupyter.control.store import CheckpointStore, StoreError, open_store
+from ditto_jupyter.control.store import CheckpointStore, StoreError, StoreUnreachable, open_store
 from ditto_jupyter.control.store.interface import BUSY_TIMEOUT_MS
 from ditto_jupyter.control.store.opening import check_store_url
 from ditto_jupyter.core.blobs import BlobError, BlobStore
@@ -126,10 +126,11 @@ def _open_store(
     store_url: str | None, root: Path, lock_timeout_ms: int = BUSY_TIMEOUT_MS
 ) -> CheckpointStore:
     """The checkpoint store; ConfigurationError naming `store_url` when it cannot be opened
-    (a full disk stays StorageFull: no setting is wrong)."""
+    (a full disk stays StorageFull, a database not reachable StoreUnreachable: no setting
+    is wrong, or not yet known to be)."""
     try:
         return open_store(store_url, root, lock_timeout_ms=lock_timeout_ms)
-    except StorageFull:
+    except (StorageFull, StoreUnreachable):
         raise
     except (StoreError, ValueError) as error:
         setting = "store_url (DITTO_STORE_URL)" if store_url else f"data_dir {str(root)!r}"

@@ -37,10 +37,15 @@ way for an extension to stop the server (a failing extension is logged and left 
 is how every route came to answer 404 and the culler to kill kernels), and the users'
 notebooks, files and running kernels stay in reach meanwhile; the answer of every ditto
 call says what is wrong where they see it (the panel, the magics, the `ditto` command).
+A PostgreSQL store that is not reachable yet is no wrong setting: the extension tries
+again for `store_connect_timeout` seconds (`store_wait`), answering 503 `StoreUnavailable`
+meanwhile, then starts as it would have (or, once the time is up, runs without ditto as
+above). Kernels started in that time get no ditto magics or variables.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -57,6 +62,7 @@ from ditto_jupyter.control.context_driver import ContextDriver
 from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.ownership import this_process
 from ditto_jupyter.control.service import RuntimeService
+from ditto_jupyter.control.store import StoreUnreachable
 from ditto_jupyter.core.blobs import BlobStore
 from ditto_jupyter.core.environment import (
     STORE_URL_ENV,
@@ -68,7 +74,7 @@ from ditto_jupyter.core.errors import ConfigurationError
 from ditto_jupyter.server.blob_store_traits import BlobStoreTraits
 from ditto_jupyter.server.event_stream import SUBSCRIBE_ROUTE, UserEventStream
 from ditto_jupyter.server.events import RuntimeEvents
-from ditto_jupyter.server.handlers import CONFIGURATION_ERROR, route_table
+from ditto_jupyter.server.handlers import CONFIGURATION_ERROR, STORE_PENDING, route_table
 from ditto_jupyter.server.idle_pauser import IdlePauser
 from ditto_jupyter.server.jupyter_hooks import JupyterHooks, SessionEvents
 from ditto_jupyter.server.kernel_pool import KernelPool
@@ -79,6 +85,7 @@ from ditto_jupyter.server.server_context import ServerContextCapture
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
 from ditto_jupyter.server.sessions import RuntimeSessions
 from ditto_jupyter.server.setting_values import drop_bad_settings, setting_error_line
+from ditto_jupyter.server.store_wait import open_with_backoff, unreachable_line
 from ditto_jupyter.server.swappable_parts import SwappableParts
 from ditto_jupyter.server.user_scope import server_user
 from ditto_jupyter.wiring import open_runtime_service
@@ -166,6 +173,15 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
         "server frozen inside a write never stops the others.",
     )
 
+    store_connect_timeout = Float(
+        60.0,
+        min=0.0,
+        config=True,
+        help="Seconds a starting server keeps trying to reach a PostgreSQL store that is not "
+        "reachable (down, or not up yet), with backoff; meanwhile every ditto route answers "
+        "503 StoreUnavailable. Then ditto is off until a restart (0: no second try).",
+    )
+
     document_wait_seconds = Float(
         10.0,
         min=0.0,
@@ -188,6 +204,11 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
     watcher: KernelWatcher | None = None
     #: Why the extension did not start (a setting that is wrong), or None: it runs.
     configuration_error: str | None = None
+    #: While the store is not reachable yet: the task trying again (`store_wait`).
+    _store_task: asyncio.Task[None] | None = None
+    _open_later: Callable[[], RuntimeService] | None = None
+    _store_error: StoreUnreachable | None = None
+    _start_later: Callable[[RuntimeService], None] | None = None
     #: Lines of settings whose value did not fit (`setting_values`), found while linking.
     setting_errors: list[str] = []
     _log_parent: logging.Logger | None = None
@@ -263,9 +284,25 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
             )
         try:
             service = self._open_service(host, pool)
+        except StoreUnreachable as error:  # not up yet, maybe: tried again once the loop runs
+            self._wait_for_store(error, lambda: self._open_service(host, pool))
+            self._start_later = lambda opened: self._start_ditto(opened, host, pool, tokens)
+            return
         except Exception as error:  # a wrong setting: the server runs on without ditto
             self._run_without_ditto(error)
             return
+        self._start_ditto(service, host, pool, tokens)
+
+    def _start_ditto(
+        self,
+        service: RuntimeService,
+        host: ServerKernelHost,
+        pool: KernelPool | None,
+        tokens: RuntimeTokens,
+    ) -> None:
+        """Wire an opened service to the server's sessions, kernels, events and culler."""
+        assert self.serverapp is not None
+        serverapp = self.serverapp
         assert serverapp.event_logger is not None
         events = RuntimeEvents(serverapp.event_logger)
         sessions = RuntimeSessions(
@@ -282,7 +319,7 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
         sessions.documents.wait_seconds = self.document_wait_seconds  # issue 23
         self.host, self.service, self.runtime_sessions = host, service, sessions
         self.kernel_pool = pool
-        self.settings["ditto_runtime_sessions"] = sessions
+        self._publish("ditto_runtime_sessions", sessions)
         self.watcher = KernelWatcher(
             sessions,
             serverapp.kernel_manager,
@@ -339,6 +376,72 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
             raise
         return service
 
+    def _wait_for_store(
+        self, error: StoreUnreachable, open_once: Callable[[], RuntimeService]
+    ) -> None:
+        """The store is not reachable: answer 503 StoreUnavailable, spare every kernel from
+        the culler, and try again once the loop runs (`_connect_store`)."""
+        assert self.serverapp is not None
+        if self.store_connect_timeout <= 0:
+            self._run_without_ditto(ConfigurationError(f"store_url (DITTO_STORE_URL): {error}"))
+            return
+        self._store_failed(error, 1)
+        self._open_later, self._store_error = open_once, error
+        hooks = JupyterHooks(
+            self.serverapp.session_manager,
+            self.serverapp.kernel_manager,
+            self.serverapp.kernel_spec_manager,
+        )
+        hooks.culling.spare("ditto_jupyter waits for its store", lambda kernel_id: True)
+        hooks.install_culling_only()
+        self.hooks = hooks
+
+    def _store_failed(self, error: StoreUnreachable, attempt: int) -> None:
+        line = unreachable_line(error, self.store_connect_timeout)
+        self._publish(STORE_PENDING, line)
+        self.log.warning("ditto_jupyter: attempt %d: %s", attempt, line)
+
+    async def _connect_store(self, serverapp: Any) -> None:
+        """Open the store again with backoff; once open, start as at a first try."""
+        assert self._open_later is not None and self._start_later is not None
+        assert self._store_error is not None
+        try:
+            service = await open_with_backoff(
+                self._open_later, self._store_error, self.store_connect_timeout, self._store_failed
+            )
+        except Exception as error:
+            if isinstance(error, StoreUnreachable):
+                error = ConfigurationError(
+                    f"store_url (DITTO_STORE_URL): not reachable within "
+                    f"{self.store_connect_timeout:g} s (store_connect_timeout): {error}"
+                )
+            self._stop_waiting()
+            self._run_without_ditto(error)
+            return
+        self._stop_waiting()
+        self._start_later(service)
+        self.log.info("ditto_jupyter: the checkpoint store is reachable; ditto is on")
+        await self._started(serverapp)
+
+    def _publish(self, key: str, value: Any) -> None:
+        """Set (None: remove) a setting the handlers read: in the extension's settings and,
+        once the web application has copied them, in its own too (a late start)."""
+        web_app = getattr(self.serverapp, "web_app", None)
+        for settings in (self.settings, getattr(web_app, "settings", None)):
+            if settings is None:
+                continue
+            if value is None:
+                settings.pop(key, None)
+            else:
+                settings[key] = value
+
+    def _stop_waiting(self) -> None:
+        """The wait is over: its culling rule and its 503 go."""
+        if self.hooks is not None:
+            self.hooks.uninstall()
+            self.hooks = None
+        self._publish(STORE_PENDING, None)
+
     def _run_without_ditto(self, error: Exception) -> None:
         """Start the server without the extension (see the module): the line, 503 on
         every route, and no culling."""
@@ -349,7 +452,7 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             line = f"the extension could not start: {type(error).__name__}: {first}".rstrip(": ")
         self.configuration_error = line
-        self.settings[CONFIGURATION_ERROR] = line
+        self._publish(CONFIGURATION_ERROR, line)
         self.log.error(
             "ditto_jupyter is off: %s. Every ditto route answers 503 and the idle culler "
             "stops no kernel until this is fixed and the server restarted",
@@ -395,7 +498,13 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Once the server's loop runs: register the sessions that exist, take over the
         runtimes of servers that are gone (the watcher's first round), start the warm
-        kernel pool."""
+        kernel pool. A store not reachable yet: all that once it is."""
+        if self._open_later is not None and self.configuration_error is None:
+            self._store_task = asyncio.ensure_future(self._connect_store(serverapp))
+            return
+        await self._started(serverapp)
+
+    async def _started(self, serverapp: Any) -> None:
         if self.service is not None:  # with --port=0 the port is known only now
             self.service.ownership.answer_at(serverapp.connection_url)
         if self.runtime_sessions is not None:
@@ -408,6 +517,8 @@ class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
     async def stop_extension(self) -> None:
         """Stop the watcher, the idle pauser and the pooled kernels; remove the hooks; close
         kernel clients and the store (this server's leases run out)."""
+        if self._store_task is not None:
+            self._store_task.cancel()
         if self.watcher is not None:
             await self.watcher.stop()
         if self.runtime_sessions is not None:

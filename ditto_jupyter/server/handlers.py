@@ -10,7 +10,8 @@ Every handler is `@tornado.web.authenticated` and `@authorized` with the auth re
 Every error answer is `{"error": code, "message": one sentence}`; only a bug inside the
 service answers 500. When the extension could not start (a setting is wrong), every route
 answers 503 `ConfigurationError` with the line naming the setting, once the request is
-authenticated (`CONFIGURATION_ERROR`, set by the app).
+authenticated (`CONFIGURATION_ERROR`, set by the app); while the store is not reachable
+yet at start, 503 `StoreUnavailable` with the line saying so (`STORE_PENDING`).
 The OpenAPI document is served from the function the app passes in (this module does not
 build it).
 """
@@ -30,7 +31,12 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from pydantic import BaseModel, ValidationError
 
-from ditto_jupyter.core.errors import ConfigurationError, DittoError, InvalidRequest
+from ditto_jupyter.core.errors import (
+    ConfigurationError,
+    DittoError,
+    InvalidRequest,
+    StoreUnavailable,
+)
 from ditto_jupyter.core.limits import MAX_BODY_BYTES
 from ditto_jupyter.server.routes import API_PREFIX, ROUTES, RouteRequest, RouteSpec
 from ditto_jupyter.server.sessions import RuntimeSessions
@@ -39,6 +45,8 @@ from ditto_jupyter.server.user_scope import request_user
 AUTH_RESOURCE = "ditto"
 #: The settings key of the line saying why the extension did not start (absent: it did).
 CONFIGURATION_ERROR = "ditto_configuration_error"
+#: The settings key of the line saying the store is not reachable yet (absent: it is).
+STORE_PENDING = "ditto_store_pending"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -169,11 +177,15 @@ class DittoAPIHandler(ExtensionHandlerMixin, APIHandler):
 
     def refused_for_configuration(self) -> bool:
         """Answer 503 `ConfigurationError` when the extension did not start (True), with
-        the line naming the setting that is wrong."""
+        the line naming the setting that is wrong; 503 `StoreUnavailable` while it waits
+        for its store."""
         problem = self.settings.get(CONFIGURATION_ERROR)
-        if not problem:
+        pending = self.settings.get(STORE_PENDING)
+        if not problem and not pending:
             return False
-        error = ConfigurationError(str(problem))
+        error: DittoError = (
+            ConfigurationError(str(problem)) if problem else StoreUnavailable(str(pending))
+        )
         self.set_status(error.http_status)
         self.finish(json.dumps(error.to_body()))
         return True

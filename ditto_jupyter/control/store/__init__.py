@@ -70,6 +70,7 @@ from ditto_jupyter.control.store.interface import (
     StoreError,
     StoreFull,
     StoreHealth,
+    StoreUnreachable,
     collecting_damaged_rows,
 )
 from ditto_jupyter.control.store.memory import MemoryCheckpointStore
@@ -98,6 +99,7 @@ __all__ = [
     "StoreError",
     "StoreFull",
     "StoreHealth",
+    "StoreUnreachable",
     "collecting_damaged_rows",
     "open_store",
 ]

@@ -46,6 +46,11 @@ class StoreError(StoreUnavailable, RuntimeError):
     database that refuses a statement): 503 `StoreUnavailable` at the REST API."""
 
 
+class StoreUnreachable(StoreError):
+    """No connection to the store's database could be made (PostgreSQL down, or not up
+    yet): 503 `StoreUnavailable`; a server starting retries (`store_connect_timeout`)."""
+
+
 class StoreFull(StorageFull, StoreError):
     """The disk holding the store has no room left: 507 `StorageFull`; nothing was written."""
 

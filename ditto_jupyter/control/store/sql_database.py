@@ -44,6 +44,7 @@ from ditto_jupyter.control.store.interface import (
     SchemaVersionError,
     StoreError,
     StoreFull,
+    StoreUnreachable,
     dangling,
 )
 from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration, check_migrations
@@ -214,7 +215,11 @@ class SqlDatabase:
         as `StoreFull` or `StoreError` (see `_refusal`).
         """
         try:
-            with self._engine.connect() as conn:
+            connection = self._engine.connect()
+        except sa.exc.DBAPIError as exc:
+            raise self._refusal(exc, connecting=True) from exc
+        try:
+            with connection as conn:
                 conn.execution_options(ditto_write=write)
                 with conn.begin():
                     if write and self.backend == "postgresql":
@@ -227,8 +232,9 @@ class SqlDatabase:
         except sa.exc.DBAPIError as exc:
             raise self._refusal(exc) from exc
 
-    def _refusal(self, exc: sa.exc.DBAPIError) -> StoreError:
-        """The store error for a statement the database refused: StoreFull for a full disk."""
+    def _refusal(self, exc: sa.exc.DBAPIError, *, connecting: bool = False) -> StoreError:
+        """The store error for a statement the database refused: StoreFull for a full disk,
+        StoreUnreachable for a PostgreSQL server no connection could be made to."""
         reason = str(exc.orig) if exc.orig is not None else str(exc)
         reason = reason.strip().splitlines()[0] if reason.strip() else type(exc).__name__
         verb = "open" if self._opening else "read or write"
@@ -243,6 +249,8 @@ class SqlDatabase:
                 f"write lock for over {self.lock_timeout_ms / 1000:g} s (store_lock_timeout; a "
                 "server frozen inside a write?); nothing was written, try again"
             )
+        if connecting and self.backend == "postgresql":
+            return StoreUnreachable(f"cannot reach the checkpoint store {self._shown}: {reason}")
         return StoreError(f"cannot {verb} the checkpoint store {self._shown}: {reason}")
 
     @contextmanager
