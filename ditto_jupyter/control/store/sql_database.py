@@ -75,6 +75,27 @@ def lock_timed_out(error: sa.exc.DBAPIError) -> bool:
     return "database is locked" in str(orig).lower()
 
 
+#: What a PostgreSQL server that answers says when it refuses a login (a setting is wrong:
+#: the role, its password, the database), unlike one that is down or starting up.
+_LOGIN_REFUSALS = (
+    "authentication failed",
+    "no password supplied",
+    "does not exist",
+    "no pg_hba.conf entry",
+    "permission denied",
+)
+
+
+def login_refused(error: sa.exc.DBAPIError) -> bool:
+    """Whether a server answered a connection, refusing the login (SQLSTATE class 28, 3D,
+    42: a role, password or database that is wrong), rather than not answering."""
+    state = getattr(error.orig, "sqlstate", None)
+    if isinstance(state, str) and state[:2] in ("28", "3D", "42"):
+        return True
+    text = str(error.orig).lower()
+    return any(refusal in text for refusal in _LOGIN_REFUSALS)
+
+
 def disk_is_full(error: sa.exc.DBAPIError) -> bool:
     """Whether the database refused a statement because its disk has no room left."""
     orig = error.orig
@@ -234,7 +255,8 @@ class SqlDatabase:
 
     def _refusal(self, exc: sa.exc.DBAPIError, *, connecting: bool = False) -> StoreError:
         """The store error for a statement the database refused: StoreFull for a full disk,
-        StoreUnreachable for a PostgreSQL server no connection could be made to."""
+        StoreUnreachable for a PostgreSQL server no connection could be made to (down, or
+        starting up; one that refused the login is a StoreError: a setting is wrong)."""
         reason = str(exc.orig) if exc.orig is not None else str(exc)
         reason = reason.strip().splitlines()[0] if reason.strip() else type(exc).__name__
         verb = "open" if self._opening else "read or write"
@@ -249,7 +271,7 @@ class SqlDatabase:
                 f"write lock for over {self.lock_timeout_ms / 1000:g} s (store_lock_timeout; a "
                 "server frozen inside a write?); nothing was written, try again"
             )
-        if connecting and self.backend == "postgresql":
+        if connecting and self.backend == "postgresql" and not login_refused(exc):
             return StoreUnreachable(f"cannot reach the checkpoint store {self._shown}: {reason}")
         return StoreError(f"cannot {verb} the checkpoint store {self._shown}: {reason}")
 
