@@ -7,6 +7,8 @@ a user has:
 
 - the REST route the panel and `ditto checkpoint` call (the server asks the idle kernel);
 - `%checkpoint` in a cell of its own (the kernel captures itself);
+- `%pause` in a cell of its own: on a runtime never checkpointed (its capture is whole), and
+  on one checkpointed before `small = 2` (its capture follows that base);
 - `%autocheckpoint on`, the cell `small = 2` timed with its automatic checkpoint, beside the
   same cell in the same kernel with `%autocheckpoint off`.
 
@@ -79,6 +81,19 @@ def magic_path(server: LiveServer, kernel_id: str) -> list[float]:
     return [first, again, changed]
 
 
+def pause_path(server: LiveServer, kernel_id: str, after_checkpoint: bool) -> float:
+    """`%pause` as a cell, its whole round trip; after `%checkpoint` and `small = 2` when
+    `after_checkpoint` (the pause then pickles what changed only)."""
+    if after_checkpoint:
+        server.execute(kernel_id, "%checkpoint")
+        server.execute(kernel_id, "small = 2")
+    started = time.perf_counter()
+    printed = server.execute(kernel_id, "%pause")
+    took = time.perf_counter() - started
+    assert printed.startswith("paused runtime "), printed
+    return took
+
+
 def autocheckpoint_path(server: LiveServer, kernel_id: str) -> tuple[float, float]:
     """`small = N` with `%autocheckpoint` on (its checkpoint included), and off."""
     server.execute(kernel_id, "%autocheckpoint on")
@@ -100,6 +115,7 @@ def main(reps: int) -> None:
     rest: list[list[float]] = []
     magic: list[list[float]] = []
     auto: list[tuple[float, float]] = []
+    pauses: list[tuple[float, float]] = []
     plain: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-capture-paths-") as tmp,
@@ -113,6 +129,10 @@ def main(reps: int) -> None:
             magic.append(magic_path(server, kernel_id))
             _, kernel_id = session(server, f"auto-{rep}.ipynb")
             auto.append(autocheckpoint_path(server, kernel_id))
+            _, kernel_id = session(server, f"pause-whole-{rep}.ipynb")
+            whole = pause_path(server, kernel_id, after_checkpoint=False)
+            _, kernel_id = session(server, f"pause-after-{rep}.ipynb")
+            pauses.append((whole, pause_path(server, kernel_id, after_checkpoint=True)))
 
     median = statistics.median
     anchor = median(plain)
@@ -124,9 +144,21 @@ def main(reps: int) -> None:
             cells.append(f"{value * 1000:,.0f} ms ({value / anchor:.2f}x)")
         return cells
 
+    whole_pause = median(a for a, _ in pauses)
+    after_pause = median(b for _, b in pauses)
+    pause_row: list[object] = [
+        "`%pause` in a cell (1st: never checkpointed; 3rd: after `%checkpoint`, `small = 2`)",
+        f"{whole_pause * 1000:,.0f} ms ({whole_pause / anchor:.2f}x)",
+        "-",
+        f"{after_pause * 1000:,.0f} ms ({after_pause / anchor:.2f}x)",
+    ]
     table = markdown_table(
         [f"path (median of {reps})", "1st", "2nd, nothing changed", "after `small = 2`"],
-        [row("REST checkpoint (the panel's path)", rest), row("`%checkpoint` in a cell", magic)],
+        [
+            row("REST checkpoint (the panel's path)", rest),
+            row("`%checkpoint` in a cell", magic),
+            pause_row,
+        ],
     )
     on, off = median(a for a, _ in auto), median(b for _, b in auto)
     auto_table = markdown_table(
