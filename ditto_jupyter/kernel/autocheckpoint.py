@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ditto_jupyter.core.environment import WORKSPACE_ENV
 from ditto_jupyter.core.errors import CaptureLost, DittoError, UnsupportedBackend
+from ditto_jupyter.kernel.capture import kernel_hooks
 from ditto_jupyter.kernel.write_behind import WriteBehind
 
 # The magics make an AutoCheckpointer when they load, in every kernel: the capture and the
@@ -132,7 +133,7 @@ class AutoCheckpointer:
         # the runtime's head (recorded, unchanged, undone, restored); None: unknown.
         self._followed: int | None = None
         self._chosen = False  # the user turned it on or off in this kernel
-        shell.events.register("post_run_cell", self._count_cell)
+        kernel_hooks.register_event(shell, "post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
 
