@@ -94,14 +94,21 @@ def store_write_lock_held(data_dir: Path) -> Iterator[None]:
         holder.close()
 
 
-def a_cell_not_recorded(live: LiveServer, client: BlockingKernelClient) -> None:
-    """`%autocheckpoint on`; x = 1; x = 2 (both recorded); x = 3, whose automatic checkpoint
-    the store refuses (its write lock held elsewhere past the bound)."""
+#: A cell whose checkpoint is written behind its reply, and one captured whole before it
+#: (it could reach anything: `globals()`).
+UNRECORDED = {"written-behind": "x = 3", "synchronous": "x = 3; len(globals())"}
+
+
+def a_cell_not_recorded(
+    live: LiveServer, client: BlockingKernelClient, source: str = UNRECORDED["written-behind"]
+) -> None:
+    """`%autocheckpoint on`; x = 1; x = 2 (both recorded); `source` (x = 3), whose automatic
+    checkpoint the store refuses (its write lock held elsewhere past the bound)."""
     for cell in ("%autocheckpoint on", "x = 1", "x = 2"):
         clean(run_cell(client, cell))
     wait_for_autocheckpoints(client)
     with store_write_lock_held(live.data_dir):
-        out = run_cell(client, "x = 3")
+        out = run_cell(client, source)
         wait_for_autocheckpoints(client)  # the record was refused meanwhile
     assert out.error is None, out.error
 
@@ -162,12 +169,14 @@ def test_undo_right_after_a_cell_whose_checkpoint_was_not_recorded_refuses(
         client.stop_channels()
 
 
-def test_undo_of_the_cell_after_an_unrecorded_one_refuses(live: LiveServer) -> None:
-    session = live.open_notebook("unrecorded-before.ipynb")
+@pytest.mark.parametrize("path", sorted(UNRECORDED))
+def test_undo_of_the_cell_after_an_unrecorded_one_refuses(live: LiveServer, path: str) -> None:
+    notebook = f"unrecorded-before-{path}.ipynb"
+    session = live.open_notebook(notebook)
     rid = session["id"]
     client = connect(live, session["kernel"]["id"])
     try:
-        a_cell_not_recorded(live, client)
+        a_cell_not_recorded(live, client, UNRECORDED[path])
         missing = cell_of(live, rid, "x = 2") + 1
         work = "work = 'three hours of results'"
         ran(run_cell(client, work))  # recorded: the store takes writes again
@@ -177,11 +186,11 @@ def test_undo_of_the_cell_after_an_unrecorded_one_refuses(live: LiveServer) -> N
 
         status, refused = live.api("POST", "undo", {"runtime_id": rid})
         assert status == 409 and refused["error"] == "Conflict", refused
-        refused_in_one_line(refused["message"], "unrecorded-before.ipynb", rid, missing)
+        refused_in_one_line(refused["message"], notebook, rid, missing)
         assert peek(client, "[x, work]") == [3, "three hours of results"]
 
         line = percent_undo_refused(client)
-        refused_in_one_line(line, "unrecorded-before.ipynb", rid, missing)
+        refused_in_one_line(line, notebook, rid, missing)
         assert peek(client, "[x, work]") == [3, "three hours of results"]
         _, after = live.api("GET", f"{rid}/lineage")
         assert after["head"] == before["head"]  # nothing moved
