@@ -68,8 +68,12 @@ from ditto_jupyter.control.store.sql_langgraph_queries import (
     stored as _stored,
 )
 from ditto_jupyter.control.store.sql_langgraph_queries import (
+    upserts,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
     value as _value,
 )
+from ditto_jupyter.control.store.sqlite_langgraph_reads import SqliteLangGraphReads
 from ditto_jupyter.core.errors import RuntimeClosed
 from ditto_jupyter.core.models.langgraph import (
     LangGraphChannelValue,
@@ -87,39 +91,18 @@ class SqlLangGraphRows(SqlDatabase):
     @cached_property
     def _lg_statements(self) -> dict[str, Any]:
         """The upserts, built once per store for its dialect (SQLite or PostgreSQL)."""
-        insert = self.insert
-        checkpoint = insert(CHECKPOINTS)
-        write = insert(WRITES)
-        replaced = ("task_path", "channel", "type", "data", "manifest_id", "created_at_ms")
-        return {
-            "thread": insert(THREADS),
-            "blobs": insert(BLOBS).on_conflict_do_nothing(
-                index_elements=["thread", "checkpoint_ns", "channel", "version"]
-            ),
-            "checkpoint": checkpoint.on_conflict_do_update(
-                index_elements=["thread", "checkpoint_ns", "checkpoint_id"],
-                set_={
-                    name: checkpoint.excluded[name]
-                    for name in (
-                        "parent_checkpoint_id",
-                        "run_id",
-                        "created_at_ms",
-                        "type",
-                        "data",
-                        "manifest_id",
-                        "versions",
-                        "metadata",
-                    )
-                },
-            ),
-            "writes_keep": write.on_conflict_do_nothing(
-                index_elements=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"]
-            ),
-            "writes_replace": write.on_conflict_do_update(
-                index_elements=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
-                set_={name: write.excluded[name] for name in replaced},
-            ),
-        }
+        return upserts(self.insert)
+
+    @cached_property
+    def _lg_reads(self) -> SqliteLangGraphReads:
+        """get_tuple's read on the DB-API, on SQLite (`sqlite_langgraph_reads`)."""
+        return SqliteLangGraphReads(self.url.database or "", self.lock_timeout_ms, self._shown)
+
+    def close(self) -> None:
+        """Release every connection, the DB-API reads' too (see SqlDatabase.close)."""
+        super().close()
+        if "_lg_reads" in self.__dict__:
+            self._lg_reads.close()
 
     # ---- threads ----------------------------------------------------------------------
 
@@ -280,6 +263,9 @@ class SqlLangGraphRows(SqlDatabase):
     ) -> LangGraphTuple | None:
         """The checkpoint with its values and writes, or None (see the protocol)."""
         require_id(runtime_id, "a runtime id")
+        if self.backend == "sqlite" and self._active.get() is None:
+            self._check_open()
+            return self._lg_reads.get(runtime_id, thread_id, checkpoint_ns, checkpoint_id)
         where = {"runtime": runtime_id, "thread_id": thread_id, "ns": checkpoint_ns}
         with self._read() as conn:
             if checkpoint_id is None:

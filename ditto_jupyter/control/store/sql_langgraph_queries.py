@@ -84,3 +84,39 @@ def stored(value: LangGraphValue) -> dict[str, Any]:
 def batches(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), BATCH):
         yield items[start : start + BATCH]
+
+
+def upserts(insert: Any) -> dict[str, Any]:
+    """The upserts of `sql_langgraph`, built with the dialect's `insert`."""
+    checkpoint = insert(CHECKPOINTS)
+    write = insert(WRITES)
+    replaced = ("task_path", "channel", "type", "data", "manifest_id", "created_at_ms")
+    return {
+        "thread": insert(THREADS),
+        "blobs": insert(BLOBS).on_conflict_do_nothing(
+            index_elements=["thread", "checkpoint_ns", "channel", "version"]
+        ),
+        "checkpoint": checkpoint.on_conflict_do_update(
+            index_elements=["thread", "checkpoint_ns", "checkpoint_id"],
+            set_={
+                name: checkpoint.excluded[name]
+                for name in (
+                    "parent_checkpoint_id",
+                    "run_id",
+                    "created_at_ms",
+                    "type",
+                    "data",
+                    "manifest_id",
+                    "versions",
+                    "metadata",
+                )
+            },
+        ),
+        "writes_keep": write.on_conflict_do_nothing(
+            index_elements=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"]
+        ),
+        "writes_replace": write.on_conflict_do_update(
+            index_elements=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+            set_={name: write.excluded[name] for name in replaced},
+        ),
+    }
