@@ -10,6 +10,7 @@ fixture: a fresh, empty store that plays the role.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -304,7 +305,7 @@ class LangGraphRowsContract:
     ) -> None:
         rows.put_langgraph_checkpoint("rt-a", lg_checkpoint("t", "01", run_id="r1"), now_ms=1)
         store.put_session(runtime("rt-a", status=SessionLifecycleStatus.CLOSED))
-        refused = [
+        refused: list[Callable[[], object]] = [
             lambda: rows.put_langgraph_checkpoint("rt-a", lg_checkpoint("t", "02"), now_ms=2),
             lambda: rows.put_langgraph_writes(
                 "rt-a", "t", "", "01", [write("task", 0, b"x")], replace=False, now_ms=2
