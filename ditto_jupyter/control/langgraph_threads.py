@@ -29,6 +29,7 @@ A closed runtime's threads are kept, read-only: every write to them is refused
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -117,7 +118,9 @@ class LangGraphThreads:
         """Queue the values a committed row names for the object store (when there is one):
         they are uploaded behind the write, as a checkpoint's blobs are."""
         if manifests and self._replication is not None:
-            self._replication.upload_soon(f"langgraph-{runtime_id}-{manifests[0]}", manifests)
+            # one queue entry per set of manifests (an entry of the same key is ignored)
+            named = hashlib.sha256(",".join(sorted(set(manifests))).encode()).hexdigest()
+            self._replication.upload_soon(f"langgraph-{runtime_id}-{named}", manifests)
 
     # ---- what a saver does ----------------------------------------------------------------
 

@@ -38,31 +38,48 @@ def test_large_values_are_uploaded_behind_their_rows(deployment: Deployment) -> 
     server = deployment.server("a")
     runtime_id = asyncio.run(server.create_runtime("agent.ipynb", "ana")).runtime_id
     codec = ValueCodec(JsonPlusSerializer(), server.blobs, runtime_id)
-    channel_value, write_value = codec.place_all(
-        [("bytes", os.urandom(300_000)), ("bytes", os.urandom(200_000))]
-    )
+    first = os.urandom(300_000)
+    channel_value, write_value = codec.place_all([("bytes", first), ("bytes", os.urandom(200_000))])
     assert channel_value.manifest_id is not None and write_value.manifest_id is not None
-    server.langgraph.put(
-        runtime_id,
-        LangGraphCheckpoint(
-            thread_id="t",
-            checkpoint_id="01",
-            checkpoint=LangGraphValue(type="msgpack", data=b"\x80"),
-            versions={"big": "1"},
-            metadata={},
-            values=[LangGraphChannelValue(channel="big", version="1", value=channel_value)],
-        ),
-    )
-    server.langgraph.put_writes(
-        runtime_id,
-        "t",
-        "",
-        "01",
-        [LangGraphWrite(task_id="task", idx=0, channel="big", value=write_value)],
-        replace=False,
-    )
+    with deployment.gateway.stopped():  # the uploads stay queued meanwhile
+        server.langgraph.put(
+            runtime_id,
+            LangGraphCheckpoint(
+                thread_id="t",
+                checkpoint_id="01",
+                checkpoint=LangGraphValue(type="msgpack", data=b"\x80"),
+                versions={"big": "1"},
+                metadata={},
+                values=[LangGraphChannelValue(channel="big", version="1", value=channel_value)],
+            ),
+        )
+        server.langgraph.put_writes(
+            runtime_id,
+            "t",
+            "",
+            "01",
+            [LangGraphWrite(task_id="task", idx=0, channel="big", value=write_value)],
+            replace=False,
+        )
+        # a later put naming the same value (the same manifest) first, and a new one
+        again, other = codec.place_all([("bytes", first), ("bytes", os.urandom(100_000))])
+        assert again.manifest_id == channel_value.manifest_id and other.manifest_id is not None
+        server.langgraph.put(
+            runtime_id,
+            LangGraphCheckpoint(
+                thread_id="t",
+                checkpoint_id="02",
+                checkpoint=LangGraphValue(type="msgpack", data=b"\x80"),
+                versions={"big": "1", "other": "1"},
+                metadata={},
+                values=[
+                    LangGraphChannelValue(channel="big", version="1", value=again),
+                    LangGraphChannelValue(channel="other", version="1", value=other),
+                ],
+            ),
+        )
     assert server.replication.drain(timeout=120), "the uploads did not finish"
     replica = server.replication.replica
     assert replica is not None
-    for manifest in (channel_value.manifest_id, write_value.manifest_id):
+    for manifest in (channel_value.manifest_id, write_value.manifest_id, other.manifest_id):
         assert replica.bucket.exists(manifest_key(manifest)), manifest
