@@ -97,7 +97,7 @@ def load_ipython_extension(shell: Any) -> None:
 def unload_ipython_extension(shell: Any) -> None:
     """`%unload_ext ditto_jupyter`: the magics go, automatic checkpoints stop (what they
     recorded stays), and every hook of ours comes out of the kernel."""
-    from ditto_jupyter.kernel.magics import unload_ipython_extension as unload
+    from ditto_jupyter.kernel.unload import unload_ipython_extension as unload
 
     unload(shell)
 

@@ -589,23 +589,3 @@ def load_ipython_extension(
     """
     magics = DittoMagics(shell, budget_view=budget_view)
     shell.register_magics(magics, HistoryMagics(shell, magics))
-
-
-def unload_ipython_extension(shell: InteractiveShell) -> list[str]:
-    """`%unload_ext ditto_jupyter`: automatic checkpoints stop (what they recorded stays),
-    the magics go, and every hook of ours comes out of IPython, ipykernel and matplotlib
-    (`kernel_hooks`). Returns what could not be taken out (each is logged)."""
-    from ditto_jupyter.kernel.capture import kernel_hooks
-
-    ours = (DittoMagics, HistoryMagics)
-    for magics in list(shell.magics_manager.registry.values()):
-        if isinstance(magics, DittoMagics) and magics.autocheckpointer.enabled:
-            magics.autocheckpointer.turn_off()
-    for table in shell.magics_manager.magics.values():
-        for name, bound in list(table.items()):
-            if isinstance(getattr(bound, "__self__", None), ours):
-                del table[name]
-    for key, magics in list(shell.magics_manager.registry.items()):
-        if isinstance(magics, ours):
-            del shell.magics_manager.registry[key]
-    return kernel_hooks.remove_all()
