@@ -35,6 +35,7 @@ from ditto_jupyter.core.models import (
     ContextCapture,
     RuntimeCheckoutResult,
     RuntimeCheckpointResult,
+    RuntimeCompareResult,
     RuntimeDiffResult,
     RuntimePauseResult,
     RuntimeRecord,
@@ -299,6 +300,9 @@ class LocalControl:
     ) -> RuntimeDiffResult:
         return self._run(self.service.diff(self.runtime_id, from_ref, to_ref, capture=capture))
 
+    def compare(self, sides: list[tuple[str, str | None]]) -> RuntimeCompareResult:
+        return self._run(self.service.compare(sides, {}))
+
     def undo_plan(self) -> UndoPlan:
         from ditto_jupyter.control.undo import notebook_label
 
@@ -311,6 +315,7 @@ class LocalControl:
             head.automatic,
             resolved_of(target),
             notebook,
+            head.name,
         )
 
     def record_undo(self, checkpoint_id: str, undone_checkpoint_id: str) -> RuntimeUndoResult:

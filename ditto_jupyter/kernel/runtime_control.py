@@ -38,6 +38,7 @@ from ditto_jupyter.core.models import (
     RuntimeCheckoutResult,
     RuntimeCheckpoint,
     RuntimeCheckpointResult,
+    RuntimeCompareResult,
     RuntimeDiffResult,
     RuntimePauseResult,
     RuntimeRecord,
@@ -75,6 +76,8 @@ class UndoPlan:
     target: ResolvedCheckpoint
     #: What a message calls the runtime: its notebook's name (`control.undo.notebook_label`).
     notebook: str = ""
+    #: The head's name (`cell-12`), if it has one.
+    head_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,11 @@ class RuntimeControl(Protocol):
     ) -> RuntimeDiffResult:
         """Compare two checkpoints of this runtime, or one and this kernel (`"live"`: its
         `capture`, taken by the magic and not recorded)."""
+        ...
+
+    def compare(self, sides: list[tuple[str, str | None]]) -> RuntimeCompareResult:
+        """2 to 8 (runtime, `at`) side by side (`at`: a checkpoint reference in that runtime,
+        `"live"`, or None: live when it is live, else its head)."""
         ...
 
     def undo_plan(self) -> UndoPlan:

@@ -28,6 +28,7 @@ from ditto_jupyter.core.models import (
     ContextCapture,
     RuntimeCheckoutResult,
     RuntimeCheckpointResult,
+    RuntimeCompareResult,
     RuntimeDiffResult,
     RuntimePauseResult,
     RuntimeRecord,
@@ -196,9 +197,13 @@ class ServerControl:
         body["from"] = from_ref
         return _parse(RuntimeDiffResult, self._post("self/diff", body))
 
+    def compare(self, sides: list[tuple[str, str | None]]) -> RuntimeCompareResult:
+        body = [{"runtime_id": runtime_id, "at": at} for runtime_id, at in sides]
+        return _parse(RuntimeCompareResult, self._post("compare", {"sides": body}))
+
     def undo_plan(self) -> UndoPlan:
         from ditto_jupyter.client import api_path
-        from ditto_jupyter.control.undo import notebook_label, undo_target
+        from ditto_jupyter.control.undo import notebook_label, undo_target, undone_alone
 
         record = _parse(RuntimeRecord, self._get(api_path(self.runtime_id)))
         notebook = notebook_label(record.conversation_id, self.runtime_id)
@@ -206,6 +211,7 @@ class ServerControl:
         summary = _parse(CheckpointSummary, head) if head else None
         target = self.resolve(undo_target(self.runtime_id, summary, notebook))
         assert summary is not None and summary.automatic is not None
+        undone_alone(summary.automatic, target.name or target.checkpoint_id[:12], notebook)
         head_detail = self.resolve(summary.checkpoint_id)
         return UndoPlan(
             summary.checkpoint_id,
@@ -213,6 +219,7 @@ class ServerControl:
             summary.automatic,
             target,
             notebook,
+            summary.name,
         )
 
     def record_undo(self, checkpoint_id: str, undone_checkpoint_id: str) -> RuntimeUndoResult:

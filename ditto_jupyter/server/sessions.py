@@ -63,6 +63,7 @@ from ditto_jupyter.core.models import (
     RuntimeWorkspace,
     SessionRecord,
 )
+from ditto_jupyter.server.branches import SessionBranches
 from ditto_jupyter.server.changes import SessionChanges
 from ditto_jupyter.server.documents import SessionDocuments, sibling_notebook_path
 from ditto_jupyter.server.events import RuntimeEvents
@@ -120,6 +121,7 @@ class RuntimeSessions:
         self.documents = SessionDocuments(self)  # the checkpoints' notebooks (issue 23)
         self.changes = SessionChanges(self)  # diff, undo, cells a restore leaves different
         self.fan_out = SessionFanOut(self)  # checkouts of N children at once (issue 44)
+        self.branches = SessionBranches(self)  # compare of N, keep this branch (issue 44)
 
     async def check_runtime_token(self, runtime_id: str, runtime_token: str) -> str:
         """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token; the
@@ -287,10 +289,9 @@ class RuntimeSessions:
         """Where a live runtime's files are: a local directory, or a remote sandbox (None)."""
         await self.scope.runtime(runtime_id, user)
         path = await self.service.workspace(runtime_id)
-        session = await off_loop(self.service.session, runtime_id)
         return RuntimeWorkspace(
             runtime_id=runtime_id,
-            backend_kind=session.backend_kind,
+            backend_kind=(await off_loop(self.service.session, runtime_id)).backend_kind,
             path=str(path) if path is not None else None,
         )
 
@@ -334,6 +335,7 @@ class RuntimeSessions:
                     checkpoint_id=str(child.source_checkpoint_id),
                     conversation_id=child.conversation_id,
                     status=child.status,
+                    fanout=child.fanout,
                 )
                 for child in self.service.checkouts_of(runtime_id)
                 if child.belongs_to(user)

@@ -14,6 +14,18 @@ export interface IRuntimeRecord {
   status: RuntimeStatus;
   created_at_ms: number;
   updated_at_ms: number;
+  /**
+   * The fan-out (a checkout of 2 or more) this child was made by; null otherwise (absent
+   * from older servers).
+   */
+  fanout?: IFanOutMember | null;
+}
+
+/** A child's fan-out: the fan-out's id (one per checkout call), its index, the count. */
+export interface IFanOutMember {
+  id: string;
+  index: number;
+  size: number;
 }
 
 /** A variable a checkpoint could not keep. */
@@ -59,6 +71,8 @@ export interface IExecutedCell {
   execution_count: number;
   source: string;
   failed?: boolean;
+  /** A cell before it whose checkpoint was not recorded: undo cannot undo this one alone. */
+  unrecorded_before?: number | null;
 }
 
 /** GET /api/v1/runtimes/{runtime_id}/checkpoints (a page when the server pages). */
@@ -80,6 +94,7 @@ export interface ICheckoutBranch {
   checkpoint_id: string;
   conversation_id: string;
   status: RuntimeStatus;
+  fanout?: IFanOutMember | null;
 }
 
 /** GET /api/v1/runtimes/{runtime_id}/lineage. */
@@ -203,6 +218,42 @@ export interface IDiffResult {
 /** The live kernel (and the live document) as a side of a comparison. */
 export const LIVE = 'live';
 
+/** One side of a compare (POST /api/v1/runtimes/compare): a runtime, its checkpoint. */
+export interface ICompareSide {
+  runtime_id: string;
+  /** Null: the live runtime. */
+  checkpoint_id: string | null;
+  label: string;
+}
+
+/**
+ * POST /api/v1/runtimes/compare: 2 to 8 sides side by side. Each row holds one value per
+ * side, in the sides' order (null where a side holds none); `same` when every available
+ * side holds it, all alike. `available[i]` is false when side i cannot show that part.
+ */
+export interface ICompareResult {
+  sides: ICompareSide[];
+  variables: {
+    available: boolean[];
+    rows: { name: string; values: (IVariable | null)[]; same: boolean }[];
+  };
+  files: {
+    available: boolean[];
+    rows: { path: string; entries: (IDiffFile | null)[]; same: boolean }[];
+  };
+  cells: {
+    available: boolean[];
+    rows: { index: number; cells: (IDiffCell | null)[]; same: boolean }[];
+  };
+}
+
+/** POST /api/v1/runtimes/{runtime_id}/keep: the siblings closed, or why not. */
+export interface IKeepResult {
+  kept: string;
+  closed: string[];
+  failed: { runtime_id: string; error: string; message: string }[];
+}
+
 /** POST /api/v1/runtimes/undo. */
 export interface IUndoResult {
   runtime: IRuntimeRecord;
@@ -306,6 +357,8 @@ export interface IRuntimeEvent {
    * (answer with POST checkpoint/document), else where the recorded one came from.
    */
   document?: DocumentSource | null;
+  /** Checkout events of a fan-out (one per child): the child's fan-out. */
+  fanout?: IFanOutMember | null;
 }
 
 /** Whether a message from the event stream is a runtime event. */
