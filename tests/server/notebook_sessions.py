@@ -70,6 +70,16 @@ async def wait_until_busy(app: DittoJupyterApp, kernel_id: str) -> None:
         await asyncio.sleep(0.02)
 
 
+async def wait_until_idle(app: DittoJupyterApp, kernel_id: str, deadline_s: float = 120) -> None:
+    """Until the server sees the kernel idle, as a user sees the status indicator: a
+    client's request answers before the kernel's `idle` status reaches the server."""
+    assert app.host is not None
+    deadline = asyncio.get_running_loop().time() + deadline_s
+    while await app.host.is_busy(kernel_id):
+        assert asyncio.get_running_loop().time() < deadline, f"kernel {kernel_id} stayed busy"
+        await asyncio.sleep(0.02)
+
+
 @asynccontextmanager
 async def sleeping(app: DittoJupyterApp, kernel_id: str, scratch: Path) -> AsyncIterator[None]:
     """Inside the block the kernel is busy running a cell in `time.sleep`; after, idle again."""

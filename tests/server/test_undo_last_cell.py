@@ -16,7 +16,7 @@ import pytest
 
 from ditto_jupyter.server.app import DittoJupyterApp
 from tests.server.conftest import OpenRuntime
-from tests.server.notebook_sessions import run, user_variables
+from tests.server.notebook_sessions import run, user_variables, wait_until_idle
 
 Api = Any  # the `api` fixture of conftest.py
 
@@ -136,6 +136,7 @@ async def test_variables_changed_without_a_cell_are_kept_in_before_undo(
         assert reply["content"]["status"] == "ok", reply
     finally:
         client.stop_channels()
+    await wait_until_idle(ditto_app, kernel)  # the user presses Undo once it shows idle
 
     status, undone = await api("POST", "undo", {"runtime_id": rid})
     assert status == 200, undone
