@@ -72,7 +72,9 @@ def test_create_runtime_is_idle_and_listed(service: RuntimeService) -> None:
         "status",
         "created_at_ms",
         "updated_at_ms",
+        "fanout",
     }
+    assert record.fanout is None  # made by no fan-out
     assert [r.runtime_id for r in run(service.list_runtimes()).runtimes] == [record.runtime_id]
     assert run(service.get_runtime(record.runtime_id)) == record
     assert run(service.resume_session(record.runtime_id)) == record
