@@ -240,6 +240,19 @@ export class PanelState {
     return layout;
   }
 
+  /** Whether a fan-out group's children are shown in the tree. */
+  isGroupExpanded(fanoutId: string): boolean {
+    return this._groups.has(fanoutId);
+  }
+
+  /** Show or hide a fan-out group's children. */
+  toggleGroup(fanoutId: string): void {
+    if (!this._groups.delete(fanoutId)) {
+      this._groups.add(fanoutId);
+    }
+    this._emit();
+  }
+
   /** Whether the panel has been shown: only then is the whole runtime list loaded. */
   get active(): boolean {
     return this._active;
@@ -336,6 +349,7 @@ export class PanelState {
   private _changed = new Signal<this, void>(this);
   private _layouts = new Map<string, { revision: number; layout: ITreeLayout }>();
   private _expanded = new Set<string>();
+  private _groups = new Set<string>();
   private _autoExpanded = new Set<string>();
   private _pending = new Map<string, string>();
   private _kernelStatus = new Map<string, 'idle' | 'busy'>();
