@@ -15,5 +15,6 @@ export const CommandIDs = {
   showCellChanges: 'ditto:show-cell-changes',
   bringCellsBack: 'ditto:bring-cells-back',
   compareBranches: 'ditto:compare-branches',
-  keepBranch: 'ditto:keep-branch'
+  keepBranch: 'ditto:keep-branch',
+  comparePicked: 'ditto:compare-picked'
 } as const;

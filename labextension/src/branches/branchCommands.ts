@@ -10,6 +10,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { CommandIDs } from '../commandIds';
+import { pickedSides } from '../compare/compareSides';
 import { PanelState } from '../state/panelState';
 import { BranchActions } from './branchActions';
 import { fanoutOf, siblingsToClose } from './fanout';
@@ -74,9 +75,30 @@ export function registerBranchCommands(
     }
   });
 
-  for (const command of [CommandIDs.compareBranches, CommandIDs.keepBranch]) {
+  app.commands.addCommand(CommandIDs.comparePicked, {
+    label: trans.__('Compare Picked Runtime Checkpoints Side by Side'),
+    caption: trans.__('Variables, files and cells of 3 to 8 picked checkpoints, side by side'),
+    isEnabled: () => pickedSides(state) !== null,
+    execute: () => {
+      const sides = pickedSides(state);
+      return sides
+        ? actions.compareMany(sides, trans.__('%1 checkpoints side by side', sides.length))
+        : undefined;
+    }
+  });
+
+  for (const command of [
+    CommandIDs.compareBranches,
+    CommandIDs.keepBranch,
+    CommandIDs.comparePicked
+  ]) {
     palette?.addItem({ command, category: trans.__('Runtimes') });
   }
+  app.contextMenu.addItem({
+    command: CommandIDs.comparePicked,
+    selector: '.jp-DittoTree',
+    rank: 104
+  });
   app.contextMenu.addItem({
     command: CommandIDs.keepBranch,
     selector: '.jp-DittoRuntime-header',

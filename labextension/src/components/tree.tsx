@@ -22,6 +22,7 @@ import { GraphCell } from '../tree/graph';
 import { PassCell } from '../tree/passCell';
 import { treeItems } from '../tree/treeItems';
 import { nearEnd, scrollToShow, visibleRows } from '../tree/window';
+import { pickLetter } from '../compare/comparePicks';
 import { BranchRow } from './branchRow';
 import { FanoutGroupRow } from './fanoutGroupRow';
 
@@ -269,7 +270,7 @@ interface ICheckpointRowProps {
   count: number;
   head: boolean;
   selected: boolean;
-  /** Its place among the checkpoints picked for Compare (1 or 2), or 0. */
+  /** Its place among the checkpoints picked for Compare (1 to 8), or 0. */
   pick: number;
   checkouts: number;
   fromOrigin: boolean;
@@ -324,9 +325,9 @@ function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
       {pick > 0 ? (
         <span
           className="jp-DittoBadge jp-mod-pick"
-          title={trans.__('Picked for compare (%1 of 2)', pick)}
+          title={trans.__('Picked for compare (%1)', pick)}
         >
-          {pick === 1 ? 'A' : 'B'}
+          {pickLetter(pick)}
         </span>
       ) : null}
       {props.fromOrigin ? (
