@@ -10,12 +10,15 @@ workspace checked out from the deduplicated snapshot; an E2B runtime's children 
 sandboxes created side by side from the one provider snapshot.
 
 At most `MAX_CHECKOUT_COUNT` (20) children at once, as E2B's fork makes at most 20.
+Each child of a checkout of 2 or more records its fan-out (`FanOutMember`: an id new to this
+call, its index, the count), so the children are seen, compared and kept as one group.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +28,7 @@ from ditto_jupyter.control.lifecycle import Lifecycle
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.core.errors import BackendError, DittoError, InvalidRequest
 from ditto_jupyter.core.limits import MAX_CHECKOUT_COUNT
-from ditto_jupyter.core.models import CheckoutChild, RuntimeCheckoutResult
+from ditto_jupyter.core.models import CheckoutChild, FanOutMember, RuntimeCheckoutResult
 from ditto_jupyter.core.models.fields import checkout_count_problem
 
 _log = logging.getLogger(__name__)
@@ -84,6 +87,11 @@ def _with_message(error: DittoError, message: str) -> DittoError:
         return BackendError(message)
 
 
+def new_fanout_id() -> str:
+    """The id of a new fan-out, one per checkout call of 2 or more."""
+    return "fo-" + secrets.token_hex(8)
+
+
 class FanOut:
     """Check out N children of one checkpoint at once, each on its own."""
 
@@ -116,12 +124,16 @@ class FanOut:
         refuse_pruned(checkpoint)
         source = parts.guard.session(checkpoint.runtime_id)
         gate = asyncio.Semaphore(PARALLEL_CHILDREN)
+        fanout_id = new_fanout_id() if count >= 2 else None
 
         async def one(index: int) -> ChildOutcome:
             async with gate:
+                member = None
+                if fanout_id is not None:
+                    member = FanOutMember(id=fanout_id, index=index, size=count)
                 try:
                     result = await self.lifecycle.checkout_child(
-                        checkpoint, source, names[index], sender_id, metadata, None
+                        checkpoint, source, names[index], sender_id, metadata, None, member
                     )
                 except DittoError as error:
                     _log.warning(

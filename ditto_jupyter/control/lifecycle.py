@@ -61,6 +61,7 @@ from ditto_jupyter.core.errors import (
 from ditto_jupyter.core.models import (
     BackendCheckpointRef,
     ContextCapture,
+    FanOutMember,
     RuntimeCheckoutResult,
     RuntimeCheckpoint,
     RuntimeCloseResult,
@@ -227,9 +228,11 @@ class Lifecycle:
         sender_id: str | None,
         metadata: dict[str, Any] | None,
         handle_state: dict[str, Any] | None,
+        fanout: FanOutMember | None = None,
     ) -> RuntimeCheckoutResult:
         """One child of a checkout, the source's slot held by the caller: a backend, a
-        context holding the checkpoint's state, then its store records; or nothing."""
+        context holding the checkpoint's state, then its store records; or nothing.
+        `fanout`: the fan-out it is a child of (a checkout of 2 or more)."""
         parts = self.parts
         merged = merged_metadata(checkpoint.session.metadata, metadata)
         child_id = child_runtime_id(source.session_id)
@@ -258,6 +261,7 @@ class Lifecycle:
                     "updated_at_ms": now_ms(),
                     "source_runtime_id": source.session_id,
                     "source_checkpoint_id": checkpoint.checkpoint_id,
+                    "fanout": fanout,
                 }
             )
             child, unrestorable = await self._start_context(

@@ -17,7 +17,7 @@ from typing import Any
 from jupyter_events import EventLogger
 
 from ditto_jupyter.core.errors import DittoError
-from ditto_jupyter.core.models import UnrestorableValue
+from ditto_jupyter.core.models import FanOutMember, UnrestorableValue
 
 RUNTIME_EVENT_SCHEMA_ID = "https://events.ditto-jupyter.dev/ditto_jupyter/runtime/v1"
 RUNTIME_EVENT_SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "runtime" / "v1.yaml"
@@ -44,6 +44,10 @@ class OperationEvent:
     reason: str | None = None
     #: checkpoint and document events: `pending`, or where the checkpoint's document came from
     document: str | None = None
+    #: checkout events of a fan-out: the child's group (`FanOutMember`), else None
+    fanout: FanOutMember | None = None
+    #: the operation emitted its own events (one per child of a fan-out): not this one
+    replaced: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def data(self, duration_ms: float) -> dict[str, Any]:
@@ -64,6 +68,7 @@ class OperationEvent:
             "error": self.error,
             "reason": self.reason,
             "document": self.document,
+            "fanout": None if self.fanout is None else self.fanout.model_dump(),
         }
 
 
@@ -84,6 +89,7 @@ class RuntimeEvents:
 
         The block fills in the event (checkpoint id, status) and sets `ok`; an exception
         leaving the block marks the event failed with the error's code, then propagates.
+        A block that emitted its own events instead sets `replaced`: nothing more is emitted.
         """
         event = OperationEvent(action=action, runtime_id=runtime_id)
         started = time.perf_counter()
@@ -100,4 +106,5 @@ class RuntimeEvents:
         else:
             event.ok = True
         finally:
-            self.emit(event, (time.perf_counter() - started) * 1000.0)
+            if not event.replaced:
+                self.emit(event, (time.perf_counter() - started) * 1000.0)

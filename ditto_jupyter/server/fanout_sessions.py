@@ -3,11 +3,13 @@
 The fan-out itself is RuntimeService's (`control.fanout`); this adds what a single
 checkout adds around it, for each child: a notebook copy beside the original (from the
 checkpoint's document, `documents`), and a Jupyter session for the child's kernel, so it
-opens like any other. A child that failed leaves no notebook copy behind.
+opens like any other. A child that failed leaves no notebook copy behind. A fan-out (2 or
+more) emits one checkout event per child, each naming the child's fan-out.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,7 @@ from jupyter_server.utils import ensure_async
 from ditto_jupyter.control.fanout import ChildOutcome, fan_out_answer
 from ditto_jupyter.core.models import RuntimeCheckoutResult
 from ditto_jupyter.server.documents import NotebookSource, sibling_notebook_path
+from ditto_jupyter.server.events import OperationEvent
 
 if TYPE_CHECKING:
     from ditto_jupyter.server.sessions import RuntimeSessions
@@ -42,6 +45,7 @@ class SessionFanOut:
         sessions = self.sessions
         service = sessions.service
         checkpoint = sessions.scope.checkpoint(checkpoint_id, user)
+        started = time.perf_counter()
         with sessions.events.operation("checkout", checkpoint.runtime_id) as event:
             event.checkpoint_id = checkpoint_id
             event.source_runtime_id = checkpoint.runtime_id
@@ -72,11 +76,37 @@ class SessionFanOut:
             failed = [o.index for o in outcomes if o.result is None]
             await self._delete_copies(targets, written, failed)
             finished = [await self._finish(o, targets, written) for o in outcomes]
+            if count >= 2:  # one event per child, each naming its fan-out
+                event.replaced = True
+                duration_ms = (time.perf_counter() - started) * 1000.0
+                for outcome in finished:
+                    sessions.events.emit(self._child_event(event, outcome), duration_ms)
             answer = fan_out_answer(finished)
             event.runtime_id = answer.runtime.runtime_id
             event.status = answer.runtime.status.value
             event.unrestorable = answer.unrestorable
             return answer
+
+    @staticmethod
+    def _child_event(event: OperationEvent, outcome: ChildOutcome) -> OperationEvent:
+        """The checkout event of one child of a fan-out: its runtime, or its error."""
+        child = OperationEvent(
+            action="checkout",
+            runtime_id=event.runtime_id,
+            checkpoint_id=event.checkpoint_id,
+            source_runtime_id=event.source_runtime_id,
+        )
+        if outcome.result is None:
+            assert outcome.error is not None
+            child.error = outcome.error.code
+            return child
+        runtime = outcome.result.runtime
+        child.runtime_id = runtime.runtime_id
+        child.status = runtime.status.value
+        child.unrestorable = outcome.result.unrestorable
+        child.fanout = runtime.fanout
+        child.ok = True
+        return child
 
     async def _finish(
         self,

@@ -328,6 +328,7 @@ class RuntimeSessions:
                     checkpoint_id=str(child.source_checkpoint_id),
                     conversation_id=child.conversation_id,
                     status=child.status,
+                    fanout=child.fanout,
                 )
                 for child in self.service.checkouts_of(runtime_id)
                 if child.belongs_to(user)

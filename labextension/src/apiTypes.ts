@@ -14,6 +14,15 @@ export interface IRuntimeRecord {
   status: RuntimeStatus;
   created_at_ms: number;
   updated_at_ms: number;
+  /** The fan-out (a checkout of 2 or more) this child was made by; null otherwise. */
+  fanout: IFanOutMember | null;
+}
+
+/** A child's fan-out: the fan-out's id (one per checkout call), its index, the count. */
+export interface IFanOutMember {
+  id: string;
+  index: number;
+  size: number;
 }
 
 /** A variable a checkpoint could not keep. */
@@ -80,6 +89,7 @@ export interface ICheckoutBranch {
   checkpoint_id: string;
   conversation_id: string;
   status: RuntimeStatus;
+  fanout: IFanOutMember | null;
 }
 
 /** GET /api/v1/runtimes/{runtime_id}/lineage. */
@@ -306,6 +316,8 @@ export interface IRuntimeEvent {
    * (answer with POST checkpoint/document), else where the recorded one came from.
    */
   document?: DocumentSource | null;
+  /** Checkout events of a fan-out (one per child): the child's fan-out. */
+  fanout?: IFanOutMember | null;
 }
 
 /** Whether a message from the event stream is a runtime event. */

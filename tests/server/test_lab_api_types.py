@@ -20,6 +20,7 @@ API_TYPES = Path(__file__).resolve().parents[2] / "labextension" / "src" / "apiT
 #: Each interface that types a server answer, and the component schema it mirrors.
 SCHEMA_OF = {
     "IRuntimeRecord": "RuntimeRecord",
+    "IFanOutMember": "FanOutMember",
     "IUnrestorableValue": "UnrestorableValue",
     "ICheckpointDocumentInfo": "DocumentInfo",
     "ICheckpointSummary": "CheckpointSummary",

@@ -122,7 +122,7 @@ class StoreConnection(Protocol):
 @runtime_checkable
 class RuntimeRecords(Protocol):
     """The runtimes (runtime_id == session_id): one record each, and the indexed lookups of
-    a runtime's checkouts and of the live runtime of a kernel."""
+    a runtime's checkouts, of the live runtime of a kernel and of a fan-out's children."""
 
     def insert_session(self, session: SessionRecord) -> None:
         """Add a new runtime; ValueError if one with that id exists."""
@@ -148,6 +148,11 @@ class RuntimeRecords(Protocol):
     def live_session_with_kernel(self, kernel_id: str) -> SessionRecord | None:
         """The live (idle or busy) runtime whose handle names that kernel id, or None (an
         index lookup; the oldest one should two ever name it)."""
+        ...
+
+    def fanout_members(self, fanout_id: str) -> list[SessionRecord]:
+        """The children of one fan-out (`SessionRecord.fanout.id`), by created_at_ms then id
+        (an index lookup)."""
         ...
 
 

@@ -52,6 +52,7 @@ class _SessionRow(NamedTuple):
     source_runtime_id: str | None
     source_checkpoint_id: str | None
     kernel_id: str | None
+    fanout_id: str | None
 
     @classmethod
     def of(cls, session: SessionRecord) -> _SessionRow:
@@ -62,6 +63,7 @@ class _SessionRow(NamedTuple):
             session.source_runtime_id,
             session.source_checkpoint_id,
             kernel_id_of(session),
+            session.fanout.id if session.fanout is not None else None,
         )
 
 
@@ -229,6 +231,10 @@ class MemoryCheckpointStore:
     def checkouts_of(self, runtime_id: str) -> list[SessionRecord]:
         """The runtimes checked out from `runtime_id`'s checkpoints, by created_at_ms then id."""
         return self._sessions_where(lambda row: row.source_runtime_id == runtime_id)
+
+    def fanout_members(self, fanout_id: str) -> list[SessionRecord]:
+        """The children of one fan-out, by created_at_ms then id."""
+        return self._sessions_where(lambda row: row.fanout_id == fanout_id)
 
     def live_session_with_kernel(self, kernel_id: str) -> SessionRecord | None:
         """The live (idle or busy) runtime whose handle names that kernel id, or None."""

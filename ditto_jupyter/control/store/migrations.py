@@ -31,6 +31,8 @@ those naming another runtime's checkpoint indexed. SQLite, which had no DROP COL
 3.35, gets the checkpoints table made anew; PostgreSQL alters it in place.
 Step 11 is `migration_shared_bases`; step 12 adds the tables of LangGraph's checkpoints
 (`migration_langgraph`).
+Step 13 adds the column of the fan-out a checkout child was made by (issue 44 §3), indexed
+where set; no record held a fan-out before, so there is nothing to backfill.
 """
 
 from __future__ import annotations
@@ -385,6 +387,16 @@ def _narrow_checkpoint_indexes_v10(conn: Connection) -> None:
     )
 
 
+# ---- step 13: the fan-out of a checkout child ------------------------------------------------
+
+
+def _add_fanout_column_v13(conn: Connection) -> None:
+    conn.exec_driver_sql("ALTER TABLE sessions ADD COLUMN fanout_id TEXT")
+    conn.exec_driver_sql(
+        "CREATE INDEX sessions_by_fanout ON sessions (fanout_id) WHERE fanout_id IS NOT NULL"
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sessions, checkpoints, heads and backend bindings", _create_v1),
     Migration(
@@ -421,6 +433,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "LangGraph's checkpoints: threads of a runtime, checkpoints, channel values, writes",
         create_langgraph_tables_v12,
     ),
+    Migration(13, "the fan-out a checkout child was made by", _add_fanout_column_v13),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -47,10 +47,19 @@ SESSIONS = sa.Table(
         nullable=True,
     ),
     sa.Column("head_elsewhere", sa.Boolean, nullable=False, server_default=sa.false()),
+    # The fan-out a checkout child was made by (schema 13): keep-this-branch asks for a
+    # fan-out's children; only the rows of fan-out children are indexed.
+    sa.Column("fanout_id", sa.Text, nullable=True),
     sa.Index("sessions_by_created", "created_at_ms", "runtime_id"),
     sa.Index("sessions_by_source_runtime", "source_runtime_id", "created_at_ms", "runtime_id"),
     sa.Index("sessions_by_source_checkpoint", "source_checkpoint_id"),
     sa.Index("sessions_by_kernel", "kernel_id"),
+    sa.Index(
+        "sessions_by_fanout",
+        "fanout_id",
+        sqlite_where=sa.text("fanout_id IS NOT NULL"),
+        postgresql_where=sa.text("fanout_id IS NOT NULL"),
+    ),
     sa.Index(
         "sessions_by_foreign_head",
         "head_checkpoint_id",

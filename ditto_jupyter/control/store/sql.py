@@ -110,6 +110,7 @@ class SqlCheckpointStore(SqlBindingsAndLeftovers, SqlLangGraphRows, SqlLeases):
             "source_runtime_id": session.source_runtime_id,
             "source_checkpoint_id": session.source_checkpoint_id,
             "kernel_id": kernel_id_of(session),
+            "fanout_id": session.fanout.id if session.fanout is not None else None,
         }
 
     def insert_session(self, session: SessionRecord) -> None:
@@ -180,6 +181,17 @@ class SqlCheckpointStore(SqlBindingsAndLeftovers, SqlLangGraphRows, SqlLeases):
             rows = conn.execute(
                 sa.select(col.runtime_id, col.data)
                 .where(col.source_runtime_id == runtime_id)
+                .order_by(col.created_at_ms, self._by_codepoint(col.runtime_id))
+            ).all()
+        return load_rows(SessionRecord, rows, "runtime")
+
+    def fanout_members(self, fanout_id: str) -> list[SessionRecord]:
+        """The children of one fan-out, by created_at_ms then id."""
+        col = SESSIONS.c
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(col.runtime_id, col.data)
+                .where(col.fanout_id == fanout_id)
                 .order_by(col.created_at_ms, self._by_codepoint(col.runtime_id))
             ).all()
         return load_rows(SessionRecord, rows, "runtime")

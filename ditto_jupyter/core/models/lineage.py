@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from ditto_jupyter.core.models.fields import StrictModel
-from ditto_jupyter.core.models.records import CheckpointSummary, SessionLifecycleStatus
+from ditto_jupyter.core.models.records import (
+    CheckpointSummary,
+    FanOutMember,
+    SessionLifecycleStatus,
+)
 
 
 class CheckoutOrigin(StrictModel):
@@ -14,12 +18,14 @@ class CheckoutOrigin(StrictModel):
 
 
 class CheckoutBranch(StrictModel):
-    """A runtime checked out from one of this runtime's checkpoints."""
+    """A runtime checked out from one of this runtime's checkpoints, and the fan-out it
+    was made by (None for a single checkout)."""
 
     runtime_id: str
     checkpoint_id: str
     conversation_id: str
     status: SessionLifecycleStatus
+    fanout: FanOutMember | None = None
 
 
 class RuntimeLineage(StrictModel):

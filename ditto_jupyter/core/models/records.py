@@ -24,8 +24,20 @@ class SessionLifecycleStatus(str, Enum):
     CLOSED = "closed"
 
 
+class FanOutMember(StrictModel):
+    """A child of one checkout of 2 or more (a fan-out): the fan-out's id (one per call),
+    the child's place in it (0-based) and how many children it asked for."""
+
+    id: str
+    index: int
+    size: int
+
+
 class RuntimeRecord(StrictModel):
-    """The public face of a runtime: identity, notebook, status and times, never a backend id."""
+    """The public face of a runtime: identity, notebook, status and times, never a backend id.
+
+    `fanout` names the fan-out a checkout child belongs to; None for any other runtime.
+    """
 
     runtime_id: str
     conversation_id: str
@@ -33,6 +45,7 @@ class RuntimeRecord(StrictModel):
     status: SessionLifecycleStatus
     created_at_ms: int
     updated_at_ms: int
+    fanout: FanOutMember | None = None
 
 
 class SessionRecord(StrictModel):
@@ -61,6 +74,8 @@ class SessionRecord(StrictModel):
     #: checkout's source's owner); None in records made before owners were kept, which
     #: belong to their sender. Never taken from a request body.
     owner: str | None = None
+    #: The fan-out (a checkout of 2 or more) this checkout child was made by, else None.
+    fanout: FanOutMember | None = None
 
     def belongs_to(self, user: str) -> bool:
         """Whether `user` may see and operate on this runtime (its owner, else its sender)."""
@@ -75,6 +90,7 @@ class SessionRecord(StrictModel):
             status=self.status,
             created_at_ms=self.created_at_ms,
             updated_at_ms=self.updated_at_ms,
+            fanout=self.fanout,
         )
 
 

@@ -2,7 +2,7 @@
 
 The runtimes: one record per id, inserted once or replaced, listed by creation then id in
 code-point order on every backend, and the indexed lookups of a runtime's checkouts and of
-the live runtime of a kernel.
+the live runtime of a kernel, and the children of a fan-out.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import pytest
 
 from ditto_jupyter.control.store.interface import CheckpointStore, RuntimeRecords
 from ditto_jupyter.core.models import (
+    FanOutMember,
     SessionLifecycleStatus,
+    SessionRecord,
 )
 from ditto_jupyter.testing.contracts.store_data import (
     record,
@@ -56,6 +58,22 @@ class RuntimeRecordsContract:
         assert store.checkouts_of("src-a") == [] and store.checkouts_of("nobody") == []
         store.put_session(record("src-a", 2))  # a rewrite without the origin drops it
         assert [s.session_id for s in store.checkouts_of("src")] == ["src-b"]
+
+    def test_the_children_of_a_fan_out(self, store: CheckpointStore) -> None:
+        def child(rid: str, created: int, fanout: str, index: int) -> SessionRecord:
+            member = FanOutMember(id=fanout, index=index, size=2)
+            return record(rid, created, source_runtime_id="src", fanout=member)
+
+        store.insert_session(child("b", 1, "fo-1", 1))
+        store.insert_session(child("a", 2, "fo-1", 0))
+        store.insert_session(child("c", 3, "fo-2", 0))
+        store.insert_session(record("d", 4, source_runtime_id="src"))
+        assert [s.session_id for s in store.fanout_members("fo-1")] == ["b", "a"]
+        found = store.get_session("a")
+        assert found is not None and found.fanout == FanOutMember(id="fo-1", index=0, size=2)
+        assert store.fanout_members("fo-3") == []
+        store.put_session(record("b", 1, source_runtime_id="src"))  # a rewrite drops it
+        assert [s.session_id for s in store.fanout_members("fo-1")] == ["a"]
 
     def test_the_live_runtime_of_a_kernel(self, store: CheckpointStore) -> None:
         store.insert_session(record("a", 1, handle_state={"kernel_id": "k1"}))
