@@ -26,7 +26,7 @@ function branch(
     conversation_id: `${runtimeId}.ipynb`,
     status,
     fanout
-  } as ICheckoutBranch;
+  };
 }
 
 function record(
@@ -42,7 +42,7 @@ function record(
     created_at_ms: 1,
     updated_at_ms: 1,
     fanout
-  } as IRuntimeRecord;
+  };
 }
 
 describe('fan-out groups', () => {

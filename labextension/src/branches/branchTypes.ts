@@ -4,15 +4,10 @@
  * answer of "keep this branch".
  */
 
-import { IDiffCell, IDiffFile, IVariable } from '../apiTypes';
+import { IDiffCell, IDiffFile, IFanOutMember, IVariable } from '../apiTypes';
 
-/** The fan-out a runtime was made by: one id per checkout call, its place, its size. */
-export interface IFanout {
-  id: string;
-  /** 0-based. */
-  index: number;
-  size: number;
-}
+/** The fan-out a runtime was made by: one id per checkout call, its place (0-based), its size. */
+export type IFanout = IFanOutMember;
 
 /** At most this many sides in one comparison (core/limits.py MAX_COMPARE_SIDES). */
 export const MAX_COMPARE_SIDES = 8;
