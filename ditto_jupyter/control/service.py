@@ -16,7 +16,7 @@ The door delegates; each job lives in a module of its own, over one shared `Runt
 - `lifecycle`: create, checkout, pause, resume, close, lost; `fanout`: N checkouts at once;
 - `housekeeping`: delete-snapshot, prune, garbage collection;
 - `checkpoint_documents`: a checkpoint's notebook document, stored, answered, read;
-- `diff`: what a checkpoint holds, and what changed between two points in time;
+- `diff`: what a checkpoint holds, what changed between two points in time, N side by side;
 - `undo`: back to just before the last cell `%autocheckpoint` recorded, files included;
 - `provider_work`, `leftovers`: provider work, then the store writes, or the work undone;
   cleanups that fail logged, and what they leave behind recorded;
@@ -28,7 +28,7 @@ The reads (a runtime, its checkpoints, its workspace) are answered here, from th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,7 @@ from ditto_jupyter.core.models import (
     RuntimeCheckpointResult,
     RuntimeCheckpointSnapshotDeleteResult,
     RuntimeCloseResult,
+    RuntimeCompareResult,
     RuntimeDiffResult,
     RuntimeListResult,
     RuntimePauseResult,
@@ -307,8 +308,7 @@ class RuntimeService:
         return self._documents.document(self.parts.checkpoint(checkpoint_id))
 
     def checkpoint_contents(self, checkpoint_id: str) -> CheckpointContents:
-        """What a checkpoint holds: its variables (as the kernel described them), files and
-        document; nothing is unpickled."""
+        """What a checkpoint holds: variables (as recorded), files, document; never unpickled."""
         return self._comparisons.contents(self.parts.checkpoint(checkpoint_id))
 
     async def diff(
@@ -320,14 +320,17 @@ class RuntimeService:
         capture: ContextCapture | None = None,
         notebook: LiveNotebook | None = None,
     ) -> RuntimeDiffResult:
-        """What changed between two checkpoints of a runtime (references as `resolve`
-        takes them), or a checkpoint and the live runtime (`"live"`, the default `to`;
-        `from` defaults to the head). The live variables come from `capture` (a magic's
-        own, not recorded) or from a capture of the idle kernel that is not recorded; the
-        live notebook is `notebook` (None: its cells are not compared)."""
+        """What changed from a checkpoint (`from`: the head) to another or `"live"` (the
+        default; variables: `capture`, else the idle kernel's; cells: `notebook`'s)."""
         return await self._comparisons.diff(
             runtime_id, from_ref, to_ref, capture=capture, notebook=notebook
         )
+
+    async def compare(
+        self, sides: Sequence[tuple[str, str | None]], notebooks: Mapping[str, LiveNotebook]
+    ) -> RuntimeCompareResult:
+        """2 to 8 (runtime, `at`) side by side (`Comparisons.compare`); nothing unpickled."""
+        return await self._comparisons.compare(sides, notebooks)
 
     def changed_cells(self, checkpoint_id: str, document: NotebookDocument | None) -> CellsCounted:
         """How many cells differ from `document` (None: no document), and a note (blocking)."""
@@ -386,9 +389,8 @@ class RuntimeService:
         return self.parts.checkpoint(checkpoint_id)
 
     async def make_local(self, checkpoint: RuntimeCheckpoint) -> None:
-        """Fetch from the object store what this server lacks of a checkpoint's blobs (its
-        variables, files and document), before a front end reads them: it may have been
-        taken on another server."""
+        """Fetch what this server lacks of a checkpoint's blobs (variables, files, document)
+        before a front end reads them: it may have been taken on another server."""
         await self.parts.make_local(checkpoint)
 
     def resolve_checkpoint(

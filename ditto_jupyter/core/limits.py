@@ -42,6 +42,9 @@ MAX_METADATA_BYTES = 64 * 1024
 #: Children of one checkout (`count`): at most 20, as E2B's fork makes at most 20 at once.
 MAX_CHECKOUT_COUNT = 20
 
+#: Sides of one comparison (`POST /api/v1/runtimes/compare`): 2 to 8 side by side.
+MAX_COMPARE_SIDES = 8
+
 #: Each limit with what it bounds, for the documentation (docs/rest.md).
 LIMITS: tuple[tuple[str, int, str], ...] = (
     ("request body", MAX_BODY_BYTES, "bytes"),
@@ -55,6 +58,7 @@ LIMITS: tuple[tuple[str, int, str], ...] = (
     ("one metadata value, as JSON", MAX_METADATA_VALUE_BYTES, "bytes"),
     ("all metadata, as JSON", MAX_METADATA_BYTES, "bytes"),
     ("children of one checkout (`count`)", MAX_CHECKOUT_COUNT, "runtimes"),
+    ("sides of one comparison (`compare`)", MAX_COMPARE_SIDES, "sides"),
 )
 
 

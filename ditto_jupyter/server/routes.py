@@ -80,6 +80,7 @@ from ditto_jupyter.core.models import (
     SelfPruneRequest,
     SelfRestoreRequest,
 )
+from ditto_jupyter.server.branch_routes import BRANCH_ROUTES
 from ditto_jupyter.server.langgraph_routes import LANGGRAPH_ROUTES
 from ditto_jupyter.server.notebook_routes import NOTEBOOK_ROUTES
 from ditto_jupyter.server.route_spec import (
@@ -438,4 +439,9 @@ _TABLE = (
 )
 
 #: Every route of the API, in the order of the OpenAPI document.
-ROUTES: tuple[RouteSpec[Any], ...] = (*_TABLE, *NOTEBOOK_ROUTES, *LANGGRAPH_ROUTES)
+ROUTES: tuple[RouteSpec[Any], ...] = (
+    *_TABLE,
+    *NOTEBOOK_ROUTES,
+    *BRANCH_ROUTES,
+    *LANGGRAPH_ROUTES,
+)

@@ -62,6 +62,7 @@ from ditto_jupyter.core.models import (
     RuntimeResumeResult,
     RuntimeWorkspace,
 )
+from ditto_jupyter.server.branches import SessionBranches
 from ditto_jupyter.server.changes import SessionChanges
 from ditto_jupyter.server.documents import SessionDocuments, sibling_notebook_path
 from ditto_jupyter.server.events import RuntimeEvents
@@ -119,6 +120,7 @@ class RuntimeSessions:
         self.documents = SessionDocuments(self)  # the checkpoints' notebooks (issue 23)
         self.changes = SessionChanges(self)  # diff, undo, cells a restore leaves different
         self.fan_out = SessionFanOut(self)  # checkouts of N children at once (issue 44)
+        self.branches = SessionBranches(self)  # compare of N, keep this branch (issue 44)
 
     def check_runtime_token(self, runtime_id: str, runtime_token: str) -> str:
         """InvalidRequest unless a `self/...` caller holds `runtime_id`'s kernel token; the

@@ -213,6 +213,42 @@ export interface IDiffResult {
 /** The live kernel (and the live document) as a side of a comparison. */
 export const LIVE = 'live';
 
+/** One side of a compare (POST /api/v1/runtimes/compare): a runtime, its checkpoint. */
+export interface ICompareSide {
+  runtime_id: string;
+  /** Null: the live runtime. */
+  checkpoint_id: string | null;
+  label: string;
+}
+
+/**
+ * POST /api/v1/runtimes/compare: 2 to 8 sides side by side. Each row holds one value per
+ * side, in the sides' order (null where a side holds none); `same` when every available
+ * side holds it, all alike. `available[i]` is false when side i cannot show that part.
+ */
+export interface ICompareResult {
+  sides: ICompareSide[];
+  variables: {
+    available: boolean[];
+    rows: { name: string; values: (IVariable | null)[]; same: boolean }[];
+  };
+  files: {
+    available: boolean[];
+    rows: { path: string; entries: (IDiffFile | null)[]; same: boolean }[];
+  };
+  cells: {
+    available: boolean[];
+    rows: { index: number; cells: (IDiffCell | null)[]; same: boolean }[];
+  };
+}
+
+/** POST /api/v1/runtimes/{runtime_id}/keep: the siblings closed, or why not. */
+export interface IKeepResult {
+  kept: string;
+  closed: string[];
+  failed: { runtime_id: string; error: string; message: string }[];
+}
+
 /** POST /api/v1/runtimes/undo. */
 export interface IUndoResult {
   runtime: IRuntimeRecord;

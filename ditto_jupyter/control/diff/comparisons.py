@@ -7,6 +7,7 @@ the caller sees it. Each part is read from what was recorded: the namespace mani
 summaries and digests (`core.namespace_manifest`), the workspace manifests, the stored
 documents. Nothing is unpickled. A part a side cannot show (a pruned checkpoint, an E2B
 snapshot, no document) makes that part of the comparison unavailable, never an error.
+`compare` shows 2 to 8 sides, of one runtime or several, side by side (`side_by_side`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import contextlib
 import gc
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ditto_jupyter.backends.base import FileTree
@@ -24,6 +25,12 @@ from ditto_jupyter.control.checkpoint_documents import CheckpointDocuments
 from ditto_jupyter.control.checkpointing import check_self_capture
 from ditto_jupyter.control.diff.cells import changed_cell_count, compare_cells
 from ditto_jupyter.control.diff.files import compare_files
+from ditto_jupyter.control.diff.side_by_side import (
+    cells_side_by_side,
+    check_side_count,
+    files_side_by_side,
+    variables_side_by_side,
+)
 from ditto_jupyter.control.diff.variables import as_variable, compare_variables
 from ditto_jupyter.control.documents.storage import CellView, cell_views
 from ditto_jupyter.control.lookups import resolve_checkpoint
@@ -34,13 +41,16 @@ from ditto_jupyter.core.models import (
     LIVE,
     CellsCounted,
     CheckpointContents,
+    CompareSide,
     ContextCapture,
     DiffSide,
     DocumentHeld,
     FilesHeld,
     NotebookDocument,
     RuntimeCheckpoint,
+    RuntimeCompareResult,
     RuntimeDiffResult,
+    SessionLifecycleStatus,
 )
 from ditto_jupyter.core.namespace_manifest import (
     RecordedVariable,
@@ -236,6 +246,61 @@ class Comparisons:
                     variables=compare_variables(before.variables, after.variables),
                     files=compare_files(before.files, after.files),
                     cells=compare_cells(before.cells, after.cells),
+                )
+
+        return await asyncio.to_thread(compare)
+
+    def _side_at(self, runtime_id: str, at: str | None) -> RuntimeCheckpoint | None:
+        """The checkpoint `at` names within the runtime, or None for the live runtime (`at`
+        None: live when the runtime is live, else its head)."""
+        parts = self.parts
+        session = parts.guard.session(runtime_id)
+        if at is None:
+            if session.status in (SessionLifecycleStatus.IDLE, SessionLifecycleStatus.BUSY):
+                return None
+            at = parts.store.get_head(runtime_id)
+            if at is None:
+                raise InvalidRequest(
+                    f"runtime {runtime_id} is {session.status.value} and has no checkpoint"
+                )
+        return None if at == LIVE else resolve_checkpoint(parts.store, at, runtime_id)
+
+    async def compare(
+        self,
+        sides: Sequence[tuple[str, str | None]],
+        notebooks: Mapping[str, LiveNotebook] | None = None,
+    ) -> RuntimeCompareResult:
+        """2 to 8 sides side by side, each (runtime id, `at`): `"live"`, a checkpoint
+        reference within that runtime, or None (live when it is live, else its head). A
+        live side is a capture of the idle kernel that is not recorded, with the runtime's
+        notebook from `notebooks` (else none)."""
+        check_side_count(len(sides))
+        resolved = [(runtime_id, self._side_at(runtime_id, at)) for runtime_id, at in sides]
+        live: dict[str, Side] = {}
+        for runtime_id, checkpoint in resolved:
+            if checkpoint is None and runtime_id not in live:
+                notebook = (notebooks or {}).get(runtime_id)
+                async with self.parts.guard.operation(runtime_id):
+                    live[runtime_id] = await self.live_side(runtime_id, None, notebook)
+
+        def compare() -> RuntimeCompareResult:
+            with collection_paused():
+                shown = [
+                    live[runtime_id] if checkpoint is None else self.checkpoint_side(checkpoint)
+                    for runtime_id, checkpoint in resolved
+                ]
+                return RuntimeCompareResult(
+                    sides=[
+                        CompareSide(
+                            runtime_id=runtime_id,
+                            checkpoint_id=side.checkpoint_id,
+                            label=side.label,
+                        )
+                        for (runtime_id, _), side in zip(resolved, shown, strict=True)
+                    ],
+                    variables=variables_side_by_side([side.variables for side in shown]),
+                    files=files_side_by_side([side.files for side in shown]),
+                    cells=cells_side_by_side([side.cells for side in shown]),
                 )
 
         return await asyncio.to_thread(compare)

@@ -31,7 +31,8 @@ def _kind(entry: TreeEntry) -> Literal["file", "dir", "symlink"]:
     return "file"
 
 
-def _same(old: TreeEntry, new: TreeEntry) -> bool:
+def same_entry(old: TreeEntry, new: TreeEntry) -> bool:
+    """Whether two entries hold the same: kind, content and a file's permissions."""
     if old.kind != new.kind or old.content != new.content:
         return False
     return old.kind != "file" or (old.mode & 0o7777) == (new.mode & 0o7777)
@@ -72,7 +73,7 @@ def compare_files(old: FileTree | None, new: FileTree | None) -> FilesDiff:
     unchanged = 0
     for path in sorted(before.keys() & after.keys()):
         was, now = before[path], after[path]
-        if _same(was, now):
+        if same_entry(was, now):
             unchanged += 1
             continue
         diff = None

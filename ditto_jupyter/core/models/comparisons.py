@@ -1,4 +1,5 @@
-"""What a checkpoint holds, and what changed between two points in time.
+"""What a checkpoint holds, what changed between two points in time, and 2 to 8 points in
+time side by side (`compare`, issue 44 §3).
 
 Everything here is read from what the kernel recorded at capture time (each variable's
 type, summary, size and digest), from the workspace manifests and from the stored
@@ -201,3 +202,85 @@ class RuntimeDiffResult(StrictModel):
     variables: VariablesDiff
     files: FilesDiff
     cells: CellsDiff
+
+
+class CompareSideRequest(StrictModel):
+    """One side of a compare: a runtime and when (`at`): `"live"`, a checkpoint reference
+    within that runtime, or null (live when the runtime is live, else its head)."""
+
+    runtime_id: RequestId
+    at: RequestId | None = None
+
+
+class RuntimeCompareRequest(StrictModel):
+    """POST /api/v1/runtimes/compare: 2 to 8 points in time, of one runtime or several."""
+
+    sides: list[CompareSideRequest]
+
+
+class CompareSide(StrictModel):
+    """One side of a compare: the runtime, its checkpoint (null: the live runtime), a label."""
+
+    runtime_id: str
+    checkpoint_id: str | None
+    label: str
+
+
+class VariableRow(StrictModel):
+    """One variable across the sides (null where a side holds none of that name); `same`
+    when every side holding variables holds it, all alike (digest, else type and summary)."""
+
+    name: str
+    values: list[Variable | None]
+    same: bool
+
+
+class VariablesSideBySide(StrictModel):
+    """The variables of every side, by name; `available` false for a side that holds none
+    to show (a pruned checkpoint)."""
+
+    available: list[bool]
+    rows: list[VariableRow]
+
+
+class FileRow(StrictModel):
+    """One workspace path across the sides; `same` when every side whose files can be read
+    holds it with the same content."""
+
+    path: str
+    entries: list[FileEntry | None]
+    same: bool
+
+
+class FilesSideBySide(StrictModel):
+    """The workspace entries of every side, by path; `available` false for a side whose
+    files cannot be read here (an E2B snapshot, a deleted or pruned snapshot)."""
+
+    available: list[bool]
+    rows: list[FileRow]
+
+
+class CellRow(StrictModel):
+    """The cells at one position across the sides; `same` when every side holding a
+    document holds a cell there with the same source."""
+
+    index: int
+    cells: list[CellEntry | None]
+    same: bool
+
+
+class CellsSideBySide(StrictModel):
+    """The notebook cells of every side, by position; `available` false for a side that
+    holds no document."""
+
+    available: list[bool]
+    rows: list[CellRow]
+
+
+class RuntimeCompareResult(StrictModel):
+    """2 to 8 points in time side by side: each row one value per side, in the sides' order."""
+
+    sides: list[CompareSide]
+    variables: VariablesSideBySide
+    files: FilesSideBySide
+    cells: CellsSideBySide

@@ -292,3 +292,25 @@ class CheckpointDetail(StrictModel):
 
     checkpoint: CheckpointSummary
     context_manifest_id: str | None
+
+
+class RuntimeKeepRequest(StrictModel):
+    """POST /api/v1/runtimes/{runtime_id}/keep: keep this child of a fan-out, close the
+    others (nothing to say: the body is `{}`)."""
+
+
+class KeepFailure(StrictModel):
+    """A sibling keep could not close: its id, the error's code and message."""
+
+    runtime_id: str
+    error: str
+    message: str
+
+
+class RuntimeKeepResult(StrictModel):
+    """Result of keep: the runtime kept, the siblings closed (their checkpoints stay), and
+    those that could not be, each with its error."""
+
+    kept: str
+    closed: list[str]
+    failed: list[KeepFailure]
