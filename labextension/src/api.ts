@@ -17,7 +17,9 @@ import {
   ICheckpointResult,
   ICloseResult,
   IDeleteSnapshotResult,
+  ICompareResult,
   IDiffResult,
+  IKeepResult,
   INotebookDocument,
   IPauseResult,
   IRestoreResult,
@@ -26,7 +28,7 @@ import {
   IRuntimeRecord,
   IUndoResult
 } from './apiTypes';
-import { ICompareSideRequest, IKeepResult, IRuntimeCompareResult } from './branches/branchTypes';
+import { ICompareSideRequest } from './branches/branchTypes';
 
 /** The prefix of every route, below the server's base_url. */
 export const API_PREFIX = 'api/v1/runtimes';
@@ -180,7 +182,7 @@ export class RuntimeApi {
    * Compare 2 to 8 sides (runtimes, each at "live", a checkpoint reference, or null for
    * live when live, else its head): variables, files and cells, a row per item.
    */
-  compareMany(sides: ICompareSideRequest[]): Promise<IRuntimeCompareResult> {
+  compareMany(sides: ICompareSideRequest[]): Promise<ICompareResult> {
     return this.request('POST', 'compare', { sides });
   }
 

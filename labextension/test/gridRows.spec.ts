@@ -3,14 +3,14 @@
  * side, absent sides as null, rows that differ marked, the filter and "only differing".
  */
 
-import { IRuntimeCompareResult } from '../src/branches/branchTypes';
+import { ICompareResult } from '../src/apiTypes';
 import { gridRows } from '../src/compare/gridRows';
 
 function variable(name: string, summary: string, digest: string) {
   return { name, type: 'builtins.int', summary, size: 28, kept: true, reason: null, digest };
 }
 
-const RESULT: IRuntimeCompareResult = {
+const RESULT: ICompareResult = {
   sides: [
     { runtime_id: 'a', checkpoint_id: null, label: 'a (live)' },
     { runtime_id: 'b', checkpoint_id: null, label: 'b (live)' },

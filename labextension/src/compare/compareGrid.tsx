@@ -7,7 +7,8 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import * as React from 'react';
 
-import { IRuntimeCompareResult } from '../branches/branchTypes';
+import { ICompareResult } from '../apiTypes';
+
 import { VirtualList } from '../components/virtualList';
 import { GridRow, gridRows } from './gridRows';
 
@@ -17,7 +18,7 @@ export const GRID_ROW_HEIGHT = 24;
 /** Props of `CompareGrid`. */
 export interface ICompareGridProps {
   title: string;
-  result: IRuntimeCompareResult;
+  result: ICompareResult;
   trans: TranslationBundle;
 }
 

@@ -11,8 +11,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { caretDownIcon, caretRightIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { IDiffResult } from '../apiTypes';
-import { IRuntimeCompareResult } from '../branches/branchTypes';
+import { ICompareResult, IDiffResult } from '../apiTypes';
 import { CompareGrid } from './compareGrid';
 import { CompareRow, compareRows, expandableKeys, hasChanges, initiallyExpanded } from './rows';
 import { VirtualList } from '../components/virtualList';
@@ -24,7 +23,7 @@ export const COMPARE_ROW_HEIGHT = 24;
 export type ComparisonState =
   | { status: 'loading'; title: string }
   | { status: 'loaded'; title: string; diff: IDiffResult }
-  | { status: 'sides'; title: string; result: IRuntimeCompareResult }
+  | { status: 'sides'; title: string; result: ICompareResult }
   | { status: 'failed'; title: string; error: string };
 
 /** The content of the Compare tab; `setComparison` puts a new comparison in it. */

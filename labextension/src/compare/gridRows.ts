@@ -4,8 +4,7 @@
  * a row per item with one text per side, marked when the sides differ. Pure data.
  */
 
-import { IDiffCell, IDiffFile, IVariable } from '../apiTypes';
-import { IRuntimeCompareResult } from '../branches/branchTypes';
+import { ICompareResult, IDiffCell, IDiffFile, IVariable } from '../apiTypes';
 import { Translate, formatBytes, untranslated } from '../format';
 import { Section } from './rows';
 
@@ -35,7 +34,7 @@ export interface IGridRowOptions {
 }
 
 /** The rows of a comparison of many sides. */
-export function gridRows(result: IRuntimeCompareResult, options: IGridRowOptions = {}): GridRow[] {
+export function gridRows(result: ICompareResult, options: IGridRowOptions = {}): GridRow[] {
   const t = options.t ?? untranslated;
   const filter = (options.filter ?? '').trim().toLowerCase();
   const rows: GridRow[] = [];
