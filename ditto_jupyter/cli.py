@@ -7,6 +7,8 @@
     ditto checkout CHECKPOINT [--runtime RUNTIME] [--conversation PATH] [--sender NAME] [--count N]
     ditto restore RUNTIME CHECKPOINT
     ditto diff [A [B]] [--runtime RUNTIME]
+    ditto compare RUNTIME[@REF] RUNTIME[@REF] ...
+    ditto keep RUNTIME
     ditto undo RUNTIME
     ditto pause RUNTIME [--name NAME] | resume RUNTIME | close RUNTIME [--discard]
     ditto delete-snapshot CHECKPOINT [--runtime RUNTIME]
@@ -20,6 +22,11 @@ one page and says how to get the next (`--cursor`).
 saved notebook now): variables, files (with text diffs of small files) and cells; B is
 looked up in A's runtime unless it names its own (`RUNTIME:NAME`); `ditto
 diff A` compares A with its parent, `ditto diff --runtime RUNTIME` the head with `live`.
+`ditto compare A B C ...` shows 2 to 8 points in time side by side (variables, files and
+cells; `*` marks what differs): each a runtime, at `@REF` (a checkpoint of that runtime, or
+`@live`), else the runtime now when it is live and its head when not. `ditto keep RUNTIME`
+keeps one child of a fan-out (`checkout --count N`) and closes the others, asking nothing
+(their checkpoints stay).
 `ditto undo RUNTIME` rolls a runtime back to just before the last cell `%autocheckpoint`
 recorded (variables and workspace files).
 
@@ -194,6 +201,19 @@ def render(command: str, result: Any, out: TextIO) -> None:
         from ditto_jupyter.core.models import RuntimeDiffResult
 
         print(diff_text(RuntimeDiffResult.model_validate(result, strict=False)), file=out)
+    elif command == "compare":
+        from ditto_jupyter.control.diff.side_by_side_report import compare_text
+        from ditto_jupyter.core.models import RuntimeCompareResult
+
+        print(compare_text(RuntimeCompareResult.model_validate(result, strict=False)), file=out)
+    elif command == "keep":
+        closed = ", ".join(result["closed"]) or "none"
+        print(f"kept {result['kept']}; closed {closed}", file=out)
+        for failed in result["failed"]:
+            print(
+                f"not closed {failed['runtime_id']}: {failed['error']}: {failed['message']}",
+                file=out,
+            )
     elif command == "undo":
         cell = result["undone_cell"]
         print(
@@ -395,6 +415,10 @@ def build_parser() -> argparse.ArgumentParser:
         "b", nargs="?", metavar="B", help="another checkpoint, or live (default: A's parent)"
     )
     p.add_argument("--runtime", help=_RUNTIME_HELP)
+    p = command("compare", "show 2 to 8 runtimes or checkpoints side by side")
+    p.add_argument("sides", nargs="+", metavar="RUNTIME[@REF]", help="a runtime, at REF or live")
+    p = command("keep", "keep one child of a fan-out and close the others (checkpoints stay)")
+    p.add_argument("runtime")
     p = command("undo", "roll a runtime back to just before its last cell (%autocheckpoint)")
     p.add_argument("runtime")
     p = command("pause", "snapshot a runtime and free its kernel")
@@ -501,6 +525,12 @@ def run(args: argparse.Namespace, client: RuntimeClient) -> Any:
         return client.get(api_path(args.runtime, "budget"))
     if command == "diff":
         return client.post("diff", diff_body(args, client))
+    if command == "compare":
+        sides = [side.partition("@") for side in args.sides]
+        at = [{"runtime_id": rid, "at": ref if sep else None} for rid, sep, ref in sides]
+        return client.post("compare", {"sides": at})
+    if command == "keep":
+        return client.post(api_path(args.runtime, "keep"), {})
     if command == "undo":
         return client.post("undo", {"runtime_id": args.runtime})
     if command == "delete-snapshot":

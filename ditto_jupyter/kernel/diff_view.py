@@ -11,7 +11,8 @@ from __future__ import annotations
 import html
 
 from ditto_jupyter.control.diff.report import diff_text, size_text, variable_text
-from ditto_jupyter.core.models import CellEntry, FileEntry, RuntimeDiffResult
+from ditto_jupyter.control.diff.side_by_side_report import compare_text
+from ditto_jupyter.core.models import CellEntry, FileEntry, RuntimeCompareResult, RuntimeDiffResult
 
 _STYLE = (
     "<style>.ditto-diff td,.ditto-diff th{text-align:left;padding:1px 8px}"
@@ -109,3 +110,17 @@ class DiffView:
         head = f"<p>from <b>{_e(result.from_.label)}</b> to <b>{_e(result.to.label)}</b></p>"
         parts = (self._variables(), self._files(), self._cells())
         return f"{_STYLE}<div class='ditto-diff'>{head}{''.join(parts)}</div>"
+
+
+class CompareView:
+    """A compare of 2 to 8 sides (`%compare`), displayed: the side-by-side table, as text
+    in a terminal and preformatted in JupyterLab."""
+
+    def __init__(self, result: RuntimeCompareResult) -> None:
+        self.result = result
+
+    def __repr__(self) -> str:
+        return compare_text(self.result)
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(compare_text(self.result))}</pre>"

@@ -1,5 +1,5 @@
-"""`%diff` and `%undo`: what changed between two points in time, and back to just before
-the last cell.
+"""`%diff`, `%compare` and `%undo`: what changed between two points in time, 2 to 8 of
+them side by side, and back to just before the last cell.
 
 - `%diff A B` compares checkpoints A and B (ids, id prefixes or names; either may be
   `live`: this kernel now); `%diff A` compares A with its parent; `%diff` alone compares
@@ -8,6 +8,10 @@ the last cell.
   snapshots (this kernel's live workspace for `live`), cells from the checkpoints' notebook
   documents (the saved notebook for `live`). Comparing with `live` captures this kernel's
   namespace without recording a checkpoint.
+- `%compare A B C ...` shows 2 to 8 points in time side by side (`CompareView`): each
+  `RUNTIME` (live when it is live, else its head), `RUNTIME@REF` (a checkpoint of it, or
+  `@live`) or `@REF` (a checkpoint of this runtime). This kernel is busy running the
+  magic, so it is never a live side: bare, its own runtime is its head.
 - `%undo`, with `%autocheckpoint` on, rolls this kernel back to just before the last cell
   it recorded: its variables (restored here first) and its workspace files (brought back
   by the control plane), and names the cell. When the files cannot come back, the
@@ -30,7 +34,7 @@ from ditto_jupyter.core.errors import Conflict, DittoError, InvalidRequest
 if TYPE_CHECKING:
     from ditto_jupyter.core.models import UnrestorableValue
     from ditto_jupyter.kernel.autocheckpoint import AutoCheckpointer
-    from ditto_jupyter.kernel.diff_view import DiffView
+    from ditto_jupyter.kernel.diff_view import CompareView, DiffView
     from ditto_jupyter.kernel.runtime_control import RuntimeControl
 
 T = TypeVar("T")
@@ -122,6 +126,34 @@ class HistoryMagics(Magics):
                     runtime_id=control.runtime_id,
                 )
             return DiffView(control.diff(from_ref, to_ref, capture))
+
+        return self.owner.guard(run)
+
+    @line_magic
+    def compare(self, line: str = "") -> CompareView | None:
+        """`%compare A B C ...`: 2 to 8 points in time side by side (see the module)."""
+
+        def run() -> CompareView:
+            from ditto_jupyter.core.models import LIVE
+            from ditto_jupyter.kernel.diff_view import CompareView
+
+            control = self.owner.control
+            sides: list[tuple[str, str | None]] = []
+            for part in _split(line):
+                runtime_id, marked, ref = part.partition("@")
+                runtime_id = runtime_id or control.runtime_id
+                at: str | None = ref if marked else None
+                if runtime_id == control.runtime_id and at in (None, LIVE):
+                    if at == LIVE:
+                        raise InvalidRequest(
+                            "this kernel is running %compare: compare one of its checkpoints "
+                            "(@NAME), or use %diff for this kernel now"
+                        )
+                    at = control.lineage(runtime_id).head_checkpoint_id
+                    if at is None:
+                        raise InvalidRequest("this runtime has no checkpoint yet to compare")
+                sides.append((runtime_id, at))
+            return CompareView(control.compare(sides))
 
         return self.owner.guard(run)
 

@@ -35,6 +35,7 @@ from ditto_jupyter.core.models import (
     ContextCapture,
     RuntimeCheckoutResult,
     RuntimeCheckpointResult,
+    RuntimeCompareResult,
     RuntimeDiffResult,
     RuntimePauseResult,
     RuntimeRecord,
@@ -298,6 +299,9 @@ class LocalControl:
         self, from_ref: str | None, to_ref: str | None, capture: ContextCapture | None
     ) -> RuntimeDiffResult:
         return self._run(self.service.diff(self.runtime_id, from_ref, to_ref, capture=capture))
+
+    def compare(self, sides: list[tuple[str, str | None]]) -> RuntimeCompareResult:
+        return self._run(self.service.compare(sides, {}))
 
     def undo_plan(self) -> UndoPlan:
         from ditto_jupyter.control.undo import notebook_label

@@ -1,5 +1,5 @@
 """IPython magics: %checkpoint, %restore, %checkout, %pause, %resume, %runtimes,
-%checkpoints, %autocheckpoint and %%sandbox (%diff and %undo are `history_magics`).
+%checkpoints, %autocheckpoint and %%sandbox (%diff, %compare, %undo: `history_magics`).
 
 Thin over `RuntimeControl` (the server's REST API, or an in-process RuntimeService when
 no server started this kernel). The kernel captures and restores its own namespace here,

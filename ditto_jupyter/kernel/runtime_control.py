@@ -38,6 +38,7 @@ from ditto_jupyter.core.models import (
     RuntimeCheckoutResult,
     RuntimeCheckpoint,
     RuntimeCheckpointResult,
+    RuntimeCompareResult,
     RuntimeDiffResult,
     RuntimePauseResult,
     RuntimeRecord,
@@ -155,6 +156,11 @@ class RuntimeControl(Protocol):
     ) -> RuntimeDiffResult:
         """Compare two checkpoints of this runtime, or one and this kernel (`"live"`: its
         `capture`, taken by the magic and not recorded)."""
+        ...
+
+    def compare(self, sides: list[tuple[str, str | None]]) -> RuntimeCompareResult:
+        """2 to 8 (runtime, `at`) side by side (`at`: a checkpoint reference in that runtime,
+        `"live"`, or None: live when it is live, else its head)."""
         ...
 
     def undo_plan(self) -> UndoPlan:

@@ -28,6 +28,7 @@ from ditto_jupyter.core.models import (
     ContextCapture,
     RuntimeCheckoutResult,
     RuntimeCheckpointResult,
+    RuntimeCompareResult,
     RuntimeDiffResult,
     RuntimePauseResult,
     RuntimeRecord,
@@ -195,6 +196,10 @@ class ServerControl:
         )
         body["from"] = from_ref
         return _parse(RuntimeDiffResult, self._post("self/diff", body))
+
+    def compare(self, sides: list[tuple[str, str | None]]) -> RuntimeCompareResult:
+        body = [{"runtime_id": runtime_id, "at": at} for runtime_id, at in sides]
+        return _parse(RuntimeCompareResult, self._post("compare", {"sides": body}))
 
     def undo_plan(self) -> UndoPlan:
         from ditto_jupyter.client import api_path

@@ -7,11 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ditto_jupyter.core.errors import (
-    CheckpointNotFound,
-    InvalidRequest,
-    RuntimeNotFound,
-)
 from ditto_jupyter.core.models import (
     RuntimeCompareRequest,
     RuntimeCompareResult,
@@ -39,7 +34,7 @@ BRANCH_ROUTES: tuple[RouteSpec[Any], ...] = (
         "keep_a_fan_out_child",
         RuntimeKeepRequest,
         RuntimeKeepResult,
-        (InvalidRequest, RuntimeNotFound, CheckpointNotFound),
+        OPERATION_ERRORS,
         lambda sessions, req: sessions.branches.keep(req.path["runtime_id"], req.user),
     ),
 )

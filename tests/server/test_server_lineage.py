@@ -65,6 +65,7 @@ async def test_lineage_names_head_origin_and_checkouts(api: Api, open_runtime: O
             "checkpoint_id": first["checkpoint_id"],
             "conversation_id": child["notebook_path"],
             "status": "idle",
+            "fanout": None,  # a single checkout is no fan-out
         }
     ]
 
