@@ -66,6 +66,7 @@ export function registerBranchCommands(
       return (
         record !== undefined &&
         record.status !== 'closed' &&
+        fanoutOf(record) !== null &&
         siblingsToClose(state.cache.records(), record.runtime_id).length > 0
       );
     },
