@@ -4,7 +4,8 @@ first (REST), each child then sets `plan` to its own value; the panel shows the 
 as one group under the checkpoint and "branch i of 3" in the list; Compare of the group
 shows `plan` marked as differing across the 3 columns; Keep on the first child asks in a
 dialog naming the 2 others, Cancel closes nothing, and confirming closes the 2 others,
-whose checkpoints are still listed.
+whose checkpoints are still listed; three checkpoints picked in one runtime compare side
+by side.
 """
 
 from __future__ import annotations
@@ -125,4 +126,28 @@ def test_fanout_group_compare_and_keep(page: Page, lab_server: LabServer) -> Non
     expect(closed.locator(".jp-DittoCheckpoint[data-checkpoint-id]").first).to_be_visible(
         timeout=STEP_MS
     )
+
+    # 6. Three checkpoints of one runtime picked (click, Ctrl+click, Ctrl+click) compare
+    #    side by side: a column each, `plan` marked as differing.
+    lab.select_tab("explore.ipynb")
+    lab.wait_idle()
+    for value, name in ((5, "five"), (6, "six")):
+        assert lab.run_cell(f"plan = {value}") == ""
+        status, taken = lab_server.api(
+            "POST", "checkpoint", {"runtime_id": source["runtime_id"], "name": name}
+        )
+        assert status == 200, taken
+    pinned = lab.pinned()
+    rows = [lab.checkpoint_row(pinned, name) for name in ("base", "five", "six")]
+    for row in rows:
+        expect(row).to_be_visible(timeout=STEP_MS)
+    rows[0].click()
+    rows[1].click(modifiers=["Control"])
+    rows[2].click(modifiers=["Control"])
+    expect(rows[2].locator(".jp-DittoBadge.jp-mod-pick")).to_have_text("C")
+    pinned.get_by_role("button", name="Compare base, five, six side by side").click()
+    expect(grid.locator(".jp-DittoGrid-side")).to_have_count(3, timeout=STEP_MS)
+    plan = grid.locator('.jp-DittoGrid-row[data-key="v:plan"]')
+    expect(plan.locator(".jp-DittoGrid-value")).to_have_text(["0", "5", "6"], timeout=STEP_MS)
+    expect(plan).to_have_class(re.compile(r"\bjp-mod-differs\b"))
     assert errors == [], errors
