@@ -155,7 +155,8 @@ $(HUB_PROXY_STAMP):
 ## The extension is linked into the venv as `make lab` does (tests/house/test_lab_install.py).
 pytest: $(VENV)/.installed-test $(POSTGRESQL_STAMP) $(CHROMIUM_STAMP) $(RADOSGW_STAMP) $(LABEXT_LINKED) \
 		$(JUPYTERHUB_STAMP) $(HUB_PROXY_STAMP)
-	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+	$(BIN)/python -m pytest tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg \
+		--durations=30
 
 # What the fast tier leaves out (the markers are declared in pyproject.toml).
 FAST_MARKERS := not slow and not postgres and not s3 and not browser and not labextension

@@ -7,6 +7,9 @@ a user has:
 
 - the REST route the panel and `ditto checkpoint` call (the server asks the idle kernel);
 - `%checkpoint` in a cell of its own (the kernel captures itself);
+- a pause, by `%pause` in a cell of its own and by the REST route: on a runtime never
+  checkpointed (its capture is whole), and on one checkpointed before `small = 2` (its
+  capture follows that base);
 - `%autocheckpoint on`, the cell `small = 2` timed with its automatic checkpoint, beside the
   same cell in the same kernel with `%autocheckpoint off`.
 
@@ -79,6 +82,25 @@ def magic_path(server: LiveServer, kernel_id: str) -> list[float]:
     return [first, again, changed]
 
 
+def pause_path(
+    server: LiveServer, runtime_id: str, kernel_id: str, *, after_checkpoint: bool, rest: bool
+) -> float:
+    """A pause's whole round trip: `%pause` as a cell, or the REST pause (`rest`, the
+    panel's); after `%checkpoint` and `small = 2` when `after_checkpoint` (the pause then
+    pickles what changed only)."""
+    if after_checkpoint:
+        server.execute(kernel_id, "%checkpoint")
+        server.execute(kernel_id, "small = 2")
+    started = time.perf_counter()
+    if rest:
+        code, answer = server.api("POST", "pause", {"runtime_id": runtime_id})
+        assert code == 200, answer
+    else:
+        printed = server.execute(kernel_id, "%pause")
+        assert printed.startswith("paused runtime "), printed
+    return time.perf_counter() - started
+
+
 def autocheckpoint_path(server: LiveServer, kernel_id: str) -> tuple[float, float]:
     """`small = N` with `%autocheckpoint` on (its checkpoint included), and off."""
     server.execute(kernel_id, "%autocheckpoint on")
@@ -100,6 +122,7 @@ def main(reps: int) -> None:
     rest: list[list[float]] = []
     magic: list[list[float]] = []
     auto: list[tuple[float, float]] = []
+    pauses: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     plain: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-capture-paths-") as tmp,
@@ -113,6 +136,17 @@ def main(reps: int) -> None:
             magic.append(magic_path(server, kernel_id))
             _, kernel_id = session(server, f"auto-{rep}.ipynb")
             auto.append(autocheckpoint_path(server, kernel_id))
+            for rest_pause in (False, True):
+                kind = "rest" if rest_pause else "magic"
+                runtime_id, kernel_id = session(server, f"pause-{kind}-whole-{rep}.ipynb")
+                whole = pause_path(
+                    server, runtime_id, kernel_id, after_checkpoint=False, rest=rest_pause
+                )
+                runtime_id, kernel_id = session(server, f"pause-{kind}-after-{rep}.ipynb")
+                after = pause_path(
+                    server, runtime_id, kernel_id, after_checkpoint=True, rest=rest_pause
+                )
+                pauses[rest_pause].append((whole, after))
 
     median = statistics.median
     anchor = median(plain)
@@ -124,9 +158,23 @@ def main(reps: int) -> None:
             cells.append(f"{value * 1000:,.0f} ms ({value / anchor:.2f}x)")
         return cells
 
+    def pause_row(label: str, runs: list[tuple[float, float]]) -> list[object]:
+        whole, after = median(a for a, _ in runs), median(b for _, b in runs)
+        return [
+            f"{label} (1st: never checkpointed; 3rd: after `%checkpoint`, `small = 2`)",
+            f"{whole * 1000:,.0f} ms ({whole / anchor:.2f}x)",
+            "-",
+            f"{after * 1000:,.0f} ms ({after / anchor:.2f}x)",
+        ]
+
     table = markdown_table(
         [f"path (median of {reps})", "1st", "2nd, nothing changed", "after `small = 2`"],
-        [row("REST checkpoint (the panel's path)", rest), row("`%checkpoint` in a cell", magic)],
+        [
+            row("REST checkpoint (the panel's path)", rest),
+            row("`%checkpoint` in a cell", magic),
+            pause_row("`%pause` in a cell", pauses[False]),
+            pause_row("REST pause (the panel's)", pauses[True]),
+        ],
     )
     on, off = median(a for a, _ in auto), median(b for _, b in auto)
     auto_table = markdown_table(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jupyter_server.utils import ensure_async
 
 from ditto_jupyter.control.fanout import ChildOutcome, fan_out_answer
-from ditto_jupyter.core.models import RuntimeCheckoutResult
+from ditto_jupyter.core.models import FanOutMember, RuntimeCheckoutResult
 from ditto_jupyter.server.documents import NotebookSource, sibling_notebook_path
 from ditto_jupyter.server.events import OperationEvent
 
@@ -79,8 +79,10 @@ class SessionFanOut:
             if count >= 2:  # one event per child, each naming its fan-out
                 event.replaced = True
                 duration_ms = (time.perf_counter() - started) * 1000.0
+                group = next((o.result.runtime.fanout for o in finished if o.result), None)
                 for outcome in finished:
-                    sessions.events.emit(self._child_event(event, outcome), duration_ms)
+                    child = self._child_event(event, outcome, group)
+                    sessions.events.emit(child, duration_ms)
             answer = fan_out_answer(finished)
             event.runtime_id = answer.runtime.runtime_id
             event.status = answer.runtime.status.value
@@ -88,8 +90,11 @@ class SessionFanOut:
             return answer
 
     @staticmethod
-    def _child_event(event: OperationEvent, outcome: ChildOutcome) -> OperationEvent:
-        """The checkout event of one child of a fan-out: its runtime, or its error."""
+    def _child_event(
+        event: OperationEvent, outcome: ChildOutcome, group: FanOutMember | None
+    ) -> OperationEvent:
+        """The checkout event of one child of a fan-out: its runtime, or its error (with
+        its place in the fan-out `group` a sibling made, when one was made)."""
         child = OperationEvent(
             action="checkout",
             runtime_id=event.runtime_id,
@@ -99,6 +104,8 @@ class SessionFanOut:
         if outcome.result is None:
             assert outcome.error is not None
             child.error = outcome.error.code
+            if group is not None:
+                child.fanout = group.model_copy(update={"index": outcome.index})
             return child
         runtime = outcome.result.runtime
         child.runtime_id = runtime.runtime_id

@@ -14,8 +14,11 @@ export interface IRuntimeRecord {
   status: RuntimeStatus;
   created_at_ms: number;
   updated_at_ms: number;
-  /** The fan-out (a checkout of 2 or more) this child was made by; null otherwise. */
-  fanout: IFanOutMember | null;
+  /**
+   * The fan-out (a checkout of 2 or more) this child was made by; null otherwise (absent
+   * from older servers).
+   */
+  fanout?: IFanOutMember | null;
 }
 
 /** A child's fan-out: the fan-out's id (one per checkout call), its index, the count. */
@@ -89,7 +92,7 @@ export interface ICheckoutBranch {
   checkpoint_id: string;
   conversation_id: string;
   status: RuntimeStatus;
-  fanout: IFanOutMember | null;
+  fanout?: IFanOutMember | null;
 }
 
 /** GET /api/v1/runtimes/{runtime_id}/lineage. */

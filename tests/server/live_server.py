@@ -24,6 +24,10 @@ import httpx
 
 from tests.support.process_group import stop_process_group
 
+#: How long `start` waits for the API to answer before it stops the server and says so:
+#: a guard against a hang (under load 10 a start takes up to ~30 s), not a speed limit.
+START_DEADLINE_S = 300
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -118,7 +122,13 @@ class LiveServer:
         )
         log.close()
         info_file = self.runtime_dir / f"jpserver-{self.process.pid}.json"
+        deadline = time.monotonic() + START_DEADLINE_S
         while True:
+            if time.monotonic() > deadline:  # a hang guard, not a speed limit
+                self.stop()
+                tail = self.log_path.read_text(errors="replace")[-3000:]
+                waited = f"jupyter server did not answer in {START_DEADLINE_S} s"
+                raise RuntimeError(f"{waited}:\n{tail}")
             if self.process.poll() is not None:
                 raise RuntimeError(f"jupyter server exited:\n{self.log_path.read_text()[-3000:]}")
             try:

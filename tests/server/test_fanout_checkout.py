@@ -100,6 +100,7 @@ async def test_e2b_children_come_from_the_snapshot_and_fail_on_their_own(
     ditto_app: DittoJupyterApp,
     open_runtime: OpenRuntime,
     jp_root_dir: Path,
+    events: list[dict[str, Any]],
 ) -> None:
     source = await open_runtime("notebooks/cloud.ipynb", "x = 7", x=7)
     _, cp = await api("POST", "checkpoint", {"runtime_id": source.runtime_id})
@@ -128,3 +129,10 @@ async def test_e2b_children_come_from_the_snapshot_and_fail_on_their_own(
     assert len(notebooks_after) == len(notebooks_before) + 2
     _, listing = await api("GET")
     assert len(listing["runtimes"]) == 3
+    # one checkout event per child, the failed one too, each with its place in the fan-out
+    checkouts = [e for e in events if e["action"] == "checkout"]
+    assert [e["fanout"]["index"] for e in checkouts] == [0, 1, 2]
+    assert len({e["fanout"]["id"] for e in checkouts}) == 1
+    [refused] = [e for e in checkouts if not e["ok"]]
+    assert refused["error"] == "BackendError" and refused["runtime_id"] == source.runtime_id
+    assert refused["fanout"]["index"] == failed[0]["index"]

@@ -25,7 +25,7 @@ kernel-namespace manifest (`manifest`):
 - `cell_effects` / `journal` / `incremental` / `planning` / `storing`: the names a cell's
   code can have touched (`trusted_code`: which modules are a library's, not the
   notebook's), the journal of everything that ran in the kernel since a capture, and a
-  capture that pickles only what may have changed (with its alias groups and pods) again,
+  capture that pickles only what may have changed (with its components and pods) again,
   and stores its new components, for `%autocheckpoint`, `%checkpoint` and the server's
   captures alike;
 - `library_data`: what is the libraries' (one walk of `sys.modules`: their changeable

@@ -1,4 +1,4 @@
-"""Which objects are atomic for alias grouping: sharing one does not tie two variables together.
+"""Which objects are atomic: sharing one does not tie two variables into one component.
 
 Variables are pickled together only when they share an object whose identity a notebook can
 observe: something mutable. Immutable values and singletons are atomic: two variables that
@@ -16,7 +16,7 @@ themselves). Atomic are:
   a Cython function, a numpy ufunc);
 - numpy dtypes and scalars (a structured dtype pickles its dict of fields as its state:
   that dict rides along with it, so the trees of scikit-learn's forests and boosted models,
-  whose node arrays all share one such dtype, are not one alias group); pandas extension
+  whose node arrays all share one such dtype, are not one component); pandas extension
   dtypes, scalars (Timestamp, Timedelta, Period,
   Interval), NA, NaT and date offsets (only when numpy or pandas is already imported).
 

@@ -183,7 +183,7 @@ def snapshot_namespace(
             plan.store_pod(writer, pod) if pod.component is None else pod.component
             for pod in plan.pods
         ]
-        new_components, new_ids, new_held, new_deps, new_figures = plan.store_groups(
+        new_components, new_ids, new_held, new_deps, new_figures = plan.store_components(
             writer, unrestorable
         )
     except BaseException:

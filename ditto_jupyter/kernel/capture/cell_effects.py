@@ -175,7 +175,7 @@ class CellEffects:
 
     Pass the shell's `user_ns` itself: notebook functions are recognised by `__globals__`
     being that very dict. The answer is names; objects they share with other variables
-    (containers, closures, bound methods) are the caller's alias groups to widen.
+    (containers, closures, bound methods) are the caller's components to widen.
     """
 
     def __init__(self) -> None:

@@ -40,7 +40,16 @@ from ditto_jupyter.kernel.capture.trusted_code import is_trusted_module
 DITTO_CALL_PREFIX = "ditto_jupyter."
 #: Our magics that change no variable of the kernel (they record, list, branch elsewhere).
 QUIET_MAGICS = frozenset(
-    {"autocheckpoint", "checkpoint", "checkpoints", "checkout", "diff", "runtimes"}
+    {
+        "autocheckpoint",
+        "budget",
+        "checkpoint",
+        "checkpoints",
+        "checkout",
+        "diff",
+        "pause",
+        "runtimes",
+    }
 )
 #: How many cells the journal remembers; a capture older than that is followed wholly.
 MAX_ENTRIES = 4096

@@ -14,7 +14,7 @@ One rule, in two parts, both found by one walk of `sys.modules` and kept in one 
   tables). Never the notebook's to change in place, so each figure pod may carry its own
   copy (`pods`).
 
-`ids` is their union: a capture's alias groups and pods never tie values together through
+`ids` is their union: a capture's components and pods never tie values together through
 them (`planning`).
 
 The object walk is kept: when modules were imported since, only they are walked (and

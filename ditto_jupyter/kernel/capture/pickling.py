@@ -558,7 +558,7 @@ def identity_ids(pickled: Pickled, atoms: Atoms) -> set[int]:
 
 
 def components(names: list[str], ids: dict[str, set[int]]) -> list[list[str]]:
-    """Group names whose pickles share an identity-bearing object (union-find)."""
+    """The components: names whose pickles share an identity-bearing object (union-find)."""
     parent = {name: name for name in names}
 
     def find(name: str) -> str:
@@ -575,7 +575,7 @@ def components(names: list[str], ids: dict[str, set[int]]) -> list[list[str]]:
             if root_a != root_b:
                 parent[root_b] = root_a
         owner.update(dict.fromkeys(mine - owner.keys(), name))
-    groups: dict[str, list[str]] = {}
+    by_root: dict[str, list[str]] = {}
     for name in names:
-        groups.setdefault(find(name), []).append(name)
-    return sorted((sorted(group) for group in groups.values()), key=lambda group: group[0])
+        by_root.setdefault(find(name), []).append(name)
+    return sorted((sorted(names) for names in by_root.values()), key=lambda names: names[0])

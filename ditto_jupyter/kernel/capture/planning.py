@@ -2,7 +2,7 @@
 
 `CapturePlan.pickle` decides, from the capture before (`incremental.CaptureBase`) and what
 may have changed since (the names the journal says were touched, the figures pyplot made
-current, the figures `figure_watch` saw change), which pods and which alias groups are
+current, the figures `figure_watch` saw change), which pods and which components are
 kept as stored and which are pickled again, then pickles those: each figure pod alone,
 then each variable alone but never an object again that an earlier pickle holds (`stop_at`)
 or that a pod holds (a reference into it). Kept streams are neither pickled nor read.
@@ -47,8 +47,8 @@ from ditto_jupyter.kernel.capture.pods import (
     sharing_pods,
 )
 from ditto_jupyter.kernel.capture.rules import failure_reason, type_name
-from ditto_jupyter.kernel.capture.storing import figures_of, group_pickles, store_component
-from ditto_jupyter.kernel.capture.summaries import group_digests, own_digests
+from ditto_jupyter.kernel.capture.storing import component_pickles, figures_of, store_component
+from ditto_jupyter.kernel.capture.summaries import own_digests, with_component_digests
 
 PYPLOT = pyplot_state.PYPLOT_FIGURES
 #: The most planning rounds (each pickles more pods again) before giving up on pods.
@@ -95,7 +95,7 @@ class CapturePlan:
         self.kept_held: list[list[object]] = []
         self.kept_deps: list[set[str]] = []
         #: The pods each variable refers to (its own reach where it was pickled whole
-        #: alone, its group's else): a cell that touched it can have changed only those.
+        #: alone, its component's else): a cell that touched it can have changed only those.
         self.name_deps: dict[str, set[str]] = {}
         self.pyplot_reach: set[str] | None = None
         #: Objects two figures share (one pod's, another's borrowed): id -> (object, its
@@ -111,7 +111,7 @@ class CapturePlan:
         self.ids: dict[str, set[int]] = {}
         self.held: dict[str, list[object]] = {}
         self.owners: dict[str, set[int]] = {}
-        self.groups: list[list[str]] = []
+        self.components: list[list[str]] = []
         self.refs: dict[int, tuple[str, int]] = {}
         #: Digests of library objects (`library_held`) taken in this capture, by id.
         self.library_memo: dict[int, bytes] = {}
@@ -197,7 +197,7 @@ class CapturePlan:
             if again:
                 return again
             self.held, self.owners = _identity_objects(pickles, self.ids)
-            own = self._own_ids(self.ids)  # what groups the names (below), once per pass
+            own = self._own_ids(self.ids)  # what ties names into components, once per pass
             library = self._library_ids()
             reach = {
                 name: found | (self.owners[name] - library) if self.owners.get(name) else found
@@ -229,17 +229,17 @@ class CapturePlan:
                 if name in base.name_deps
             }
             self.kept_figures = [base.figures[i] for i in kept]
-        self.groups = components(list(self.ids), own)
+        self.components = components(list(self.ids), own)
         self._reaches()
         self._share_digests()
-        together = [n for group in self.groups if len(group) > 1 for n in group]
+        together = [n for component in self.components if len(component) > 1 for n in component]
         self.own_digests = own_digests({**self.singles, **self.partial}, together)
         self.partial.clear()  # kept until grouped: their memos keep the objects they name
         return set()
 
     def _own_ids(self, ids: dict[str, set[int]]) -> dict[str, set[int]]:
         """`ids` without the library's objects (`library_data`): two values that refer to
-        one of them (the unit path every circle marker draws) are not one alias group for
+        one of them (the unit path every circle marker draws) are not one component for
         it; each component keeps its own copy, as a pod does (a pickle never kept their
         identity with the live library), and its digest tells when the library changed it."""
         library = self._library_ids()
@@ -273,15 +273,15 @@ class CapturePlan:
 
     def _reaches(self) -> None:
         """Each new variable's pods (`name_deps`): its own pickle's, where it was pickled
-        whole alone; else its group's (what it stopped at is held by the group's others).
+        whole alone; else its component's (what it stopped at is held by the component's others).
         pyplot's list refers to every pod by listing it: its reach is that of the figures
         it holds as plain values only (`pyplot_reach`)."""
         reach = {n: set(p.pods_used) for n, p in {**self.singles, **self.partial}.items()}
         if PYPLOT in reach and self.pyplot_reach is not None:
             reach[PYPLOT] = self.pyplot_reach
-        for group in self.groups:
-            together: set[str] = set().union(*(reach.get(n, set()) for n in group))
-            for name in group:
+        for component in self.components:
+            together: set[str] = set().union(*(reach.get(n, set()) for n in component))
+            for name in component:
                 single = name in self.singles and name != PYPLOT
                 self.name_deps[name] = reach[name] if single else together
 
@@ -504,23 +504,23 @@ class CapturePlan:
             component["pods"] = sorted(pod.deps)
         return component
 
-    def store_groups(
+    def store_components(
         self, writer: ChunkWriter, unrestorable: list[UnrestorableValue]
     ) -> tuple[
         list[dict[str, Any]], list[set[int]], list[list[object]], list[set[str]], list[list[Any]]
     ]:
-        """Store each new alias group; the entries and, per entry, its identity ids, the
+        """Store each new component; the entries and, per entry, its identity ids, the
         objects it holds, the pods it refers to and the figures it holds."""
         entries: list[dict[str, Any]] = []
         ids: list[set[int]] = []
         held: list[list[object]] = []
         deps: list[set[str]] = []
         figures: list[list[Any]] = []
-        for group in self.groups:
-            for names, pickled in group_pickles(
-                self.namespace, group, self.values, self.singles, unrestorable
+        for names_together in self.components:
+            for names, pickled in component_pickles(
+                self.namespace, names_together, self.values, self.singles, unrestorable
             ):
-                component = group_digests(
+                component = with_component_digests(
                     store_component(writer, names, self.values, pickled), self.own_digests
                 )
                 used = set(pickled.pods_used).union(

@@ -2,7 +2,7 @@
 
 A notebook that leaves figures open holds most of its objects in them, and every variable
 that reaches a figure (`fig`, `ax`, `line`, pyplot's own list) would otherwise tie them all
-into one alias group, pickled again whenever any of them changes. Instead each open figure
+into one component, pickled again whenever any of them changes. Instead each open figure
 is a *pod* (the idea of Chipmink, VLDB 2026: split the object graph, save only the parts
 that changed), pickled alone, first, in pyplot's order. Its pickler's memo says which
 object sits at which memo index; every later stream (a later pod, a variable, pyplot's

@@ -1,5 +1,5 @@
-"""Storing a capture's new components: each alias group's pickles, their streams and
-buffers in the chunk store, and their manifest entries (`CapturePlan.store_groups`)."""
+"""Storing a capture's new components: each component's pickles, their streams and
+buffers in the chunk store, and their manifest entries (`CapturePlan.store_components`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def figures_of(pickled: Pickled, names: list[str], singles: dict[str, Pickled]) 
     return [figure_watch.root_figure(f) for f in found.values()]
 
 
-def group_pickles(
+def component_pickles(
     namespace: dict[str, object],
     group: list[str],
     values: dict[str, object],

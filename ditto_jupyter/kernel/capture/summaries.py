@@ -126,7 +126,7 @@ def own_digests(pickles: dict[str, Pickled], names: Iterable[str]) -> dict[str, 
     return found
 
 
-def group_digests(component: dict[str, Any], own: dict[str, str]) -> dict[str, Any]:
+def with_component_digests(component: dict[str, Any], own: dict[str, str]) -> dict[str, Any]:
     """A component of several variables with a digest for each: its own pickle's and the
     component's big buffers' fingerprints (the component's digest for a name with none)."""
     names = component["names"]
