@@ -11,6 +11,7 @@ by side.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -24,10 +25,29 @@ pytestmark = pytest.mark.browser
 
 
 def _runtime_of(server: LabServer, path: str) -> dict[str, Any]:
-    status, listing = server.api("GET")
-    assert status == 200, listing
-    (record,) = [r for r in listing["runtimes"] if r["conversation_id"] == path]
-    return dict(record)
+    """The runtime record of a notebook, once the server lists it."""
+    deadline = time.monotonic() + STEP_MS / 1000
+    while True:
+        status, listing = server.api("GET")
+        assert status == 200, listing
+        found = [r for r in listing["runtimes"] if r["conversation_id"] == path]
+        if found or time.monotonic() > deadline:
+            (record,) = found
+            return dict(record)
+        time.sleep(0.5)
+
+
+def _checkpoint(server: LabServer, runtime_id: str, name: str) -> dict[str, Any]:
+    """A named checkpoint through REST; asked again while the server answers SessionBusy
+    (JupyterLab's own requests to the kernel after a cell count as busy for a moment)."""
+    deadline = time.monotonic() + STEP_MS / 1000
+    while True:
+        status, answer = server.api("POST", "checkpoint", {"runtime_id": runtime_id, "name": name})
+        busy = status == 409 and answer.get("error") == "SessionBusy"
+        if not busy or time.monotonic() > deadline:
+            assert status == 200, answer
+            return dict(answer)
+        time.sleep(0.5)
 
 
 def test_fanout_group_compare_and_keep(page: Page, lab_server: LabServer) -> None:
@@ -41,10 +61,7 @@ def test_fanout_group_compare_and_keep(page: Page, lab_server: LabServer) -> Non
     lab.open("explore.ipynb")
     assert lab.run_cell("plan = 0") == ""
     source = _runtime_of(lab_server, "explore.ipynb")
-    status, cp = lab_server.api(
-        "POST", "checkpoint", {"runtime_id": source["runtime_id"], "name": "base"}
-    )
-    assert status == 200, cp
+    cp = _checkpoint(lab_server, source["runtime_id"], "base")
     status, fanout = lab_server.api(
         "POST", "checkout", {"checkpoint_id": cp["checkpoint_id"], "count": 3}
     )
@@ -133,10 +150,7 @@ def test_fanout_group_compare_and_keep(page: Page, lab_server: LabServer) -> Non
     lab.wait_idle()
     for value, name in ((5, "five"), (6, "six")):
         assert lab.run_cell(f"plan = {value}") == ""
-        status, taken = lab_server.api(
-            "POST", "checkpoint", {"runtime_id": source["runtime_id"], "name": name}
-        )
-        assert status == 200, taken
+        _checkpoint(lab_server, source["runtime_id"], name)
     pinned = lab.pinned()
     rows = [lab.checkpoint_row(pinned, name) for name in ("base", "five", "six")]
     for row in rows:
