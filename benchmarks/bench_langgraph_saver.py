@@ -11,8 +11,10 @@ Like with like:
 Two measures:
 1. put and get_tuple latency: `ROUNDS` puts of a checkpoint as a graph makes them mid-run
    (a step counter and a 200-byte message new at each put, a 4 KiB context channel
-   unchanged since the first), then `ROUNDS` get_tuple of the thread's newest; median and
-   p90 per call, after `WARMUP` calls of each;
+   unchanged since the first), then `ROUNDS` get_tuple of the thread's newest (what a
+   graph asks when it starts or resumes; ours answers it from the kernel's cache), then
+   `ROUNDS` get_tuple of an older checkpoint by id (never cached: the store's read path);
+   median and p90 per call, after `WARMUP` calls of each;
 2. bytes on disk after a 1,000-step graph (a loop node appending a 60-byte message to a
    list and counting steps, with a 4 KiB context set at the start): every byte of the
    saver's data directory (database files and their WAL, our blob store and catalogue
@@ -66,6 +68,7 @@ def measure_latency(saver: BaseCheckpointSaver[Any], thread: str = "bench") -> d
     checkpoint: Any = empty_checkpoint()
     version: Any = None
     puts: list[float] = []
+    stored: list[Any] = []
     for index in range(WARMUP + ROUNDS):
         checkpoint = dict(checkpoint)
         checkpoint["id"] = empty_checkpoint()["id"]
@@ -82,6 +85,7 @@ def measure_latency(saver: BaseCheckpointSaver[Any], thread: str = "bench") -> d
         started = time.perf_counter()
         config = saver.put(config, checkpoint, metadata, new)
         elapsed = time.perf_counter() - started
+        stored.append(config)
         if index >= WARMUP:
             puts.append(elapsed * 1000)
     newest: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
@@ -93,11 +97,20 @@ def measure_latency(saver: BaseCheckpointSaver[Any], thread: str = "bench") -> d
         assert found is not None and found.checkpoint["channel_values"]["context"] == CONTEXT
         if index >= WARMUP:
             gets.append(elapsed * 1000)
+    older: list[float] = []  # by id, an older checkpoint each time: never a cached newest
+    for index in range(WARMUP + ROUNDS):
+        started = time.perf_counter()
+        found = saver.get_tuple(stored[index % (len(stored) - 1)])
+        elapsed = time.perf_counter() - started
+        assert found is not None and found.checkpoint["channel_values"]["context"] == CONTEXT
+        if index >= WARMUP:
+            older.append(elapsed * 1000)
     return {
         "put_median": statistics.median(puts),
         "put_p90": _percentile(puts, 0.9),
         "get_median": statistics.median(gets),
         "get_p90": _percentile(gets, 0.9),
+        "older_median": statistics.median(older),
     }
 
 
@@ -215,34 +228,55 @@ def local(make: Callable[[], Any]) -> tuple[dict[str, float], int]:
 
 NOTES = """
 Like with like: the embedded row against SqliteSaver, the PostgreSQL-store row against
-PostgresSaver. Figures are from a shared 2-core machine under load (load average 8-10), so
-single milliseconds move from run to run; the ratios held across runs.
+PostgresSaver. Two runs of this commit, minutes apart, on a shared 2-core machine under
+load (load average 6-9; other helpers' tests ran meanwhile): the table is the second run;
+"first run" gives the first one's figures where they differ much. Single milliseconds move
+from run to run. The test PostgreSQL server runs with `fsync=off` (tests/support), so
+PostgresSaver's put commits without a disk flush; ours on SQLite flush their WAL.
 
-- **put, embedded: parity missed** (this run 1.7x the median; an earlier, quieter run
-  2.94 ms against 2.29 ms, 1.3x). Both commit with an fsync of the WAL; ours adds
-  SQLAlchemy's statement handling, the pydantic model of the checkpoint, a lookup of the
-  thread row and the store's log meter in the same write transaction.
-- **get_tuple, embedded: parity missed by far** (1.4-2 ms against 0.06 ms). SqliteSaver
-  runs two statements on one open sqlite3 connection; ours checks a connection out of
-  SQLAlchemy's pool, begins a read transaction, runs three statements (the checkpoint by
-  runtime and thread, its values by version, its writes) and builds pydantic models. What
-  would meet it: an in-process read path on a DB-API connection kept per thread, the small
-  values read with the checkpoint in one statement, and plain tuples instead of models.
-- **Through the server: parity with PostgresSaver missed by an order of magnitude**
-  (13-26 ms against 0.6-4.6 ms). PostgresSaver talks to PostgreSQL from the kernel; ours
-  may not (kernels never get the store's credentials), so every call is an HTTP round
-  trip to the server (auth, JSON with base64 values, validation), a hop onto a store
-  thread, and the store's serialized write transaction. What would meet it: the kernel is
-  the only writer of its runtime's threads, so it can keep a coherent cache of them and
-  answer get_tuple itself, and put can be written behind (LangGraph's own "async"
-  durability) and sent in batches over one connection in a binary encoding.
+"get_tuple" is the thread's newest checkpoint, what a graph asks when it is invoked or
+resumed and what `get_state` asks; ours answers it from the kernel's cache
+(`ditto_jupyter/langgraph/cache.py`, docs/langgraph.md). "older by id" asks an older
+checkpoint by its id each time: never cached, so it measures the store's read path.
+
+- **Embedded put: parity met** (0.98 ms median against 3.97 ms; first run 1.13 against
+  3.64). Both commit with a flush of the WAL; ours writes only the values new in the
+  checkpoint (once per version), SqliteSaver every value with every checkpoint. The p90s
+  are noise of the load (11.9 against 8.1 here, 4.6 against 5.5 in the first run).
+- **Embedded get_tuple of the newest: parity met** (0.00-0.01 ms against 0.01-0.02 ms):
+  answered from the cache, after one read of the store.
+- **Embedded get_tuple of an older checkpoint: parity missed, by 3.5x** (0.07 ms against
+  0.02 ms; it was 1.4-2 ms before). It now reads on a DB-API connection kept per thread,
+  the checkpoint and the values its versions name in one statement, without SQLAlchemy or
+  validation (`sqlite_langgraph_reads`). What is left is Python on our side: rows become
+  `LangGraphTuple` models (unvalidated), then LangGraph's tuple, through the control
+  plane's `LangGraphThreads` and the transport. What would meet it: the saver building
+  LangGraph's tuple straight from the rows (plain tuples end to end). Not attempted: one
+  attempt per design.
+- **Through the server, get_tuple of the newest: parity met** on both stores (0.00 ms
+  against PostgresSaver's 0.37 ms): the kernel is the only writer of its runtime's
+  threads, so its cache answers without a request.
+- **Through the server, put: parity missed, by far** (PostgreSQL store 26 ms against
+  0.36 ms; first run 10.1 against 0.23; SQLite store 6.6-8.3 ms). PostgresSaver talks to
+  PostgreSQL from the kernel; ours may not (kernels never get the store's credentials), so
+  each put is an HTTP request on the kept-alive connection (auth, JSON with base64
+  values, validation), a hop onto a store thread and the store's write transaction, and
+  it returns only once that has committed (LangGraph's `durability="sync"` relies on it):
+  no write-behind. A compact binary encoding (not done) would save the JSON and base64
+  work, a fraction of a millisecond to a few; the round trip and the server's transaction
+  stay. What would meet it: a saver with its own credentials to a database of its own
+  (what PostgresSaver is), which this design rules out; short of that, LangGraph's
+  `durability="async"` or `"exit"` take the put off the graph's path.
+- **Through the server, get_tuple of an older checkpoint: parity missed, 10-30x** (2.4-6.7
+  ms against 0.23-0.29 ms): one HTTP round trip each, for the same reasons. `list` reads
+  the store through the server too.
 - **Bytes, embedded: ours is smaller** (32.8 MiB against 36.8 MiB): SqliteSaver stores
   every channel value in every checkpoint (the 4 KiB context 1,002 times), ours stores a
   value once per version. Both store the growing message list once per step.
-- **Bytes, PostgreSQL: ours is larger** (6.8 MiB against 4.8 MiB): PostgreSQL compresses
-  PostgresSaver's large values in place (TOAST); ours keeps values over 64 KiB (the message
-  list past ~900 messages) in the blob store, counted with the whole
-  data directory of the server (the blob catalogue and its log included).
+- **Bytes, PostgreSQL: ours is larger** (6.6-6.7 MiB against 4.8 MiB): PostgreSQL
+  compresses PostgresSaver's large values in place (TOAST); ours keeps values over 64 KiB
+  (the message list past ~900 messages) in the blob store, counted with the whole data
+  directory of the server (the blob catalogue and its log included).
 """
 
 
@@ -264,6 +298,7 @@ def main() -> None:
                     f"{found['put_p90']:.2f}",
                     f"{found['get_median']:.2f}",
                     f"{found['get_p90']:.2f}",
+                    f"{found['older_median']:.2f}",
                     checkpoints,
                     f"{size / 2**20:.2f}",
                 ]
@@ -297,6 +332,7 @@ def main() -> None:
             "put p90 ms",
             "get_tuple median ms",
             "get_tuple p90 ms",
+            "get_tuple older by id median ms",
             "checkpoints (1,000 steps)",
             "MiB on disk",
         ],

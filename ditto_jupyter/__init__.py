@@ -30,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "load_ipython_extension",
     "runtime_budget",
+    "unload_ipython_extension",
     "workspace",
 ]
 
@@ -91,6 +92,14 @@ def load_ipython_extension(shell: Any) -> None:
     from ditto_jupyter.kernel.magics import load_ipython_extension as load
 
     load(shell, budget_view=_token_budget_view)
+
+
+def unload_ipython_extension(shell: Any) -> None:
+    """`%unload_ext ditto_jupyter`: the magics go, automatic checkpoints stop (what they
+    recorded stays), and every hook of ours comes out of the kernel."""
+    from ditto_jupyter.kernel.unload import unload_ipython_extension as unload
+
+    unload(shell)
 
 
 def _token_budget_view(budget: SharedTokenBudget, title: str) -> Any:

@@ -19,13 +19,20 @@ How the runtime's life reaches its threads:
 
 Values are opaque here: each is kept inline, or in the blob store when the kernel wrote it
 there (a `langgraph-value` manifest written for the same runtime, checked on put).
-Garbage collection keeps every manifest a stored value names (`referenced`).
+Garbage collection keeps every manifest a stored value names (`referenced`). With an
+object store, such a manifest and its chunks are queued for upload once the row naming it
+is committed, as a checkpoint's blobs are (`Replication.upload_soon`).
+
+A closed runtime's threads are kept, read-only: every write to them is refused
+(RuntimeClosed, 409 on the routes), in the store's write transaction.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ditto_jupyter.control.store.interface import CheckpointStore
 from ditto_jupyter.control.store.langgraph_rows import (
@@ -48,6 +55,9 @@ from ditto_jupyter.core.models.langgraph import (
     LangGraphWrite,
 )
 
+if TYPE_CHECKING:
+    from ditto_jupyter.control.replication import Replication
+
 _log = logging.getLogger(__name__)
 
 #: Rows a filtered listing reads from the store at a time while it fills a page.
@@ -57,10 +67,13 @@ _SCAN = 200
 class LangGraphThreads:
     """The LangGraph threads of the runtimes of one store (see the module)."""
 
-    def __init__(self, store: CheckpointStore, blobs: BlobStore) -> None:
+    def __init__(
+        self, store: CheckpointStore, blobs: BlobStore, replication: Replication | None = None
+    ) -> None:
         self._store = store
         self._rows = langgraph_rows_of(store)
         self._blobs = blobs
+        self._replication = replication
 
     @property
     def rows(self) -> LangGraphRows:
@@ -79,12 +92,14 @@ class LangGraphThreads:
             return RuntimeNotFound(f"no runtime with id {runtime_id!r}")
         return InvalidRequest(str(error))
 
-    def _check_values(self, runtime_id: str, values: Iterable[LangGraphValue]) -> None:
+    def _check_values(self, runtime_id: str, values: Iterable[LangGraphValue]) -> list[str]:
         """InvalidRequest unless each value kept in the blob store is a `langgraph-value`
-        manifest written for this runtime (and stored)."""
+        manifest written for this runtime (and stored); those manifests."""
+        manifests: list[str] = []
         for value in values:
             if value.manifest_id is None:
                 continue
+            manifests.append(value.manifest_id)
             try:
                 body = self._blobs.get_manifest(value.manifest_id)
             except BlobError as error:
@@ -97,19 +112,29 @@ class LangGraphThreads:
                     f"manifest {value.manifest_id} is not a LangGraph value of runtime "
                     f"{runtime_id!r}"
                 )
+        return manifests
+
+    def _replicate(self, runtime_id: str, manifests: list[str]) -> None:
+        """Queue the values a committed row names for the object store (when there is one):
+        they are uploaded behind the write, as a checkpoint's blobs are."""
+        if manifests and self._replication is not None:
+            # one queue entry per set of manifests (an entry of the same key is ignored)
+            named = hashlib.sha256(",".join(sorted(set(manifests))).encode()).hexdigest()
+            self._replication.upload_soon(f"langgraph-{runtime_id}-{named}", manifests)
 
     # ---- what a saver does ----------------------------------------------------------------
 
     def put(self, runtime_id: str, checkpoint: LangGraphCheckpoint) -> LangGraphChanged:
         """Store a checkpoint and the values new in it (`BaseCheckpointSaver.put`)."""
-        self._check_values(
+        manifests = self._check_values(
             runtime_id, [checkpoint.checkpoint, *(item.value for item in checkpoint.values)]
         )
         try:
-            self.rows.put_langgraph_checkpoint(runtime_id, checkpoint, now_ms=now_ms())
+            had_writes = self.rows.put_langgraph_checkpoint(runtime_id, checkpoint, now_ms=now_ms())
         except ValueError as error:
             raise self._refusal(runtime_id, error) from None
-        return LangGraphChanged(rows=1 + len(checkpoint.values))
+        self._replicate(runtime_id, manifests)
+        return LangGraphChanged(rows=1 + len(checkpoint.values), had_writes=had_writes)
 
     def put_writes(
         self,
@@ -122,7 +147,7 @@ class LangGraphThreads:
         replace: bool,
     ) -> LangGraphChanged:
         """Store a task's pending writes (`BaseCheckpointSaver.put_writes`)."""
-        self._check_values(runtime_id, (write.value for write in writes))
+        manifests = self._check_values(runtime_id, (write.value for write in writes))
         try:
             rows = self.rows.put_langgraph_writes(
                 runtime_id,
@@ -135,6 +160,7 @@ class LangGraphThreads:
             )
         except ValueError as error:
             raise self._refusal(runtime_id, error) from None
+        self._replicate(runtime_id, manifests)
         return LangGraphChanged(rows=rows)
 
     def get(

@@ -144,7 +144,7 @@ class RuntimeService:
         self._undo = Undo(self.parts)
         self._restore = InPlaceRestore(self.parts)
         #: LangGraph's checkpoints of each runtime (`ditto_jupyter.langgraph` reaches them).
-        self.langgraph = LangGraphThreads(store, blobs)
+        self.langgraph = LangGraphThreads(store, blobs, self.replication)
 
     def has_operation_in_flight(self, runtime_id: str) -> bool:
         """Whether a control operation on this runtime is running now."""

@@ -23,6 +23,13 @@ checkpoint holds, so undo refuses and changes nothing. When the kernel is at the
 cell ran since it but its variables changed anyway (a widget's callback), undo goes on, and
 the live variables are kept in `before-undo` beside the files as they were.
 
+A cell whose automatic checkpoint could not be recorded (the store refused it, the capture
+raised) is named in the refusal: the kernel's capture says which it was
+(`ContextCapture.unrecorded_cell`), and the next checkpoint it records says it too
+(`AutoCheckpointCell.unrecorded_before`): that checkpoint's parent is the state before the
+unrecorded cell, so undoing it would undo two cells, and undo refuses it (`undone_alone`),
+pointing to restore by name.
+
 Two paths, as for restore: the server's (`undo`: an idle kernel, whose variables the
 server restores after the files), and a kernel's own (`record_undo`: `%undo` restored its
 variables itself first, the server brings the files back and moves the head; the kernel
@@ -88,11 +95,40 @@ def undo_target(
     return head.parent_checkpoint_id
 
 
+def undone_alone(cell: AutoCheckpointCell, target: str, label: str) -> None:
+    """Conflict, leading with what to do, when undoing the checkpoint of `cell` would undo
+    more than that cell: a cell between it and the checkpoint before it (`target`, as a
+    message names it) had its automatic checkpoint not recorded."""
+    missing = cell.unrecorded_before
+    if missing is None:
+        return
+    raise Conflict(
+        f"restore {target} by name to go back to before cell {missing}: the automatic "
+        f"checkpoint of cell {missing} of {label} was not recorded, so no checkpoint holds "
+        f"the state just before cell {cell.execution_count} and undo cannot undo it alone; "
+        "nothing was undone"
+    )
+
+
+def last_cell_unrecorded(missing: int, cell: AutoCheckpointCell, head: str, label: str) -> str:
+    """Why undo refuses when the automatic checkpoint of cell `missing`, which ran after the
+    head (`head`, as a message names it, the checkpoint of `cell`), was not recorded:
+    undoing the head would go back two cells. Leads with what to do."""
+    return (
+        f"restore {head} by name to go back to before cell {missing}: the automatic "
+        f"checkpoint of cell {missing} of {label} was not recorded, so undo would go back "
+        f"to before cell {cell.execution_count} too; nothing was undone"
+    )
+
+
 def unrecorded_cells(head: RuntimeCheckpoint, live: ContextCapture, label: str) -> str | None:
     """Why undoing `head` would lose what the live kernel holds (cells ran since it that no
     checkpoint holds), leading with what to do; None when the head is the last cell."""
     if live.manifest_id == head.context_manifest_id:
         return None  # the kernel is at the head: cells since changed nothing
+    if live.unrecorded_cell is not None and head.automatic is not None:
+        name = head.name or head.checkpoint_id[:12]
+        return last_cell_unrecorded(live.unrecorded_cell, head.automatic, name, label)
     if same_run(head.session.handle_state.get(_CHECKPOINTED_RUN), live):
         return None  # no cell ran since the head; what changed outside cells is kept
     assert head.automatic is not None
@@ -141,6 +177,7 @@ class Undo:
                 f"({target.name or target.checkpoint_id[:12]}) was pruned by %autocheckpoint "
                 "--keep"
             )
+        undone_alone(head.automatic, target.name or target.checkpoint_id[:12], label)
         return head, target
 
     async def undo(self, runtime_id: str) -> RuntimeUndoResult:

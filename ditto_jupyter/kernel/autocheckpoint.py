@@ -19,6 +19,11 @@ The usual cell takes the fast path:
 A whole, synchronous capture is taken instead for the first cell, after a restore, after a
 write-behind failed, for a cell that could reach anything (a magic, `globals()`, `exec`),
 and for a cell that changed the workspace.
+
+A cell whose checkpoint could not be recorded is remembered (the first one, until a
+checkpoint holds the kernel's state again): every capture says so, and the next checkpoint
+recorded carries it (`unrecorded_before`), so that undo refuses rather than go back two
+cells (`control.undo`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ditto_jupyter.core.environment import WORKSPACE_ENV
 from ditto_jupyter.core.errors import CaptureLost, DittoError, UnsupportedBackend
+from ditto_jupyter.kernel.capture import kernel_hooks
 from ditto_jupyter.kernel.write_behind import WriteBehind
 
 # The magics make an AutoCheckpointer when they load, in every kernel: the capture and the
@@ -40,7 +46,7 @@ if TYPE_CHECKING:
     from ditto_jupyter.core.models import AutoCheckpointCell, ContextCapture
     from ditto_jupyter.kernel.capture.capturing import NamespaceSnapshot
     from ditto_jupyter.kernel.capture.journal import ChangeJournal
-    from ditto_jupyter.kernel.runtime_control import RuntimeControl
+    from ditto_jupyter.kernel.runtime_control import RuntimeControl, UndoPlan
 
 #: How many automatic checkpoints stay whole when `--keep` is not given.
 DEFAULT_KEEP = 50
@@ -131,8 +137,11 @@ class AutoCheckpointer:
         # The cell (`cells_run`) after which the namespace was last known to be the state of
         # the runtime's head (recorded, unchanged, undone, restored); None: unknown.
         self._followed: int | None = None
+        # The first cell whose checkpoint was not recorded since then (its execution count):
+        # the next one recorded says so (`unrecorded_before`), and undo refuses meanwhile.
+        self._unrecorded: int | None = None
         self._chosen = False  # the user turned it on or off in this kernel
-        shell.events.register("post_run_cell", self._count_cell)
+        kernel_hooks.register_event(shell, "post_run_cell", self._count_cell)
 
     # ---- on, off, state --------------------------------------------------------------
 
@@ -175,16 +184,20 @@ class AutoCheckpointer:
             f"(unchanged){last}"
         )
 
-    def undo_refusal(self, notebook: str) -> str | None:
+    def undo_refusal(self, plan: UndoPlan) -> str | None:
         """Why `%undo` (running in the current cell) must not undo the head: a cell ran
         after it that no checkpoint holds (`%autocheckpoint` off, a restart, a checkpoint
-        not recorded), so going back would lose that cell's work. None: the head is the
-        last cell that ran (or the cells since changed nothing)."""
+        not recorded: named), so going back would lose that cell's work. None: the head is
+        the last cell that ran (or the cells since changed nothing)."""
         cells = self._cells()
         if cells is not None and self._followed is not None and self._followed == cells - 1:
             return None
-        from ditto_jupyter.control.undo import TURN_ON_HINT
+        from ditto_jupyter.control.undo import TURN_ON_HINT, last_cell_unrecorded
 
+        notebook = plan.notebook or "this notebook"
+        if self._unrecorded is not None:
+            head = plan.head_name or plan.head_id[:12]
+            return last_cell_unrecorded(self._unrecorded, plan.cell, head, notebook)
         return (
             f"{TURN_ON_HINT}, or %checkpoint first: {notebook} ran cells since its last "
             "automatic checkpoint that no checkpoint holds, and undo would lose them; "
@@ -199,6 +212,19 @@ class AutoCheckpointer:
     def _follow(self) -> None:
         """After the cell running now, the namespace is the state of the runtime's head."""
         self._followed = self._cells()
+        self._unrecorded = None
+
+    def _not_recorded(self, count: int) -> None:
+        """Cell `count`'s checkpoint could not be recorded: the namespace is no longer known
+        to be the head's state, and the first such cell is remembered."""
+        self._followed = None
+        if self._unrecorded is None:
+            self._unrecorded = count
+
+    def unrecorded_cell(self) -> int | None:
+        """The first cell whose automatic checkpoint was not recorded, when no checkpoint
+        holds this kernel's state since (every capture says so: an undo would lose it)."""
+        return self._unrecorded
 
     def state(self) -> str:
         """`%autocheckpoint` with no argument: on or off, and the counts."""
@@ -240,12 +266,20 @@ class AutoCheckpointer:
             with collection_paused():
                 self._checkpoint_cell(count, source, result, failed=not result.success)
         except DittoError as error:
+            self._failed(count)
             print(f"ditto: autocheckpoint: {error.code}: {error.message}", file=sys.stderr)
         except Exception as error:  # the hook never turns a cell into a traceback
+            self._failed(count)
             print(
                 f"ditto: autocheckpoint of cell {count} failed: {type(error).__name__}: {error}",
                 file=sys.stderr,
             )
+
+    def _failed(self, count: int) -> None:
+        """The hook of cell `count` raised: unless the cell was recorded (or found unchanged)
+        first, no checkpoint holds it."""
+        if self._followed is None or self._followed != self._cells():
+            self._not_recorded(count)
 
     def _checkpoint_cell(self, count: int, source: str, result: Any, *, failed: bool) -> None:
         from ditto_jupyter.kernel.capture import open_blob_store
@@ -326,7 +360,7 @@ class AutoCheckpointer:
             capture = taken[1]
             if capture.manifest_id == previous and not workspace_changed:
                 return False  # unchanged: nothing to record
-            control.checkpoint(capture, name, None, cell)
+            control.checkpoint(capture, name, None, self._after_unrecorded(cell))
             self._follow()
             return True
 
@@ -363,10 +397,12 @@ class AutoCheckpointer:
         """The write-behind half: copy what the snapshot still reads from live memory (then
         the next cell may start), store the snapshot and record it. An error prints one
         line, and the next cell captures everything again, synchronously."""
+        recorded = False
         try:
             capture = snapshot.finish()  # copies first, unless the next cell did
-            self.host.control.checkpoint(capture, name, None, cell)
-            self._followed = cells
+            self.host.control.checkpoint(capture, name, None, self._after_unrecorded(cell))
+            recorded = True
+            self._followed, self._unrecorded = cells, None
             self.host.last_manifest = capture.manifest_id
             self._recorded()
         except Exception as error:
@@ -374,6 +410,8 @@ class AutoCheckpointer:
             from ditto_jupyter.kernel.capture.chunks import forget_chunks
             from ditto_jupyter.kernel.capture.kernel_entry import keep_base
 
+            if not recorded:
+                self._not_recorded(cell.execution_count)
             self._write_failed = True
             keep_base(self.host.namespace, None)  # no path follows an unwritten state
             if isinstance(error, (BlobNotFound, CaptureLost)):
@@ -384,6 +422,13 @@ class AutoCheckpointer:
                 else f"{type(error).__name__}: {error}"
             )
             print(f"ditto: autocheckpoint {name} was not recorded: {detail}", file=sys.stderr)
+
+    def _after_unrecorded(self, cell: AutoCheckpointCell) -> AutoCheckpointCell:
+        """`cell`, saying which cell before it had its checkpoint not recorded, if one did:
+        the checkpoint recorded now is then no undo of this cell alone."""
+        if self._unrecorded is None:
+            return cell
+        return cell.model_copy(update={"unrecorded_before": self._unrecorded})
 
     def setting(self) -> int | None:
         """How many automatic checkpoints are kept while on; None while off (every capture
@@ -401,6 +446,7 @@ class AutoCheckpointer:
             self.turn_on(keep, prune=False)
         keep_base(self.host.namespace, None)
         self._followed = self._cells()  # at the restored checkpoint, the head now
+        self._unrecorded = None
         if self.enabled:
             self._last_fingerprint = self._fingerprint(self.host.control)
 
@@ -410,6 +456,7 @@ class AutoCheckpointer:
         from ditto_jupyter.kernel.capture.kernel_entry import keep_base
 
         self._undone = self.enabled  # only the hook of this very cell reads it
+        self._unrecorded = None
         keep_base(self.host.namespace, None)
         if not self.enabled:  # no hook follows this cell: it is at the head after it
             self._follow()

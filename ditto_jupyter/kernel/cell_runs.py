@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ditto_jupyter.kernel.capture import kernel_hooks
+
 _COUNTS: dict[int, list[int]] = {}
 
 
@@ -27,5 +29,6 @@ def cells_run(shell: Any) -> int | None:
         def _one_more(_info: object) -> None:
             count[0] += 1
 
-        events.register("pre_run_cell", _one_more)
+        kernel_hooks.register_event(shell, "pre_run_cell", _one_more)
+        kernel_hooks.on_removal("the cell counter", lambda: _COUNTS.pop(id(shell), None))
     return count[0]

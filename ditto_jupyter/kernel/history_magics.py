@@ -186,7 +186,7 @@ class HistoryMagics(Magics):
             control = owner.control
             plan = control.undo_plan()
             blobs = open_blob_store(control.blob_root)
-            refusal = owner.autocheckpointer.undo_refusal(plan.notebook or "this notebook")
+            refusal = owner.autocheckpointer.undo_refusal(plan)
             if refusal is not None and not self._at(plan.head_manifest):
                 raise Conflict(refusal)  # going back would lose cells no checkpoint holds
             target = plan.target

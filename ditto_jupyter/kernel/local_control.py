@@ -315,6 +315,7 @@ class LocalControl:
             head.automatic,
             resolved_of(target),
             notebook,
+            head.name,
         )
 
     def record_undo(self, checkpoint_id: str, undone_checkpoint_id: str) -> RuntimeUndoResult:

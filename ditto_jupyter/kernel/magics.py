@@ -170,6 +170,7 @@ class DittoMagics(Magics):
         self.autocheckpointer = AutoCheckpointer(self, shell)
         self.kernel_control.on_restore.append(self.autocheckpointer.restored_elsewhere)
         self.kernel_control.autocheckpoint_keep = self.autocheckpointer.setting
+        self.kernel_control.unrecorded_cell = self.autocheckpointer.unrecorded_cell
 
     # ---- plumbing -----------------------------------------------------------------------
 

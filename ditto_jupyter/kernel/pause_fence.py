@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ditto_jupyter.kernel.capture import kernel_hooks
+
 #: What a sealed kernel answers a cell with (`{runtime}`: the runtime's id).
 REFUSAL = (
     "ditto: runtime {runtime} is pausing: this cell did not run. Resume the runtime, then "
@@ -48,9 +50,15 @@ class _Fence:
         if self.installed:
             return
         shell = _shell()
-        shell.events.register("pre_execute", self._count)
-        shell.input_transformers_cleanup.insert(0, self._refuse_when_sealed)
+        kernel_hooks.register_event(shell, "pre_execute", self._count)
+        kernel_hooks.insert_input_transformer(shell, self._refuse_when_sealed)
+        kernel_hooks.on_removal("the pause fence", self._forget)
         self.installed = True
+
+    def _forget(self) -> None:
+        self.installed = False
+        self.fence = None
+        self.sealed_for = None
 
     def _count(self) -> None:
         self.cells += 1

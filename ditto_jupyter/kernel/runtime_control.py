@@ -76,6 +76,8 @@ class UndoPlan:
     target: ResolvedCheckpoint
     #: What a message calls the runtime: its notebook's name (`control.undo.notebook_label`).
     notebook: str = ""
+    #: The head's name (`cell-12`), if it has one.
+    head_name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,7 @@ class ServerControl:
 
     def undo_plan(self) -> UndoPlan:
         from ditto_jupyter.client import api_path
-        from ditto_jupyter.control.undo import notebook_label, undo_target
+        from ditto_jupyter.control.undo import notebook_label, undo_target, undone_alone
 
         record = _parse(RuntimeRecord, self._get(api_path(self.runtime_id)))
         notebook = notebook_label(record.conversation_id, self.runtime_id)
@@ -211,6 +211,7 @@ class ServerControl:
         summary = _parse(CheckpointSummary, head) if head else None
         target = self.resolve(undo_target(self.runtime_id, summary, notebook))
         assert summary is not None and summary.automatic is not None
+        undone_alone(summary.automatic, target.name or target.checkpoint_id[:12], notebook)
         head_detail = self.resolve(summary.checkpoint_id)
         return UndoPlan(
             summary.checkpoint_id,
@@ -218,6 +219,7 @@ class ServerControl:
             summary.automatic,
             target,
             notebook,
+            summary.name,
         )
 
     def record_undo(self, checkpoint_id: str, undone_checkpoint_id: str) -> RuntimeUndoResult:

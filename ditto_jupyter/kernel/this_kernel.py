@@ -48,6 +48,9 @@ class KernelControl:
         #: magics' hook answers). Every capture records it, so a resumed or checked-out
         #: kernel takes it up again (`restored`).
         self.autocheckpoint_keep: Callable[[], int | None] = lambda: None
+        #: The first cell whose automatic checkpoint was not recorded, when no checkpoint
+        #: holds this kernel's state since (the magics' hook answers; every capture says it).
+        self.unrecorded_cell: Callable[[], int | None] = lambda: None
 
     @property
     def control(self) -> RuntimeControl:
@@ -112,6 +115,12 @@ def runtime_id() -> str | None:
 def autocheckpoint_keep() -> int | None:
     """This kernel's `%autocheckpoint` setting (how many kept; None: off or no magics)."""
     return _installed.autocheckpoint_keep() if _installed is not None else None
+
+
+def unrecorded_cell() -> int | None:
+    """The first cell whose automatic checkpoint was not recorded since this kernel's state
+    was last a checkpoint's (None: none, or no magics)."""
+    return _installed.unrecorded_cell() if _installed is not None else None
 
 
 def restored(manifest_id: str | None, autocheckpoint_keep: int | None = None) -> None:

@@ -43,8 +43,12 @@ class ThreadsTransport(Protocol):
     """The runtime's LangGraph threads, as the saver calls them."""
 
     runtime_id: str
+    #: Which store the threads are in (with the runtime id, names the kernel's cache).
+    place: str
 
-    def put(self, checkpoint: LangGraphCheckpoint) -> None: ...
+    def put(self, checkpoint: LangGraphCheckpoint) -> bool:
+        """Store it; whether pending writes of it were stored already."""
+        ...
 
     def put_writes(
         self,
@@ -87,9 +91,10 @@ class LocalThreads:
     def __init__(self, threads: LangGraphThreads, runtime_id: str) -> None:
         self._threads = threads
         self.runtime_id = runtime_id
+        self.place = f"in-process:{id(threads)}"
 
-    def put(self, checkpoint: LangGraphCheckpoint) -> None:
-        self._threads.put(self.runtime_id, checkpoint)
+    def put(self, checkpoint: LangGraphCheckpoint) -> bool:
+        return self._threads.put(self.runtime_id, checkpoint).had_writes
 
     def put_writes(
         self,
@@ -151,6 +156,7 @@ class ServerThreads:
         self._http = http
         self._base = base_url.rstrip("/") + "/api/v1/runtimes/self/langgraph/"
         self.runtime_id = runtime_id
+        self.place = self._base
         self._token = token
 
     def _call(self, route: str, request: BaseModel, answer: type[_Answer]) -> _Answer:
@@ -173,8 +179,9 @@ class ServerThreads:
     def _who(self) -> dict[str, str]:
         return {"runtime_id": self.runtime_id, "runtime_token": self._token}
 
-    def put(self, checkpoint: LangGraphCheckpoint) -> None:
-        self._call("put", LangGraphPutRequest(**self._who(), checkpoint=checkpoint), _Changed)
+    def put(self, checkpoint: LangGraphCheckpoint) -> bool:
+        request = LangGraphPutRequest(**self._who(), checkpoint=checkpoint)
+        return self._call("put", request, _Changed).had_writes
 
     def put_writes(
         self,
@@ -257,6 +264,7 @@ class _Changed(BaseModel):
     """What a write answers (its count is not needed here)."""
 
     rows: int
+    had_writes: bool = False
 
 
 def _refusal(response: httpx.Response) -> DittoError:

@@ -73,11 +73,13 @@ class ValueCodec:
                 bulk.commit()
         return [value for value in placed if value is not None]
 
+    def serialized(self, value: LangGraphValue) -> tuple[str, bytes]:
+        """The value's serializer type and bytes (read from the blob store when there)."""
+        if value.manifest_id is None:
+            return value.type, value.data
+        body = self.blobs.get_manifest(value.manifest_id)
+        return value.type, self.blobs.get_bytes(body["chunks"])
+
     def decode(self, value: LangGraphValue) -> Any:
         """The value back, as the saver's serializer reads it."""
-        if value.manifest_id is None:
-            data = value.data
-        else:
-            body = self.blobs.get_manifest(value.manifest_id)
-            data = self.blobs.get_bytes(body["chunks"])
-        return self.serde.loads_typed((value.type, data))
+        return self.serde.loads_typed(self.serialized(value))

@@ -19,7 +19,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from ditto_jupyter.control.off_loop import off_loop
-from ditto_jupyter.core.errors import InvalidRequest, RuntimeNotFound, UnsupportedBackend
+from ditto_jupyter.core.errors import (
+    InvalidRequest,
+    RuntimeClosed,
+    RuntimeNotFound,
+    UnsupportedBackend,
+)
 from ditto_jupyter.core.models.langgraph import (
     LangGraphChanged,
     LangGraphCopyThreadRequest,
@@ -38,7 +43,7 @@ from ditto_jupyter.server.route_spec import API_PREFIX, RouteRequest, RouteSpec
 from ditto_jupyter.server.sessions import RuntimeSessions
 
 #: What a `self/langgraph/...` call can answer.
-_ERRORS = (InvalidRequest, RuntimeNotFound, UnsupportedBackend)
+_ERRORS = (InvalidRequest, RuntimeNotFound, RuntimeClosed, UnsupportedBackend)
 
 
 def _own(sessions: RuntimeSessions, runtime_id: str, runtime_token: str) -> None:

@@ -71,6 +71,8 @@ export interface IExecutedCell {
   execution_count: number;
   source: string;
   failed?: boolean;
+  /** A cell before it whose checkpoint was not recorded: undo cannot undo this one alone. */
+  unrecorded_before?: number | null;
 }
 
 /** GET /api/v1/runtimes/{runtime_id}/checkpoints (a page when the server pages). */

@@ -57,13 +57,6 @@ def deployments(
         next(generator, None)
 
 
-@pytest.fixture
-def deployment(
-    tmp_path: Path, ceph_gateway: CephGateway, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Deployment]:
-    yield from deploy(tmp_path, ceph_gateway, s3_bucket, monkeypatch)
-
-
 def replica_of(service: RuntimeService) -> BucketReplica:
     found = service.replication.replica
     assert found is not None

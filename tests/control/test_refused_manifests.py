@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,8 +26,7 @@ from ditto_jupyter.core.blobs.replicated_chunks import chunk_key
 from ditto_jupyter.core.errors import BackendError
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from tests.fakes.fake_context_capture import ctx
-from tests.support.ceph_gateway import CephGateway, S3Bucket
-from tests.support.deployment import Deployment, deploy
+from tests.support.deployment import Deployment
 
 pytest_plugins = ["tests.support.ceph_fixtures"]
 pytestmark = pytest.mark.s3
@@ -37,13 +36,6 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-@pytest.fixture
-def deployment(
-    tmp_path: Path, ceph_gateway: CephGateway, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Deployment]:
-    yield from deploy(tmp_path, ceph_gateway, s3_bucket, monkeypatch)
 
 
 def paused_on_a(deployment: Deployment) -> tuple[str, str, RuntimeService]:

@@ -12,16 +12,14 @@ the files it kept.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
-from pathlib import Path
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
 
 from ditto_jupyter.core.blobs.replica import manifest_key
 from tests.fakes.fake_context_capture import ctx
-from tests.support.ceph_gateway import CephGateway, S3Bucket
-from tests.support.deployment import Deployment, deploy
+from tests.support.deployment import Deployment
 
 pytest_plugins = ["tests.support.ceph_fixtures"]
 pytestmark = pytest.mark.s3
@@ -31,13 +29,6 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-@pytest.fixture
-def deployment(
-    tmp_path: Path, ceph_gateway: CephGateway, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Deployment]:
-    yield from deploy(tmp_path, ceph_gateway, s3_bucket, monkeypatch)
 
 
 def test_a_before_restore_checkpoints_blobs_reach_the_bucket(deployment: Deployment) -> None:

@@ -17,8 +17,7 @@ import asyncio
 import os
 import secrets
 import threading
-from collections.abc import Coroutine, Iterator
-from pathlib import Path
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
@@ -33,8 +32,8 @@ from ditto_jupyter.core.blobs.replicated_chunks import chunk_key
 from ditto_jupyter.core.errors import StoreUnavailable
 from ditto_jupyter.core.models import SessionLifecycleStatus
 from tests.fakes.fake_context_capture import ctx
-from tests.support.ceph_gateway import CephGateway, S3Bucket, fetched_bytes
-from tests.support.deployment import Deployment, deploy
+from tests.support.ceph_gateway import fetched_bytes
+from tests.support.deployment import Deployment
 
 pytest_plugins = ["tests.support.ceph_fixtures"]
 pytestmark = pytest.mark.s3
@@ -44,13 +43,6 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-@pytest.fixture
-def deployment(
-    tmp_path: Path, ceph_gateway: CephGateway, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Deployment]:
-    yield from deploy(tmp_path, ceph_gateway, s3_bucket, monkeypatch)
 
 
 async def fill(service: RuntimeService, runtime_id: str) -> None:

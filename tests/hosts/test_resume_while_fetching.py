@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,7 @@ from ditto_jupyter.core.models import SessionLifecycleStatus, SessionRecord, Unr
 from ditto_jupyter.hosts.jupyter_client_host import JupyterClientHost
 from ditto_jupyter.hosts.kernel_context_driver import KernelContextDriver
 from tests.support.arrival_readers import waiting_in
-from tests.support.ceph_gateway import CephGateway, S3Bucket
-from tests.support.deployment import Deployment, deploy
+from tests.support.deployment import Deployment
 
 pytest_plugins = ["tests.support.ceph_fixtures"]
 pytestmark = [pytest.mark.s3, pytest.mark.slow]  # real kernels, two servers
@@ -66,13 +65,6 @@ class WatchedKernels(KernelContextDriver):
             return await super().restore(session, manifest_id, arrivals=arrivals)
         finally:
             self.over.set()
-
-
-@pytest.fixture
-def deployment(
-    tmp_path: Path, ceph_gateway: CephGateway, s3_bucket: S3Bucket, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Deployment]:
-    yield from deploy(tmp_path, ceph_gateway, s3_bucket, monkeypatch)
 
 
 def kernels(host: JupyterClientHost, made: list[WatchedKernels]) -> Callable[[BlobStore], Any]:

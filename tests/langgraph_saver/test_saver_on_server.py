@@ -171,3 +171,36 @@ def test_a_kernel_reaches_only_its_own_runtimes_threads(tmp_path: Path) -> None:
         assert (status, answer["error"]) == (400, "InvalidRequest"), answer
         status, listed = server.api("GET", f"{rid}/langgraph/threads")
         assert (status, listed["threads"]) == (200, [])
+
+
+def test_a_closed_runtimes_threads_answer_409(tmp_path: Path) -> None:
+    """With its kernel's own token, a write to a closed runtime's threads is refused with
+    409 RuntimeClosed in one line, and its threads are kept as they were."""
+    from ditto_jupyter.core.environment import RUNTIME_TOKEN_ENV
+
+    with LiveServer(tmp_path, config={"DittoJupyterApp": {"kernel_pool_size": 0}}) as server:
+        session = server.open_notebook("a.ipynb")
+        rid, kernel = session["id"], session["kernel"]["id"]
+        server.execute(kernel, GRAPH_CELL + "\ngraph.invoke({'n': 0, 'seen': []}, plan)")
+        printed = server.execute(kernel, f"import os; print(os.environ[{RUNTIME_TOKEN_ENV!r}])")
+        token = printed.strip().splitlines()[-1]
+        status, closed = server.api("POST", "close", {"runtime_id": rid, "discard": True})
+        assert status == 200, closed
+        who = {"runtime_id": rid, "runtime_token": token}
+        status, answer = server.api(
+            "POST", "self/langgraph/delete-thread", {**who, "thread_id": "plan"}
+        )
+        assert (status, answer["error"]) == (409, "RuntimeClosed"), answer
+        assert "closed" in answer["message"] and "\n" not in answer["message"]
+        empty = {"type": "msgpack", "data": ""}
+        put = {
+            "thread_id": "new",
+            "checkpoint_id": "01",
+            "checkpoint": empty,
+            "versions": {},
+            "metadata": {},
+        }
+        status, answer = server.api("POST", "self/langgraph/put", {**who, "checkpoint": put})
+        assert (status, answer["error"]) == (409, "RuntimeClosed"), answer
+        status, listed = server.api("GET", f"{rid}/langgraph/threads")
+        assert status == 200 and [t["thread_id"] for t in listed["threads"]] == ["plan"], listed

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from ditto_jupyter.core.errors import InvalidRequest
+from ditto_jupyter.core.errors import InvalidRequest, RuntimeClosed
 from ditto_jupyter.core.models.langgraph import LangGraphCheckpoint, LangGraphValue
 from ditto_jupyter.kernel.local_control import LocalControl
 from ditto_jupyter.langgraph import DittoSaver
@@ -101,3 +101,28 @@ def test_a_graph_goes_on_from_its_thread_with_a_new_saver(control: LocalControl)
     assert again.get_state(plan).values == {"n": 6, "seen": [0, 5]}
     history = list(again.get_state_history(plan))
     assert [snapshot.values.get("n") for snapshot in history][:2] == [6, 5]
+
+
+def test_a_closed_runtimes_threads_refuse_writes(control: LocalControl) -> None:
+    """Its threads are kept, read-only: each write says the runtime is closed, in one line,
+    and the store stays as it was."""
+    saver = DittoSaver(control=control)
+    stored = put_value(saver, "t", b"kept")
+    control._run(control.service.close(control.runtime_id, discard=True))
+    writes: list[Any] = [
+        lambda: put_value(saver, "t2", b"new"),
+        lambda: saver.put_writes(stored, [("big", 1)], "task"),
+        lambda: saver.delete_thread("t"),
+        lambda: saver.copy_thread("t", "t3"),
+        lambda: saver.prune(["t"], strategy="delete"),
+        lambda: saver.delete_for_runs(["run"]),
+    ]
+    for write in writes:
+        with pytest.raises(RuntimeClosed) as refused:
+            write()
+        assert "closed" in str(refused.value) and "\n" not in str(refused.value)
+    threads = control.service.langgraph.threads(control.runtime_id).threads
+    assert [(item.thread_id, item.checkpoints) for item in threads] == [("t", 1)]
+    found = DittoSaver(control=control).get_tuple(stored)
+    assert found is not None and found.checkpoint["channel_values"]["big"] == b"kept"
+    assert found.pending_writes == []

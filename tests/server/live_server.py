@@ -194,6 +194,17 @@ class LiveServer:
         model: dict[str, Any] = response.json()
         return model
 
+    def connect(self, kernel_id: str) -> Any:
+        """A client of a server kernel, as a notebook front end holds one (no heartbeat),
+        from its connection file; the caller stops its channels."""
+        from jupyter_client import BlockingKernelClient, find_connection_file
+
+        client = BlockingKernelClient()
+        client.load_connection_file(find_connection_file(kernel_id, path=[str(self.runtime_dir)]))
+        client.start_channels(hb=False)
+        client.wait_for_ready(timeout=60)
+        return client
+
     def _ready_client(self, kernel_id: str) -> Any:
         """A client of a server kernel that answered `kernel_info`, from its connection
         file. A start the server made again on new ports (a port of the first taken

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from jupyter_client import BlockingKernelClient, find_connection_file
+from jupyter_client import BlockingKernelClient
 
 from tests.server.live_server import LiveServer
-from tests.support.kernel_cells import CellOutput, run_cell, value, wait_for_autocheckpoints
+from tests.support.kernel_cells import clean, run_cell, value, wait_for_autocheckpoints
 from tests.support.magic_display import printed_once
 
 pytestmark = pytest.mark.slow
@@ -25,17 +25,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def connect(live: LiveServer, kernel_id: str) -> BlockingKernelClient:
-    client = BlockingKernelClient()
-    client.load_connection_file(find_connection_file(kernel_id, path=[str(live.runtime_dir)]))
-    client.start_channels(hb=False)
-    client.wait_for_ready(timeout=60)
+    client: BlockingKernelClient = live.connect(kernel_id)
     return client
-
-
-def clean(out: CellOutput) -> CellOutput:
-    assert out.error is None, out.error
-    assert out.stderr == "", out.stderr
-    return out
 
 
 def listed(live: LiveServer, rid: str) -> list[dict[str, Any]]:

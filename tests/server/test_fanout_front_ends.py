@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jupyter_client import BlockingKernelClient, find_connection_file
+from jupyter_client import BlockingKernelClient
 
 from tests.server.live_server import LiveServer
 from tests.server.test_cli import as_json, ditto
@@ -25,10 +25,7 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
 
 
 def connect(live: LiveServer, kernel_id: str) -> BlockingKernelClient:
-    client = BlockingKernelClient()
-    client.load_connection_file(find_connection_file(kernel_id, path=[str(live.runtime_dir)]))
-    client.start_channels(hb=False)
-    client.wait_for_ready(timeout=60)
+    client: BlockingKernelClient = live.connect(kernel_id)
     return client
 
 

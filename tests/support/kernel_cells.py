@@ -72,3 +72,10 @@ def run_in_kernel(runtime_dir: str, kernel_id: str, code: str) -> str:
     if out.error is not None:
         raise RuntimeError(f"cell failed: {out.error}")
     return out.stdout
+
+
+def clean(out: CellOutput) -> CellOutput:
+    """`out`, asserted to have run with no error and nothing on stderr."""
+    assert out.error is None, out.error
+    assert out.stderr == "", out.stderr
+    return out

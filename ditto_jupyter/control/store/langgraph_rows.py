@@ -31,10 +31,14 @@ class LangGraphRows(Protocol):
 
     def put_langgraph_checkpoint(
         self, runtime_id: str, checkpoint: LangGraphCheckpoint, *, now_ms: int
-    ) -> None:
+    ) -> bool:
         """Store (or replace) a checkpoint and the channel values new in it, in one
         transaction; the thread is made on first use. A value already stored at that
-        (namespace, channel, version) is kept (a version names one value)."""
+        (namespace, channel, version) is kept (a version names one value). Whether pending
+        writes of that checkpoint were stored already.
+
+        Every write of this role refuses a closed runtime's threads (RuntimeClosed, nothing
+        changed): they are kept, read-only, as its checkpoints are."""
         ...
 
     def put_langgraph_writes(

@@ -10,7 +10,7 @@ which keeps their rows short. A checkpoint's values are read with one query on t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
@@ -20,87 +20,69 @@ from sqlalchemy.engine import Connection
 
 from ditto_jupyter.control.store.interface import require_id
 from ditto_jupyter.control.store.langgraph_rows import unique
-from ditto_jupyter.control.store.schema import RUNTIME_EXISTS
 from ditto_jupyter.control.store.schema_langgraph import BLOBS, CHECKPOINTS, THREADS, WRITES
 from ditto_jupyter.control.store.sql_database import SqlDatabase
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    CHECKPOINT_COLUMNS as _CHECKPOINT_COLUMNS,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    FIND_THREAD as _FIND_THREAD,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    HAS_WRITES as _HAS_WRITES,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    JOINED as _JOINED,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    NEWEST_BY_NAME as _NEWEST_BY_NAME,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    ONE_BY_NAME as _ONE_BY_NAME,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    STATUS as _STATUS,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    VALUES_OF as _VALUES_OF,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    WRITES_OF as _WRITES_OF,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    B as _B,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    C as _C,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    T as _T,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    W as _W,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    batches as _batches,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    stored as _stored,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    upserts,
+)
+from ditto_jupyter.control.store.sql_langgraph_queries import (
+    value as _value,
+)
+from ditto_jupyter.control.store.sqlite_langgraph_reads import SqliteLangGraphReads
+from ditto_jupyter.core.errors import RuntimeClosed
 from ditto_jupyter.core.models.langgraph import (
     LangGraphChannelValue,
     LangGraphCheckpoint,
     LangGraphCursor,
     LangGraphThreadSummary,
     LangGraphTuple,
-    LangGraphValue,
     LangGraphWrite,
 )
-
-_BATCH = 500
-"""Keys asked about in one `IN (...)` (well below every database's limit)."""
-
-_C, _B, _W, _T = CHECKPOINTS.c, BLOBS.c, WRITES.c, THREADS.c
-_RUNTIME = sa.bindparam("runtime", type_=sa.Text)
-_THREAD_ID = sa.bindparam("thread_id", type_=sa.Text)
-_KEY = sa.bindparam("key", type_=sa.Integer)
-_NS = sa.bindparam("ns", type_=sa.Text)
-_ID = sa.bindparam("id", type_=sa.Text)
-
-_FIND_THREAD = sa.select(_T.id).where(_T.runtime_id == _RUNTIME, _T.thread_id == _THREAD_ID)
-_CHECKPOINT_COLUMNS = (
-    _T.thread_id,
-    _C.thread,
-    _C.checkpoint_ns,
-    _C.checkpoint_id,
-    _C.parent_checkpoint_id,
-    _C.type,
-    _C.data,
-    _C.manifest_id,
-    _C.versions,
-    _C.metadata,
-)
-_JOINED = CHECKPOINTS.join(THREADS, _T.id == _C.thread)
-# A thread's checkpoint found by (runtime, thread id) in one query: get_tuple's first read.
-_BY_NAME = (_T.runtime_id == _RUNTIME, _T.thread_id == _THREAD_ID, _C.checkpoint_ns == _NS)
-_ONE_BY_NAME = (
-    sa.select(*_CHECKPOINT_COLUMNS).select_from(_JOINED).where(*_BY_NAME, _C.checkpoint_id == _ID)
-)
-_NEWEST_BY_NAME = (
-    sa.select(*_CHECKPOINT_COLUMNS)
-    .select_from(_JOINED)
-    .where(*_BY_NAME)
-    .order_by(_C.checkpoint_id.desc())
-    .limit(1)
-)
-_VALUES_OF = sa.select(_B.channel, _B.version, _B.type, _B.data, _B.manifest_id).where(
-    _B.thread == _KEY,
-    _B.checkpoint_ns == _NS,
-    sa.tuple_(_B.channel, _B.version).in_(sa.bindparam("pairs", expanding=True)),
-)
-_WRITES_OF = (
-    sa.select(_W.task_id, _W.task_path, _W.idx, _W.channel, _W.type, _W.data, _W.manifest_id)
-    .where(_W.thread == _KEY, _W.checkpoint_ns == _NS, _W.checkpoint_id == _ID)
-    .order_by(_W.task_path, _W.task_id, _W.idx)
-)
-
-
-def _value(row: Any) -> LangGraphValue:
-    data = row.data
-    return LangGraphValue(
-        type=row.type,
-        data=bytes(data) if data is not None else b"",
-        manifest_id=row.manifest_id,
-    )
-
-
-def _stored(value: LangGraphValue) -> dict[str, Any]:
-    return {
-        "type": value.type,
-        "data": value.data if value.manifest_id is None else None,
-        "manifest_id": value.manifest_id,
-    }
-
-
-def _batches(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), _BATCH):
-        yield items[start : start + _BATCH]
 
 
 class SqlLangGraphRows(SqlDatabase):
@@ -109,39 +91,18 @@ class SqlLangGraphRows(SqlDatabase):
     @cached_property
     def _lg_statements(self) -> dict[str, Any]:
         """The upserts, built once per store for its dialect (SQLite or PostgreSQL)."""
-        insert = self.insert
-        checkpoint = insert(CHECKPOINTS)
-        write = insert(WRITES)
-        replaced = ("task_path", "channel", "type", "data", "manifest_id", "created_at_ms")
-        return {
-            "thread": insert(THREADS),
-            "blobs": insert(BLOBS).on_conflict_do_nothing(
-                index_elements=["thread", "checkpoint_ns", "channel", "version"]
-            ),
-            "checkpoint": checkpoint.on_conflict_do_update(
-                index_elements=["thread", "checkpoint_ns", "checkpoint_id"],
-                set_={
-                    name: checkpoint.excluded[name]
-                    for name in (
-                        "parent_checkpoint_id",
-                        "run_id",
-                        "created_at_ms",
-                        "type",
-                        "data",
-                        "manifest_id",
-                        "versions",
-                        "metadata",
-                    )
-                },
-            ),
-            "writes_keep": write.on_conflict_do_nothing(
-                index_elements=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"]
-            ),
-            "writes_replace": write.on_conflict_do_update(
-                index_elements=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
-                set_={name: write.excluded[name] for name in replaced},
-            ),
-        }
+        return upserts(self.insert)
+
+    @cached_property
+    def _lg_reads(self) -> SqliteLangGraphReads:
+        """get_tuple's read on the DB-API, on SQLite (`sqlite_langgraph_reads`)."""
+        return SqliteLangGraphReads(self.url.database or "", self.lock_timeout_ms, self._shown)
+
+    def close(self) -> None:
+        """Release every connection, the DB-API reads' too (see SqlDatabase.close)."""
+        super().close()
+        if "_lg_reads" in self.__dict__:
+            self._lg_reads.close()
 
     # ---- threads ----------------------------------------------------------------------
 
@@ -149,12 +110,24 @@ class SqlLangGraphRows(SqlDatabase):
         key = conn.execute(_FIND_THREAD, {"runtime": runtime_id, "thread_id": thread_id}).scalar()
         return int(key) if key is not None else None
 
+    def _writable(self, conn: Connection, runtime_id: str) -> bool:
+        """Whether the runtime is in the store; RuntimeClosed when it is closed (its threads
+        are kept, read-only). Asked inside each write's transaction."""
+        status = conn.execute(_STATUS, {"runtime": runtime_id}).scalar()
+        if status == "closed":
+            raise RuntimeClosed(
+                f"runtime {runtime_id} is closed: its LangGraph threads are read-only"
+            )
+        return status is not None
+
     def _new_thread(self, conn: Connection, runtime_id: str, thread_id: str, now_ms: int) -> int:
-        """The thread's key, made when it has none (ValueError for an unknown runtime)."""
+        """The thread's key, made when it has none (ValueError for an unknown runtime,
+        RuntimeClosed for a closed one)."""
+        known = self._writable(conn, runtime_id)
         key = self._thread_key(conn, runtime_id, thread_id)
         if key is not None:
             return key
-        if conn.execute(RUNTIME_EXISTS, {"key": runtime_id}).first() is None:
+        if not known:
             raise ValueError(
                 f"a LangGraph thread names runtime {runtime_id!r}, which is not in the store"
             )
@@ -170,7 +143,7 @@ class SqlLangGraphRows(SqlDatabase):
 
     def put_langgraph_checkpoint(
         self, runtime_id: str, checkpoint: LangGraphCheckpoint, *, now_ms: int
-    ) -> None:
+    ) -> bool:
         """Store a checkpoint and its new values in one transaction (see the protocol)."""
         require_id(runtime_id, "a runtime id")
         statements = self._lg_statements
@@ -205,6 +178,8 @@ class SqlLangGraphRows(SqlDatabase):
                     **_stored(checkpoint.checkpoint),
                 },
             )
+            where = {"key": key, "ns": ns, "id": checkpoint.checkpoint_id}
+            return conn.execute(_HAS_WRITES, where).first() is not None
 
     def put_langgraph_writes(
         self,
@@ -288,6 +263,9 @@ class SqlLangGraphRows(SqlDatabase):
     ) -> LangGraphTuple | None:
         """The checkpoint with its values and writes, or None (see the protocol)."""
         require_id(runtime_id, "a runtime id")
+        if self.backend == "sqlite" and self._active.get() is None:
+            self._check_open()
+            return self._lg_reads.get(runtime_id, thread_id, checkpoint_ns, checkpoint_id)
         where = {"runtime": runtime_id, "thread_id": thread_id, "ns": checkpoint_ns}
         with self._read() as conn:
             if checkpoint_id is None:
@@ -408,6 +386,7 @@ class SqlLangGraphRows(SqlDatabase):
         """Delete a thread and everything in it (see the protocol)."""
         require_id(runtime_id, "a runtime id")
         with self._write() as conn:
+            self._writable(conn, runtime_id)
             key = self._thread_key(conn, runtime_id, thread_id)
             if key is None:
                 return 0
@@ -554,6 +533,7 @@ class SqlLangGraphRows(SqlDatabase):
         require_id(runtime_id, "a runtime id")
         deleted = 0
         with self._write() as conn:
+            self._writable(conn, runtime_id)
             for thread_id in unique(thread_ids):
                 key = self._thread_key(conn, runtime_id, thread_id)
                 if key is None:
@@ -582,6 +562,7 @@ class SqlLangGraphRows(SqlDatabase):
             return 0
         deleted = 0
         with self._write() as conn:
+            self._writable(conn, runtime_id)
             found: dict[int, list[tuple[str, str]]] = {}
             for batch in _batches(runs):
                 query = (

@@ -265,6 +265,9 @@ class LangGraphDeleteRunsRequest(_SelfLangGraph):
 
 
 class LangGraphChanged(StrictModel):
-    """What a write to the runtime's LangGraph rows changed: rows written or deleted."""
+    """What a write to the runtime's LangGraph rows changed: rows written or deleted; for
+    a put, whether the checkpoint had pending writes stored already (the kernel's cache
+    then reads it back from the store, `ditto_jupyter.langgraph.cache`)."""
 
     rows: int
+    had_writes: bool = False

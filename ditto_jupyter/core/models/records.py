@@ -129,6 +129,9 @@ class ContextCapture(StrictModel):
     cells_run: int | None = Field(default=None, ge=0)
     #: The kernel process that was captured (drawn when it started; a restart draws anew).
     kernel_process: str | None = None
+    #: The first cell whose automatic checkpoint (`%autocheckpoint`) could not be recorded,
+    #: when no checkpoint has held the kernel's state since: an undo would lose it.
+    unrecorded_cell: int | None = Field(default=None, ge=0)
 
 
 class AutoCheckpointCell(StrictModel):
@@ -141,6 +144,10 @@ class AutoCheckpointCell(StrictModel):
     execution_count: int = Field(ge=0)
     source: str = Field(default="", max_length=MAX_CELL_SOURCE_LENGTH)
     failed: bool = False
+    #: A cell that ran after this checkpoint's parent and before this cell, whose automatic
+    #: checkpoint could not be recorded (the first such): undoing this cell alone is not
+    #: possible, since no checkpoint holds the state just before it.
+    unrecorded_before: int | None = Field(default=None, ge=0)
 
 
 class RuntimeCheckpoint(StrictModel):

@@ -220,6 +220,7 @@ def snapshot_namespace(
         execution_count=count if isinstance(count, int) else None,
         cells_run=cells_run(shell) if shell is not None else None,
         autocheckpoint_keep=this_kernel.autocheckpoint_keep(),
+        unrecorded_cell=this_kernel.unrecorded_cell(),
     )
     for pod, component in zip(plan.pods, stored_pods, strict=True):
         pod.component, pod.pickled = component, None
@@ -327,6 +328,9 @@ class NamespaceSnapshot:
     base: CaptureBase | None = None
     #: The kernel's `%autocheckpoint` setting when captured (how many kept; None: off).
     autocheckpoint_keep: int | None = None
+    #: The first cell whose automatic checkpoint was not recorded since the kernel's state
+    #: was last a checkpoint's (`ContextCapture.unrecorded_cell`).
+    unrecorded_cell: int | None = None
 
     def signature(self) -> bytes:
         """A digest of what the manifest will say, by chunk fingerprints: equal signatures,
@@ -364,6 +368,7 @@ class NamespaceSnapshot:
             execution_count=self.execution_count,
             cells_run=self.cells_run,
             kernel_process=KERNEL_PROCESS,
+            unrecorded_cell=self.unrecorded_cell,
         )
 
     def discard(self) -> None:
@@ -426,4 +431,5 @@ class NamespaceSnapshot:
             execution_count=self.execution_count,
             cells_run=self.cells_run,
             kernel_process=KERNEL_PROCESS,
+            unrecorded_cell=self.unrecorded_cell,
         )

@@ -2,10 +2,10 @@
 
 Every matplotlib setter marks its artist stale, and the mark travels up to the figure
 (`Artist.stale`, through the axes to the figure's `stale_callback`). A figure a capture
-pickled is watched: its `stale_callback` is wrapped, so each change since stamps the figure
-with a serial, whatever drew it (a cell, pyplot's current-figure functions, an event
-callback). Drawing clears `stale` but never the stamp, and the wrapper calls pyplot's own
-callback as before.
+pickled is watched: its `stale_callback` is wrapped (`kernel_hooks`), so each change since
+stamps the figure with a serial, whatever drew it (a cell, pyplot's current-figure
+functions, an event callback). Drawing clears `stale` but never the stamp, and the wrapper
+calls pyplot's own callback as before.
 
 A figure counts as changed since a mark when it was stamped after it, when it is not
 watched (never captured here, or restored: unpickling makes a new figure), when its
@@ -21,6 +21,8 @@ import itertools
 import sys
 import weakref
 from typing import Any
+
+from ditto_jupyter.kernel.capture import kernel_hooks
 
 _serials = itertools.count(1)
 _last = 0
@@ -46,18 +48,8 @@ def watch(figure: Any) -> None:
     wrapper = _wrappers.get(figure)
     if wrapper is not None and getattr(figure, "stale_callback", None) is wrapper:
         return
-    original = getattr(figure, "stale_callback", None)
-    reference = weakref.ref(figure)
-
-    def stale_callback(artist: Any, value: bool) -> None:
-        watched = reference()
-        if watched is not None:
-            _stamp(watched)
-        if original is not None:
-            original(artist, value)
-
-    figure.stale_callback = stale_callback
-    _wrappers[figure] = stale_callback  # watched from here: what came before, the capture saw
+    # watched from here: what came before, the capture saw
+    _wrappers[figure] = kernel_hooks.wrap_stale_callback(figure, _stamp)
 
 
 def changed_since(figure: Any, mark: int) -> bool:

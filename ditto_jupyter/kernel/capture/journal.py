@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ditto_jupyter.kernel.capture import kernel_hooks
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
 from ditto_jupyter.kernel.capture.pyplot_access import FigureAccess
 from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
@@ -417,30 +418,21 @@ def _shell_of(namespace: Mapping[str, object]) -> Any:
 
 
 def _attach(shell: Any, journal: ChangeJournal) -> None:
-    """Register the hooks, and watch the ways code reaches the kernel without a cell."""
-    events = shell.events
-    events.register("pre_execute", journal._pre_execute)
-    events.register("pre_run_cell", journal._pre_run_cell)
-    events.register("post_run_cell", journal._post_run_cell)
-    events.register("post_execute", journal._post_execute)
-    original = shell.user_expressions
+    """Register the hooks, and watch the ways code reaches the kernel without a cell
+    (through `kernel_hooks`, which takes them out again)."""
+    kernel_hooks.register_event(shell, "pre_execute", journal._pre_execute)
+    kernel_hooks.register_event(shell, "pre_run_cell", journal._pre_run_cell)
+    kernel_hooks.register_event(shell, "post_run_cell", journal._post_run_cell)
+    kernel_hooks.register_event(shell, "post_execute", journal._post_execute)
 
-    def user_expressions(expressions: dict[str, str]) -> Any:
-        if any(not _is_ditto_call(text) for text in (expressions or {}).values()):
+    def before_expressions(expressions: dict[str, str]) -> None:
+        if any(not _is_ditto_call(text) for text in expressions.values()):
             journal.anything()
-        return original(expressions)
 
-    shell.user_expressions = user_expressions
-    kernel = getattr(shell, "kernel", None)
-    handlers = getattr(kernel, "shell_handlers", None)
-    if isinstance(handlers, dict) and "comm_msg" in handlers:
-        handle = handlers["comm_msg"]
-
-        def comm_msg(*args: Any, **kwargs: Any) -> Any:
-            journal.anything()  # a widget's callbacks run notebook code no cell showed
-            return handle(*args, **kwargs)
-
-        handlers["comm_msg"] = comm_msg
+    kernel_hooks.wrap_user_expressions(shell, before_expressions)
+    # a widget's callbacks run notebook code no cell showed
+    kernel_hooks.wrap_comm_msg(shell, journal.anything)
+    kernel_hooks.on_removal("the change journal", lambda: _journals.pop(id(shell), None))
 
 
 def _is_ditto_call(expression: str) -> bool:

@@ -4,7 +4,7 @@ Code reaches a figure that no variable of the cell names through pyplot's regist
 figure managers: `plt.gcf()`, `plt.gca()`, `plt.title()`, `plt.figure(3)`, and the libraries
 that draw on the current figure (`df.plot()`, seaborn) all ask
 `matplotlib._pylab_helpers.Gcf.get_active()` or `Gcf.get_fig_manager(num)`. Both are
-wrapped, once, so that while a cell runs each figure they return is noted
+wrapped, once (`kernel_hooks`), so that while a cell runs each figure they return is noted
 (`FigureAccess.start` / `stop`). What such code changes through a setter, matplotlib's stale
 marks show anyway (`figure_watch`); what it changes in place (an artist's array written
 into, a figure's list appended to) only this shows.
@@ -20,7 +20,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-_MARK = "_ditto_noted"
+from ditto_jupyter.kernel.capture import kernel_hooks
+
 _OWN_PREFIX = "ditto_jupyter."
 
 
@@ -48,7 +49,8 @@ class FigureAccess:
         """A manager was handed out: note its figure while a cell runs."""
         if not self.recording or manager is None:
             return
-        caller = sys._getframe(2).f_globals.get("__name__", "")
+        # note <- _tell <- the Gcf wrapper (kernel_hooks) <- the caller
+        caller = sys._getframe(3).f_globals.get("__name__", "")
         if isinstance(caller, str) and caller.startswith(_OWN_PREFIX):
             return
         figure = getattr(getattr(manager, "canvas", None), "figure", None)
@@ -57,35 +59,15 @@ class FigureAccess:
 
 
 def _install(access: FigureAccess) -> bool:
-    """Wrap Gcf's two accessors to tell `access` (once per process; later journals take
-    over the telling); whether they are in place."""
-    helpers = sys.modules.get("matplotlib._pylab_helpers")
-    gcf = getattr(helpers, "Gcf", None)
-    if gcf is None:
-        return False
+    """Wrap Gcf's two accessors to tell `access` (once per process, `kernel_hooks`; later
+    journals take over the telling); whether they are in place."""
     _listeners[:] = [access]
-    if getattr(gcf, _MARK, False):
-        return True
-    get_active = gcf.__dict__["get_active"].__func__
-    get_fig_manager = gcf.__dict__["get_fig_manager"].__func__
+    return kernel_hooks.wrap_pyplot_accessors(_tell)
 
-    def noted_active(cls: Any) -> Any:
-        manager = get_active(cls)
-        for listener in _listeners:
-            listener.note(manager)
-        return manager
 
-    def noted_manager(cls: Any, num: Any) -> Any:
-        manager = get_fig_manager(cls, num)
-        for listener in _listeners:
-            listener.note(manager)
-        return manager
-
-    noted_active.__doc__, noted_manager.__doc__ = get_active.__doc__, get_fig_manager.__doc__
-    gcf.get_active = classmethod(noted_active)
-    gcf.get_fig_manager = classmethod(noted_manager)
-    setattr(gcf, _MARK, True)
-    return True
+def _tell(manager: Any) -> None:
+    for listener in _listeners:
+        listener.note(manager)
 
 
 #: The access the wrappers tell (the shell's journal's; one shell per kernel).

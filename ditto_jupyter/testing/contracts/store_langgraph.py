@@ -10,12 +10,15 @@ fixture: a fresh, empty store that plays the role.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ditto_jupyter.control.store.interface import CheckpointStore
 from ditto_jupyter.control.store.langgraph_rows import LangGraphRows
+from ditto_jupyter.core.errors import RuntimeClosed
+from ditto_jupyter.core.models import SessionLifecycleStatus
 from ditto_jupyter.core.models.langgraph import (
     LangGraphChannelValue,
     LangGraphCheckpoint,
@@ -289,3 +292,32 @@ class LangGraphRowsContract:
         assert rows.langgraph_thread_manifests("rt-b", None) == set()
         rows.delete_langgraph_thread("rt-a", "t")
         assert rows.langgraph_manifests([MANIFEST]) == set()
+
+    def test_a_put_says_whether_its_checkpoint_had_writes(self, rows: LangGraphRows) -> None:
+        assert rows.put_langgraph_checkpoint("rt-a", lg_checkpoint("t", "01"), now_ms=1) is False
+        rows.put_langgraph_writes(
+            "rt-a", "t", "", "02", [write("task", 0, b"early")], replace=False, now_ms=2
+        )
+        assert rows.put_langgraph_checkpoint("rt-a", lg_checkpoint("t", "02"), now_ms=3) is True
+
+    def test_a_closed_runtimes_threads_refuse_writes(
+        self, rows: LangGraphRows, store: CheckpointStore
+    ) -> None:
+        rows.put_langgraph_checkpoint("rt-a", lg_checkpoint("t", "01", run_id="r1"), now_ms=1)
+        store.put_session(runtime("rt-a", status=SessionLifecycleStatus.CLOSED))
+        refused: list[Callable[[], object]] = [
+            lambda: rows.put_langgraph_checkpoint("rt-a", lg_checkpoint("t", "02"), now_ms=2),
+            lambda: rows.put_langgraph_writes(
+                "rt-a", "t", "", "01", [write("task", 0, b"x")], replace=False, now_ms=2
+            ),
+            lambda: rows.delete_langgraph_thread("rt-a", "t"),
+            lambda: rows.copy_langgraph_thread("rt-a", "t", "rt-a", "u", now_ms=2),
+            lambda: rows.prune_langgraph_threads("rt-a", ["t"], keep_latest=False),
+            lambda: rows.delete_langgraph_runs("rt-a", ["r1"]),
+        ]
+        for write_to in refused:
+            with pytest.raises(RuntimeClosed, match="closed"):
+                write_to()
+        found = rows.get_langgraph_tuple("rt-a", "t", "", None)
+        assert found is not None and found.checkpoint_id == "01" and found.writes == []
+        assert [thread.thread_id for thread in rows.langgraph_threads("rt-a")] == ["t"]
