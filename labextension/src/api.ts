@@ -17,7 +17,9 @@ import {
   ICheckpointResult,
   ICloseResult,
   IDeleteSnapshotResult,
+  ICompareResult,
   IDiffResult,
+  IKeepResult,
   INotebookDocument,
   IPauseResult,
   IRestoreResult,
@@ -26,6 +28,7 @@ import {
   IRuntimeRecord,
   IUndoResult
 } from './apiTypes';
+import { ICompareSideRequest } from './branches/branchTypes';
 
 /** The prefix of every route, below the server's base_url. */
 export const API_PREFIX = 'api/v1/runtimes';
@@ -173,6 +176,19 @@ export class RuntimeApi {
       body.document = document;
     }
     return this.request('POST', 'diff', body);
+  }
+
+  /**
+   * Compare 2 to 8 sides (runtimes, each at "live", a checkpoint reference, or null for
+   * live when live, else its head): variables, files and cells, a row per item.
+   */
+  compareMany(sides: ICompareSideRequest[]): Promise<ICompareResult> {
+    return this.request('POST', 'compare', { sides });
+  }
+
+  /** Keep one child of a fan-out: its live and paused siblings are closed. */
+  keep(runtimeId: string): Promise<IKeepResult> {
+    return this.request('POST', `${enc(runtimeId)}/keep`, {});
   }
 
   /** Roll the runtime back to just before its last cell (with %autocheckpoint on). */

@@ -13,5 +13,8 @@ export const CommandIDs = {
   compare: 'ditto:compare',
   undoCell: 'ditto:undo-cell',
   showCellChanges: 'ditto:show-cell-changes',
-  bringCellsBack: 'ditto:bring-cells-back'
+  bringCellsBack: 'ditto:bring-cells-back',
+  compareBranches: 'ditto:compare-branches',
+  keepBranch: 'ditto:keep-branch',
+  comparePicked: 'ditto:compare-picked'
 } as const;

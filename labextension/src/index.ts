@@ -21,6 +21,8 @@ import { IConfirmations, RuntimeActions } from './actions';
 import { RuntimeApi } from './api';
 import { CellActions } from './cellActions';
 import { registerCommands } from './commands';
+import { BranchActions } from './branches/branchActions';
+import { registerBranchCommands } from './branches/branchCommands';
 import { CompareTab } from './compare/compareTab';
 import { RuntimesPanel } from './components/panel';
 import { isRuntimeEvent } from './apiTypes';
@@ -95,6 +97,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
 
     let cellActions: CellActions | null = null;
+    const compareTab = new CompareTab(app.shell, trans);
     const actions = new RuntimeActions({
       api,
       state,
@@ -103,7 +106,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       notebooks,
       sessions: app.serviceManager.sessions,
       confirmations: () => confirmations,
-      compareTab: new CompareTab(app.shell, trans),
+      compareTab,
       afterRestore: (runtimeId, checkpointId, cellsChanged, cellsNote) =>
         void cellActions?.afterRestore(runtimeId, checkpointId, cellsChanged, cellsNote)
     });
@@ -116,6 +119,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       reveal: panel => app.shell.activateById(panel.id)
     });
     registerCommands(app, { state, actions, cellActions, notebooks, trans, palette });
+    const branchActions = new BranchActions({ api, state, trans, compareTab });
+    registerBranchCommands(app, { state, actions: branchActions, trans, palette });
 
     const panel = new RuntimesPanel(state, app.commands, trans);
     app.shell.add(panel, 'right', { rank: 650 });

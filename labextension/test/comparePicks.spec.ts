@@ -5,7 +5,7 @@
 
 import { LIVE } from '../src/apiTypes';
 import { CheckpointInfo } from '../src/state/checkpointInfo';
-import { compareSides } from '../src/compare/compareSides';
+import { compareSides, pickedSides } from '../src/compare/compareSides';
 import { PanelState } from '../src/state/panelState';
 import { ServerCache } from '../src/state/serverCache';
 import { FakeRuntimeServer } from './fakeRuntimeServer';
@@ -70,14 +70,34 @@ describe('picking checkpoints for Compare', () => {
     expect(state.picks).toBeNull();
   });
 
-  it('a third pick replaces the older of the two', async () => {
+  it('keeps up to eight picks; a ninth replaces the oldest', async () => {
     const { server, state } = await setUp();
-    server.takeCheckpoint('r1', 'c4');
+    const more = ['c4', 'c5', 'c6', 'c7', 'c8', 'c9', 'c10'];
+    more.forEach(id => server.takeCheckpoint('r1', id));
     await state.cache.loadTree('r1');
     state.togglePick('r1', 'c1');
     state.togglePick('r1', 'c2');
     state.togglePick('r1', 'c4');
-    expect(state.picks?.checkpointIds).toEqual(['c2', 'c4']);
+    expect(state.picks?.checkpointIds).toEqual(['c1', 'c2', 'c4']);
+    expect(state.pickIndex('r1', 'c4')).toBe(3);
+    more.slice(1).forEach(id => state.togglePick('r1', id));
+    expect(state.picks?.checkpointIds).toEqual(['c2', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9', 'c10']);
+  });
+
+  it('compares three or more picks side by side, in the order picked', async () => {
+    const { server, state } = await setUp();
+    server.takeCheckpoint('r1', 'c4');
+    await state.cache.loadTree('r1');
+    state.togglePick('r1', 'c4');
+    state.togglePick('r1', 'c1');
+    expect(pickedSides(state)).toBeNull(); // two: the two-sided Compare
+    state.togglePick('r1', 'c2');
+    expect(pickedSides(state)).toEqual([
+      { runtime_id: 'r1', at: 'c4' },
+      { runtime_id: 'r1', at: 'c1' },
+      { runtime_id: 'r1', at: 'c2' }
+    ]);
+    expect(compareSides(state, {}, null)).toBeNull();
   });
 });
 

@@ -68,6 +68,7 @@ export class FakeRuntimeServer implements RuntimeReader {
       conversation_id: path,
       sender_id: 'user',
       status: 'idle',
+      fanout: null,
       created_at_ms: this._clock,
       updated_at_ms: this._clock
     });
@@ -125,7 +126,8 @@ export class FakeRuntimeServer implements RuntimeReader {
       runtime_id: childId,
       checkpoint_id: checkpointId,
       conversation_id: `${childId}.ipynb`,
-      status: 'idle'
+      status: 'idle',
+      fanout: null
     });
   }
 

@@ -1,6 +1,6 @@
 /**
- * The checkpoints picked for Compare in a runtime (A, and B or live), with Compare and
- * Clear, above its checkpoint tree.
+ * The checkpoints picked for Compare in a runtime (A, and B or live; or up to eight, side
+ * by side), with Compare and Clear, above its checkpoint tree.
  */
 
 import * as React from 'react';
@@ -10,6 +10,11 @@ import { CommandIDs } from '../commandIds';
 import { checkpointLabelIn } from '../format';
 import { IRuntimeItemProps } from '../components/panelProps';
 
+/** The letter of a pick's place: 1 -> A, 2 -> B, ... */
+export function pickLetter(place: number): string {
+  return String.fromCharCode(64 + place);
+}
+
 /** The checkpoints picked for Compare in this runtime, and Compare. */
 export function ComparePicks(props: IRuntimeItemProps): JSX.Element | null {
   const { state, commands, trans, runtime } = props;
@@ -17,20 +22,23 @@ export function ComparePicks(props: IRuntimeItemProps): JSX.Element | null {
   if (!picks || picks.runtimeId !== runtime.runtime_id) {
     return null;
   }
-  const [a, b] = picks.checkpointIds;
+  const ids = picks.checkpointIds;
+  const [a, b] = ids;
+  const many = ids.length > 2;
   const live = runtime.status === 'idle' || runtime.status === 'busy';
   const compareArgs = b ? {} : { runtimeId: runtime.runtime_id, from: a, to: LIVE };
   const canCompare = b !== undefined || live;
+  const labels = ids.map(id => checkpointLabelIn(state.cache, id));
   return (
     <div className="jp-DittoPicks" role="group" aria-label={trans.__('Picked for compare')}>
       <span className="jp-DittoPicks-text">
-        <span className="jp-DittoBadge jp-mod-pick">A</span> {checkpointLabelIn(state.cache, a)}
-        {b ? (
-          <>
-            {'  '}
-            <span className="jp-DittoBadge jp-mod-pick">B</span> {checkpointLabelIn(state.cache, b)}
-          </>
-        ) : (
+        {ids.map((id, i) => (
+          <React.Fragment key={id}>
+            {i > 0 ? '  ' : null}
+            <span className="jp-DittoBadge jp-mod-pick">{pickLetter(i + 1)}</span> {labels[i]}
+          </React.Fragment>
+        ))}
+        {b ? null : (
           <span className="jp-DittoPicks-hint">
             {' '}
             {trans.__('Ctrl+click a second checkpoint, or compare with live')}
@@ -41,18 +49,24 @@ export function ComparePicks(props: IRuntimeItemProps): JSX.Element | null {
         <button
           className="jp-DittoButton jp-mod-styled jp-DittoButton-primary"
           aria-label={
-            b
-              ? trans.__(
-                  'Compare %1 and %2',
-                  checkpointLabelIn(state.cache, a),
-                  checkpointLabelIn(state.cache, b)
-                )
-              : trans.__('Compare %1 with live', checkpointLabelIn(state.cache, a))
+            many
+              ? trans.__('Compare %1 side by side', labels.join(', '))
+              : b
+                ? trans.__('Compare %1 and %2', labels[0], labels[1])
+                : trans.__('Compare %1 with live', labels[0])
           }
           disabled={!canCompare}
-          onClick={() => void commands.execute(CommandIDs.compare, compareArgs)}
+          onClick={() =>
+            void (many
+              ? commands.execute(CommandIDs.comparePicked)
+              : commands.execute(CommandIDs.compare, compareArgs))
+          }
         >
-          {b ? trans.__('Compare') : trans.__('Compare with live')}
+          {many
+            ? trans.__('Compare %1', ids.length)
+            : b
+              ? trans.__('Compare')
+              : trans.__('Compare with live')}
         </button>
         <button
           className="jp-DittoButton jp-mod-styled"

@@ -2,9 +2,11 @@
  * Which two points a Compare compares, from what the user picked: the `from` and `to` a
  * button names; else the two checkpoints picked in the tree, the older first; else the one
  * picked (or the selected checkpoint) against the live kernel, when the runtime is live.
+ * Three picks or more are compared side by side (`pickedSides`), not two at a time.
  */
 
 import { LIVE } from '../apiTypes';
+import { ICompareSideRequest } from '../branches/branchTypes';
 import { PanelState } from '../state/panelState';
 
 /** The two sides of a comparison, in one runtime. */
@@ -36,6 +38,9 @@ export function compareSides(
     return runtimeId ? { runtimeId, from: args.from, to } : null;
   }
   const picks = state.picks;
+  if (pickedSides(state) !== null) {
+    return null; // side by side
+  }
   if (picks && picks.checkpointIds.length === 2) {
     const time = (id: string): number => cache.checkpoint(id)?.created_at_ms ?? 0;
     const [older, newer] = [...picks.checkpointIds].sort((a, b) => time(a) - time(b));
@@ -48,4 +53,13 @@ export function compareSides(
     return null;
   }
   return { runtimeId, from: one, to: LIVE };
+}
+
+/** The sides of a side-by-side Compare of three picks or more, in the order picked. */
+export function pickedSides(state: PanelState): ICompareSideRequest[] | null {
+  const picks = state.picks;
+  if (!picks || picks.checkpointIds.length < 3) {
+    return null;
+  }
+  return picks.checkpointIds.map(id => ({ runtime_id: picks.runtimeId, at: id }));
 }

@@ -11,17 +11,19 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { caretDownIcon, caretRightIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-import { IDiffResult } from '../apiTypes';
+import { ICompareResult, IDiffResult } from '../apiTypes';
+import { CompareGrid } from './compareGrid';
 import { CompareRow, compareRows, expandableKeys, hasChanges, initiallyExpanded } from './rows';
 import { VirtualList } from '../components/virtualList';
 
 /** Height of one row of the Compare view, in pixels. */
 export const COMPARE_ROW_HEIGHT = 24;
 
-/** What the view shows: a comparison being read, read, or failed. */
+/** What the view shows: a comparison being read, read (of two, or of many sides), or failed. */
 export type ComparisonState =
   | { status: 'loading'; title: string }
   | { status: 'loaded'; title: string; diff: IDiffResult }
+  | { status: 'sides'; title: string; result: ICompareResult }
   | { status: 'failed'; title: string; error: string };
 
 /** The content of the Compare tab; `setComparison` puts a new comparison in it. */
@@ -45,9 +47,18 @@ export class CompareWidget extends ReactWidget {
   }
 
   render(): JSX.Element | null {
-    return this._state ? (
-      <CompareView key={this._revision} state={this._state} trans={this.trans} />
-    ) : null;
+    const state = this._state;
+    if (state?.status === 'sides') {
+      return (
+        <CompareGrid
+          key={this._revision}
+          title={state.title}
+          result={state.result}
+          trans={this.trans}
+        />
+      );
+    }
+    return state ? <CompareView key={this._revision} state={state} trans={this.trans} /> : null;
   }
 
   private _state: ComparisonState | null = null;

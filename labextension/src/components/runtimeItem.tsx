@@ -8,6 +8,7 @@
 import { caretDownIcon, caretRightIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { branchText, fanoutOf } from '../branches/fanout';
 import { CommandIDs } from '../commandIds';
 import { baseName, formatAge } from '../format';
 import { ComparePicks } from '../compare/comparePicks';
@@ -26,6 +27,7 @@ export function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
   const selection = state.selection;
   const treeId = `ditto-tree-${id}`;
   const args = { runtimeId: id };
+  const fanout = fanoutOf(runtime);
   const action = (command: string, label: string): JSX.Element | null =>
     commands.isEnabled(command, args) ? (
       <button
@@ -81,11 +83,23 @@ export function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
         {pinned ? (
           <span className="jp-DittoBadge jp-mod-pinned">{trans.__('this notebook')}</span>
         ) : null}
+        {fanout ? (
+          <span
+            className="jp-DittoBadge jp-mod-branch jp-DittoRuntime-fanout"
+            title={trans.__(
+              'One of %1 runtimes checked out at once from one checkpoint',
+              fanout.size
+            )}
+          >
+            {branchText(fanout, (m, ...a) => trans.__(m, ...a))}
+          </span>
+        ) : null}
         <span className="jp-DittoRuntime-actions">
           {action(CommandIDs.checkpoint, trans.__('Checkpoint'))}
           {action(CommandIDs.pause, trans.__('Pause'))}
           {action(CommandIDs.resume, trans.__('Resume'))}
           {action(CommandIDs.close, trans.__('Close'))}
+          {action(CommandIDs.keepBranch, trans.__('Keep'))}
         </span>
       </div>
       {pending ? (
@@ -98,7 +112,13 @@ export function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
       {expanded ? (
         <div id={treeId}>
           <ComparePicks {...props} />
-          <CheckpointTree state={state} runtimeId={id} trans={trans} now={now} />
+          <CheckpointTree
+            state={state}
+            runtimeId={id}
+            commands={commands}
+            trans={trans}
+            now={now}
+          />
           {selection && selection.runtimeId === id ? (
             <CheckpointDetails
               state={state}

@@ -5,17 +5,26 @@
  * checkpoints scrolls like one with ten; the next page loads when the end comes near.
  * Keyboard: the tree takes focus; arrows, Home, End, PageUp and PageDown move the
  * selection, Space picks the selected checkpoint for Compare (as Ctrl+click or Cmd+click
- * does), the context-menu key opens the checkpoint's actions.
+ * does), the context-menu key opens the checkpoint's actions. Under a checkpoint a fan-out
+ * started from, its group ("4 branches") opens to each child (fanoutGroupRow.tsx,
+ * branchRow.tsx).
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
 import * as React from 'react';
 
 import { ICheckpointSummary } from '../apiTypes';
+import { fanoutGroups } from '../branches/fanout';
 import { baseName, checkpointLabel, formatAge, formatBytes } from '../format';
 import { PanelState } from '../state/panelState';
 import { GraphCell } from '../tree/graph';
+import { PassCell } from '../tree/passCell';
+import { treeItems } from '../tree/treeItems';
 import { nearEnd, scrollToShow, visibleRows } from '../tree/window';
+import { pickLetter } from '../compare/comparePicks';
+import { BranchRow } from './branchRow';
+import { FanoutGroupRow } from './fanoutGroupRow';
 
 /** Height of one row, in pixels (the graph cells join up at this height). */
 export const ROW_HEIGHT = 26;
@@ -32,13 +41,14 @@ export function rowDomId(checkpointId: string): string {
 export interface ICheckpointTreeProps {
   state: PanelState;
   runtimeId: string;
+  commands: CommandRegistry;
   trans: TranslationBundle;
   now: number;
 }
 
 /** The tree of one runtime. */
 export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
-  const { state, runtimeId, trans, now } = props;
+  const { state, runtimeId, commands, trans, now } = props;
   const runtime = state.runtime(runtimeId);
   const tree = state.cache.tree(runtimeId);
   const lineage = state.cache.lineage(runtimeId);
@@ -48,27 +58,34 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
   const selection = state.selection;
   const selectedId = selection?.runtimeId === runtimeId ? selection.checkpointId : null;
   const selectedIndex = selectedId !== null ? (layout.index.get(selectedId) ?? -1) : -1;
+  const groups = fanoutGroups(lineage?.checkouts ?? []);
+  const { items, index: itemIndex } = treeItems(
+    layout,
+    checkpointId => groups.filter(group => group.checkpointId === checkpointId),
+    fanoutId => state.isGroupExpanded(fanoutId)
+  );
+  const selectedItem = selectedId !== null ? (itemIndex.get(selectedId) ?? -1) : -1;
 
   const scroller = React.useRef<HTMLDivElement>(null);
   const [scrollTop, setScrollTop] = React.useState(0);
-  const viewport = Math.min(rows.length, VISIBLE_ROWS) * ROW_HEIGHT;
-  const range = visibleRows(scrollTop, viewport, ROW_HEIGHT, rows.length);
+  const viewport = Math.min(items.length, VISIBLE_ROWS) * ROW_HEIGHT;
+  const range = visibleRows(scrollTop, viewport, ROW_HEIGHT, items.length);
 
   React.useEffect(() => {
     // Keep the selected row in view when the keyboard moves it.
     const node = scroller.current;
-    if (node && selectedIndex >= 0) {
-      const target = scrollToShow(selectedIndex, node.scrollTop, viewport, ROW_HEIGHT);
+    if (node && selectedItem >= 0) {
+      const target = scrollToShow(selectedItem, node.scrollTop, viewport, ROW_HEIGHT);
       if (target !== null) {
         node.scrollTop = target;
       }
     }
-  }, [selectedIndex, viewport]);
+  }, [selectedItem, viewport]);
 
   const onScroll = (event: React.UIEvent<HTMLDivElement>): void => {
     const top = event.currentTarget.scrollTop;
     setScrollTop(top);
-    if (tree?.nextCursor && nearEnd(top, viewport, ROW_HEIGHT, rows.length)) {
+    if (tree?.nextCursor && nearEnd(top, viewport, ROW_HEIGHT, items.length)) {
       void state.cache.loadMore(runtimeId);
     }
   };
@@ -153,9 +170,41 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
             }
           }}
         >
-          <div className="jp-DittoTree-canvas" style={{ height: rows.length * ROW_HEIGHT }}>
-            {rows.slice(range.start, range.end).map((row, offset) => {
+          <div className="jp-DittoTree-canvas" style={{ height: items.length * ROW_HEIGHT }}>
+            {items.slice(range.start, range.end).map((item, offset) => {
               const index = range.start + offset;
+              const row = item.row;
+              if (item.kind !== 'checkpoint') {
+                const graph = <PassCell row={row} columns={layout.columns} height={ROW_HEIGHT} />;
+                return item.kind === 'group' ? (
+                  <FanoutGroupRow
+                    key={item.key}
+                    group={item.group}
+                    graph={graph}
+                    index={index}
+                    count={items.length}
+                    top={index * ROW_HEIGHT}
+                    height={ROW_HEIGHT}
+                    expanded={item.expanded}
+                    commands={commands}
+                    trans={trans}
+                    onToggle={() => state.toggleGroup(item.group.id)}
+                  />
+                ) : (
+                  <BranchRow
+                    key={item.key}
+                    branch={item.branch}
+                    status={state.runtime(item.branch.runtime_id)?.status ?? item.branch.status}
+                    graph={graph}
+                    index={index}
+                    count={items.length}
+                    top={index * ROW_HEIGHT}
+                    height={ROW_HEIGHT}
+                    commands={commands}
+                    trans={trans}
+                  />
+                );
+              }
               const checkpoint = tree?.checkpoints.get(row.id);
               if (!checkpoint) {
                 return null;
@@ -174,7 +223,7 @@ export function CheckpointTree(props: ICheckpointTreeProps): JSX.Element {
                     />
                   }
                   index={index}
-                  count={rows.length}
+                  count={items.length}
                   head={row.id === headId}
                   selected={row.id === selectedId}
                   pick={state.pickIndex(runtimeId, row.id)}
@@ -221,7 +270,7 @@ interface ICheckpointRowProps {
   count: number;
   head: boolean;
   selected: boolean;
-  /** Its place among the checkpoints picked for Compare (1 or 2), or 0. */
+  /** Its place among the checkpoints picked for Compare (1 to 8), or 0. */
   pick: number;
   checkouts: number;
   fromOrigin: boolean;
@@ -276,9 +325,9 @@ function CheckpointRow(props: ICheckpointRowProps): JSX.Element {
       {pick > 0 ? (
         <span
           className="jp-DittoBadge jp-mod-pick"
-          title={trans.__('Picked for compare (%1 of 2)', pick)}
+          title={trans.__('Picked for compare (%1)', pick)}
         >
-          {pick === 1 ? 'A' : 'B'}
+          {pickLetter(pick)}
         </span>
       ) : null}
       {props.fromOrigin ? (

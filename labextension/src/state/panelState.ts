@@ -13,6 +13,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { IRuntimeRecord } from '../apiTypes';
+import { MAX_COMPARE_SIDES } from '../branches/branchTypes';
 import { ITreeLayout, layoutTree } from '../tree/layout';
 import { CheckpointInfo } from './checkpointInfo';
 import { ServerCache } from './serverCache';
@@ -34,7 +35,7 @@ export interface IRestoreNotice {
   cellsNote?: string | null;
 }
 
-/** The checkpoints picked for Compare: at most two, of one runtime, in the order picked. */
+/** The checkpoints picked for Compare: at most eight, of one runtime, in the order picked. */
 export interface IComparePicks {
   runtimeId: string;
   checkpointIds: string[];
@@ -156,7 +157,7 @@ export class PanelState {
     return this._picks;
   }
 
-  /** Whether a checkpoint is picked for Compare: its place (1 or 2), else 0. */
+  /** Whether a checkpoint is picked for Compare: its place (1 to 8), else 0. */
   pickIndex(runtimeId: string, checkpointId: string): number {
     if (this._picks?.runtimeId !== runtimeId) {
       return 0;
@@ -166,7 +167,7 @@ export class PanelState {
 
   /**
    * Pick a checkpoint for Compare, or unpick it. A pick in another runtime starts over;
-   * a third pick replaces the older of the two.
+   * a pick beyond MAX_COMPARE_SIDES replaces the oldest.
    */
   togglePick(runtimeId: string, checkpointId: string): void {
     const current = this._picks?.runtimeId === runtimeId ? this._picks.checkpointIds : [];
@@ -174,7 +175,7 @@ export class PanelState {
     if (current.includes(checkpointId)) {
       next = current.filter(id => id !== checkpointId);
     } else {
-      next = [...current, checkpointId].slice(-2);
+      next = [...current, checkpointId].slice(-MAX_COMPARE_SIDES);
     }
     this._picks = next.length > 0 ? { runtimeId, checkpointIds: next } : null;
     this._emit();
@@ -238,6 +239,19 @@ export class PanelState {
     const layout = layoutTree(nodes);
     this._layouts.set(runtimeId, { revision, layout });
     return layout;
+  }
+
+  /** Whether a fan-out group's children are shown in the tree. */
+  isGroupExpanded(fanoutId: string): boolean {
+    return this._groups.has(fanoutId);
+  }
+
+  /** Show or hide a fan-out group's children. */
+  toggleGroup(fanoutId: string): void {
+    if (!this._groups.delete(fanoutId)) {
+      this._groups.add(fanoutId);
+    }
+    this._emit();
   }
 
   /** Whether the panel has been shown: only then is the whole runtime list loaded. */
@@ -336,6 +350,7 @@ export class PanelState {
   private _changed = new Signal<this, void>(this);
   private _layouts = new Map<string, { revision: number; layout: ITreeLayout }>();
   private _expanded = new Set<string>();
+  private _groups = new Set<string>();
   private _autoExpanded = new Set<string>();
   private _pending = new Map<string, string>();
   private _kernelStatus = new Map<string, 'idle' | 'busy'>();

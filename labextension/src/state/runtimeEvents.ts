@@ -47,7 +47,7 @@ export async function applyRuntimeEvent(
       // `runtime_id` is the new child; it joins the source's checkouts.
       await cache.refreshRuntime(runtimeId);
       if (event.source_runtime_id && checkpointId) {
-        cache.noteCheckout(event.source_runtime_id, runtimeId, checkpointId);
+        cache.noteCheckout(event.source_runtime_id, runtimeId, checkpointId, event.fanout ?? null);
       }
       break;
     case 'document':

@@ -12,7 +12,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { errorText } from '../api';
 import type { RuntimeApi } from '../api';
-import { ICheckpointSummary, IRuntimeLineage, IRuntimeRecord } from '../apiTypes';
+import { ICheckpointSummary, IFanOutMember, IRuntimeLineage, IRuntimeRecord } from '../apiTypes';
 import { Freshness } from './freshness';
 
 /** The calls the cache reads the server with (the GET routes of `RuntimeApi`). */
@@ -285,8 +285,16 @@ export class ServerCache {
     }
   }
 
-  /** A runtime was checked out from a checkpoint of `sourceId`. */
-  noteCheckout(sourceId: string, childId: string, checkpointId: string): void {
+  /**
+   * A runtime was checked out from a checkpoint of `sourceId` (`fanout`: the child's place
+   * in a fan-out of 2 or more, from the event; else the child's record says).
+   */
+  noteCheckout(
+    sourceId: string,
+    childId: string,
+    checkpointId: string,
+    fanout: IFanOutMember | null = null
+  ): void {
     const child = this._runtimes.get(childId);
     const lineage = this._lineages.get(sourceId);
     if (!lineage || lineage.checkouts.some(c => c.runtime_id === childId)) {
@@ -301,7 +309,8 @@ export class ServerCache {
           runtime_id: childId,
           checkpoint_id: checkpointId,
           conversation_id: child?.conversation_id ?? childId,
-          status: child?.status ?? 'idle'
+          status: child?.status ?? 'idle',
+          fanout: fanout ?? child?.fanout ?? null
         }
       ]
     });
