@@ -321,6 +321,8 @@ def test_readme_cli_examples_work_as_written(server: LiveServer) -> None:
     server.execute(session["kernel"]["id"], "x = 1")
     for args in examples:
         shown = {"RUNTIME": runtime_id}
+        if any("CHILD_" in arg for arg in args):  # the fan-out's children, made by a line before
+            shown.update(fan_out_children(server))
         if any("CHECKPOINT" in arg for arg in args):
             shown["CHECKPOINT"] = listed_ids(server, runtime_id)[-1]  # as printed: 12 chars
         concrete = [fill_placeholders(arg, shown) for arg in args]
@@ -328,6 +330,17 @@ def test_readme_cli_examples_work_as_written(server: LiveServer) -> None:
         assert result.returncode == 0, (args, result.stderr)
         if "--json" in concrete:
             json.loads(result.stdout)
+
+
+def fan_out_children(server: LiveServer) -> dict[str, str]:
+    """`CHILD_1`, `CHILD_2`, ...: the children of the one fan-out the README made, in order."""
+    status, listed = server.api("GET")
+    assert status == 200, listed
+    children = sorted(
+        (r for r in listed["runtimes"] if r.get("fanout")), key=lambda r: r["fanout"]["index"]
+    )
+    assert children, "the README uses CHILD_n before any line made a fan-out"
+    return {f"CHILD_{r['fanout']['index'] + 1}": r["runtime_id"] for r in children}
 
 
 def fill_placeholders(arg: str, values: dict[str, str]) -> str:
