@@ -113,7 +113,12 @@ def test_the_old_from_import_statement_runs_as_before() -> None:
 
 
 def test_the_root_shows_the_jupyter_product_and_no_worker_name() -> None:
-    assert set(ditto_jupyter.__all__) == {"load_ipython_extension", "runtime_budget", "workspace"}
+    assert set(ditto_jupyter.__all__) == {
+        "load_ipython_extension",
+        "unload_ipython_extension",
+        "runtime_budget",
+        "workspace",
+    }
     assert not set(ditto_jupyter.__all__) & ditto_jupyter.MOVED_TO_WORKER
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the product's names do not warn
