@@ -56,6 +56,7 @@ from ditto_jupyter.worker.budget.records import (
     check_count,
 )
 from ditto_jupyter.worker.budget.usage import UsageSource, usage_snapshot
+from ditto_jupyter.worker.sqlite_wal import turn_on_wal
 
 __all__ = ["LimitChange", "SharedTokenBudget", "budget_names"]
 
@@ -210,7 +211,7 @@ class SharedTokenBudget(BudgetAuthority):
                 check_same_thread=False,  # shared by this process's threads under self._lock
             )
             connection.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-            connection.execute("PRAGMA journal_mode = WAL")
+            turn_on_wal(connection, self._busy_timeout_s)
             connection.execute(f"PRAGMA synchronous = {self._synchronous}")
             self._connection_handle = connection
             self._connection_pid = pid

@@ -51,6 +51,7 @@ from ditto_jupyter.control.store.migrations import MIGRATIONS, Migration, check_
 from ditto_jupyter.control.store.schema import CHECKPOINT_EXISTS, RUNTIME_EXISTS, VERSION_TABLE
 from ditto_jupyter.core.private import private_file
 from ditto_jupyter.core.sqlite_log import IDLE_LOGS, LogMeter, bound_log
+from ditto_jupyter.worker.sqlite_wal import turn_on_wal
 
 _PG_WRITE_LOCK = 0x6469_7474_6F00
 """PostgreSQL advisory lock key that serializes write transactions (and migrations)."""
@@ -208,7 +209,7 @@ class SqlDatabase:
                 # image per B-tree it touches (the record, its indexes, the head, the
                 # runtime), so small pages keep its log to ~14 KiB where 4 KiB pages made ~50.
                 cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-                mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                mode = turn_on_wal(dbapi_connection, busy_timeout_ms / 1000)
                 cursor.execute("PRAGMA synchronous = FULL")
                 bound_log(dbapi_connection)
             finally:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ditto_jupyter.core.blobs.errors import BlobError, os_failure, place_of, sqlite_failure
 from ditto_jupyter.core.sqlite_log import IDLE_LOGS, LogMeter, bound_log
+from ditto_jupyter.worker.sqlite_wal import turn_on_wal
 
 #: File name of the object index inside the blob store's root.
 INDEX_FILE = "objects.db"
@@ -98,7 +99,7 @@ class ObjectIndex:
         conn = self.connection()
         try:
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes on a new file
-            conn.execute("PRAGMA journal_mode = WAL")
+            turn_on_wal(conn, BUSY_TIMEOUT_S)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > _SCHEMA_VERSION:
                 raise BlobError(

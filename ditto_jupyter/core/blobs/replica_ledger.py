@@ -39,6 +39,7 @@ import orjson
 
 from ditto_jupyter.core.blobs.errors import os_failure, place_of, sqlite_failure
 from ditto_jupyter.core.blobs.index import BUSY_TIMEOUT_S, hex_of, key_of
+from ditto_jupyter.worker.sqlite_wal import turn_on_wal
 
 #: File name of the ledger inside the blob store's root.
 LEDGER_FILE = "replica.db"
@@ -120,7 +121,7 @@ class SqliteReplicaLedger:
         if conn is None:
             try:
                 conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-                conn.execute("PRAGMA journal_mode = WAL")
+                turn_on_wal(conn, BUSY_TIMEOUT_S)
                 conn.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.DatabaseError as exc:
                 raise sqlite_failure(exc, self.place, "opening the replica ledger") from None
