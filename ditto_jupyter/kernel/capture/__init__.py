@@ -35,7 +35,10 @@ kernel-namespace manifest (`manifest`):
   call, `%checkpoint`, `%pause`, `%diff live`, the in-process control; `%autocheckpoint`
   takes the same base through `take_base` / `keep_base`), the functions a kernel host calls
   inside a kernel (`kernel_capture`, `kernel_restore`, `warm_up`, `last_timing`) and the
-  kernel's own `open_blob_store`.
+  kernel's own `open_blob_store`;
+- `memory`: everything the capture keeps between calls (bases, the chunk memo, journals,
+  stores, figure stamps, the library data, hooks put in), in one `KernelMemory` with one
+  `forget()` (a restore, or chunks the store lost).
 
 Hosts call `ditto_jupyter.kernel.capture:<function>`, and pickled notebook functions name
 `ditto_jupyter.kernel.capture._make_function` and its two siblings (see

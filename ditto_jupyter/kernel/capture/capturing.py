@@ -24,7 +24,6 @@ from ditto_jupyter.kernel import this_kernel
 from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.chunks import (
     ChunkWriter,
-    forget_chunks,
     knows_manifest,
     remember_manifest,
 )
@@ -39,6 +38,7 @@ from ditto_jupyter.kernel.capture.manifest import (
     split_into_parts,
     uses_parts,
 )
+from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.planning import PYPLOT, CapturePlan
 from ditto_jupyter.kernel.capture.pods import PodConflict, same_figures
 from ditto_jupyter.kernel.capture.rules import hidden_names, ipython_shell, is_state_name
@@ -79,7 +79,8 @@ def capture_with_snapshot(
 ) -> tuple[NamespaceSnapshot, ContextCapture]:
     """`snapshot_namespace` then `finish`, here and now; the snapshot (whose `base` the next
     incremental capture follows) and the capture. A chunk the memo knew but that was
-    collected since is forgotten, and everything is captured and stored again."""
+    collected since makes the kernel forget its memory (`KernelMemory.forget`), and
+    everything is captured and stored again."""
     try:
         snapshot = snapshot_namespace(
             namespace,
@@ -102,7 +103,7 @@ def capture_with_snapshot(
             snapshot.base.manifest_id = capture.manifest_id
         return snapshot, capture
     except BlobNotFound:
-        forget_chunks()
+        MEMORY.forget()
         snapshot = snapshot_namespace(namespace, blobs, runtime_id=runtime_id, mark=mark)
         return snapshot, snapshot.finish()
 

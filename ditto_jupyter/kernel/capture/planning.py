@@ -31,8 +31,8 @@ from ditto_jupyter.kernel.capture.incremental import (
     pulled_back,
     without_names,
 )
-from ditto_jupyter.kernel.capture.library_data import LIBRARY
 from ditto_jupyter.kernel.capture.library_held import changed_library_objects, shared_digest
+from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
     components,
@@ -249,7 +249,7 @@ class CapturePlan:
         """Ids of the library's objects and containers, gathered once per capture (one set:
         a difference with it walks the smaller side only)."""
         if self._library is None:
-            self._library = LIBRARY.ids(self.namespace)
+            self._library = MEMORY.library.ids(self.namespace)
         return self._library
 
     def _digest(self, object_id: int, shared: object) -> bytes:
