@@ -21,12 +21,13 @@ import orjson
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
 from ditto_jupyter.core.models import ContextCapture, UnrestorableValue
 from ditto_jupyter.kernel import this_kernel
-from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.chunks import (
     ChunkWriter,
     knows_manifest,
     remember_manifest,
 )
+from ditto_jupyter.kernel.capture.figures import figure_watch, pyplot_state
+from ditto_jupyter.kernel.capture.figures.pods import PodConflict, same_figures
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.library_held import library_digests
 from ditto_jupyter.kernel.capture.manifest import (
@@ -40,7 +41,6 @@ from ditto_jupyter.kernel.capture.manifest import (
 )
 from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.planning import PYPLOT, CapturePlan
-from ditto_jupyter.kernel.capture.pods import PodConflict, same_figures
 from ditto_jupyter.kernel.capture.rules import hidden_names, ipython_shell, is_state_name
 from ditto_jupyter.kernel.capture.summaries import add_digests
 from ditto_jupyter.kernel.cell_runs import cells_run

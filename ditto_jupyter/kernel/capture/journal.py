@@ -31,8 +31,8 @@ from typing import Any
 
 from ditto_jupyter.kernel.capture import kernel_hooks
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
+from ditto_jupyter.kernel.capture.figures.pyplot_access import FigureAccess
 from ditto_jupyter.kernel.capture.memory import MEMORY
-from ditto_jupyter.kernel.capture.pyplot_access import FigureAccess
 from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
 from ditto_jupyter.kernel.capture.thread_activity import foreign_threads as foreign_threads
 from ditto_jupyter.kernel.capture.trusted_code import is_trusted_module

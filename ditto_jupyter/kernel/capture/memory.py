@@ -33,9 +33,9 @@ from ditto_jupyter.kernel.capture.library_data import LibraryData
 
 if TYPE_CHECKING:
     from ditto_jupyter.core.blobs import BlobStore
+    from ditto_jupyter.kernel.capture.figures.pyplot_access import FigureAccess
     from ditto_jupyter.kernel.capture.incremental import CaptureBase
     from ditto_jupyter.kernel.capture.journal import ChangeJournal
-    from ditto_jupyter.kernel.capture.pyplot_access import FigureAccess
 
 
 class ChunkMemo:

@@ -33,12 +33,15 @@ import cloudpickle
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE
 from ditto_jupyter.kernel.capture.atoms import MEMO_OBJECT, Atoms
-from ditto_jupyter.kernel.capture.counters import Reducer, counter_reducers
-from ditto_jupyter.kernel.capture.figure_watch import figure_types
-from ditto_jupyter.kernel.capture.kept_state import kept_state_bases
-from ditto_jupyter.kernel.capture.lazy_caches import cache_bases
+from ditto_jupyter.kernel.capture.figures.figure_watch import figure_types
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTEARRAY, BUFFER_BYTES
 from ditto_jupyter.kernel.capture.memory import MEMORY
+from ditto_jupyter.kernel.capture.reducers import (
+    Reducer,
+    cache_bases,
+    counter_reducers,
+    kept_state_bases,
+)
 
 #: Buffers smaller than this stay inside the pickle stream.
 OUT_OF_BAND_MIN = 64 * 1024
@@ -157,7 +160,7 @@ def dumps_so_far() -> int:
 class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
     """cloudpickle, plus: notebook functions keep the live namespace as their globals, open
     files are refused (cloudpickle would copy a readable file's text), big buffers go out of
-    band, and counters that pickling advances are wound back (`counters`)."""
+    band, and counters that pickling advances are wound back (`reducers`)."""
 
     def __init__(
         self,
@@ -267,7 +270,7 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def _special_reducer(self, kind: type) -> Reducer | None:
         """The reducer for a class whose pickling has a side effect, takes a cache along or
-        leaves state out (`counters`, `lazy_caches`, `kept_state`), or None."""
+        leaves state out (`reducers`), or None."""
         found = self._counter_reducers.get(kind)
         if found is None:
             found = next((r for base, r in self._class_reducers if issubclass(kind, base)), None)

@@ -22,9 +22,16 @@ import sys
 from typing import Any, NamedTuple
 
 from ditto_jupyter.core.models import UnrestorableValue
-from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.atoms import MEMO_OBJECT, Atoms
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
+from ditto_jupyter.kernel.capture.figures import figure_watch, pyplot_state
+from ditto_jupyter.kernel.capture.figures.pods import (
+    Pod,
+    PodConflict,
+    index_pod,
+    pod_name,
+    sharing_pods,
+)
 from ditto_jupyter.kernel.capture.incremental import (
     CaptureBase,
     plan_reuse,
@@ -38,13 +45,6 @@ from ditto_jupyter.kernel.capture.pickling import (
     components,
     identity_ids,
     pickle_values,
-)
-from ditto_jupyter.kernel.capture.pods import (
-    Pod,
-    PodConflict,
-    index_pod,
-    pod_name,
-    sharing_pods,
 )
 from ditto_jupyter.kernel.capture.rules import failure_reason, type_name
 from ditto_jupyter.kernel.capture.storing import component_pickles, figures_of, store_component

@@ -25,8 +25,8 @@ from typing import Any
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobIntegrityError, BlobStore
 from ditto_jupyter.core.models import UnrestorableValue
-from ditto_jupyter.kernel.capture import pyplot_state
 from ditto_jupyter.kernel.capture.chunks import fingerprint_chunks, read_chunks, remember_manifest
+from ditto_jupyter.kernel.capture.figures import pyplot_state
 from ditto_jupyter.kernel.capture.manifest import (
     BUFFER_BYTEARRAY,
     BUFFER_BYTES,
