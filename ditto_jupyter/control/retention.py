@@ -112,6 +112,8 @@ class Retention:
         self.gc_grace_seconds = GRACE_SECONDS
         #: Now, in milliseconds since the epoch (a test sets a clock of its own).
         self.clock: Callable[[], int] = now_ms
+        #: Seconds between the rounds a server runs (0: none; for the status route).
+        self.interval_seconds = 0.0
         self.last: RetentionReport | None = None
         self.last_round_at_ms: int | None = None
         self.listeners: list[Callable[[RetentionReport], None]] = []
