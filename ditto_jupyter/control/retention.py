@@ -3,7 +3,8 @@
 One mechanism, three rules (`retention_policy`): the age tiers and the data directory's
 byte budget, applied by `round` (the server runs it periodically), and a runtime's
 `%autocheckpoint --keep N` (`keep`). Whichever rule chose them, checkpoints are thinned the
-same way, a runtime at a time, holding its operation slot:
+same way, a runtime at a time (a round without the runtime's operation slot, so a cell's
+automatic checkpoint is never refused meanwhile; see `_thin`):
 
 - the list a rule chose is only a proposal: inside the thinning's own write transaction
   each checkpoint is read again and thinned only if it is still automatic, whole and named
@@ -11,9 +12,10 @@ same way, a runtime at a time, holding its operation slot:
   runtime's head, a checkout's source or another runtime's parent (`held_among`). So no
   deletion rests on a read that could be stale;
 - a thinned checkpoint keeps its row (the tree's lineage, its name, its cell) and loses its
-  variables, workspace snapshot and document (`autocheckpoint_pruning.thinned`); its
-  manifests are marked for garbage collection first, and a provider snapshot no record
-  names any more (asked in the same transaction) is deleted after it commits;
+  variables, workspace snapshot and document (`autocheckpoint_pruning.thinned`); garbage
+  collection frees their blobs, asking the store again when it collects (see
+  `_thin_runtime`), and a provider snapshot outside the blob store that no record names
+  any more (asked in the same transaction) is deleted under the runtime's slot;
 - a transaction that fails is rolled back whole: the runtime's checkpoints are as they were.
 
 A round then runs the blob store's garbage collection (`gc`) with its grace period, so the
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ditto_jupyter.control.autocheckpoint_pruning import thinned
+from ditto_jupyter.control.leftovers import snapshot_resource
 from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.retention_policy import (
     beyond_tiers,
@@ -44,6 +47,7 @@ from ditto_jupyter.core.blobs import GRACE_SECONDS, GcReport
 from ditto_jupyter.core.disk_usage import data_dir_bytes
 from ditto_jupyter.core.errors import InvalidRequest, SessionBusy
 from ditto_jupyter.core.models import (
+    RUNTIME_LEASE,
     AutoCheckpointPruneResult,
     BackendCheckpointRef,
     CellSpan,
@@ -174,7 +178,7 @@ class Retention:
         async with parts.guard.operation(runtime_id):
             found = await off_loop(parts.store.prune_candidates, runtime_id, keep)
             chosen = [c for c in found.beyond if thinnable(c)]
-            done = await self._thin_runtime(runtime_id, chosen) if chosen else []
+            done = await self._thin_runtime(runtime_id, chosen, slot_held=True) if chosen else []
         if done:
             self.parts.request_collection()  # their chunks, in the background
             tally = _Tally(rules=["keep"], thinned=len(done))
@@ -202,36 +206,73 @@ class Retention:
     # ---- thinning, whatever rule chose -------------------------------------------------
 
     async def _thin(self, chosen: Sequence[RuntimeCheckpoint], tally: _Tally) -> None:
-        """Thin what a rule chose, a runtime at a time; one busy is left for next time."""
+        """Thin what a rule chose, a runtime at a time, without its operation slot: the
+        thinning's transaction decides, so a cell's automatic checkpoint recorded meanwhile
+        is never refused. A runtime live on another server is left to that server (its
+        blobs are on its disk); one with an operation of this server in flight, to the
+        next round."""
         by_runtime: dict[str, list[RuntimeCheckpoint]] = {}
         for checkpoint in chosen:
             by_runtime.setdefault(checkpoint.runtime_id, []).append(checkpoint)
         for runtime_id, proposed in by_runtime.items():
-            try:
-                async with self.parts.guard.operation(runtime_id):
-                    done = await self._thin_runtime(runtime_id, proposed)
-            except SessionBusy:
+            if self.parts.guard.in_flight(runtime_id) or await off_loop(
+                self._elsewhere, runtime_id
+            ):
                 if runtime_id not in tally.busy:
                     tally.busy.append(runtime_id)
                 continue
+            done = await self._thin_runtime(runtime_id, proposed, slot_held=False)
             if done:
                 tally.thinned += len(done)
                 tally.runtimes = _merged(tally.runtimes, _thinned_runtime(runtime_id, done))
 
+    def _elsewhere(self, runtime_id: str) -> bool:
+        """Whether another server, still there, holds the runtime's lease (one read)."""
+        ownership = self.parts.guard.ownership
+        lease = self.parts.store.get_lease(RUNTIME_LEASE, runtime_id)
+        return (
+            lease is not None
+            and lease.holder.owner_id != ownership.owner_id
+            and not ownership.holder_gone(lease)
+        )
+
     async def _thin_runtime(
-        self, runtime_id: str, proposed: Sequence[RuntimeCheckpoint]
+        self, runtime_id: str, proposed: Sequence[RuntimeCheckpoint], *, slot_held: bool
     ) -> list[RuntimeCheckpoint]:
-        """Thin what the store still lets go of (its slot held by the caller); the
-        checkpoints thinned, as they were."""
+        """Thin what the store still lets go of; the checkpoints thinned, as they were.
+
+        Their blobs go by garbage collection, which asks the store again at collection
+        time; they are marked before the transaction (a crash after it leaves them marked)
+        and after it (a collection in between found them still named). A workspace
+        snapshot no record names now is forgotten by the live backends, so none reuses it;
+        a provider's snapshot outside the blob store (E2B) is deleted under the runtime's
+        slot (`slot_held`, or taken when free; else it is recorded as left behind)."""
         parts = self.parts
-        # Marked first: the next collection checks these again (and keeps what a
-        # checkpoint still names), so a mark the transaction then refuses costs nothing.
-        parts.blobs.mark_for_collection([m for c in proposed for m in parts.manifests_of(c)])
+        manifests = [m for c in proposed for m in parts.manifests_of(c)]
+        parts.blobs.mark_for_collection(manifests)
         ids = [c.checkpoint_id for c in proposed]
         done, orphans = await off_loop(self._thin_in_store, runtime_id, ids)
+        if done:
+            parts.blobs.mark_for_collection([m for c in done for m in parts.manifests_of(c)])
         for ref in orphans:
-            await parts.delete_snapshot(ref, runtime_id)
+            assert ref.provider_snapshot_id is not None
+            if parts.backends.referenced_manifests(ref):  # in the blob store: gc frees it
+                parts.backends.forget_snapshot(ref.provider_snapshot_id)
+            elif slot_held:
+                await parts.delete_snapshot(ref, runtime_id)
+            else:
+                await self._delete_in_slot(ref, runtime_id)
         return done
+
+    async def _delete_in_slot(self, ref: BackendCheckpointRef, runtime_id: str) -> None:
+        """Delete a provider snapshot under the runtime's slot; busy: left behind."""
+        try:
+            async with self.parts.guard.operation(runtime_id):
+                await self.parts.delete_snapshot(ref, runtime_id)
+        except SessionBusy as busy:
+            reason = f"retention could not delete it while the runtime was busy: {busy}"
+            _log.warning("ditto: snapshot %s left behind: %s", ref.provider_snapshot_id, reason)
+            await off_loop(self.parts.leftovers.record, snapshot_resource(ref, runtime_id), reason)
 
     def _thin_in_store(
         self, runtime_id: str, ids: Sequence[str]

@@ -15,12 +15,15 @@ from typing import Any, TypeVar
 
 import pytest
 
+from ditto_jupyter.backends.e2b import E2BConfig, E2BProvider
 from ditto_jupyter.control.retention_policy import cell_spans
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError
 from ditto_jupyter.core.disk_usage import data_dir_bytes
 from ditto_jupyter.core.models import AutoCheckpointCell, RuntimeCheckpoint
 from ditto_jupyter.wiring import open_runtime_service
+from tests.fakes.e2b_cloud import FakeE2BCloud
+from tests.fakes.e2b_fixtures import fake_e2b  # noqa: F401
 from tests.fakes.fake_context_capture import InMemoryContextCapture
 
 T = TypeVar("T")
@@ -222,3 +225,62 @@ def test_cell_spans_are_runs_of_execution_counts() -> None:
 
     assert cell_spans([auto(n) for n in (9, 3, 4, 5, 12, 11)]) == [(3, 5), (9, 9), (11, 12)]
     assert cell_spans([]) == []
+
+
+def test_a_round_never_holds_the_slot_a_cells_checkpoint_needs(service: RuntimeService) -> None:
+    """A round thins without the runtime's operation slot (its transaction decides), so a
+    cell's automatic checkpoint arriving meanwhile is never refused SessionBusy; a runtime
+    with an operation in flight is left for the next round."""
+    rid = run(service.create_runtime("nb.ipynb")).runtime_id
+    ids = {n: cell(service, rid, n) for n in range(1, 4)}
+    taken_at(service, ids[1], NOW - 40 * DAY_MS)
+    held_among = service.store.held_among
+    slot_taken: list[bool] = []
+
+    def spy(runtime_id: str, checkpoint_ids: Any) -> set[str]:
+        slot_taken.append(service.guard.in_flight(runtime_id))
+        return held_among(runtime_id, checkpoint_ids)
+
+    service.store.held_among = spy  # type: ignore[method-assign]
+
+    async def during_an_operation() -> Any:
+        async with service.guard.operation(rid):
+            return await service.retention.round()
+
+    busy = run(during_an_operation())
+    assert busy.busy == [rid] and busy.thinned == 0 and slot_taken == []
+    report = run(service.retention.round())
+    assert report.thinned == 1 and slot_taken == [False]
+
+
+def test_a_round_deletes_the_e2b_snapshots_no_checkpoint_names_any_more(
+    fake_e2b: FakeE2BCloud,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    providers = {"e2b": E2BProvider(E2BConfig(retries=0))}
+    service = open_runtime_service(
+        tmp_path / "e2b-data",
+        context_factory=InMemoryContextCapture,
+        extra_providers=providers,
+        default_backend="e2b",
+    )
+    service.retention.clock = lambda: NOW
+    try:
+        rid = run(service.create_runtime("nb.ipynb")).runtime_id
+        backend = service.backends.get(rid)
+        assert backend is not None
+        ids = []
+        for n in (1, 2, 3):  # each cell changes the sandbox: a snapshot of its own
+            run(backend.write_bytes("model.txt", f"v{n}".encode()))
+            automatic = AutoCheckpointCell(execution_count=n, source=f"v = {n}")
+            ids.append(run(service.checkpoint(rid, f"cell-{n}", automatic=automatic)).checkpoint_id)
+        snapshots = [service.store.get_checkpoint(cid).backend_ref for cid in ids[:2]]  # type: ignore[union-attr]
+        for cid in ids[:2]:
+            taken_at(service, cid, NOW - 40 * DAY_MS)
+        report = run(service.retention.round())
+        assert report.thinned == 2
+        gone = {ref.provider_snapshot_id for ref in snapshots if ref is not None}
+        assert len(gone) == 2 and not gone & set(fake_e2b.snapshot_ids())
+        assert service.leftovers() == []
+    finally:
+        service.close_store()
