@@ -40,6 +40,7 @@ from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.retention_policy import (
     beyond_tiers,
     cell_spans,
+    runs,
     thinnable,
 )
 from ditto_jupyter.control.runtime_parts import RuntimeParts
@@ -63,6 +64,9 @@ _log = logging.getLogger(__name__)
 
 #: Later than any checkpoint: a budget looks at every age.
 _ANY_TIME = 2**62
+#: Checkpoints a thinning's transaction takes at most (the store's write lock is held
+#: briefly, however long the history a first round finds).
+THIN_BATCH = 200
 #: Checkpoints a budget thins before it collects and measures again.
 BUDGET_BATCH = 16
 
@@ -178,7 +182,10 @@ class Retention:
         async with parts.guard.operation(runtime_id):
             found = await off_loop(parts.store.prune_candidates, runtime_id, keep)
             chosen = [c for c in found.beyond if thinnable(c)]
-            done = await self._thin_runtime(runtime_id, chosen, slot_held=True) if chosen else []
+            done: list[RuntimeCheckpoint] = []
+            for start in range(0, len(chosen), THIN_BATCH):
+                batch = chosen[start : start + THIN_BATCH]
+                done += await self._thin_runtime(runtime_id, batch, slot_held=True)
         if done:
             self.parts.request_collection()  # their chunks, in the background
             tally = _Tally(rules=["keep"], thinned=len(done))
@@ -221,7 +228,10 @@ class Retention:
                 if runtime_id not in tally.busy:
                     tally.busy.append(runtime_id)
                 continue
-            done = await self._thin_runtime(runtime_id, proposed, slot_held=False)
+            done = []
+            for start in range(0, len(proposed), THIN_BATCH):
+                batch = proposed[start : start + THIN_BATCH]
+                done += await self._thin_runtime(runtime_id, batch, slot_held=False)
             if done:
                 tally.thinned += len(done)
                 tally.runtimes = _merged(tally.runtimes, _thinned_runtime(runtime_id, done))
@@ -349,11 +359,11 @@ def _merged(found: list[ThinnedRuntime], more: ThinnedRuntime) -> list[ThinnedRu
     """The runtimes of a report with `more` added (a runtime thinned twice counts once)."""
     for index, runtime in enumerate(found):
         if runtime.runtime_id == more.runtime_id:
-            cells = sorted({(s.first, s.last) for s in (*runtime.cells, *more.cells)})
+            counts = [n for s in (*runtime.cells, *more.cells) for n in range(s.first, s.last + 1)]
             found[index] = runtime.model_copy(
                 update={
                     "checkpoints": runtime.checkpoints + more.checkpoints,
-                    "cells": [CellSpan(first=a, last=b) for a, b in cells],
+                    "cells": [CellSpan(first=a, last=b) for a, b in runs(counts)],
                     "checkpoint_ids": [*runtime.checkpoint_ids, *more.checkpoint_ids],
                 }
             )

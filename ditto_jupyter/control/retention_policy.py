@@ -79,9 +79,13 @@ def _bucket(
 def cell_spans(checkpoints: Iterable[RuntimeCheckpoint]) -> list[tuple[int, int]]:
     """The cells (execution counts) these automatic checkpoints followed, as runs:
     cells 3, 4, 5 and 9 are [(3, 5), (9, 9)]."""
-    counts = sorted({c.automatic.execution_count for c in checkpoints if c.automatic is not None})
+    return runs({c.automatic.execution_count for c in checkpoints if c.automatic is not None})
+
+
+def runs(counts: Iterable[int]) -> list[tuple[int, int]]:
+    """Execution counts as runs of consecutive ones, in order."""
     spans: list[tuple[int, int]] = []
-    for count in counts:
+    for count in sorted(set(counts)):
         if spans and count == spans[-1][1] + 1:
             spans[-1] = (spans[-1][0], count)
         else:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 from ditto_jupyter.backends.e2b import E2BConfig, E2BProvider
+from ditto_jupyter.control import retention as retention_module
 from ditto_jupyter.control.retention_policy import cell_spans
 from ditto_jupyter.control.service import RuntimeService
 from ditto_jupyter.control.store import StoreError
@@ -284,3 +285,27 @@ def test_a_round_deletes_the_e2b_snapshots_no_checkpoint_names_any_more(
         assert service.leftovers() == []
     finally:
         service.close_store()
+
+
+def test_many_checkpoints_are_thinned_a_batch_a_transaction(
+    service: RuntimeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long history (after an upgrade, a month of cells) never holds the store's write
+    lock for one long transaction: `THIN_BATCH` checkpoints a transaction."""
+    monkeypatch.setattr(retention_module, "THIN_BATCH", 2)
+    rid = run(service.create_runtime("nb.ipynb")).runtime_id
+    ids = [cell(service, rid, n) for n in range(1, 7)]
+    for n, cid in enumerate(ids[:5]):
+        taken_at(service, cid, NOW - 40 * DAY_MS + n)
+    transaction = service.store.transaction
+    opened: list[int] = []
+
+    def counted() -> Any:
+        opened.append(1)
+        return transaction()
+
+    service.store.transaction = counted  # type: ignore[method-assign]
+    report = run(service.retention.round())
+    assert report.thinned == 5 and len(report.runtimes) == 1
+    assert [(s.first, s.last) for s in report.runtimes[0].cells] == [(1, 5)]
+    assert len(opened) >= 3  # 2 + 2 + 1
