@@ -21,7 +21,8 @@ automatic checkpoint is never refused meanwhile; see `_thin`):
 A round then runs the blob store's garbage collection (`gc`) with its grace period, so the
 bytes go, and measures the data directory (`core.disk_usage`) before and after. Over the
 budget, it thins the oldest thinnable checkpoints of every runtime, a batch at a time,
-collecting after each, until it is under the budget or nothing thinnable is left. Each
+collecting after each, until it is under the budget or nothing thinnable is left (each
+runtime's two newest automatic checkpoints stay: the last cell can always be undone). Each
 thinning is one line in the log, a failure a warning with its reason, and the last one is
 kept (`last`) for `GET /api/v1/retention` and given to `listeners` (the server's events).
 """
@@ -40,6 +41,7 @@ from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.retention_policy import (
     beyond_tiers,
     cell_spans,
+    for_budget,
     runs,
     thinnable,
 )
@@ -160,7 +162,7 @@ class Retention:
             if "budget" not in tally.rules:
                 tally.rules.append("budget")
             every = await off_loop(self.parts.store.whole_automatic, before_ms=_ANY_TIME)
-            batch = [c for c in every if thinnable(c) and c.checkpoint_id not in tried]
+            batch = [c for c in for_budget(every) if c.checkpoint_id not in tried]
             batch = batch[:BUDGET_BATCH]
             if not batch:
                 tally.over_budget = True

@@ -7,7 +7,9 @@ Three rules, one retention (`retention`):
   that tier's `until_seconds` (the newest of each bucket, buckets aligned to the epoch, so
   a checkpoint kept once stays kept as it ages through a tier); beyond the last tier, none.
 - **keep** (`%autocheckpoint --keep N`): a runtime's newest N stay whole, older ones go.
-- **budget**: over a data directory's byte budget, the oldest go first, across runtimes.
+- **budget**: over a data directory's byte budget, the oldest go first, across runtimes;
+  each runtime's `UNDO_DEPTH` newest automatic checkpoints stay whole (`for_budget`), so the
+  last cell can always be undone, whatever the budget.
 
 Only automatic checkpoints (`automatic` set by `%autocheckpoint`, named `cell-<n>`) are
 ever candidates: a checkpoint taken on request, `before-*`, `lost`, `idle-pause`, a pause
@@ -26,6 +28,9 @@ from ditto_jupyter.core.models import RetentionTier, RetentionTiers, RuntimeChec
 AUTOMATIC_NAME = re.compile(r"cell-\d+(?:-\d+)?")
 #: Names retention never thins, whatever their record says.
 PROTECTED_NAMES = frozenset({"lost", "idle-pause", "pause", "close"})
+#: A runtime's newest automatic checkpoints the budget never thins: the last cell's and the
+#: one before it, which undoing the last cell goes back to.
+UNDO_DEPTH = 2
 
 
 def thinnable(checkpoint: RuntimeCheckpoint) -> bool:
@@ -38,6 +43,21 @@ def thinnable(checkpoint: RuntimeCheckpoint) -> bool:
         or name.startswith("before-")
     )
     return checkpoint.automatic is not None and not checkpoint.pruned and not named
+
+
+def for_budget(checkpoints: Sequence[RuntimeCheckpoint]) -> list[RuntimeCheckpoint]:
+    """The checkpoints the budget may thin, oldest first: the thinnable ones, less each
+    runtime's `UNDO_DEPTH` newest automatic checkpoints."""
+    by_runtime: dict[str, list[RuntimeCheckpoint]] = {}
+    for checkpoint in checkpoints:
+        if checkpoint.automatic is not None and not checkpoint.pruned:
+            by_runtime.setdefault(checkpoint.runtime_id, []).append(checkpoint)
+    newest: set[str] = set()
+    for found in by_runtime.values():
+        found.sort(key=lambda c: c.created_at_ms)
+        newest.update(c.checkpoint_id for c in found[-UNDO_DEPTH:])
+    chosen = [c for c in checkpoints if thinnable(c) and c.checkpoint_id not in newest]
+    return sorted(chosen, key=lambda c: c.created_at_ms)
 
 
 def beyond_tiers(
