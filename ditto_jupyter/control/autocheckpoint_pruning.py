@@ -1,4 +1,5 @@
-"""Pruning automatic checkpoints (`%autocheckpoint --keep N`): which ones, and how.
+"""Pruning automatic checkpoints (`%autocheckpoint --keep N`): which ones, and how. It is
+one rule of `retention`, which thins by it as by the age tiers and the byte budget.
 
 An automatic checkpoint is named `cell-<execution count>` and records the cell it followed
 in its `automatic` field (`AutoCheckpointCell`: execution count, source, failed). Pruning

@@ -286,3 +286,41 @@ class CheckpointRecordsContract:
         assert [c.checkpoint_id for c in found.beyond] == ["a1", "a2", "a3"]
         assert found.whole == 5
         assert [c.checkpoint_id for c in store.prune_candidates("q", 0).beyond] == ["auto-of-q"]
+
+    def test_whole_automatic_lists_every_runtimes_old_whole_automatic_ones(
+        self, store: CheckpointStore
+    ) -> None:
+        for rid, created in (("r", 1), ("o", 2)):
+            store.insert_session(record(rid, created))
+        store.put_checkpoint(taken("r1", "r", 101, automatic=True))
+        store.put_checkpoint(taken("o1", "o", 102, automatic=True))
+        store.put_checkpoint(taken("r2", "r", 103, automatic=True))
+        store.put_checkpoint(taken("named", "r", 100, name="cell-100"))  # on request
+        store.put_checkpoint(taken("gone", "r", 99, automatic=True, pruned=True))
+        store.put_checkpoint(taken("young", "o", 500, automatic=True))
+
+        found = store.whole_automatic(before_ms=500)
+        assert [c.checkpoint_id for c in found] == ["r1", "o1", "r2"]  # oldest first
+        assert found[0] == store.get_checkpoint("r1")  # whole records
+        assert [c.checkpoint_id for c in store.whole_automatic(before_ms=102)] == ["r1"]
+        assert len(store.whole_automatic(before_ms=10**15)) == 4
+
+    def test_held_among_names_heads_sources_and_parents_elsewhere(
+        self, store: CheckpointStore
+    ) -> None:
+        for rid, created in (("r", 1), ("o", 2), ("q", 3)):
+            store.insert_session(record(rid, created))
+        store.put_session(record("o", 2, source_runtime_id="r", source_checkpoint_id="a1"))
+        for n in range(1, 6):
+            store.put_checkpoint(taken(f"a{n}", "r", 100 + n, automatic=True))
+        store.put_checkpoint(taken("q1", "q", 200, parent_checkpoint_id="a3"))  # a branch
+        store.set_head("r", "a2")
+        asked = [f"a{n}" for n in range(1, 6)]
+        assert store.held_among("r", asked) == {"a1", "a2", "a3"}
+        assert store.held_among("r", ["a4", "a5"]) == set()
+        assert store.held_among("r", []) == set()
+        store.set_head("q", "a5")  # a checkpoint of r restored in q
+        assert store.held_among("r", asked) == {"a1", "a2", "a3", "a5"}
+        with store.transaction():  # what the transaction wrote counts already
+            store.set_head("r", "a4")
+            assert store.held_among("r", asked) == {"a1", "a3", "a4", "a5"}
