@@ -104,6 +104,13 @@ def workspace_fingerprint(root: Path) -> bytes:
     return digest.digest()
 
 
+def _detail(error: Exception) -> str:
+    """An error as one line: a DittoError's code and message, else its type and text."""
+    if isinstance(error, DittoError):
+        return f"{error.code}: {error.message}"
+    return f"{type(error).__name__}: {error}"
+
+
 def _stored_count(result: Any) -> int | None:
     """The execution count of a cell run with history; None for one run without."""
     info = getattr(result, "info", None)
@@ -373,7 +380,7 @@ class AutoCheckpointer:
         keep_base(namespace, snapshot.base)  # only once recorded: an unrecorded one is no base
         self.host.last_manifest = capture.manifest_id
         self._taken(name, fingerprint)
-        self._recorded()
+        self._recorded(name)
 
     def _taken(self, name: str, fingerprint: bytes | None) -> None:
         self._last_fingerprint = fingerprint
@@ -381,11 +388,19 @@ class AutoCheckpointer:
         self.taken += 1
         self.last_name = name
 
-    def _recorded(self) -> None:
-        """One more whole automatic checkpoint: prune when there are more than kept."""
+    def _recorded(self, name: str) -> None:
+        """One more whole automatic checkpoint: prune when there are more than kept. A prune
+        that fails says so in one line; the checkpoint stays recorded, the next one prunes."""
         self._whole += 1
         if self._whole > self.keep + self._held:
-            self._prune()
+            try:
+                self._prune()
+            except Exception as error:
+                print(
+                    f"ditto: autocheckpoint {name} was recorded, but pruning the automatic "
+                    f"checkpoints beyond the newest {self.keep} failed: {_detail(error)}",
+                    file=sys.stderr,
+                )
 
     def _record_in_background(
         self,
@@ -404,7 +419,6 @@ class AutoCheckpointer:
             recorded = True
             self._followed, self._unrecorded = cells, None
             self.host.last_manifest = capture.manifest_id
-            self._recorded()
         except Exception as error:
             from ditto_jupyter.core.blobs import BlobNotFound
             from ditto_jupyter.kernel.capture.kernel_entry import keep_base
@@ -416,12 +430,12 @@ class AutoCheckpointer:
             keep_base(self.host.namespace, None)  # no path follows an unwritten state
             if isinstance(error, (BlobNotFound, CaptureLost)):
                 MEMORY.forget()  # the memo and every base: the next cell captures anew
-            detail = (
-                f"{error.code}: {error.message}"
-                if isinstance(error, DittoError)
-                else f"{type(error).__name__}: {error}"
+            print(
+                f"ditto: autocheckpoint {name} was not recorded: {_detail(error)}",
+                file=sys.stderr,
             )
-            print(f"ditto: autocheckpoint {name} was not recorded: {detail}", file=sys.stderr)
+            return
+        self._recorded(name)
 
     def _after_unrecorded(self, cell: AutoCheckpointCell) -> AutoCheckpointCell:
         """`cell`, saying which cell before it had its checkpoint not recorded, if one did:

@@ -241,6 +241,38 @@ def test_keep_prunes_only_old_automatic_ones(kernel: Kernel, data_dir: Path) -> 
     assert value(kernel.client, "int(big[0])") == 0
 
 
+def test_a_prune_that_fails_says_so_and_the_checkpoint_stays_recorded(
+    kernel: Kernel, data_dir: Path
+) -> None:
+    """Pruning runs after the record: its failure is its own line, never "not recorded"."""
+    kernel.ok("%autocheckpoint on --keep 1")
+    rid = runtime_id(kernel)
+    kernel.ok("x = 1")
+    wait_for_autocheckpoints(kernel.client)  # every cell so far recorded and pruned
+    patch = (  # silently: no cell, no checkpoint of its own
+        "def _refuse_prune():\n"
+        "    raise OSError('disk full')\n"
+        "get_ipython().magics_manager.registry['DittoMagics'].autocheckpointer._prune = "
+        "_refuse_prune"
+    )
+    reply = kernel.client.execute(patch, silent=True, reply=True, timeout=180)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    changed = kernel.run("x = 2")
+    listed = checkpoints(kernel, data_dir, rid)  # the write-behind has recorded it
+    last = [c for c in listed if c.automatic is not None][-1]
+    assert source_of(last) == "x = 2" and not last.pruned
+    # the write-behind's line reaches the cell running when it is printed (or `%undo`,
+    # which waits for it); undo of the last cell still works
+    undone = kernel.run("%undo")
+    assert undone.error is None and value(kernel.client, "x") == 1
+    said = changed.stderr + undone.stderr
+    assert re.fullmatch(
+        rf"ditto: autocheckpoint {last.name} was recorded, but pruning the automatic "
+        r"checkpoints beyond the newest 1 failed: OSError: disk full\n",
+        said,
+    ), said
+
+
 def test_checkout_by_cell_name_and_its_source_is_held(kernel: Kernel, data_dir: Path) -> None:
     kernel.ok("%autocheckpoint on --keep 1")
     rid = runtime_id(kernel)
