@@ -337,7 +337,7 @@ def report(run: Run, outcome: dict[str, Any]) -> str:
         "simulated hour",
         "checkpoints taken",
         "rounds",
-        "thinned in the hour: tiers + budget rounds",
+        "thinned in the hour: by rounds of the tiers alone + by rounds the budget joined",
         "kept whole at its end",
         "thinned at its end",
         "peak MiB (after any checkpoint)",
