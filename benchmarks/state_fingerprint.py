@@ -421,12 +421,11 @@ def _forget_this_call() -> None:
     change a value, our next capture would keep the stale pickle and a later restore would
     compare wrong: dropping the entry can only make our restores look worse, never better.
     A kernel without ditto's journal (Kishu's) is left alone: nothing is attached to it."""
-    memory_module = sys.modules.get("ditto_jupyter.kernel.capture.memory")
+    journal_module = sys.modules.get("ditto_jupyter.kernel.capture.journal")
     from IPython import get_ipython
 
     shell = get_ipython()
-    journals = getattr(getattr(memory_module, "MEMORY", None), "journals", {})
-    journal: Any = journals.get(id(shell))
+    journal: Any = getattr(journal_module, "_journals", {}).get(id(shell))
     entries = getattr(journal, "_entries", None)
     if entries and entries[-1].touched is None and entries[-1].serial == journal.serial:
         entries.pop()  # the journal as it was before the call: its entries and its serial

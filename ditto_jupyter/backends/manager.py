@@ -219,12 +219,6 @@ class BackendManager:
             backend.forget_snapshot(ref.provider_snapshot_id)
         return deleted
 
-    def forget_snapshot(self, snapshot_id: str) -> None:
-        """No live backend returns this snapshot as its next checkpoint's any more (its
-        last checkpoint record was thinned: garbage collection may free it)."""
-        for backend in self._backends.values():
-            backend.forget_snapshot(snapshot_id)
-
     def snapshot_tree(self, ref: BackendCheckpointRef) -> FileTree | None:
         """The files of a snapshot, when its provider can read them so and it still exists
         (None: an E2B snapshot, a deleted one)."""

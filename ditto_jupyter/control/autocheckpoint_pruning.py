@@ -1,5 +1,4 @@
-"""Pruning automatic checkpoints (`%autocheckpoint --keep N`): which ones, and how. It is
-one rule of `retention`, which thins by it as by the age tiers and the byte budget.
+"""Pruning automatic checkpoints (`%autocheckpoint --keep N`): which ones, and how.
 
 An automatic checkpoint is named `cell-<execution count>` and records the cell it followed
 in its `automatic` field (`AutoCheckpointCell`: execution count, source, failed). Pruning

@@ -1,10 +1,11 @@
-"""Housekeeping: delete a checkpoint's snapshot, collect garbage (in this server's blob
-store, and in the bucket servers share: `bucket_gc`). Thinning automatic checkpoints is
-`retention`'s.
+"""Housekeeping: delete a checkpoint's snapshot, prune automatic checkpoints, collect garbage
+(in this server's blob store, and in the bucket servers share: `bucket_gc`).
 
 None of these touch a runtime's live state. Delete-snapshot is the one operation whose
 store write comes before the provider work: the store records the deletion first, so no
 record ever names a deleted snapshot, and gets the id back if the provider then fails.
+A prune thins rows first too, then deletes the snapshots no record names any more; a
+deletion that fails is logged and recorded as left behind, never raised after the fact.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ from __future__ import annotations
 import logging
 import re
 
+from ditto_jupyter.control.autocheckpoint_pruning import thinned
 from ditto_jupyter.control.bucket_gc import BucketGcReport
 from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import collecting_damaged_rows
 from ditto_jupyter.core.blobs import GRACE_SECONDS, BlobError, GcReport
-from ditto_jupyter.core.errors import StoreUnavailable
+from ditto_jupyter.core.errors import InvalidRequest, StoreUnavailable
 from ditto_jupyter.core.models import (
+    AutoCheckpointPruneResult,
+    BackendCheckpointRef,
     RuntimeCheckpoint,
     RuntimeCheckpointSnapshotDeleteResult,
 )
@@ -37,7 +41,7 @@ def _without_snapshot(checkpoint: RuntimeCheckpoint) -> RuntimeCheckpoint:
 
 
 class Housekeeping:
-    """Delete-snapshot and garbage collection over one service's parts."""
+    """Delete-snapshot, prune and garbage collection over one service's parts."""
 
     def __init__(self, parts: RuntimeParts) -> None:
         self.parts = parts
@@ -88,6 +92,46 @@ class Housekeeping:
         with self.parts.store.transaction():
             for checkpoint in checkpoints:
                 self.parts.store.put_checkpoint(checkpoint)
+
+    async def prune_automatic(self, runtime_id: str, keep: int) -> AutoCheckpointPruneResult:
+        """Thin a runtime's automatic checkpoints beyond the newest `keep` (see
+        `autocheckpoint_pruning`): rows stay, their variables and workspace snapshots go."""
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise InvalidRequest(f"keep must be a whole number of at least 1, not {keep!r}")
+        parts = self.parts
+        await off_loop(parts.guard.session, runtime_id)
+        async with parts.guard.operation(runtime_id):
+            found = await off_loop(parts.store.prune_candidates, runtime_id, keep)
+            pruned = [c for c in found.beyond if c.checkpoint_id not in found.held]
+            held = [c.checkpoint_id for c in found.beyond if c.checkpoint_id in found.held]
+            if pruned:
+                # Recorded first: the next collection checks these manifests again (and
+                # keeps any a checkpoint still names).
+                parts.blobs.mark_for_collection([m for c in pruned for m in parts.manifests_of(c)])
+                await off_loop(self._put_all, [thinned(c) for c in pruned])
+                await self._delete_unnamed_snapshots(runtime_id, pruned)
+        if pruned:
+            parts.request_collection()  # their chunks, in the background
+        return AutoCheckpointPruneResult(
+            runtime_id=runtime_id,
+            keep=keep,
+            pruned=[c.checkpoint_id for c in pruned],
+            held=held,
+            whole=found.whole - len(pruned),
+        )
+
+    async def _delete_unnamed_snapshots(
+        self, runtime_id: str, pruned: list[RuntimeCheckpoint]
+    ) -> None:
+        """Delete the provider snapshots of thinned checkpoints that no record names now."""
+        dropped: dict[str, BackendCheckpointRef] = {
+            c.backend_ref.provider_snapshot_id: c.backend_ref
+            for c in pruned
+            if c.backend_ref is not None and c.backend_ref.provider_snapshot_id
+        }
+        for snapshot_id, ref in dropped.items():
+            if not (await off_loop(self.parts.store.checkpoints_with_snapshot, snapshot_id)):
+                await self.parts.delete_snapshot(ref, runtime_id)
 
     def live_manifests(self) -> set[str]:
         """Blob-store manifests some checkpoint still references (reads every checkpoint:

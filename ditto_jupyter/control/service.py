@@ -14,7 +14,7 @@ The door delegates; each job lives in a module of its own, over one shared `Runt
 - `checkpointing`: checkpoint, and the one builder of every checkpoint record;
 - `in_place_restore`, `files_back`: back to a checkpoint in place, variables and files;
 - `lifecycle`: create, checkout, pause, resume, close, lost; `fanout`: N checkouts at once;
-- `housekeeping`: delete-snapshot, garbage collection; `retention`: thinning, --keep too;
+- `housekeeping`: delete-snapshot, prune, garbage collection;
 - `checkpoint_documents`: a checkpoint's notebook document, stored, answered, read;
 - `diff`: what a checkpoint holds, what changed between two points in time, N side by side;
 - `undo`: back to just before the last cell `%autocheckpoint` recorded, files included;
@@ -52,7 +52,6 @@ from ditto_jupyter.control.off_loop import off_loop
 from ditto_jupyter.control.operation_guard import OperationGuard
 from ditto_jupyter.control.ownership import RuntimeOwnership
 from ditto_jupyter.control.replication import Replication
-from ditto_jupyter.control.retention import Retention
 from ditto_jupyter.control.runtime_parts import RuntimeParts
 from ditto_jupyter.control.store import CheckpointStore
 from ditto_jupyter.control.undo import Undo
@@ -140,10 +139,6 @@ class RuntimeService:
         )
         self._fan_out = FanOut(self.parts, self._lifecycle)
         self._housekeeping = Housekeeping(self.parts)
-        #: Thinning of automatic checkpoints: tiers, byte budget, --keep (`retention`).
-        self.retention = Retention(
-            self.parts, lambda grace: self._housekeeping.gc_everywhere(grace_seconds=grace)
-        )
         self._documents = CheckpointDocuments(self.parts)
         self._comparisons = Comparisons(self.parts, self._documents)
         self._undo = Undo(self.parts)
@@ -565,9 +560,14 @@ class RuntimeService:
         return await self._housekeeping.delete_snapshot(checkpoint_id)
 
     async def prune_automatic(self, runtime_id: str, keep: int) -> AutoCheckpointPruneResult:
-        """`%autocheckpoint --keep N`: the retention rule that thins a runtime's automatic
-        checkpoints beyond its newest `keep` (rows stay; see `retention`)."""
-        return await self.retention.keep(runtime_id, keep)
+        """Thin a runtime's automatic checkpoints beyond the newest `keep` (see
+        `autocheckpoint_pruning`): rows stay, their variables and workspace snapshots go.
+
+        Checkpoints taken on request, heads and checkout sources are never thinned. A
+        provider snapshot no remaining checkpoint records is deleted; blob gc frees the
+        chunks. One indexed store query finds what to thin.
+        """
+        return await self._housekeeping.prune_automatic(runtime_id, keep)
 
     def leftovers(self) -> list[Leftover]:
         """Resources cleanups could not free (kernels, sandboxes, snapshots, workspaces)."""

@@ -421,15 +421,15 @@ class AutoCheckpointer:
             self.host.last_manifest = capture.manifest_id
         except Exception as error:
             from ditto_jupyter.core.blobs import BlobNotFound
+            from ditto_jupyter.kernel.capture.chunks import forget_chunks
             from ditto_jupyter.kernel.capture.kernel_entry import keep_base
-            from ditto_jupyter.kernel.capture.memory import MEMORY
 
             if not recorded:
                 self._not_recorded(cell.execution_count)
             self._write_failed = True
             keep_base(self.host.namespace, None)  # no path follows an unwritten state
             if isinstance(error, (BlobNotFound, CaptureLost)):
-                MEMORY.forget()  # the memo and every base: the next cell captures anew
+                forget_chunks()  # and the next cell captures everything again
             print(
                 f"ditto: autocheckpoint {name} was not recorded: {_detail(error)}",
                 file=sys.stderr,
@@ -453,10 +453,7 @@ class AutoCheckpointer:
         """A host restored this kernel from outside (a restore or undo over REST, a resume,
         a checkout): the next capture is whole, and the workspace as it is now is the last
         one checkpointed. `keep`: the capture was taken with `%autocheckpoint` on; a kernel
-        where nobody turned it on or off yet (a resumed or checked-out one) turns it on.
-        The restore forgot the kernel's memory already (`KernelMemory.forget`, in
-        `restore_namespace`, which learned the restored chunks after): here the
-        autocheckpointer only lets go of its own base."""
+        where nobody turned it on or off yet (a resumed or checked-out one) turns it on."""
         from ditto_jupyter.kernel.capture.kernel_entry import keep_base
 
         if keep is not None and not self._chosen:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ditto_jupyter.core.errors import CaptureLost
-from ditto_jupyter.kernel.capture.memory import MEMORY
+from ditto_jupyter.kernel.capture.chunks import forget_chunks
 
 Captured = TypeVar("Captured")
 Recorded = TypeVar("Recorded")
@@ -25,14 +25,13 @@ def record_own_capture(
     take: Callable[[bool], Captured], record: Callable[[Captured], Recorded]
 ) -> tuple[Captured, Recorded]:
     """`take(False)` (the capture as the kernel would take it), then `record` it; on
-    CaptureLost, forget the kernel's memory (`KernelMemory.forget`: the chunk memo, every
-    capture base) and record `take(True)` (a whole capture from
+    CaptureLost, forget the chunk memo and record `take(True)` (a whole capture from
     nothing) instead. A second CaptureLost is the caller's to report."""
     captured = take(False)
     try:
         return captured, record(captured)
     except CaptureLost as error:
         print(f"ditto: capturing again: {error.message}", file=sys.stderr)
-        MEMORY.forget()
+        forget_chunks()
         captured = take(True)
         return captured, record(captured)

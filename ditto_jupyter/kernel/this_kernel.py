@@ -127,8 +127,7 @@ def restored(manifest_id: str | None, autocheckpoint_keep: int | None = None) ->
     """A host restored this kernel's namespace from `manifest_id` (a restore or an undo
     asked over REST, a checkout or resume): the head is that manifest now, as far as this
     kernel knows, and whoever follows the kernel's state (`%autocheckpoint`) is told, with
-    the setting that capture was taken under. The capture's memory was forgotten by the
-    restore itself (`restore_namespace`)."""
+    the setting that capture was taken under."""
     if _installed is None:
         return
     _installed.last_manifest = manifest_id

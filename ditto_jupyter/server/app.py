@@ -8,9 +8,7 @@ PostgreSQL), `default_backend` (`local` or `e2b`), `e2b_template`, `pause_idle_a
 (warm kernels per kernelspec for checkout and resume, see `kernel_pool`), and the object
 store the blob store is replicated to: `blob_store_url` (`s3://bucket/prefix`),
 `blob_store_endpoint`, `blob_store_region`, `blob_secret_file` (the signing secret all
-servers share), `blob_cache_bytes`, `checkpoint_durability` (`blob_store_traits`), the
-retention of automatic checkpoints: `retention_keep_all`, `retention_tiers`,
-`retention_budget_bytes`, `retention_interval` (`retention_traits`, `retention_rounds`), and the
+servers share), `blob_cache_bytes`, `checkpoint_durability` (`blob_store_traits`), and the
 parts a deployment may swap for its own classes: `store_class`, `backend_provider_class`,
 `context_driver_class` (`swappable_parts`).
 
@@ -82,8 +80,6 @@ from ditto_jupyter.server.jupyter_hooks import JupyterHooks, SessionEvents
 from ditto_jupyter.server.kernel_pool import KernelPool
 from ditto_jupyter.server.kernel_watcher import WATCH_INTERVAL_S, KernelWatcher
 from ditto_jupyter.server.openapi import openapi_document
-from ditto_jupyter.server.retention_rounds import RetentionRounds
-from ditto_jupyter.server.retention_traits import RetentionTraits
 from ditto_jupyter.server.runtime_tokens import RuntimeTokens
 from ditto_jupyter.server.server_context import ServerContextCapture
 from ditto_jupyter.server.server_kernel_host import ServerKernelHost
@@ -102,7 +98,7 @@ PACKAGE_LOG = logging.getLogger("ditto_jupyter")
 CHILD_SESSION_ROUTE = r"/api/sessions/(?P<session_id>\w+(?:-\w+){5,})"
 
 
-class DittoJupyterApp(BlobStoreTraits, RetentionTraits, SwappableParts, ExtensionApp):
+class DittoJupyterApp(BlobStoreTraits, SwappableParts, ExtensionApp):
     """Checkpoint, restore, branch and pause live Jupyter runtimes over REST."""
 
     name = "ditto_jupyter"
@@ -206,7 +202,6 @@ class DittoJupyterApp(BlobStoreTraits, RetentionTraits, SwappableParts, Extensio
     kernel_pool: KernelPool | None = None
     hooks: JupyterHooks | None = None
     watcher: KernelWatcher | None = None
-    retention_rounds: RetentionRounds | None = None
     #: Why the extension did not start (a setting that is wrong), or None: it runs.
     configuration_error: str | None = None
     #: While the store is not reachable yet: the task trying again (`store_wait`).
@@ -355,10 +350,6 @@ class DittoJupyterApp(BlobStoreTraits, RetentionTraits, SwappableParts, Extensio
         self.watcher.start()
         if self.idle_pauser is not None:
             self.idle_pauser.start()
-        self.retention_rounds = RetentionRounds(
-            service.retention, events, self.retention_interval, log=self.log
-        )
-        self.retention_rounds.start()
         self.log.info("ditto_jupyter: runtime store in %s", self.data_dir)
 
     def _open_service(self, host: ServerKernelHost, pool: KernelPool | None) -> RuntimeService:
@@ -380,19 +371,10 @@ class DittoJupyterApp(BlobStoreTraits, RetentionTraits, SwappableParts, Extensio
         )
         try:
             service.replication.check_at_start()
-            self._apply_retention(service)
         except BaseException:
             service.close_store()
             raise
         return service
-
-    def _apply_retention(self, service: RuntimeService) -> None:
-        """Give the service's retention its settings (ConfigurationError: they do not fit)."""
-        tiers, budget = self.retention_settings()
-        retention = service.retention
-        retention.tiers, retention.budget_bytes = tiers, budget
-        retention.data_dir = Path(self.data_dir)
-        retention.interval_seconds = self.retention_interval
 
     def _wait_for_store(
         self, error: StoreUnreachable, open_once: Callable[[], RuntimeService]
@@ -543,8 +525,6 @@ class DittoJupyterApp(BlobStoreTraits, RetentionTraits, SwappableParts, Extensio
             self.runtime_sessions.documents.close()  # pending documents' timers
         if self.idle_pauser is not None:
             self.idle_pauser.stop()
-        if self.retention_rounds is not None:
-            self.retention_rounds.stop()
         if self.hooks is not None:
             self.hooks.uninstall()
         if self.kernel_pool is not None:

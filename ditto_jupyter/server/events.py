@@ -46,8 +46,6 @@ class OperationEvent:
     document: str | None = None
     #: checkout events of a fan-out: the child's group (`FanOutMember`), else None
     fanout: FanOutMember | None = None
-    #: thin events: what retention took from the runtime (rules, count, cells, ids, bytes)
-    thinned: dict[str, Any] | None = None
     #: the operation emitted its own events (one per child of a fan-out): not this one
     replaced: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -71,7 +69,6 @@ class OperationEvent:
             "reason": self.reason,
             "document": self.document,
             "fanout": None if self.fanout is None else self.fanout.model_dump(),
-            "thinned": self.thinned,
         }
 
 

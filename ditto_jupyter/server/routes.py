@@ -30,8 +30,7 @@ and `.../contents` read what a checkpoint holds, `POST .../diff` (and `self/diff
 `%diff`) compares two points in time, `POST .../undo` (and `self/undo`, `%undo`) goes back to
 just before the last cell `%autocheckpoint` recorded. Routes whose body may carry a notebook
 take bodies up to `MAX_DOCUMENT_BODY_BYTES`. LangGraph's checkpoints (issue 44) have routes
-of their own (`langgraph_routes`). `GET /api/v1/runtimes/retention` answers the retention
-settings and the last thinning of automatic checkpoints (`retention_routes`).
+of their own (`langgraph_routes`).
 """
 
 from __future__ import annotations
@@ -84,7 +83,6 @@ from ditto_jupyter.core.models import (
 from ditto_jupyter.server.branch_routes import BRANCH_ROUTES
 from ditto_jupyter.server.langgraph_routes import LANGGRAPH_ROUTES
 from ditto_jupyter.server.notebook_routes import NOTEBOOK_ROUTES
-from ditto_jupyter.server.retention_routes import RETENTION_ROUTES
 from ditto_jupyter.server.route_spec import (
     API_PREFIX,
     OPERATION_ERRORS,
@@ -446,5 +444,4 @@ ROUTES: tuple[RouteSpec[Any], ...] = (
     *NOTEBOOK_ROUTES,
     *BRANCH_ROUTES,
     *LANGGRAPH_ROUTES,
-    *RETENTION_ROUTES,
 )

@@ -337,25 +337,7 @@ export type RuntimeAction =
   | 'close'
   | 'lost'
   | 'undo'
-  | 'document'
-  | 'thin';
-
-/** A run of cells (execution counts, both ends included). */
-export interface ICellSpan {
-  first: number;
-  last: number;
-}
-
-/** Thin events: what retention took from a runtime (its rows stay, pruned). */
-export interface IThinned {
-  /** The rules that chose: the age tiers, the byte budget, %autocheckpoint --keep. */
-  rules: ('tiers' | 'budget' | 'keep')[];
-  checkpoints: number;
-  cells: ICellSpan[];
-  checkpoint_ids: string[];
-  /** What the data directory gave back in that thinning (null for a --keep prune). */
-  bytes_freed?: number | null;
-}
+  | 'document';
 
 /** One runtime event from /api/events/subscribe. */
 export interface IRuntimeEvent {
@@ -377,8 +359,6 @@ export interface IRuntimeEvent {
   document?: DocumentSource | null;
   /** Checkout events of a fan-out (one per child): the child's fan-out. */
   fanout?: IFanOutMember | null;
-  /** Thin events: what retention took from the runtime. */
-  thinned?: IThinned | null;
 }
 
 /** Whether a message from the event stream is a runtime event. */

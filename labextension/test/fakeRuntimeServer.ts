@@ -111,12 +111,6 @@ export class FakeRuntimeServer implements RuntimeReader {
     return summary;
   }
 
-  /** Retention thinned a checkpoint: its row stays, pruned, without its snapshot. */
-  thin(checkpointId: string): void {
-    const found = this._checkpoint(checkpointId);
-    this._checkpoints.set(checkpointId, { ...found, pruned: true, has_provider_snapshot: false });
-  }
-
   /** A restore: the checkpoint becomes its runtime's head. */
   restore(runtimeId: string, checkpointId: string): void {
     this._touch(runtimeId);

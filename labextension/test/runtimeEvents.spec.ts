@@ -294,25 +294,4 @@ describe('runtime events answered out of order', () => {
     await Promise.all([open, deleted]);
     expect(cache.tree('r1')?.checkpoints.get('c1')?.has_provider_snapshot).toBe(false);
   });
-
-  it('a thinning is kept for the panel to say, and the tree shows what it holds pruned', async () => {
-    const { server, cache } = await setUp();
-    server.takeCheckpoint('r1', 'c2');
-    await applyRuntimeEvent(cache, event('checkpoint', 'r1', { checkpoint_id: 'c2' }));
-    server.requests.length = 0;
-    server.thin('c1');
-    const thinned = {
-      rules: ['tiers' as const],
-      checkpoints: 2,
-      cells: [{ first: 1, last: 1 }],
-      checkpoint_ids: ['c1', 'not-loaded'],
-      bytes_freed: 3 * 1024 * 1024
-    };
-    await applyRuntimeEvent(cache, event('thin', 'r1', { thinned }));
-    expect(cache.thinned('r1')).toEqual(thinned);
-    expect(cache.tree('r1')?.checkpoints.get('c1')?.pruned).toBe(true);
-    expect(server.requests).toEqual(['GET checkpoint r1/c1']); // the loaded one only
-    cache.noteThinned('r1', null);
-    expect(cache.thinned('r1')).toBeUndefined();
-  });
 });

@@ -194,11 +194,6 @@ class SqlMatchesMemory(RuleBasedStateMachine):
         assert sql.checkouts_of(rid) == memory.checkouts_of(rid)
         assert sql.live_session_with_kernel(kernel) == memory.live_session_with_kernel(kernel)
         assert sql.prune_candidates(rid, keep) == memory.prune_candidates(rid, keep)
-        assert sql.whole_automatic(before_ms=self.clock) == memory.whole_automatic(
-            before_ms=self.clock
-        )
-        asked = [c.checkpoint_id for c in memory.list_checkpoints(rid)]
-        assert sql.held_among(rid, asked) == memory.held_among(rid, asked)
 
     @rule(rid=_IDS, cid=st.one_of(st.none(), _CP_IDS))
     def set_head(self, rid: str, cid: str | None) -> None:

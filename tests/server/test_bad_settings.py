@@ -91,15 +91,6 @@ BAD_SETTINGS: dict[str, tuple[Any, str]] = {
         lambda tmp: {"lease_ttl": 0.1},
         "DittoJupyterApp.lease_ttl: The value of the 'lease_ttl' trait",
     ),
-    # retention (issue 42): tiers that do not reach further each, or end within the hour
-    "retention-tiers-out-of-order": (
-        lambda tmp: {"retention_tiers": [[86400, 2592000], [3600, 86400]]},
-        "DittoJupyterApp.retention_tiers: each tier must reach further than the one before",
-    ),
-    "retention-tier-within-keep-all": (
-        lambda tmp: {"retention_keep_all": 7200, "retention_tiers": [[600, 3600]]},
-        "retention_keep_all and retention_tiers do not fit together",
-    ),
 }
 
 

@@ -47,7 +47,6 @@ SCHEMA_OF = {
     "IResumeResult": "RuntimeResumeResult",
     "ICloseResult": "RuntimeCloseResult",
     "IDeleteSnapshotResult": "RuntimeCheckpointSnapshotDeleteResult",
-    "ICellSpan": "CellSpan",  # the cells of a thin event are the retention report's
 }
 
 #: Interfaces that are no OpenAPI component: checked by nothing here, on purpose.
@@ -56,8 +55,6 @@ NOT_SERVER_MODELS = {
     "INotebookCell",
     # A runtime event of /api/events/subscribe (server/events.py), not a REST answer.
     "IRuntimeEvent",
-    # What a thin event says of one runtime (events.py, the schema's `thinned`).
-    "IThinned",
 }
 
 #: Fields of a server model the panel leaves out of its type on purpose, by interface path.

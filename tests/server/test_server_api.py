@@ -162,7 +162,6 @@ async def test_every_route_success_path(
         "/api/v1/runtimes/{runtime_id}",
         "/api/v1/runtimes/{runtime_id}/checkpoints",
         "/api/v1/runtimes/checkpoints/{reference}",
-        "/api/v1/runtimes/retention",
     ):
         assert path in doc["paths"], path
 

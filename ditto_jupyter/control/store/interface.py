@@ -217,17 +217,6 @@ class CheckpointRecords(Protocol):
         beyond it, never the runtime's whole history)."""
         ...
 
-    def whole_automatic(self, *, before_ms: int) -> list[RuntimeCheckpoint]:
-        """Every runtime's whole automatic checkpoints created before `before_ms`, oldest
-        first (the partial index of whole automatic ones: what retention may thin)."""
-        ...
-
-    def held_among(self, runtime_id: str, checkpoint_ids: Sequence[str]) -> set[str]:
-        """Which of these checkpoints of `runtime_id` are a runtime's head, a checkout's
-        source or the parent of another runtime's checkpoint (index lookups; inside a
-        transaction, as that transaction sees them)."""
-        ...
-
     def get_head(self, runtime_id: str) -> str | None:
         """The current checkpoint id of a runtime, or None."""
         ...

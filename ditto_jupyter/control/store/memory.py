@@ -372,30 +372,13 @@ class MemoryCheckpointStore:
             if row.runtime_id == runtime_id and row.automatic and not row.pruned
         )
         beyond = [cid for _, _, cid in whole[: max(len(whole) - max(keep, 0), 0)]]
-        held = self.held_among(runtime_id, beyond)
-        return PruneCandidates(beyond=self._load(beyond), held=frozenset(held), whole=len(whole))
-
-    def whole_automatic(self, *, before_ms: int) -> list[RuntimeCheckpoint]:
-        """Every runtime's whole automatic checkpoints created before `before_ms`, oldest
-        first."""
-        found = sorted(
-            (row.created, row.seq, cid)
-            for cid, row in self._view().checkpoints.items()
-            if row.automatic and not row.pruned and row.created < before_ms
-        )
-        return self._load([cid for _, _, cid in found])
-
-    def held_among(self, runtime_id: str, checkpoint_ids: Sequence[str]) -> set[str]:
-        """Which of these checkpoints are a head, a checkout source, or the parent of
-        another runtime's checkpoint."""
-        state = self._view()
-        asked = set(checkpoint_ids)
+        asked = set(beyond)
         held = asked.intersection(state.heads.values())
         held |= asked.intersection(row.source_checkpoint_id for row in state.sessions.values())
         held |= asked.intersection(
             row.parent for row in state.checkpoints.values() if row.runtime_id != runtime_id
         )
-        return held
+        return PruneCandidates(beyond=self._load(beyond), held=frozenset(held), whole=len(whole))
 
     def _load(self, checkpoint_ids: list[str]) -> list[RuntimeCheckpoint]:
         rows = self._view().checkpoints

@@ -436,30 +436,6 @@ class SqlCheckpointStore(SqlBindingsAndLeftovers, SqlLangGraphRows, SqlLeases):
         beyond = records.checkpoints_of(rows[::-1])
         return PruneCandidates(beyond=beyond, held=frozenset(held), whole=int(count))
 
-    def whole_automatic(self, *, before_ms: int) -> list[RuntimeCheckpoint]:
-        """Every runtime's whole automatic checkpoints created before `before_ms`, oldest
-        first: the rows of the partial index `checkpoints_automatic`."""
-        col = CHECKPOINTS.c
-        query = records.RECORDS.where(
-            col.automatic, sa.not_(col.pruned), col.created_at_ms < before_ms
-        ).order_by(col.created_at_ms, col.seq)
-        with self._read() as conn:
-            rows = conn.execute(query).all()
-        return records.checkpoints_of(rows)
-
-    def held_among(self, runtime_id: str, checkpoint_ids: Sequence[str]) -> set[str]:
-        """Which of these checkpoints are held: a head, a checkout source, a parent of
-        another runtime's checkpoint (`_held_among`, in batches)."""
-        ids = list(dict.fromkeys(checkpoint_ids))
-        held: set[str] = set()
-        with self._read() as conn:
-            for start in range(0, len(ids), _HELD_BATCH):
-                batch = ids[start : start + _HELD_BATCH]
-                held.update(
-                    str(cid) for (cid,) in conn.execute(self._held_among(batch, runtime_id))
-                )
-        return held
-
     @staticmethod
     def _held_among(ids: list[str], runtime_id: str) -> Any:
         """Which of these checkpoints of `runtime_id` are a head (its own, off its row;

@@ -10,8 +10,7 @@
 - `lineage`: where a runtime comes from and what was checked out of it;
 - `leases`: which process holds a live runtime, and until when;
 - `documents`: the notebook document a checkpoint holds, and where it came from;
-- `comparisons`: what a checkpoint holds, and what changed between two points in time;
-- `retention`: which automatic checkpoints are kept, and what a thinning did.
+- `comparisons`: what a checkpoint holds, and what changed between two points in time.
 
 Requests refuse unknown fields and wrong types (strict), so a front end that validates a
 body with them answers 400 `InvalidRequest` naming the field. Every name is importable from
@@ -106,15 +105,6 @@ from ditto_jupyter.core.models.records import (
     SessionRecord,
     UnrestorableValue,
 )
-from ditto_jupyter.core.models.retention import (
-    CellSpan,
-    RetentionReport,
-    RetentionRule,
-    RetentionStatus,
-    RetentionTier,
-    RetentionTiers,
-    ThinnedRuntime,
-)
 from ditto_jupyter.core.models.runtime_operations import (
     AutoCheckpointPruneResult,
     CheckedOutRuntime,
@@ -165,7 +155,6 @@ __all__ = [
     "CellChange",
     "CellEntry",
     "CellRow",
-    "CellSpan",
     "CellsCounted",
     "CellsDiff",
     "CellsSideBySide",
@@ -208,11 +197,6 @@ __all__ = [
     "RequestId",
     "RequestMetadata",
     "RequestText",
-    "RetentionReport",
-    "RetentionRule",
-    "RetentionStatus",
-    "RetentionTier",
-    "RetentionTiers",
     "RuntimeBudgetResult",
     "RuntimeCheckoutRequest",
     "RuntimeCheckoutResult",
@@ -252,7 +236,6 @@ __all__ = [
     "SessionRecord",
     "ShellCommand",
     "StrictModel",
-    "ThinnedRuntime",
     "UnrestorableValue",
     "Variable",
     "VariableChange",

@@ -8,16 +8,14 @@ kernel-namespace manifest (`manifest`):
 - `pickling`: variables pickled alone, then grouped into alias-connected components pickled
   together (so `a is b` survives); notebook functions and classes by value; big buffers out
   of band; `atoms`: immutable values and singletons (dtypes, types, enum members, ...) tie
-  no variables together; `reducers`: the pickler's own reducers for single library classes
-  (counters pickling advances wound back, lazy caches left out, state a library drops
-  kept), so an unchanged value pickles to the same bytes and comes back as it was;
+  no variables together; `counters`: counters pickling advances are wound back, so an
+  unchanged value pickles to the same bytes;
 - `manifest`: the manifest's format; a large namespace's components go in content-addressed
   parts, so a small change writes one part;
-- `figures/`: matplotlib's figures, in a room of their own: `pyplot_state` (pyplot's open
-  figures, their numbers and the current one), `pods` (each open figure pickled in a stream
-  of its own, which other streams refer into, so an unchanged figure is kept as stored),
-  `figure_watch` (which figures changed since a capture: matplotlib's stale marks) and
-  `pyplot_access` (which figures pyplot handed to a cell);
+- `pyplot_state`: pyplot's open figures, their numbers and the current one; `pods`: each
+  open figure pickled in a stream of its own, which other streams refer into, so an
+  unchanged figure is kept as stored; `figure_watch`: which figures changed since a capture
+  (matplotlib's stale marks);
 - `chunks`: out-of-band buffers stored as fixed-size chunks by BLAKE3 name, an XXH3 memo so
   an unchanged buffer is never re-hashed or re-written, and one filesystem sync per capture;
 - `capturing` / `restoring`: `capture_namespace` and `restore_namespace` (a restore checks
@@ -37,27 +35,17 @@ kernel-namespace manifest (`manifest`):
   call, `%checkpoint`, `%pause`, `%diff live`, the in-process control; `%autocheckpoint`
   takes the same base through `take_base` / `keep_base`), the functions a kernel host calls
   inside a kernel (`kernel_capture`, `kernel_restore`, `warm_up`, `last_timing`) and the
-  kernel's own `open_blob_store`;
-- `memory`: everything the capture keeps between calls (bases, the chunk memo, journals,
-  stores, figure stamps, the library data, hooks put in), in one `KernelMemory` with one
-  `forget()` (a restore, or chunks the store lost).
+  kernel's own `open_blob_store`.
 
 Hosts call `ditto_jupyter.kernel.capture:<function>`, and pickled notebook functions name
 `ditto_jupyter.kernel.capture._make_function` and its two siblings (see
-`pickling.PICKLE_MODULE`): those names stay here, whatever module defines them. The modules
-that moved into `figures/` and `reducers` stay importable under their old dotted names
-(`MOVED_MODULES`), so whatever a stored pickle names there is found.
+`pickling.PICKLE_MODULE`): those names stay here, whatever module defines them.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-
 from ditto_jupyter.core.blobs import CHUNK_SIZE
-from ditto_jupyter.kernel.capture import reducers
 from ditto_jupyter.kernel.capture.capturing import capture_namespace
-from ditto_jupyter.kernel.capture.figures import figure_watch, pods, pyplot_access, pyplot_state
 from ditto_jupyter.kernel.capture.kernel_entry import (
     capture_following,
     kernel_capture,
@@ -82,27 +70,6 @@ from ditto_jupyter.kernel.capture.pickling import _set_function_state as _set_fu
 from ditto_jupyter.kernel.capture.restoring import MMAP_MIN, restore_namespace
 from ditto_jupyter.kernel.capture.rules import IPYTHON_NAMES, is_state_name
 
-#: Modules that moved (issue 41), by their old names in this package: a pickle stored before
-#: may name a function of theirs by its old dotted path.
-MOVED_MODULES: dict[str, types.ModuleType] = {
-    "counters": reducers,
-    "lazy_caches": reducers,
-    "kept_state": reducers,
-    "pods": pods,
-    "pyplot_state": pyplot_state,
-    "pyplot_access": pyplot_access,
-    "figure_watch": figure_watch,
-}
-
-
-def _keep_old_paths() -> None:
-    """Make each moved module importable under its old dotted name too."""
-    for old, module in MOVED_MODULES.items():
-        sys.modules.setdefault(f"{__name__}.{old}", module)
-
-
-_keep_old_paths()
-
 __all__ = [
     "BUFFER_BYTEARRAY",
     "BUFFER_BYTES",
@@ -113,7 +80,6 @@ __all__ = [
     "MANIFEST_KIND",
     "MANIFEST_VERSION",
     "MMAP_MIN",
-    "MOVED_MODULES",
     "OUT_OF_BAND_MIN",
     "capture_following",
     "capture_namespace",

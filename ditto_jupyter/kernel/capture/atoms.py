@@ -42,7 +42,6 @@ import types
 import uuid
 from typing import Any
 
-from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.rules import imported_class
 
 _ATOMIC_TYPES: tuple[type, ...] = (
@@ -98,25 +97,26 @@ _LIBRARY_TYPES = (
     ("pandas.api.typing", "NaTType"),
     ("pandas.tseries.offsets", "BaseOffset"),
 )
-#: Class verdicts (`Atoms._classify`) are kept by the atomic kinds they were decided with
-#: (`KernelMemory.verdicts`); a class's verdict depends only on the class and those kinds,
-#: so captures share them. Classes remembered per set of kinds before the cache starts
-#: afresh (classes made in a loop must not pile up).
+_library_cache: dict[tuple[str, ...], tuple[type, ...]] = {}
+#: Class verdicts (`Atoms._classify`) by the atomic kinds they were decided with; a class's
+#: verdict depends only on the class and those kinds, so captures share them.
+_verdict_cache: dict[tuple[type, ...], dict[type, int]] = {}
+#: Classes remembered per set of kinds before the cache starts afresh (classes made in a
+#: loop must not pile up).
 _VERDICT_LIMIT = 10_000
 
 
 def _library_types() -> tuple[type, ...]:
-    """The library classes of `_LIBRARY_TYPES` whose modules are imported already (kept
-    by the modules loaded: `KernelMemory.library_types`)."""
+    """The library classes of `_LIBRARY_TYPES` whose modules are imported already."""
     loaded = tuple(module for module, _ in _LIBRARY_TYPES if module in sys.modules)
-    cached = MEMORY.library_types.get(loaded)
+    cached = _library_cache.get(loaded)
     if cached is None:
         found = []
         for module, attribute in _LIBRARY_TYPES:
             cls = getattr(sys.modules.get(module), attribute, None)
             if isinstance(cls, type):
                 found.append(cls)
-        cached = MEMORY.library_types[loaded] = tuple(found)
+        cached = _library_cache[loaded] = tuple(found)
     return cached
 
 
@@ -161,7 +161,7 @@ class Atoms:
     def __init__(self, namespace: dict[str, object]) -> None:
         self.namespace = namespace
         self.kinds = _ATOMIC_TYPES + _library_types()
-        self._verdicts = MEMORY.verdicts.setdefault(self.kinds, {})
+        self._verdicts = _verdict_cache.setdefault(self.kinds, {})
         if len(self._verdicts) > _VERDICT_LIMIT:
             self._verdicts.clear()
         self._class_attributes: dict[type, frozenset[int]] = {}

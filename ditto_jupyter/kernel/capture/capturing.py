@@ -21,13 +21,13 @@ import orjson
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobNotFound, BlobStore
 from ditto_jupyter.core.models import ContextCapture, UnrestorableValue
 from ditto_jupyter.kernel import this_kernel
+from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.chunks import (
     ChunkWriter,
+    forget_chunks,
     knows_manifest,
     remember_manifest,
 )
-from ditto_jupyter.kernel.capture.figures import figure_watch, pyplot_state
-from ditto_jupyter.kernel.capture.figures.pods import PodConflict, same_figures
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.library_held import library_digests
 from ditto_jupyter.kernel.capture.manifest import (
@@ -39,8 +39,8 @@ from ditto_jupyter.kernel.capture.manifest import (
     split_into_parts,
     uses_parts,
 )
-from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.planning import PYPLOT, CapturePlan
+from ditto_jupyter.kernel.capture.pods import PodConflict, same_figures
 from ditto_jupyter.kernel.capture.rules import hidden_names, ipython_shell, is_state_name
 from ditto_jupyter.kernel.capture.summaries import add_digests
 from ditto_jupyter.kernel.cell_runs import cells_run
@@ -79,8 +79,7 @@ def capture_with_snapshot(
 ) -> tuple[NamespaceSnapshot, ContextCapture]:
     """`snapshot_namespace` then `finish`, here and now; the snapshot (whose `base` the next
     incremental capture follows) and the capture. A chunk the memo knew but that was
-    collected since makes the kernel forget its memory (`KernelMemory.forget`), and
-    everything is captured and stored again."""
+    collected since is forgotten, and everything is captured and stored again."""
     try:
         snapshot = snapshot_namespace(
             namespace,
@@ -103,7 +102,7 @@ def capture_with_snapshot(
             snapshot.base.manifest_id = capture.manifest_id
         return snapshot, capture
     except BlobNotFound:
-        MEMORY.forget()
+        forget_chunks()
         snapshot = snapshot_namespace(namespace, blobs, runtime_id=runtime_id, mark=mark)
         return snapshot, snapshot.finish()
 

@@ -7,9 +7,8 @@ model added to a dict of fitted models) keeps the chunks before and after the ch
 fixed boundaries would shift every chunk after it. Such an entry lists each chunk's length
 (`cuts`).
 
-A per-process memo (the kernel's memory keeps it: `memory.ChunkMemo`) maps an XXH3-128
-fingerprint of a chunk to its BLAKE3 name: an unchanged buffer is fingerprinted (fast),
-never re-hashed or re-written. The memo learns from every
+A per-process memo maps an XXH3-128 fingerprint of a chunk to its BLAKE3 name: an unchanged
+buffer is fingerprinted (fast), never re-hashed or re-written. The memo learns from every
 capture once it is recorded, and from every restored manifest (whose fingerprints it signs),
 so the first checkpoint after a resume is incremental too. BLAKE3, zstd and file I/O release
 the GIL, so a big buffer's chunks are hashed, written and read on two threads.
@@ -34,7 +33,6 @@ import fastcdc
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobError, BlobStore, BulkWrite
 from ditto_jupyter.kernel.capture.manifest import stored_entries
-from ditto_jupyter.kernel.capture.memory import MEMORY
 
 try:  # a fast non-cryptographic fingerprint; BLAKE3 stands in when xxhash is missing
     import xxhash
@@ -71,52 +69,62 @@ class LiveBufferChanged(BlobError):
 # ---- the fingerprint memo -------------------------------------------------------------
 
 _MEMO_LIMIT = 1 << 21
-_MEMO = MEMORY.chunks  # the kernel's memory keeps the memo (`memory.ChunkMemo`)
+_memo_lock = threading.Lock()
+_chunk_memo: dict[str, str] = {}  # fingerprint -> BLAKE3 chunk name
+_seeded: set[str] = set()  # manifests (captured or restored here) the memo has learned
 
 
 def _remember_chunk(fingerprint: str, digest: str) -> None:
-    with _MEMO.lock:
-        if len(_MEMO.names) >= _MEMO_LIMIT:
-            _MEMO.names.clear()
-            _MEMO.seeded.clear()
-        _MEMO.names[fingerprint] = digest
+    with _memo_lock:
+        if len(_chunk_memo) >= _MEMO_LIMIT:
+            _chunk_memo.clear()
+            _seeded.clear()
+        _chunk_memo[fingerprint] = digest
 
 
 def remember_manifest(manifest_id: str, body: dict[str, Any]) -> None:
     """Learn the fingerprints of a manifest's chunks (once per manifest and process)."""
-    with _MEMO.lock:
-        if manifest_id in _MEMO.seeded:
+    with _memo_lock:
+        if manifest_id in _seeded:
             return
-        _MEMO.seeded.add(manifest_id)
+        _seeded.add(manifest_id)
     for stored in stored_entries(body):
         for fingerprint, digest in zip(stored["fps"], stored["chunks"], strict=True):
             _remember_chunk(fingerprint, digest)
 
 
-# Chunks a deferred writer has taken (a view or a copy) and will write, by fingerprint
-# (`ChunkMemo.in_flight`). A later deferred capture of the same bytes (`d3 = {"ref": arr}`
-# run straight after `arr = ...`) takes the chunk's name from that write, which the
-# write-behind finishes first, instead of copying and writing the chunk again.
+#: Chunks a deferred writer has taken (a view or a copy) and will write, by fingerprint.
+#: A later deferred capture of the same bytes (`d3 = {"ref": arr}` run straight after
+#: `arr = ...`) takes the chunk's name from that write, which the write-behind finishes
+#: first, instead of copying and writing the chunk again.
+_in_flight: set[str] = set()
 
 
 def _take_flight(fingerprint: str) -> bool:
     """Register a chunk this writer will write; False when another writer is writing it."""
-    with _MEMO.lock:
-        if fingerprint in _MEMO.in_flight:
+    with _memo_lock:
+        if fingerprint in _in_flight:
             return False
-        _MEMO.in_flight.add(fingerprint)
+        _in_flight.add(fingerprint)
         return True
 
 
 def _land(fingerprints: list[str]) -> None:
     """The chunks a writer registered are written (the memo knows them) or never will be."""
-    with _MEMO.lock:
-        _MEMO.in_flight.difference_update(fingerprints)
+    with _memo_lock:
+        _in_flight.difference_update(fingerprints)
 
 
 def knows_manifest(manifest_id: str) -> bool:
     """Whether the memo has learned this manifest's chunks already."""
-    return manifest_id in _MEMO.seeded
+    return manifest_id in _seeded
+
+
+def forget_chunks() -> None:
+    """Empty the memo (a chunk it named has been collected since)."""
+    with _memo_lock:
+        _chunk_memo.clear()
+        _seeded.clear()
 
 
 # ---- threads --------------------------------------------------------------------------
@@ -174,14 +182,14 @@ class ChunkWriter:
         self._mine: dict[str, str] = {}  # fingerprint -> name of the chunks this writer wrote
         self._pending: list[tuple[list[str | None], int, str, _Part]] = []
         self._live: list[int] = []  # pending chunks still read from live (mutable) memory
-        self._flying: list[str] = []  # fingerprints registered in flight by this writer
+        self._flying: list[str] = []  # fingerprints registered in _in_flight by this writer
         self._awaited: list[tuple[list[str | None], int, str]] = []  # written by another
         self._detaching = threading.Lock()  # the next cell and the write-behind may both copy
         self._refused: LiveBufferChanged | None = None
 
     def _known(self, fingerprint: str) -> str | None:
         """The name of a chunk this writer wrote, or that the memo knows."""
-        return self._mine.get(fingerprint) or _MEMO.names.get(fingerprint)
+        return self._mine.get(fingerprint) or _chunk_memo.get(fingerprint)
 
     def store(
         self, data: memoryview, itemsize: int = 1, *, by_content: bool = False

@@ -6,9 +6,8 @@ group none of whose members changed, keeps its stored component as it is: it is 
 pickled nor fingerprinted again. Everything else is captured as usual, and a recaptured
 value that turns out to share an object with a kept group pulls that group back in.
 
-A restore replaces values in place (big arrays are patched, not rebound), so it forgets the
-kernel's memory (`KernelMemory.forget`), which bumps a generation: a base from before it is
-never used after it.
+A restore replaces values in place (big arrays are patched, not rebound), so it bumps a
+generation: a base from before it is never used after it.
 """
 
 from __future__ import annotations
@@ -19,13 +18,20 @@ from typing import Any
 
 from ditto_jupyter.core.models import UnrestorableValue
 from ditto_jupyter.core.namespace_manifest import component_size
-from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
+
+_generation = 0
+
+
+def namespace_replaced() -> None:
+    """A restore changed the namespace behind the captures' back: forget every base."""
+    global _generation
+    _generation += 1
 
 
 def current_generation() -> int:
-    """How often this process's memory was forgotten (`KernelMemory.forget`)."""
-    return MEMORY.generation
+    """The restores so far in this process."""
+    return _generation
 
 
 @dataclass
@@ -75,9 +81,8 @@ class CaptureBase:
     library: dict[int, tuple[object, bytes]] = field(default_factory=dict)
 
     def usable(self) -> bool:
-        """Whether no restore has happened since this capture (nor the memory was
-        forgotten otherwise)."""
-        return self.generation == MEMORY.generation
+        """Whether no restore has happened since this capture."""
+        return self.generation == _generation
 
 
 #: The largest component (stream and buffers, bytes) kept for its other members when some

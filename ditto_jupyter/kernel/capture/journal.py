@@ -31,8 +31,7 @@ from typing import Any
 
 from ditto_jupyter.kernel.capture import kernel_hooks
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
-from ditto_jupyter.kernel.capture.figures.pyplot_access import FigureAccess
-from ditto_jupyter.kernel.capture.memory import MEMORY
+from ditto_jupyter.kernel.capture.pyplot_access import FigureAccess
 from ditto_jupyter.kernel.capture.thread_activity import ThreadActivity
 from ditto_jupyter.kernel.capture.thread_activity import foreign_threads as foreign_threads
 from ditto_jupyter.kernel.capture.trusted_code import is_trusted_module
@@ -389,6 +388,8 @@ class ChangeJournal:
 
 # ---- the kernel's journal -------------------------------------------------------------
 
+_journals: dict[int, ChangeJournal] = {}
+
 
 def journal_of(namespace: Mapping[str, object]) -> ChangeJournal | None:
     """The journal of the running shell whose user namespace is `namespace`, attached on
@@ -396,10 +397,9 @@ def journal_of(namespace: Mapping[str, object]) -> ChangeJournal | None:
     shell = _shell_of(namespace)
     if shell is None:
         return None
-    journals = MEMORY.journals  # by id of the shell
-    journal = journals.get(id(shell))
+    journal = _journals.get(id(shell))
     if journal is None or journal.shell is not shell:
-        journal = journals[id(shell)] = ChangeJournal(shell)
+        journal = _journals[id(shell)] = ChangeJournal(shell)
         _attach(shell, journal)
         # the code that exists now, no cell of which the journal saw: counted as it is,
         # before the next cell runs (a plain `def` it shows from here is its own)
@@ -432,7 +432,7 @@ def _attach(shell: Any, journal: ChangeJournal) -> None:
     kernel_hooks.wrap_user_expressions(shell, before_expressions)
     # a widget's callbacks run notebook code no cell showed
     kernel_hooks.wrap_comm_msg(shell, journal.anything)
-    kernel_hooks.on_removal("the change journal", lambda: MEMORY.journals.pop(id(shell), None))
+    kernel_hooks.on_removal("the change journal", lambda: _journals.pop(id(shell), None))
 
 
 def _is_ditto_call(expression: str) -> bool:
@@ -446,7 +446,7 @@ def note_kernel_call(function: str) -> None:
     own functions is code no cell showed."""
     if function.startswith(DITTO_CALL_PREFIX):
         return
-    for journal in MEMORY.journals.values():
+    for journal in _journals.values():
         journal.anything()
 
 

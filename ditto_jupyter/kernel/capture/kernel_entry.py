@@ -23,7 +23,6 @@ from ditto_jupyter.kernel.capture.capturing import capture_with_snapshot
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.journal import ChangeJournal, journal_of
 from ditto_jupyter.kernel.capture.manifest import AUTOCHECKPOINT_KEY, load_manifest
-from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.pickling import dumps_so_far
 from ditto_jupyter.kernel.capture.restoring import restore_namespace
 from ditto_jupyter.kernel.capture.rules import ipython_shell
@@ -40,17 +39,19 @@ def _user_namespace() -> dict[str, object]:
     return shell.user_ns  # type: ignore[no-any-return]
 
 
+_stores: dict[str, BlobStore] = {}
+
+
 def open_blob_store(blob_root: str | os.PathLike[str]) -> BlobStore:
     """The kernel's own BlobStore on a shared root (opened once per process)."""
-    stores = MEMORY.stores
     given = str(blob_root)
-    store = stores.get(given)  # as given: no path resolution for every cell's checkpoint
+    store = _stores.get(given)  # as given: no path resolution for every cell's checkpoint
     if store is None:
         key = str(Path(blob_root).resolve())
-        store = stores.get(key)
+        store = _stores.get(key)
         if store is None:
-            store = stores[key] = BlobStore(key)
-        stores[given] = store
+            store = _stores[key] = BlobStore(key)
+        _stores[given] = store
     return store
 
 
@@ -60,24 +61,26 @@ def warm_up(blob_root: str) -> bool:
     return True
 
 
+_last_timing: dict[str, float] = {}
+#: The last capture of each namespace, whoever took it (the server's call, a magic,
+#: `%autocheckpoint`, the in-process control): the one base the next capture follows (by
+#: id; the base holds the namespace's values, the namespace is checked to be the same dict).
+_bases: dict[int, tuple[dict[str, object], CaptureBase]] = {}
+
+
 def take_base(namespace: dict[str, object]) -> CaptureBase | None:
     """The last capture of `namespace`, taken out: used once, so a capture that fails
-    leaves none, and the next one is whole.
-
-    The last capture of each namespace, whoever took it (the server's call, a magic,
-    `%autocheckpoint`, the in-process control), is the one base the next capture follows
-    (`KernelMemory.bases`, by id; the base holds the namespace's values, the namespace is
-    checked to be the same dict)."""
-    held = MEMORY.bases.pop(id(namespace), None)
+    leaves none, and the next one is whole."""
+    held = _bases.pop(id(namespace), None)
     return held[1] if held is not None and held[0] is namespace else None
 
 
 def keep_base(namespace: dict[str, object], base: CaptureBase | None) -> None:
     """Make `base` the capture the next capture of `namespace` follows (None: whole)."""
     if base is None:
-        MEMORY.bases.pop(id(namespace), None)
+        _bases.pop(id(namespace), None)
     else:
-        MEMORY.bases[id(namespace)] = (namespace, base)
+        _bases[id(namespace)] = (namespace, base)
 
 
 def capture_following(
@@ -113,7 +116,7 @@ def capture_following(
     if journal is not None and snapshot.base is not None:
         snapshot.base.foreign = changes.foreign
         keep_base(namespace, snapshot.base)
-    MEMORY.timing["pickles"] = float(dumps_so_far() - pickles)
+    _last_timing["pickles"] = float(dumps_so_far() - pickles)
     return capture
 
 
@@ -162,7 +165,7 @@ def last_timing() -> dict[str, float]:
     """Seconds the last kernel_capture / kernel_restore of this kernel took inside it, and
     how many pickles the last capture by any path but `%autocheckpoint` made (`pickles`:
     streams, each value or pod one)."""
-    return dict(MEMORY.timing)
+    return dict(_last_timing)
 
 
 def kernel_capture(
@@ -182,7 +185,7 @@ def kernel_capture(
             previous_manifest_id=previous_manifest_id,
             runtime_id=runtime_id,
         )
-    MEMORY.timing["capture_s"] = time.perf_counter() - started
+    _last_timing["capture_s"] = time.perf_counter() - started
     shell = ipython_shell(namespace)
     if shell is not None:  # idle: the last finished cell is one before the next count
         result = result.model_copy(update={"execution_count": shell.execution_count - 1})
@@ -209,6 +212,6 @@ def kernel_restore(
     with open_blob_store(blob_root).reading_arrivals(arrivals) as blobs:
         lost = restore_namespace(_user_namespace(), blobs, manifest_id)
         keep = autocheckpoint_setting(blobs, manifest_id)
-    MEMORY.timing["restore_s"] = time.perf_counter() - started
+    _last_timing["restore_s"] = time.perf_counter() - started
     this_kernel.restored(manifest_id, keep)  # `%autocheckpoint` follows the kernel's state
     return [entry.model_dump(mode="json") for entry in lost]

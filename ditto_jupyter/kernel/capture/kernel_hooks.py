@@ -23,19 +23,19 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ditto_jupyter.kernel.capture.memory import MEMORY
-
 _log = logging.getLogger(__name__)
 
 #: The mark on matplotlib's Gcf while its accessors are wrapped.
 GCF_MARK = "_ditto_noted"
 
-#: What is put in, and how to take it out (kept in the kernel's memory, never forgotten).
-_RECORD = MEMORY.hooks
+#: How to take out each hook put in, oldest first: (what it is, the undo).
+_undos: list[tuple[str, Callable[[], object]]] = []
+#: figure -> (the wrapper installed as its stale_callback, the callback it replaced)
+_figures: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 def _remember(what: str, undo: Callable[[], object]) -> None:
-    _RECORD.undos.append((what, undo))
+    _undos.append((what, undo))
 
 
 def on_removal(what: str, forget: Callable[[], object]) -> None:
@@ -158,20 +158,20 @@ def wrap_stale_callback(figure: Any, on_change: Callable[[Any], None]) -> Any:
             original(artist, value)
 
     figure.stale_callback = stale_callback
-    _RECORD.figures[figure] = (stale_callback, original)
+    _figures[figure] = (stale_callback, original)
     return stale_callback
 
 
 def _unwrap_figures() -> None:
-    for figure, (wrapper, original) in list(_RECORD.figures.items()):
+    for figure, (wrapper, original) in list(_figures.items()):
         if getattr(figure, "stale_callback", None) is wrapper:
             figure.stale_callback = original
-    _RECORD.figures.clear()
+    _figures.clear()
 
 
 def installed() -> list[str]:
     """What is in place now, oldest first (for tests and `%unload_ext`'s log)."""
-    return [what for what, _ in _RECORD.undos] + (["figure stale_callback"] * len(_RECORD.figures))
+    return [what for what, _ in _undos] + (["figure stale_callback"] * len(_figures))
 
 
 def remove_all() -> list[str]:
@@ -182,8 +182,8 @@ def remove_all() -> list[str]:
     except Exception as error:  # a figure's own setter refused: log it, go on
         _log.warning("ditto: could not unwrap a figure's stale_callback: %s", error)
         failed.append("figure stale_callback")
-    while _RECORD.undos:
-        what, undo = _RECORD.undos.pop()
+    while _undos:
+        what, undo = _undos.pop()
         try:
             undo()
         except Exception as error:

@@ -1,8 +1,7 @@
 """The library's data: what a capture counts as the libraries', found by one walk.
 
 One rule, in two parts, both found by one walk of `sys.modules` and kept in one cache
-(`LibraryData`, keyed on the set of modules and the notebook's namespace; the kernel's
-memory holds the process's one, `MEMORY.library`):
+(`LibraryData`, keyed on the set of modules and the notebook's namespace):
 
 - *library objects* (`objects`): every changeable global of every module but the
   notebook's own (not types, functions, modules, immutable values, import machinery, nor
@@ -83,15 +82,8 @@ _UNCHANGING_EXACT = frozenset(_UNCHANGING)
 _INNER_KINDS = frozenset({dict, list, set})
 #: The names the notebook's own module goes by in `sys.modules`.
 _NOTEBOOK_MODULES = frozenset({"__main__", "__mp_main__"})
-#: Modules whose globals are the walks themselves (the kernel's memory holds the last):
-#: never walked.
-_OWN_MODULES = frozenset(
-    {
-        __name__,
-        "ditto_jupyter.kernel.capture.library_held",
-        "ditto_jupyter.kernel.capture.memory",
-    }
-)
+#: Modules whose globals are the walks themselves (each holds the last): never walked.
+_OWN_MODULES = frozenset({__name__, "ditto_jupyter.kernel.capture.library_held"})
 
 
 @dataclass
@@ -168,6 +160,10 @@ class LibraryData:
             _walk_containers(self._containers, names)
         self._objects = _walk_objects(last, notebook, modules)
         self._count = count
+
+
+#: The one `LibraryData` of this process.
+LIBRARY = LibraryData()
 
 
 def _configuration() -> set[int]:

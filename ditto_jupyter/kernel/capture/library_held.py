@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import xxhash
 
-from ditto_jupyter.kernel.capture.memory import MEMORY
+from ditto_jupyter.kernel.capture.library_data import LIBRARY
 
 #: The digest of an object that cannot be pickled alone: never equal to another.
 _UNKNOWN = b""
@@ -52,16 +52,19 @@ def shared_digest(obj: object) -> bytes:
     return digest.digest()
 
 
-def _library_hits(ids: set[int], library: dict[int, object]) -> list[int]:
-    """The ids among `ids` of objects of `library` (`LibraryData.objects`).
+#: The library objects each component's id set holds (id(set) -> (the set, their ids)), for
+#: the library map they were looked up in: a kept component's set is the same object
+#: capture after capture (never changed), so while no module came or went its look-up is
+#: done once, not twice per capture. Only the last capture's sets are kept.
+_hits: tuple[dict[int, object] | None, dict[int, tuple[set[int], list[int]]]] = (None, {})
 
-    Remembered (`KernelMemory.library_hits`: id(set) -> (the set, their ids)), for the
-    library map they were looked up in: a kept component's set is the same object capture
-    after capture (never changed), so while no module came or went its look-up is done
-    once, not twice per capture. Only the last capture's sets are kept."""
-    if MEMORY.library_hits[0] is not library:
-        MEMORY.library_hits = (library, {})
-    known = MEMORY.library_hits[1]
+
+def _library_hits(ids: set[int], library: dict[int, object]) -> list[int]:
+    """The ids among `ids` of objects of `library` (`LibraryData.objects`)."""
+    global _hits
+    if _hits[0] is not library:
+        _hits = (library, {})
+    known = _hits[1]
     entry = known.get(id(ids))
     if entry is not None and entry[0] is ids:
         return entry[1]
@@ -76,11 +79,12 @@ def library_digests(
     """The library objects among the ids of `id_sets` (one set per component of a capture),
     each with its digest (from `memo`, the digests this capture took already, else taken
     now); the objects are kept, so the ids stay theirs."""
-    library = MEMORY.library.objects(notebook)
+    global _hits
+    library = LIBRARY.objects(notebook)
     sets = list(id_sets)
     found = [_library_hits(ids, library) for ids in sets]
-    known = MEMORY.library_hits[1]
-    MEMORY.library_hits = (library, {id(ids): known[id(ids)] for ids in sets})  # the next base's
+    known = _hits[1]
+    _hits = (library, {id(ids): known[id(ids)] for ids in sets})  # the next capture's base
     digests: dict[int, tuple[object, bytes]] = {}
     for object_id in itertools.chain.from_iterable(found):
         if object_id in digests:
@@ -100,7 +104,7 @@ def changed_library_objects(
 ) -> bool:
     """Whether a kept component holding `ids` holds a library object that the last capture
     did not digest, or that digests differently now (`memo`: this capture's digests)."""
-    library = MEMORY.library.objects(notebook)
+    library = LIBRARY.objects(notebook)
     for object_id in _library_hits(ids, library):
         obj = library[object_id]
         seen = before.get(object_id)

@@ -9,11 +9,6 @@ another, one memo, loaded by `NamespaceUnpickler.load_all`). Functions, lambdas 
 defined in the notebook are pickled by value (cloudpickle), with the live namespace as their
 globals again after restore. Big buffers (a `PickleBuffer` of at least 64 KiB; big bytes/bytearray
 objects inside a large stream) go out of band, for the chunk store.
-
-Module-level, and no memory to forget (`memory`): copyreg's `_slotnames` under a name, and
-two thread-locals that hold the context of the unpickling under way on a thread (the
-namespace restored into, the pods loaded), set and put back by `restoring_into` /
-`loading_pods`.
 """
 
 from __future__ import annotations
@@ -33,15 +28,11 @@ import cloudpickle
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE
 from ditto_jupyter.kernel.capture.atoms import MEMO_OBJECT, Atoms
-from ditto_jupyter.kernel.capture.figures.figure_watch import figure_types
+from ditto_jupyter.kernel.capture.counters import Reducer, counter_reducers
+from ditto_jupyter.kernel.capture.figure_watch import figure_types
+from ditto_jupyter.kernel.capture.kept_state import kept_state_bases
+from ditto_jupyter.kernel.capture.lazy_caches import cache_bases
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTEARRAY, BUFFER_BYTES
-from ditto_jupyter.kernel.capture.memory import MEMORY
-from ditto_jupyter.kernel.capture.reducers import (
-    Reducer,
-    cache_bases,
-    counter_reducers,
-    kept_state_bases,
-)
 
 #: Buffers smaller than this stay inside the pickle stream.
 OUT_OF_BAND_MIN = 64 * 1024
@@ -151,16 +142,21 @@ for _helper in PICKLED_HELPERS:
     _helper.__module__ = PICKLE_MODULE
 
 
+#: Every stream this process has pickled (`NamespacePickler.dump` calls): what a capture
+#: pickled is the difference around it (`kernel_entry.last_timing` reports it).
+_dumps = itertools.count()
+_dumped = 0
+
+
 def dumps_so_far() -> int:
-    """How many pickles (dump calls) this process's captures have made: what a capture
-    pickled is the difference around it (`kernel_entry.last_timing` reports it)."""
-    return MEMORY.dumped
+    """How many pickles (dump calls) this process's captures have made."""
+    return _dumped
 
 
 class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
     """cloudpickle, plus: notebook functions keep the live namespace as their globals, open
     files are refused (cloudpickle would copy a readable file's text), big buffers go out of
-    band, and counters that pickling advances are wound back (`reducers`)."""
+    band, and counters that pickling advances are wound back (`counters`)."""
 
     def __init__(
         self,
@@ -198,7 +194,8 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
         self.animated = False
 
     def dump(self, obj: Any) -> None:
-        MEMORY.dumped = next(MEMORY.dumps) + 1
+        global _dumped
+        _dumped = next(_dumps) + 1
         super().dump(obj)
 
     def _take_buffer(self, buffer: pickle.PickleBuffer) -> bool:
@@ -270,7 +267,7 @@ class NamespacePickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def _special_reducer(self, kind: type) -> Reducer | None:
         """The reducer for a class whose pickling has a side effect, takes a cache along or
-        leaves state out (`reducers`), or None."""
+        leaves state out (`counters`, `lazy_caches`, `kept_state`), or None."""
         found = self._counter_reducers.get(kind)
         if found is None:
             found = next((r for base, r in self._class_reducers if issubclass(kind, base)), None)

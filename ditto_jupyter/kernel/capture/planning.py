@@ -22,29 +22,29 @@ import sys
 from typing import Any, NamedTuple
 
 from ditto_jupyter.core.models import UnrestorableValue
+from ditto_jupyter.kernel.capture import figure_watch, pyplot_state
 from ditto_jupyter.kernel.capture.atoms import MEMO_OBJECT, Atoms
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
-from ditto_jupyter.kernel.capture.figures import figure_watch, pyplot_state
-from ditto_jupyter.kernel.capture.figures.pods import (
-    Pod,
-    PodConflict,
-    index_pod,
-    pod_name,
-    sharing_pods,
-)
 from ditto_jupyter.kernel.capture.incremental import (
     CaptureBase,
     plan_reuse,
     pulled_back,
     without_names,
 )
+from ditto_jupyter.kernel.capture.library_data import LIBRARY
 from ditto_jupyter.kernel.capture.library_held import changed_library_objects, shared_digest
-from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,
     components,
     identity_ids,
     pickle_values,
+)
+from ditto_jupyter.kernel.capture.pods import (
+    Pod,
+    PodConflict,
+    index_pod,
+    pod_name,
+    sharing_pods,
 )
 from ditto_jupyter.kernel.capture.rules import failure_reason, type_name
 from ditto_jupyter.kernel.capture.storing import component_pickles, figures_of, store_component
@@ -249,7 +249,7 @@ class CapturePlan:
         """Ids of the library's objects and containers, gathered once per capture (one set:
         a difference with it walks the smaller side only)."""
         if self._library is None:
-            self._library = MEMORY.library.ids(self.namespace)
+            self._library = LIBRARY.ids(self.namespace)
         return self._library
 
     def _digest(self, object_id: int, shared: object) -> bytes:

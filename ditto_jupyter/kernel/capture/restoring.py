@@ -25,15 +25,15 @@ from typing import Any
 
 from ditto_jupyter.core.blobs import CHUNK_SIZE, BlobIntegrityError, BlobStore
 from ditto_jupyter.core.models import UnrestorableValue
+from ditto_jupyter.kernel.capture import pyplot_state
 from ditto_jupyter.kernel.capture.chunks import fingerprint_chunks, read_chunks, remember_manifest
-from ditto_jupyter.kernel.capture.figures import pyplot_state
+from ditto_jupyter.kernel.capture.incremental import namespace_replaced
 from ditto_jupyter.kernel.capture.manifest import (
     BUFFER_BYTEARRAY,
     BUFFER_BYTES,
     BUFFER_PICKLE,
     load_manifest,
 )
-from ditto_jupyter.kernel.capture.memory import MEMORY
 from ditto_jupyter.kernel.capture.pickling import (
     NamespaceUnpickler,
     Pickled,
@@ -253,8 +253,7 @@ def restore_namespace(
 
     staged: dict[str, object] = {}
     figures_before = pyplot_state.managers()
-    MEMORY.forget()  # values change in place from here: no capture base holds (the memo
-    # learns this manifest again at the end)
+    namespace_replaced()  # values change in place from here: no capture base holds
     pods: dict[str, dict[int, Any]] = {}  # each loaded pod's memo, for the streams after it
     with restoring_into(namespace), loading_pods(pods):
         for component, stream, buffers in planned:

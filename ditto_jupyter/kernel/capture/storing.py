@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ditto_jupyter.core.models import UnrestorableValue
+from ditto_jupyter.kernel.capture import figure_watch
 from ditto_jupyter.kernel.capture.chunks import ChunkWriter
-from ditto_jupyter.kernel.capture.figures import figure_watch
 from ditto_jupyter.kernel.capture.manifest import BUFFER_BYTES, BUFFER_PICKLE
 from ditto_jupyter.kernel.capture.pickling import (
     Pickled,

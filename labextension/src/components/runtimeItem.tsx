@@ -2,8 +2,7 @@
  * One runtime of the side panel: its status, notebook and last change, its actions, its
  * progress, and (opened) its checkpoint tree with the checkpoints picked for Compare above
  * it and the selected checkpoint's details below; after a restore whose checkpoint's cells
- * differ from the notebook's, a notice offering to show or bring them back; what retention
- * last thinned of its automatic checkpoints.
+ * differ from the notebook's, a notice offering to show or bring them back.
  */
 
 import { caretDownIcon, caretRightIcon } from '@jupyterlab/ui-components';
@@ -16,7 +15,6 @@ import { ComparePicks } from '../compare/comparePicks';
 import { CheckpointDetails } from './details';
 import { IRuntimeItemProps } from './panelProps';
 import { RestoreNotice } from './restoreNotice';
-import { ThinnedLine } from './thinnedLine';
 import { CheckpointTree } from './tree';
 
 /** A runtime of the list. */
@@ -111,7 +109,6 @@ export function RuntimeItem(props: IRuntimeItemProps): JSX.Element {
         </div>
       ) : null}
       <RestoreNotice {...props} />
-      <ThinnedLine {...props} />
       {expanded ? (
         <div id={treeId}>
           <ComparePicks {...props} />

@@ -62,18 +62,6 @@ export async function applyRuntimeEvent(
         await cache.noteCheckpoint(runtimeId, checkpointId, false);
       }
       break;
-    case 'thin':
-      // Retention thinned automatic checkpoints: the panel says so, and the tree shows
-      // the ones it holds as pruned.
-      if (event.thinned) {
-        cache.noteThinned(runtimeId, event.thinned);
-        await Promise.all(
-          event.thinned.checkpoint_ids
-            .filter(id => cache.checkpoint(id))
-            .map(id => cache.noteCheckpoint(runtimeId, id, false))
-        );
-      }
-      break;
     default:
       // register, resume, close, lost, prune: the runtime's record says what changed.
       await cache.refreshRuntime(runtimeId);

@@ -12,13 +12,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { errorText } from '../api';
 import type { RuntimeApi } from '../api';
-import {
-  ICheckpointSummary,
-  IFanOutMember,
-  IRuntimeLineage,
-  IRuntimeRecord,
-  IThinned
-} from '../apiTypes';
+import { ICheckpointSummary, IFanOutMember, IRuntimeLineage, IRuntimeRecord } from '../apiTypes';
 import { Freshness } from './freshness';
 
 /** The calls the cache reads the server with (the GET routes of `RuntimeApi`). */
@@ -351,20 +345,6 @@ export class ServerCache {
     tree.revision += 1;
   }
 
-  /** What retention last took from a runtime (a thin event), if it took anything. */
-  thinned(runtimeId: string): IThinned | undefined {
-    return this._thinned.get(runtimeId);
-  }
-
-  noteThinned(runtimeId: string, thinned: IThinned | null): void {
-    if (thinned === null) {
-      this._thinned.delete(runtimeId);
-    } else {
-      this._thinned.set(runtimeId, thinned);
-    }
-    this._emit();
-  }
-
   private _emit(): void {
     this._changed.emit(undefined);
   }
@@ -374,7 +354,6 @@ export class ServerCache {
   private _runtimes = new Map<string, IRuntimeRecord>();
   private _trees = new Map<string, IRuntimeTree>();
   private _lineages = new Map<string, IRuntimeLineage>();
-  private _thinned = new Map<string, IThinned>();
   private _lineageRequests = new Map<string, Promise<void>>();
   private _error: string | null = null;
   private _loaded = false;

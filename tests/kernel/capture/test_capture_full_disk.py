@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 from ditto_jupyter.core.blobs import BlobError, BlobStorageFull, BlobStore
-from ditto_jupyter.kernel.capture import capture_namespace, restore_namespace
+from ditto_jupyter.kernel.capture import capture_namespace, chunks, restore_namespace
 from ditto_jupyter.kernel.capture.capturing import snapshot_namespace
-from ditto_jupyter.kernel.capture.memory import MEMORY
 from tests.fakes.full_disk import FillingDiskChunks
 from tests.support.small_disk import small_disk
 from tests.support.stored_blobs import blob_store_state
@@ -29,13 +28,13 @@ MiB = 1 << 20
 @pytest.fixture(params=["tmpfs", "test-double"])
 def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobStore]:
     """A durable store in `<data dir>/blobs` on a disk of about 40 MiB."""
-    MEMORY.forget()
+    chunks.forget_chunks()
     if request.param == "tmpfs":
         yield BlobStore(request.getfixturevalue("small_disk") / "data" / "blobs")
     else:
         root = tmp_path / "data" / "blobs"
         yield BlobStore(root, storage=FillingDiskChunks(root, size=40 * MiB))
-    MEMORY.forget()
+    chunks.forget_chunks()
 
 
 def random_array(mib: int, seed: int) -> np.ndarray:
@@ -53,7 +52,7 @@ def test_a_capture_that_finds_no_room_is_storage_full_and_changes_nothing(
     with pytest.raises(BlobStorageFull, match="no space left on the disk holding the data"):
         capture_namespace(namespace, blobs, previous_manifest_id=first.manifest_id)
     assert blob_store_state(blobs.root) == before
-    assert MEMORY.chunks.in_flight == set()
+    assert chunks._in_flight == set()
     restored: dict[str, object] = {"__name__": "__main__"}
     assert restore_namespace(restored, blobs, first.manifest_id) == []
     assert np.array_equal(np.asarray(restored["kept"]), kept)
@@ -83,4 +82,4 @@ def test_a_capture_waiting_for_a_failed_one_fails_without_naming_its_chunks(
     with pytest.raises(BlobError, match="was not written"):
         second.finish()
     assert blob_store_state(blobs.root) == before
-    assert MEMORY.chunks.in_flight == set()
+    assert chunks._in_flight == set()

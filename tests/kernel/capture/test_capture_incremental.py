@@ -22,10 +22,10 @@ from ditto_jupyter.core.blobs import BlobError, BlobStore
 from ditto_jupyter.kernel.capture import restore_namespace
 from ditto_jupyter.kernel.capture.capturing import snapshot_namespace
 from ditto_jupyter.kernel.capture.cell_effects import CellEffects
-from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged
+from ditto_jupyter.kernel.capture.chunks import LiveBufferChanged, forget_chunks
 from ditto_jupyter.kernel.capture.incremental import CaptureBase
 from ditto_jupyter.kernel.capture.journal import current_figure
-from ditto_jupyter.kernel.capture.memory import MEMORY
+from ditto_jupyter.kernel.capture.library_data import LIBRARY
 
 ALIASING_CELLS = [
     "a = [1, 2]\nb = {'list': a}\nc = 'text'",
@@ -49,7 +49,7 @@ ALIASING_CELLS = [
 
 @pytest.fixture
 def blobs(tmp_path: Path) -> BlobStore:
-    MEMORY.forget()  # the process's chunk memo knows other tests' stores
+    forget_chunks()  # the process's chunk memo knows other tests' stores
     return BlobStore(tmp_path / "blobs", durable=False)
 
 
@@ -178,7 +178,7 @@ def test_the_notebooks_own_values_are_not_library_objects(
     library.state = np.full(3, 2.0)  # type: ignore[attr-defined]
     for module in (notebook_module, alias, library):
         monkeypatch.setitem(sys.modules, module.__name__, module)
-    found = MEMORY.library.objects(notebook_module.__dict__)
+    found = LIBRARY.objects(notebook_module.__dict__)
     assert id(library.state) in found  # type: ignore[attr-defined]
     assert id(notebook_module.values) not in found  # type: ignore[attr-defined]
     assert id(alias.other) not in found  # type: ignore[attr-defined]
@@ -192,25 +192,25 @@ def test_modules_imported_after_a_walk_are_walked_and_a_replaced_one_is_walked_a
     under its name (a reload) is walked again, its old objects gone."""
     # a walk an earlier test left could belong to a dict at this one's address (ids are
     # reused), and globals rebound since (pytest rebinds `warnings.filters`) would differ
-    MEMORY.library.forget()
+    LIBRARY.forget()
     notebook: dict[str, object] = {"__name__": "__main__"}
     first = types.ModuleType("walked_library_first")
     first.state = np.zeros(3)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, first.__name__, first)
-    assert id(first.state) in MEMORY.library.objects(notebook)  # type: ignore[attr-defined]
+    assert id(first.state) in LIBRARY.objects(notebook)  # type: ignore[attr-defined]
     later = types.ModuleType("walked_library_later")
     later.state = {"n": 1}  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, later.__name__, later)
-    after = MEMORY.library.objects(notebook)
+    after = LIBRARY.objects(notebook)
     assert id(later.state) in after and id(first.state) in after  # type: ignore[attr-defined]
-    MEMORY.library.forget()
-    assert MEMORY.library.objects(notebook).keys() == after.keys()  # from scratch: the same
+    LIBRARY.forget()
+    assert LIBRARY.objects(notebook).keys() == after.keys()  # from scratch: the same
     reloaded = types.ModuleType(first.__name__)
     reloaded.state = np.ones(3)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, first.__name__, reloaded)
     third = types.ModuleType("walked_library_third")
     monkeypatch.setitem(sys.modules, third.__name__, third)  # the set of modules changed
-    again = MEMORY.library.objects(notebook)
+    again = LIBRARY.objects(notebook)
     assert id(reloaded.state) in again and id(later.state) in again  # type: ignore[attr-defined]
     assert id(first.state) not in again  # type: ignore[attr-defined]
 

@@ -17,40 +17,47 @@ journal's to see: the names a cell uses, and pyplot's current figure around ever
 
 from __future__ import annotations
 
+import itertools
 import sys
+import weakref
 from typing import Any
 
 from ditto_jupyter.kernel.capture import kernel_hooks
-from ditto_jupyter.kernel.capture.memory import MEMORY
 
-_STAMPS = MEMORY.figures  # the kernel's memory keeps the stamps (`memory.FigureStamps`)
+_serials = itertools.count(1)
+_last = 0
+#: figure -> the wrapper installed as its stale_callback
+_wrappers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+#: figure -> serial of its last change
+_stamps: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 def now() -> int:
     """The serial of the last change seen (a capture's mark)."""
-    return _STAMPS.last
+    return _last
 
 
 def _stamp(figure: Any) -> None:
-    _STAMPS.last = next(_STAMPS.serials)
-    _STAMPS.stamps[figure] = _STAMPS.last
+    global _last
+    _last = next(_serials)
+    _stamps[figure] = _last
 
 
 def watch(figure: Any) -> None:
     """Stamp `figure` at its every change from now on (idempotent)."""
-    wrapper = _STAMPS.wrappers.get(figure)
+    wrapper = _wrappers.get(figure)
     if wrapper is not None and getattr(figure, "stale_callback", None) is wrapper:
         return
     # watched from here: what came before, the capture saw
-    _STAMPS.wrappers[figure] = kernel_hooks.wrap_stale_callback(figure, _stamp)
+    _wrappers[figure] = kernel_hooks.wrap_stale_callback(figure, _stamp)
 
 
 def changed_since(figure: Any, mark: int) -> bool:
     """Whether `figure` may have changed since `mark` (see the module docstring)."""
-    wrapper = _STAMPS.wrappers.get(figure)
+    wrapper = _wrappers.get(figure)
     if wrapper is None or getattr(figure, "stale_callback", None) is not wrapper:
         return True
-    return _STAMPS.stamps.get(figure, 0) > mark
+    return _stamps.get(figure, 0) > mark
 
 
 def figure_types() -> tuple[type, ...]:

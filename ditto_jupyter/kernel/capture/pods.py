@@ -27,8 +27,7 @@ from typing import Any
 
 from ditto_jupyter.core.namespace_manifest import POD_NAME_PREFIX
 from ditto_jupyter.kernel.capture.atoms import Atoms
-from ditto_jupyter.kernel.capture.library_data import BUILTIN_CONTAINERS
-from ditto_jupyter.kernel.capture.memory import MEMORY
+from ditto_jupyter.kernel.capture.library_data import BUILTIN_CONTAINERS, LIBRARY
 from ditto_jupyter.kernel.capture.pickling import Pickled
 
 #: The component name of the pod of pyplot's figure number N.
@@ -78,7 +77,7 @@ class Pod:
         """The builtin containers it holds that are not the library's (each pod may carry
         its own copy of those: a pickle never kept their identity with the live library)."""
         if self.own_containers is None:
-            self.own_containers = self.containers - MEMORY.library.containers(notebook)
+            self.own_containers = self.containers - LIBRARY.containers(notebook)
         return self.own_containers
 
 

@@ -21,7 +21,6 @@ import sys
 from typing import Any
 
 from ditto_jupyter.kernel.capture import kernel_hooks
-from ditto_jupyter.kernel.capture.memory import MEMORY
 
 _OWN_PREFIX = "ditto_jupyter."
 
@@ -62,10 +61,14 @@ class FigureAccess:
 def _install(access: FigureAccess) -> bool:
     """Wrap Gcf's two accessors to tell `access` (once per process, `kernel_hooks`; later
     journals take over the telling); whether they are in place."""
-    MEMORY.hooks.figure_access[:] = [access]
+    _listeners[:] = [access]
     return kernel_hooks.wrap_pyplot_accessors(_tell)
 
 
 def _tell(manager: Any) -> None:
-    for listener in MEMORY.hooks.figure_access:  # the shell's journal's (one per kernel)
+    for listener in _listeners:
         listener.note(manager)
+
+
+#: The access the wrappers tell (the shell's journal's; one shell per kernel).
+_listeners: list[FigureAccess] = []
